@@ -1,0 +1,1 @@
+//! Side-by-side benchmarks; see `src/bin/`.

@@ -1,0 +1,256 @@
+//! Runner configuration and its validation.
+//!
+//! Invariants kept here:
+//! - [`Config::validate`] is the only gate: `Runner::start` calls it before it creates the
+//!   storage directory, a ring, a thread or calls user code, so an invalid setting never leaves
+//!   anything behind.
+//! - Every rejection names the field, the value given and the range allowed.
+//! - After validation `ring_config.size` is a power of two in `1..=MAX_RING_SIZE`, and the
+//!   timeout wheel described by `ring_config.timeout_wheel_tick` can represent both I/O timeouts.
+
+use crate::time::TimeoutWheel;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The largest number of pool workers a runner may have: one bit each in the idle set's word.
+pub const MAX_WORKERS: usize = 64;
+
+/// The largest io_uring submission queue a worker may ask for.
+pub const MAX_RING_SIZE: u32 = 32_768;
+
+/// Settings of each worker's io_uring ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Submission queue entries. Rounded up to a power of two; `1..=32768` after rounding.
+    /// Submissions beyond it wait in a backlog, so even a one-slot ring works.
+    pub size: u32,
+    /// Granularity of the wheel that times out connects, reads and writes. It must lay out the
+    /// configured timeouts in at most [`TimeoutWheel::MAX_SLOTS`] slots.
+    pub timeout_wheel_tick: Duration,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        Self {
+            size: 256,
+            timeout_wheel_tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// How long an idle worker spins, watching its wake signal, before it sleeps in the kernel.
+///
+/// Waking a sleeping CPU costs tens of microseconds on common machines while a spinning worker
+/// answers in well under one, so a short spin buys latency for bursty work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinnerConfig {
+    /// Spin budget of an idle worker, in microseconds. `0` disables spinning.
+    pub budget_us: u64,
+    /// Upper bound for the budget when it adapts to quick wakes; at least `budget_us`.
+    pub max_budget_us: u64,
+    /// A wake that arrives this soon after a worker went to sleep counts as "quick": the worker
+    /// doubles its budget (up to `max_budget_us`) so that the next such wake finds it spinning.
+    pub quick_wake_us: u64,
+}
+
+impl Default for SpinnerConfig {
+    fn default() -> Self {
+        Self {
+            budget_us: 20,
+            max_budget_us: 200,
+            quick_wake_us: 50,
+        }
+    }
+}
+
+impl SpinnerConfig {
+    /// No spinning: an idle worker sleeps at once.
+    pub const fn disabled() -> Self {
+        Self {
+            budget_us: 0,
+            max_budget_us: 0,
+            quick_wake_us: 0,
+        }
+    }
+}
+
+/// Configuration of a [`Runner`](crate::Runner).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) worker_threads: usize,
+    pub(crate) global_queue_interval: u32,
+    pub(crate) ring_config: RingConfig,
+    pub(crate) idle_spinner: SpinnerConfig,
+    pub(crate) catch_panics: bool,
+    pub(crate) storage_directory: PathBuf,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) read_write_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A directory name under the system temp dir that no other runner of this process (or, with
+/// the pid and the clock in it, of another) picks.
+fn fresh_storage_directory() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let sequence = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "runtime-storage-{}-{nanos}-{sequence}",
+        std::process::id()
+    ))
+}
+
+impl Config {
+    /// The defaults: 2 workers, a global queue interval of 31, 256-entry rings, the default
+    /// spinner, uncaught panics, a fresh storage directory, 60 s connect and 30 s read/write
+    /// timeouts.
+    pub fn new() -> Self {
+        Self {
+            worker_threads: 2,
+            global_queue_interval: 31,
+            ring_config: RingConfig::default(),
+            idle_spinner: SpinnerConfig::default(),
+            catch_panics: false,
+            storage_directory: fresh_storage_directory(),
+            connect_timeout: Duration::from_secs(60),
+            read_write_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Number of pool workers, the caller's thread included (`1..=MAX_WORKERS`).
+    pub fn with_worker_threads(mut self, workers: usize) -> Self {
+        self.worker_threads = workers;
+        self
+    }
+
+    /// A busy worker takes from the global queue on every `interval`-th poll (at least 1).
+    pub fn with_global_queue_interval(mut self, interval: u32) -> Self {
+        self.global_queue_interval = interval;
+        self
+    }
+
+    /// Ring size and timeout wheel granularity of every worker.
+    pub fn with_ring_config(mut self, ring_config: RingConfig) -> Self {
+        self.ring_config = ring_config;
+        self
+    }
+
+    /// How idle workers spin before they sleep.
+    pub fn with_idle_spinner(mut self, spinner: SpinnerConfig) -> Self {
+        self.idle_spinner = spinner;
+        self
+    }
+
+    /// When true, a task panic resolves its handle to `Error::Exited` and the runner carries
+    /// on; when false (the default) it fails the runner.
+    pub fn with_catch_panics(mut self, catch_panics: bool) -> Self {
+        self.catch_panics = catch_panics;
+        self
+    }
+
+    /// Where blobs live. `start` creates it and holds an exclusive lock on it while it runs.
+    pub fn with_storage_directory(mut self, directory: impl Into<PathBuf>) -> Self {
+        self.storage_directory = directory.into();
+        self
+    }
+
+    /// How long a dial may take (`(0, TimeoutWheel::MAX_TIMEOUT]`).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one socket read or write may take (`(0, TimeoutWheel::MAX_TIMEOUT]`).
+    pub fn with_read_write_timeout(mut self, timeout: Duration) -> Self {
+        self.read_write_timeout = timeout;
+        self
+    }
+
+    /// Number of pool workers, the caller's thread included.
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads
+    }
+
+    /// Every how many polls a busy worker looks at the global queue first.
+    pub fn global_queue_interval(&self) -> u32 {
+        self.global_queue_interval
+    }
+
+    /// Whether task panics are caught.
+    pub fn catch_panics(&self) -> bool {
+        self.catch_panics
+    }
+
+    /// The storage directory.
+    pub fn storage_directory(&self) -> &PathBuf {
+        &self.storage_directory
+    }
+
+    /// Checks every setting and rounds the ring size up to a power of two.
+    ///
+    /// # Panics
+    ///
+    /// On the first invalid setting, with a message that names the field, the value given and
+    /// what is allowed.
+    pub fn validate(&mut self) {
+        if let Err(message) = self.check() {
+            panic!("invalid runtime configuration: {message}");
+        }
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        if !(1..=MAX_WORKERS).contains(&self.worker_threads) {
+            return Err(format!(
+                "worker_threads is {}, allowed is 1..={MAX_WORKERS}",
+                self.worker_threads
+            ));
+        }
+        if self.global_queue_interval == 0 {
+            return Err("global_queue_interval is 0, allowed is 1 or more".into());
+        }
+        let size = self.ring_config.size;
+        let rounded = size.checked_next_power_of_two();
+        match rounded {
+            Some(rounded) if size != 0 && rounded <= MAX_RING_SIZE => {
+                self.ring_config.size = rounded;
+            }
+            _ => {
+                return Err(format!(
+                    "ring_config.size is {size}, allowed is 1..={MAX_RING_SIZE} after rounding \
+                     up to a power of two"
+                ));
+            }
+        }
+        for (field, timeout) in [
+            ("connect_timeout", self.connect_timeout),
+            ("read_write_timeout", self.read_write_timeout),
+        ] {
+            if timeout.is_zero() || timeout > TimeoutWheel::MAX_TIMEOUT {
+                return Err(format!(
+                    "{field} is {timeout:?}, allowed is more than 0 and at most {:?}",
+                    TimeoutWheel::MAX_TIMEOUT
+                ));
+            }
+        }
+        let longest = self.connect_timeout.max(self.read_write_timeout);
+        TimeoutWheel::layout(self.ring_config.timeout_wheel_tick, longest)
+            .map_err(|why| format!("ring_config.timeout_wheel_tick: {why}"))?;
+        let spinner = self.idle_spinner;
+        if spinner.budget_us > spinner.max_budget_us {
+            return Err(format!(
+                "idle_spinner.budget_us is {}, allowed is at most idle_spinner.max_budget_us ({})",
+                spinner.budget_us, spinner.max_budget_us
+            ));
+        }
+        Ok(())
+    }
+}

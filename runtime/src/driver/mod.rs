@@ -1,0 +1,297 @@
+//! One io_uring ring per native worker: submission with a backlog beyond the ring's size,
+//! completion reaping, the eventfd read that lets other threads interrupt a wait inside
+//! `io_uring_enter`, and draining on close.
+//!
+//! Invariants:
+//! - Every buffer and file descriptor an in-flight submission points at is owned by the
+//!   driver's slot for it until its completion is reaped, so the kernel never writes into
+//!   freed memory, whatever happened to the future that asked for it.
+//! - The driver is only used from its worker's thread (`SINGLE_ISSUER`); completions become
+//!   visible only when that thread enters the kernel (`DEFER_TASKRUN`).
+//! - [`Driver::close`] cancels what can be cancelled and waits for every completion, so the
+//!   ring is dropped with nothing in flight.
+//! - Wakers are never called with the worker's state borrowed: completions push them to the
+//!   caller's list, which the worker runs as deferred callbacks.
+
+pub(crate) mod operation;
+
+use io_uring::{IoUring, opcode, squeue, types};
+use operation::InFlight;
+use prometheus_client::metrics::gauge::Gauge;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::task::Waker;
+use std::time::Duration;
+
+#[cfg(test)]
+pub(crate) use operation::{Operation, Request, RequestOutput};
+
+/// The `user_data` of the eventfd read; operations use their slot index.
+const EVENTFD_TOKEN: u64 = u64::MAX;
+/// The `user_data` of cancellation requests, whose own completions carry nothing.
+const CANCEL_TOKEN: u64 = u64::MAX - 1;
+
+/// A worker's ring.
+pub struct Driver {
+    ring: IoUring,
+    slots: Vec<Option<InFlight>>,
+    free: Vec<usize>,
+    /// Submissions that did not fit in the submission queue yet, in order.
+    backlog: VecDeque<squeue::Entry>,
+    in_flight: usize,
+    eventfd: RawFd,
+    eventfd_armed: bool,
+    eventfd_buffer: Box<u64>,
+    pending_operations: Gauge,
+    #[cfg(test)]
+    pub(crate) fail_next_service: Option<&'static str>,
+}
+
+impl Driver {
+    /// Creates the ring. `eventfd` is the worker's wake eventfd, which must outlive the driver.
+    pub(crate) fn new(size: u32, eventfd: RawFd, pending_operations: Gauge) -> io::Result<Self> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_cqsize(size.saturating_mul(2).max(8))
+            .build(size)
+            .map_err(explain_setup_error)?;
+        Ok(Self {
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            backlog: VecDeque::new(),
+            in_flight: 0,
+            eventfd,
+            eventfd_armed: false,
+            eventfd_buffer: Box::new(0),
+            pending_operations,
+            #[cfg(test)]
+            fail_next_service: None,
+        })
+    }
+
+    /// Number of operations in flight (submitted or waiting in the backlog).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))]
+    /// Queues `entry`, whose resources `in_flight` keeps alive until completion.
+    pub(crate) fn submit(&mut self, entry: squeue::Entry, in_flight: InFlight) {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[index] = Some(in_flight);
+        self.in_flight += 1;
+        self.pending_operations.inc();
+        self.push(entry.user_data(index as u64));
+    }
+
+    fn push(&mut self, entry: squeue::Entry) {
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(entry);
+            return;
+        }
+        // SAFETY: every entry's memory is owned by its slot (module invariants) or is the
+        // driver's own eventfd buffer, alive until the completion is reaped.
+        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.backlog.push_back(entry);
+        }
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some(entry) = self.backlog.front() {
+            // SAFETY: as in `push`.
+            if unsafe { self.ring.submission().push(entry) }.is_err() {
+                break;
+            }
+            self.backlog.pop_front();
+        }
+    }
+
+    /// Submits what is queued and reaps every completion, pushing the wakers to notify.
+    pub(crate) fn service(&mut self, wakes: &mut Vec<Waker>) -> io::Result<()> {
+        #[cfg(test)]
+        let injected = self.fail_next_service.take();
+        if self.in_flight == 0 && !self.eventfd_armed {
+            return Ok(());
+        }
+        self.flush_backlog();
+        match self.ring.submit() {
+            Ok(_) => {}
+            Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+            Err(error) => return Err(error),
+        }
+        let reaped = self.reap(wakes);
+        #[cfg(test)]
+        if let Some(cause) = injected
+            && reaped > 0
+        {
+            return Err(io::Error::other(cause));
+        }
+        let _ = reaped;
+        Ok(())
+    }
+
+    fn reap(&mut self, wakes: &mut Vec<Waker>) -> usize {
+        let mut reaped = 0;
+        let completions: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|cqe| (cqe.user_data(), cqe.result()))
+            .collect();
+        for (token, result) in completions {
+            reaped += 1;
+            match token {
+                EVENTFD_TOKEN => self.eventfd_armed = false,
+                CANCEL_TOKEN => {}
+                index => {
+                    let index = index as usize;
+                    if let Some(in_flight) = self.slots.get_mut(index).and_then(Option::take) {
+                        self.free.push(index);
+                        self.in_flight -= 1;
+                        self.pending_operations.dec();
+                        wakes.extend(in_flight.complete(result));
+                    }
+                }
+            }
+        }
+        if !self.backlog.is_empty() {
+            self.flush_backlog();
+        }
+        reaped
+    }
+
+    /// Waits inside `io_uring_enter` for a completion, a wake through `waker`'s eventfd, or
+    /// `timeout`. Returns at once if `begin` says a wake is already pending.
+    pub(crate) fn wait(
+        &mut self,
+        timeout: Option<Duration>,
+        begin: impl FnOnce() -> bool,
+        end: impl FnOnce(),
+    ) -> io::Result<()> {
+        if !self.eventfd_armed {
+            let entry = opcode::Read::new(
+                types::Fd(self.eventfd),
+                (&raw mut *self.eventfd_buffer).cast::<u8>(),
+                std::mem::size_of::<u64>() as u32,
+            )
+            .build()
+            .user_data(EVENTFD_TOKEN);
+            self.eventfd_armed = true;
+            self.push(entry);
+        }
+        self.flush_backlog();
+        if !begin() {
+            return Ok(());
+        }
+        let result = match timeout {
+            Some(timeout) => {
+                let timespec = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&timespec);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submit_and_wait(1),
+        };
+        end();
+        match result {
+            Ok(_) => Ok(()),
+            Err(error)
+                if matches!(
+                    error.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Cancels every cancellable operation and the eventfd read, then waits until nothing is
+    /// in flight. Durable work (writes) is left to complete.
+    pub(crate) fn close(&mut self, wakes: &mut Vec<Waker>) {
+        let cancellable: Vec<u64> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.as_ref().is_some_and(InFlight::is_cancellable))
+            .map(|(index, _)| index as u64)
+            .collect();
+        for token in cancellable {
+            self.push(
+                opcode::AsyncCancel::new(token)
+                    .build()
+                    .user_data(CANCEL_TOKEN),
+            );
+        }
+        if self.eventfd_armed {
+            self.push(
+                opcode::AsyncCancel::new(EVENTFD_TOKEN)
+                    .build()
+                    .user_data(CANCEL_TOKEN),
+            );
+        }
+        while self.in_flight > 0 || self.eventfd_armed || !self.backlog.is_empty() {
+            self.flush_backlog();
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(error)
+                    if matches!(error.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(error) => panic!("io_uring driver service failed: {error}"),
+            }
+            self.reap(wakes);
+        }
+    }
+}
+
+impl AsRawFd for Driver {
+    fn as_raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.in_flight > 0 || self.eventfd_armed {
+            // Never free buffers the kernel may still write: finish everything first. The
+            // wakers are dropped here; the worker normally closes the driver itself, with its
+            // callbacks, before this runs.
+            let mut wakes = Vec::new();
+            self.close(&mut wakes);
+            drop(wakes);
+        }
+    }
+}
+
+/// Turns a ring setup failure into an error that says what is wrong and how to fix it.
+fn explain_setup_error(error: io::Error) -> io::Error {
+    let hint = match error.raw_os_error() {
+        Some(libc::ENOSYS) => {
+            "the kernel has no io_uring (it needs Linux 6.1 or newer built with CONFIG_IO_URING)"
+        }
+        Some(libc::EPERM) => {
+            "io_uring is disabled or filtered: check `sysctl kernel.io_uring_disabled` (set it to \
+             0) and any seccomp profile of the container (allow io_uring_setup, io_uring_enter \
+             and io_uring_register)"
+        }
+        Some(libc::EINVAL) => {
+            "the kernel rejected SINGLE_ISSUER | DEFER_TASKRUN: it needs Linux 6.1 or newer"
+        }
+        Some(libc::ENOMEM) => {
+            "the ring could not be allocated: lower RingConfig::size or raise the locked-memory \
+             limit (ulimit -l)"
+        }
+        Some(libc::EMFILE | libc::ENFILE) => "too many open files: raise the limit (ulimit -n)",
+        _ => "see io_uring_setup(2)",
+    };
+    io::Error::new(error.kind(), format!("{error}; {hint}"))
+}

@@ -1,0 +1,126 @@
+//! The runtime's Prometheus registry and the task metrics it keeps.
+//!
+//! Invariants:
+//! - One registry per runner; every metric a context registers is named with the context's
+//!   label path as prefix, so two subsystems never clash.
+//! - `runtime_tasks_spawned{name,placement}` counts spawn attempts, including factories that
+//!   panicked. `runtime_tasks_running{...}` is raised before the factory runs and lowered
+//!   exactly once, by the [`MetricHandle`] the task owns, when it finishes, is cancelled or its
+//!   factory fails.
+//! - `runtime_pending_operations` is the number of io_uring operations in flight summed over
+//!   every worker.
+
+use crate::context::Execution;
+use parking_lot::Mutex;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Metric, Registry};
+
+/// Labels of a task family: its context's name, its placement and the context's attributes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Label(Vec<(String, String)>);
+
+impl Label {
+    /// The label of tasks spawned from a context named `name` with the given placement.
+    pub(crate) fn task(name: String, execution: Execution) -> Self {
+        Self(vec![
+            ("name".into(), name),
+            ("placement".into(), execution.as_str().into()),
+        ])
+    }
+
+    /// The same label with the context's attributes added.
+    pub(crate) fn with_attributes(mut self, attributes: &[(&'static str, String)]) -> Self {
+        self.0.extend(
+            attributes
+                .iter()
+                .map(|(key, value)| ((*key).to_string(), value.clone())),
+        );
+        self
+    }
+}
+
+impl EncodeLabelSet for Label {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+/// A running-task gauge slot: raised on creation, lowered exactly once on drop.
+pub(crate) struct MetricHandle {
+    gauge: Gauge,
+}
+
+impl MetricHandle {
+    pub(crate) fn new(gauge: Gauge) -> Self {
+        gauge.inc();
+        Self { gauge }
+    }
+}
+
+impl Drop for MetricHandle {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// The runner's metrics.
+pub(crate) struct RuntimeMetrics {
+    registry: Mutex<Registry>,
+    pub(crate) tasks_spawned: Family<Label, Counter>,
+    pub(crate) tasks_running: Family<Label, Gauge>,
+    pub(crate) pending_operations: Gauge,
+    pub(crate) tasks_live: Gauge,
+}
+
+impl RuntimeMetrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::default();
+        let tasks_spawned = Family::<Label, Counter>::default();
+        let tasks_running = Family::<Label, Gauge>::default();
+        let pending_operations = Gauge::default();
+        let tasks_live = Gauge::default();
+        registry.register(
+            "runtime_tasks_spawned",
+            "Tasks spawned, by context name and placement",
+            tasks_spawned.clone(),
+        );
+        registry.register(
+            "runtime_tasks_running",
+            "Tasks running now, by context name and placement",
+            tasks_running.clone(),
+        );
+        registry.register(
+            "runtime_pending_operations",
+            "io_uring operations in flight on all workers",
+            pending_operations.clone(),
+        );
+        registry.register(
+            "runtime_tasks_live",
+            "Tasks in the task set, refreshed by the runner's service task",
+            tasks_live.clone(),
+        );
+        Self {
+            registry: Mutex::new(registry),
+            tasks_spawned,
+            tasks_running,
+            pending_operations,
+            tasks_live,
+        }
+    }
+
+    /// Registers a user metric under `name` (already prefixed).
+    pub(crate) fn register(&self, name: String, help: String, metric: impl Metric) {
+        self.registry.lock().register(name, help, metric);
+    }
+
+    /// Prometheus text exposition of everything registered, ending in `# EOF`.
+    pub(crate) fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry.lock())
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,93 @@
+//! The global queue: runnables from outside the pool, overflow batches, and spawns a busy
+//! worker hands out.
+//!
+//! Invariants:
+//! - Once closed it refuses every push; the refused runnables are handed back so the caller
+//!   drops them outside the lock (dropping a runnable can free a cell, which drops its future).
+//! - `len` mirrors the queue's length and is written under the lock with `SeqCst`, so a worker
+//!   that publishes itself idle and then reads `len` cannot miss a push whose pusher reads the
+//!   idle set after pushing (the two `SeqCst` pairs order each other).
+
+use crate::task::Runnable;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Default)]
+struct Inner {
+    queue: VecDeque<Runnable>,
+    closed: bool,
+}
+
+/// The pool's shared, closable MPMC queue.
+#[derive(Default)]
+pub struct GlobalQueue {
+    inner: Mutex<Inner>,
+    len: AtomicUsize,
+}
+
+impl GlobalQueue {
+    /// Appends one runnable, or hands it back if the queue is closed.
+    pub(crate) fn push(&self, runnable: Runnable) -> Result<(), Runnable> {
+        let mut inner = self.inner.lock();
+        if inner.closed {
+            return Err(runnable);
+        }
+        inner.queue.push_back(runnable);
+        self.len.store(inner.queue.len(), Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Appends a batch in one step, or hands it back if the queue is closed.
+    pub(crate) fn push_batch(&self, batch: Vec<Runnable>) -> Result<(), Vec<Runnable>> {
+        let mut inner = self.inner.lock();
+        if inner.closed {
+            return Err(batch);
+        }
+        inner.queue.extend(batch);
+        self.len.store(inner.queue.len(), Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Takes up to `max` runnables (at least one if any), oldest first: the first is returned,
+    /// the rest are given to `rest` in order.
+    pub(crate) fn take(&self, max: usize, mut rest: impl FnMut(Runnable)) -> Option<Runnable> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut inner = self.inner.lock();
+        let first = inner.queue.pop_front()?;
+        for _ in 1..max.max(1) {
+            match inner.queue.pop_front() {
+                Some(runnable) => rest(runnable),
+                None => break,
+            }
+        }
+        self.len.store(inner.queue.len(), Ordering::SeqCst);
+        Some(first)
+    }
+
+    /// Number of queued runnables.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes the queue and returns what it held, for the caller to drop.
+    pub(crate) fn close(&self) -> VecDeque<Runnable> {
+        let mut inner = self.inner.lock();
+        inner.closed = true;
+        self.len.store(0, Ordering::SeqCst);
+        std::mem::take(&mut inner.queue)
+    }
+
+    /// Whether the queue refuses pushes.
+    #[cfg(test)]
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().closed
+    }
+}

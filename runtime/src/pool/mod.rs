@@ -1,0 +1,136 @@
+//! The pool: the workers' run queues and mailboxes, the global queue and the idle set. It
+//! knows nothing of io_uring: workers park through [`wake::WakeState`].
+//!
+//! Invariants:
+//! - Every runnable of a task of this pool is in exactly one place: a run queue, the global
+//!   queue, a batch in transit between them, or the hands of the worker polling it.
+//! - Once [`Pool::close`] has run, the global queue refuses pushes and discards them, and every
+//!   worker has been woken so it sees the closure and leaves its loop.
+//! - A push into the global queue from anywhere claims one parked worker, so work that arrives
+//!   while every worker sleeps is never stranded.
+
+pub(crate) mod global;
+pub(crate) mod idle;
+pub(crate) mod mailbox;
+pub(crate) mod queue;
+pub(crate) mod wake;
+
+use crate::task::Runnable;
+use global::GlobalQueue;
+use idle::Idle;
+use mailbox::Mailbox;
+use queue::RunQueue;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use mailbox::Message;
+pub use queue::CAPACITY;
+
+struct Slot {
+    queue: RunQueue,
+    mailbox: Mailbox,
+}
+
+/// The shared scheduling state of a runner's pool workers.
+pub struct Pool {
+    slots: Box<[Slot]>,
+    global: GlobalQueue,
+    idle: Idle,
+    closed: AtomicBool,
+    global_queue_interval: u32,
+}
+
+impl Pool {
+    pub(crate) fn new(workers: usize, global_queue_interval: u32) -> std::io::Result<Self> {
+        let slots = (0..workers)
+            .map(|_| {
+                Ok(Slot {
+                    queue: RunQueue::default(),
+                    mailbox: Mailbox::new()?,
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self {
+            slots: slots.into_boxed_slice(),
+            global: GlobalQueue::default(),
+            idle: Idle::default(),
+            closed: AtomicBool::new(false),
+            global_queue_interval,
+        })
+    }
+
+    /// Number of pool workers, worker zero included.
+    pub fn workers(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Worker `index`'s run queue.
+    pub fn queue(&self, index: usize) -> &RunQueue {
+        &self.slots[index].queue
+    }
+
+    /// Worker `index`'s mailbox.
+    pub fn mailbox(&self, index: usize) -> &Mailbox {
+        &self.slots[index].mailbox
+    }
+
+    /// The idle set.
+    pub fn idle(&self) -> &Idle {
+        &self.idle
+    }
+
+    /// The global queue.
+    pub(crate) fn global(&self) -> &GlobalQueue {
+        &self.global
+    }
+
+    /// Every how many polls a busy worker takes from the global queue first.
+    pub(crate) fn global_queue_interval(&self) -> u32 {
+        self.global_queue_interval
+    }
+
+    /// Whether shutdown has closed the pool.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Delivers `runnable` through the global queue and wakes a parked worker. A closed queue
+    /// discards it.
+    pub(crate) fn push_global(&self, runnable: Runnable) {
+        match self.global.push(runnable) {
+            Ok(()) => self.notify_parked(),
+            Err(refused) => drop(refused),
+        }
+    }
+
+    /// Delivers an overflow batch through the global queue. A closed queue discards it.
+    pub(crate) fn push_overflow(&self, batch: Vec<Runnable>) {
+        match self.global.push_batch(batch) {
+            Ok(()) => self.notify_parked(),
+            Err(refused) => drop(refused),
+        }
+    }
+
+    /// Wakes one parked worker, if any.
+    pub(crate) fn notify_parked(&self) {
+        if let Some(index) = self.idle.claim() {
+            self.slots[index].mailbox.waker.wake();
+        }
+    }
+
+    /// Whether the pool is closed and every worker has left the idle set.
+    #[cfg(test)]
+    pub(crate) fn is_clean(&self) -> bool {
+        self.is_closed() && self.idle.is_empty()
+    }
+
+    /// Closes the pool: the global queue refuses and discards, and every worker is woken to
+    /// see it.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let discarded = self.global.close();
+        drop(discarded);
+        for slot in self.slots.iter() {
+            slot.mailbox.waker.wake();
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! `Runner::start`: validate, lock storage, start the workers, run the root on the caller's
+//! thread, shut down.
+//!
+//! Startup, in order: validate the config (nothing exists yet); create and lock the storage
+//! directory; build [`Shared`]; start worker zero's ring on this thread; launch the pool
+//! workers one at a time, each reporting its startup before the next; spawn the service task;
+//! call the root builder.
+//!
+//! Shutdown, in order: drop the root (a `Drop` may still spawn); stop observing task panics;
+//! close the pool; abort the supervision tree (every handle closes and every running metric
+//! finishes before any future is dropped); close the dedicated registry; close and drain the
+//! task set on this thread; join the pool workers; wait for the registry; close worker zero
+//! (ring drained, timers closed, callbacks run) with its `Local` still installed; remove it;
+//! release `Shared` and with it the storage lock.
+//!
+//! The result is the root's panic if it panicked, else the first worker failure, else the
+//! root's output.
+
+use crate::config::Config;
+use crate::context::Context;
+use crate::driver::Driver;
+use crate::metrics::RuntimeMetrics;
+use crate::panic::{Panicker, Panics, Payload};
+use crate::pool::Pool;
+use crate::stop::Stopper;
+use crate::supervision::Tree;
+use crate::task::Tasks;
+use crate::worker::registry::Workers;
+use crate::worker::{Local, RootWake, Seat, Worker};
+use std::fs::{File, OpenOptions};
+use std::future::Future;
+use std::os::fd::AsRawFd;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+/// What every context of a runner shares.
+pub struct Shared {
+    pub(crate) config: Config,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) workers: Arc<Workers>,
+    pub(crate) tasks: Tasks,
+    pub(crate) panicker: Panicker,
+    pub(crate) metrics: RuntimeMetrics,
+    pub(crate) stopper: Stopper,
+    /// The open `.hold` file whose exclusive lock marks the storage directory as ours.
+    _storage_lock: File,
+}
+
+/// Starts a runtime and runs a root future on the calling thread.
+pub struct Runner {
+    config: Config,
+}
+
+impl Runner {
+    /// A runner with `config`; nothing is checked or created until [`start`](Self::start).
+    pub fn new(config: Config) -> Self {
+        Self { config }
+    }
+
+    /// Runs the root future built by `f` on this thread (worker zero) and returns its output.
+    ///
+    /// The root need be neither `Send` nor `'static`. When `start` returns, every task has been
+    /// cancelled and dropped, every worker joined and the storage directory released.
+    ///
+    /// # Panics
+    ///
+    /// If the config is invalid (before anything is created or `f` is called), if the storage
+    /// directory is in use by another runner, if io_uring cannot be set up (with the cause and
+    /// the fix), and with the first failure of the root, a task (unless panics are caught) or
+    /// a worker.
+    pub fn start<F, Fut>(self, f: F) -> Fut::Output
+    where
+        F: FnOnce(Context) -> Fut,
+        Fut: Future,
+    {
+        let mut config = self.config;
+        config.validate();
+        let storage_lock = match lock_storage(&config) {
+            Ok(lock) => lock,
+            Err(message) => {
+                drop(f);
+                panic!("{message}");
+            }
+        };
+        let started = match start_workers(config, storage_lock) {
+            Ok(started) => started,
+            Err(message) => {
+                drop(f);
+                // Printed once here by the panic hook, where the failure is reported.
+                panic!("{message}");
+            }
+        };
+        run(started, f)
+    }
+}
+
+fn lock_storage(config: &Config) -> Result<File, String> {
+    let directory = config.storage_directory();
+    std::fs::create_dir_all(directory).map_err(|error| {
+        format!(
+            "cannot create the storage directory {}: {error}",
+            directory.display()
+        )
+    })?;
+    let hold = directory.join(".hold");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&hold)
+        .map_err(|error| format!("cannot open {}: {error}", hold.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "the storage directory {} is in use by another runner; give each runner its own \
+             directory",
+            directory.display()
+        )),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(format!("cannot lock {}: {error}", hold.display()))
+        }
+    }
+}
+
+struct Started {
+    shared: Arc<Shared>,
+    local: std::rc::Rc<Local>,
+    pool_workers: PoolWorkers,
+}
+
+/// The pool worker threads; closing the pool and joining them happens even if worker zero
+/// unwinds.
+struct PoolWorkers {
+    pool: Arc<Pool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl PoolWorkers {
+    fn stop_and_join(&mut self) {
+        self.pool.close();
+        for thread in self.threads.drain(..) {
+            // A pool worker reports its own failures to the panicker; a join error here would
+            // be a failure in reporting, already printed.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for PoolWorkers {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn start_workers(config: Config, storage_lock: File) -> Result<Started, String> {
+    let pool = Arc::new(
+        Pool::new(config.worker_threads, config.global_queue_interval)
+            .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,
+    );
+    let shared = Arc::new(Shared {
+        pool: pool.clone(),
+        workers: Arc::new(Workers::default()),
+        tasks: Tasks::default(),
+        panicker: Panicker::default(),
+        metrics: RuntimeMetrics::new(),
+        stopper: Stopper::default(),
+        config,
+        _storage_lock: storage_lock,
+    });
+    let driver = create_driver(&shared, 0)
+        .map_err(|error| format!("failed to create native io_uring worker: {error}"))?;
+    let local = Local::new(
+        Some(Seat {
+            pool: pool.clone(),
+            index: 0,
+        }),
+        driver,
+    );
+    let mut pool_workers = PoolWorkers {
+        pool: pool.clone(),
+        threads: Vec::new(),
+    };
+    for index in 1..shared.config.worker_threads {
+        let (report, reported) = mpsc::channel();
+        let worker_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("iouring-pool-{index}"))
+            .spawn(move || pool_worker(worker_shared, index, report))
+            .map_err(|error| format!("failed to spawn thread: {error}"))?;
+        pool_workers.threads.push(thread);
+        match reported.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                return Err(format!("failed to create native io_uring worker: {error}"));
+            }
+            Err(_) => return Err(format!("pool worker {index} exited during startup")),
+        }
+    }
+    Local::install(local.clone());
+    Ok(Started {
+        shared,
+        local,
+        pool_workers,
+    })
+}
+
+fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
+    #[cfg(test)]
+    crate::hooks::before_startup()?;
+    Driver::new(
+        shared.config.ring_config.size,
+        shared.pool.mailbox(index).waker.eventfd().as_raw_fd(),
+        shared.metrics.pending_operations.clone(),
+    )
+}
+
+fn pool_worker(shared: Arc<Shared>, index: usize, report: mpsc::Sender<std::io::Result<()>>) {
+    let driver = match create_driver(&shared, index) {
+        Ok(driver) => driver,
+        Err(error) => {
+            let _ = report.send(Err(error));
+            return;
+        }
+    };
+    let local = Local::new(
+        Some(Seat {
+            pool: shared.pool.clone(),
+            index,
+        }),
+        driver,
+    );
+    Local::install(local.clone());
+    let _ = report.send(Ok(()));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        Worker::new(local.clone(), shared.clone(), index).run();
+    }));
+    // A worker that unwinds leaves the idle set before anything else runs.
+    shared.pool.idle().withdraw(index);
+    if let Err(payload) = outcome {
+        shared.panicker.worker_failed(payload);
+        // Keep the pool's queue drained even after a failure.
+        // SAFETY: this thread is worker `index`, the queue's only producer.
+        while let Some(runnable) = unsafe { shared.pool.queue(index).pop() } {
+            drop(runnable);
+        }
+    }
+    if let Some(payload) = crate::worker::close(&local) {
+        shared.panicker.worker_failed(payload);
+    }
+    drop(Local::uninstall());
+}
+
+fn run<F, Fut>(started: Started, f: F) -> Fut::Output
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future,
+{
+    let Started {
+        shared,
+        local,
+        mut pool_workers,
+    } = started;
+    let root_tree = Tree::root();
+    let context = Context::root(shared.clone(), root_tree.clone());
+    crate::stop::spawn_service(&context);
+
+    let wake = RootWake::new(&shared.pool);
+    let mut worker = Worker::new(local.clone(), shared.clone(), 0);
+
+    // Build and run the root; a panic of the builder, the root's poll or an interrupt lands in
+    // `root_failure`.
+    let mut root_failure: Option<Payload> = None;
+    let mut output = None;
+    match catch_unwind(AssertUnwindSafe(|| f(context))) {
+        Err(payload) => root_failure = Some(payload),
+        Ok(root) => {
+            let mut root = Some(Box::pin(root));
+            let polled = catch_unwind(AssertUnwindSafe(|| {
+                worker.block_on(root.as_mut().expect("present").as_mut(), &wake)
+            }));
+            match polled {
+                Ok(value) => output = Some(value),
+                Err(payload) => root_failure = Some(payload),
+            }
+            // The root is dropped while the runtime is still open: its `Drop` may spawn.
+            let dropped = catch_unwind(AssertUnwindSafe(move || drop(root)));
+            if let Err(payload) = dropped {
+                if root_failure.is_none() {
+                    root_failure = Some(payload);
+                } else {
+                    crate::panic::dispose(payload);
+                }
+            }
+        }
+    }
+    shared.panicker.close_tasks();
+    shared.panicker.set_root_waker(None);
+
+    let teardown = catch_unwind(AssertUnwindSafe(|| {
+        shared.pool.close();
+        #[cfg(test)]
+        crate::hooks::before_abort();
+        root_tree.abort();
+        shared.workers.close();
+        shared.tasks.close();
+        for task in shared.tasks.drain() {
+            Panics::contain(|| task.clear());
+            Panics::contain(move || drop(task));
+        }
+    }));
+    pool_workers.stop_and_join();
+    shared.workers.wait();
+    if let Err(payload) = teardown
+        && root_failure.is_none()
+    {
+        root_failure = Some(payload);
+    }
+    if let Some(payload) = crate::worker::close(&local) {
+        shared.panicker.worker_failed(payload);
+    }
+    drop(worker);
+    drop(Local::uninstall());
+    drop(local);
+    let worker_failure = shared.panicker.take();
+    drop(shared);
+
+    if let Some(payload) = root_failure {
+        if let Some(secondary) = worker_failure {
+            crate::panic::dispose(secondary);
+        }
+        resume_unwind(payload);
+    }
+    if let Some(payload) = worker_failure {
+        // The root finished, but a worker failed: its output is dropped, containing any
+        // destructor panic, and the failure is the result.
+        Panics::contain(move || drop(output));
+        resume_unwind(payload);
+    }
+    output.expect("the root finished without failure")
+}

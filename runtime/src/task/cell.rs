@@ -1,0 +1,473 @@
+//! The task cell: one allocation per spawn holding the future, its state word and the pool its
+//! runnables go to, plus the hand-written `RawWaker` vtable that wakes it.
+//!
+//! A cell is shared by reference-counted pointers of three kinds, all [`TaskRef`]s underneath:
+//! the task set's entry ([`Task`]), at most one queued [`Runnable`], and any number of wakers.
+//! The cell is freed when the last of them goes; its future may be gone long before.
+//!
+//! # The state word
+//!
+//! ```text
+//! IDLE (0) ──wake──▶ SCHEDULED ──run──▶ RUNNING ──Pending──▶ IDLE
+//!                                          │ wake ──▶ RUNNING|NOTIFIED ──Pending──▶ SCHEDULED (requeued by the poller)
+//!                                          │ Ready ─────────────────────▶ COMPLETE
+//!                                          │ clear ──▶ RUNNING|CANCELLED ──poll returns──▶ COMPLETE (poller drops the future)
+//! IDLE or SCHEDULED ──clear──▶ COMPLETE (the clearer drops the future)
+//! ```
+//!
+//! Invariants:
+//! - `SCHEDULED` is set exactly while one [`Runnable`] for the cell exists; only the thread
+//!   that moved the word out of `IDLE` (a waker or the poller) creates it.
+//! - The future is touched only by the thread that holds `RUNNING`, or by the thread that moved
+//!   the word into `COMPLETE` from a state without `RUNNING`. Those two are exclusive, which is
+//!   what makes the `UnsafeCell` accesses sound.
+//! - Once `COMPLETE` is set it never clears: wakes are then no-ops and a queued runnable is
+//!   simply released when it is taken.
+//! - No allocation happens on poll or wake: a waker is a reference count on the cell, and the
+//!   waker a poll hands out is borrowed from the runnable's reference.
+
+use crate::pool::Pool;
+use std::cell::UnsafeCell;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+const SCHEDULED: usize = 1;
+const RUNNING: usize = 2;
+const NOTIFIED: usize = 4;
+const COMPLETE: usize = 8;
+const CANCELLED: usize = 16;
+
+/// What a poll of a runnable led to, for the worker that ran it.
+pub(crate) enum Polled {
+    /// The future finished (or was cleared during the poll) and is gone; the task leaves the
+    /// set.
+    Done(TaskRef),
+    /// The future is waiting for a wake.
+    Idle,
+    /// The future was woken during its poll: the returned runnable goes behind queued work.
+    Requeue(Runnable),
+    /// The runnable's task had already completed; nothing was polled.
+    Stale,
+}
+
+/// Type-erased operations on a cell, one static table per future type.
+struct Vtable {
+    poll: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Poll<()>,
+    drop_future: unsafe fn(NonNull<Header>),
+    clone: unsafe fn(NonNull<Header>),
+    release: unsafe fn(NonNull<Header>),
+}
+
+/// The part of a cell every pointer can see without knowing the future's type.
+#[repr(C)]
+pub(crate) struct Header {
+    state: AtomicUsize,
+    vtable: &'static Vtable,
+    /// The pool this task's runnables are delivered to. Weak so that a leaked waker does not
+    /// keep a finished runner's pool alive.
+    pool: Weak<Pool>,
+    /// Index of the task's entry in the task set; written once, under the set's lock, before
+    /// the first runnable exists.
+    pub(crate) slot: AtomicUsize,
+}
+
+/// A cell: the header first (so a pointer to the cell is a pointer to its header), then the
+/// future, present until it finishes or is cleared.
+#[repr(C)]
+struct Cell<F> {
+    header: Header,
+    future: UnsafeCell<Option<F>>,
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Cell<F> {
+    const VTABLE: Vtable = Vtable {
+        poll: Self::poll,
+        drop_future: Self::drop_future,
+        clone: Self::clone,
+        release: Self::release,
+    };
+
+    /// # Safety
+    /// The caller holds `RUNNING` (see the module invariants), and `header` points into a live
+    /// `Cell<F>`.
+    unsafe fn poll(header: NonNull<Header>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `header` is the first field of a `#[repr(C)]` `Cell<F>`, so the cast gives
+        // back the cell; holding `RUNNING` makes this thread the only one touching `future`,
+        // and the cell is never moved while referenced, so pinning holds.
+        unsafe {
+            let cell = header.cast::<Cell<F>>().as_ref();
+            match &mut *cell.future.get() {
+                Some(future) => Pin::new_unchecked(future).poll(cx),
+                None => Poll::Ready(()),
+            }
+        }
+    }
+
+    /// # Safety
+    /// The caller has exclusive access to the future (module invariants).
+    unsafe fn drop_future(header: NonNull<Header>) {
+        // SAFETY: as in `poll`; the future is taken out before it is dropped so that a
+        // panicking destructor leaves `None` behind and is never run twice.
+        let future = unsafe { (*header.cast::<Cell<F>>().as_ref().future.get()).take() };
+        drop(future);
+    }
+
+    /// # Safety
+    /// `header` comes from `Arc::into_raw` of an `Arc<Cell<F>>` that is still counted.
+    unsafe fn clone(header: NonNull<Header>) {
+        // SAFETY: the caller owns one count, so the allocation is alive.
+        unsafe { Arc::increment_strong_count(header.cast::<Cell<F>>().as_ptr()) }
+    }
+
+    /// # Safety
+    /// As for `clone`; the caller gives up the count it owns.
+    unsafe fn release(header: NonNull<Header>) {
+        // SAFETY: the caller owned this count and never uses the pointer again.
+        unsafe { Arc::decrement_strong_count(header.cast::<Cell<F>>().as_ptr()) }
+    }
+}
+
+// SAFETY: the future is `Send` and is only ever accessed by one thread at a time under the state
+// machine; everything else in the header is `Sync`.
+unsafe impl<F: Send> Sync for Cell<F> {}
+
+/// One counted reference to a cell.
+pub(crate) struct TaskRef {
+    header: NonNull<Header>,
+}
+
+// SAFETY: a `TaskRef` only reaches the cell through atomics and the state machine, and the
+// future inside is `Send`.
+unsafe impl Send for TaskRef {}
+// SAFETY: as above; shared access never touches the future without the state machine.
+unsafe impl Sync for TaskRef {}
+
+impl TaskRef {
+    fn header(&self) -> &Header {
+        // SAFETY: this reference owns a count, so the cell is alive.
+        unsafe { self.header.as_ref() }
+    }
+
+    /// Whether two references name the same cell.
+    pub(crate) fn same(&self, other: &TaskRef) -> bool {
+        self.header == other.header
+    }
+
+    /// A borrowed pointer to the header, for identity checks and set bookkeeping.
+    pub(crate) fn header_ref(&self) -> &Header {
+        self.header()
+    }
+}
+
+impl Clone for TaskRef {
+    fn clone(&self) -> Self {
+        // SAFETY: we own a count, so cloning one more is sound.
+        unsafe { (self.header().vtable.clone)(self.header) };
+        Self {
+            header: self.header,
+        }
+    }
+}
+
+impl Drop for TaskRef {
+    fn drop(&mut self) {
+        let release = self.header().vtable.release;
+        // SAFETY: this reference owned one count and is going away.
+        unsafe { release(self.header) }
+    }
+}
+
+/// The task set's handle on a cell: the owner of the future's lifetime.
+#[derive(Clone)]
+pub(crate) struct Task(pub(crate) TaskRef);
+
+/// A permission to poll a task once, held by exactly one queue at a time.
+pub(crate) struct Runnable(TaskRef);
+
+impl Task {
+    /// Allocates a cell for `future`, already `SCHEDULED`, and returns the set's reference with
+    /// the first runnable. The caller inserts the task before it delivers the runnable.
+    pub(crate) fn new<F>(future: F, pool: Weak<Pool>) -> (Task, Runnable)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let cell = Arc::new(Cell {
+            header: Header {
+                state: AtomicUsize::new(SCHEDULED),
+                vtable: &Cell::<F>::VTABLE,
+                pool,
+                slot: AtomicUsize::new(usize::MAX),
+            },
+            future: UnsafeCell::new(Some(future)),
+        });
+        let header = NonNull::new(Arc::into_raw(cell).cast_mut().cast::<Header>())
+            .expect("Arc::into_raw never returns null");
+        let task = TaskRef { header };
+        let runnable = task.clone();
+        (Task(task), Runnable(runnable))
+    }
+
+    /// Clears the task for teardown or refusal: an idle or queued future is dropped here and
+    /// now; a future that is being polled is left to its poller, which drops it when the poll
+    /// returns. Returns whether this call dropped the future.
+    pub(crate) fn clear(&self) -> bool {
+        let header = self.0.header();
+        let mut state = header.state.load(Ordering::Acquire);
+        loop {
+            if state & COMPLETE != 0 {
+                return false;
+            }
+            let next = if state & RUNNING != 0 {
+                state | CANCELLED
+            } else {
+                COMPLETE
+            };
+            match header.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) if next == COMPLETE => {
+                    // SAFETY: we moved the word into COMPLETE from a state without RUNNING, so
+                    // no poller exists and none can start: we own the future.
+                    unsafe { (header.vtable.drop_future)(self.0.header) };
+                    return true;
+                }
+                Ok(_) => return false,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// Whether teardown or completion has cleared the task.
+    #[cfg(test)]
+    pub(crate) fn is_cleared(&self) -> bool {
+        self.0.header().state.load(Ordering::Acquire) & (COMPLETE | CANCELLED) != 0
+    }
+}
+
+impl Runnable {
+    /// The pool this runnable belongs to, if it is still alive.
+    pub(crate) fn pool(&self) -> &Weak<Pool> {
+        &self.0.header().pool
+    }
+
+    /// The task this runnable polls.
+    pub(crate) fn task_ref(&self) -> &TaskRef {
+        &self.0
+    }
+
+    /// Delivers the runnable to its pool from wherever the caller is (see
+    /// [`crate::worker::schedule`]).
+    pub(crate) fn spawn(self) {
+        crate::worker::schedule(self);
+    }
+
+    /// Polls the task once on the current thread.
+    pub(crate) fn run(self) -> Polled {
+        let header = self.0.header();
+        let mut state = header.state.load(Ordering::Acquire);
+        loop {
+            if state & COMPLETE != 0 {
+                return Polled::Stale;
+            }
+            debug_assert!(state & SCHEDULED != 0, "a runnable exists only while SCHEDULED");
+            match header.state.compare_exchange_weak(
+                state,
+                (state & !SCHEDULED) | RUNNING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => state = actual,
+            }
+        }
+
+        // The waker handed to the poll borrows this runnable's count: no allocation and no
+        // reference-count traffic unless the future clones it.
+        let waker = ManuallyDrop::new(
+            // SAFETY: the vtable's contract is upheld by `waker_vtable` functions; the data
+            // pointer is a live header for as long as `self` lives, which outlasts the poll.
+            unsafe { Waker::from_raw(RawWaker::new(self.0.header.as_ptr().cast(), &WAKER_VTABLE)) },
+        );
+        let mut cx = Context::from_waker(&waker);
+        // SAFETY: we hold RUNNING.
+        let result = unsafe { (header.vtable.poll)(self.0.header, &mut cx) };
+
+        if result.is_ready() {
+            // SAFETY: still RUNNING, so we own the future; it finished, drop the empty shell.
+            unsafe { (header.vtable.drop_future)(self.0.header) };
+            header.state.store(COMPLETE, Ordering::Release);
+            return Polled::Done(self.0);
+        }
+
+        let mut state = header.state.load(Ordering::Acquire);
+        loop {
+            let (next, outcome) = if state & CANCELLED != 0 {
+                (COMPLETE, 0)
+            } else if state & NOTIFIED != 0 {
+                (SCHEDULED, 1)
+            } else {
+                (0, 2)
+            };
+            match header.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return match outcome {
+                        0 => {
+                            // SAFETY: teardown left the future to us (the poller): the word was
+                            // RUNNING|CANCELLED and is now COMPLETE, so nobody else touches it.
+                            unsafe { (header.vtable.drop_future)(self.0.header) };
+                            Polled::Done(self.0)
+                        }
+                        1 => Polled::Requeue(self),
+                        _ => Polled::Idle,
+                    };
+                }
+                Err(actual) => state = actual,
+            }
+        }
+    }
+}
+
+/// Wakes the task behind `header`: the transition out of IDLE creates a runnable and schedules
+/// it; a wake during a poll only marks NOTIFIED.
+fn wake_by_ref(header: NonNull<Header>) {
+    // SAFETY: the waker owns (or borrows) a count, so the header is alive.
+    let head = unsafe { header.as_ref() };
+    let mut state = head.state.load(Ordering::Acquire);
+    loop {
+        let next = if state & (COMPLETE | SCHEDULED) != 0 {
+            return;
+        } else if state & RUNNING != 0 {
+            if state & NOTIFIED != 0 {
+                return;
+            }
+            state | NOTIFIED
+        } else {
+            SCHEDULED
+        };
+        match head
+            .state
+            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) if next == SCHEDULED => {
+                // SAFETY: we hold a count; the new runnable owns a fresh one.
+                unsafe { (head.vtable.clone)(header) };
+                Runnable(TaskRef { header }).spawn();
+                return;
+            }
+            Ok(_) => return,
+            Err(actual) => state = actual,
+        }
+    }
+}
+
+static WAKER_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+
+fn header_of(data: *const ()) -> NonNull<Header> {
+    NonNull::new(data.cast_mut().cast::<Header>()).expect("a task waker's data is never null")
+}
+
+unsafe fn waker_clone(data: *const ()) -> RawWaker {
+    let header = header_of(data);
+    // SAFETY: the waker being cloned holds a count, so the cell is alive.
+    unsafe { (header.as_ref().vtable.clone)(header) };
+    RawWaker::new(data, &WAKER_VTABLE)
+}
+
+unsafe fn waker_wake(data: *const ()) {
+    let header = header_of(data);
+    wake_by_ref(header);
+    // SAFETY: `wake` consumes the waker's count.
+    unsafe { (header.as_ref().vtable.release)(header) };
+}
+
+unsafe fn waker_wake_by_ref(data: *const ()) {
+    wake_by_ref(header_of(data));
+}
+
+unsafe fn waker_drop(data: *const ()) {
+    let header = header_of(data);
+    // SAFETY: dropping a waker gives up its count.
+    unsafe { (header.as_ref().vtable.release)(header) };
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct CountDrops(Arc<AtomicUsize>);
+    impl Drop for CountDrops {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether teardown has cleared `task`.
+    pub(crate) fn cancelled(task: &Task) -> bool {
+        task.is_cleared()
+    }
+
+    #[test]
+    fn clearing_an_idle_task_drops_its_future_once_and_stales_its_runnable() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = CountDrops(drops.clone());
+        let (task, runnable) = Task::new(
+            async move {
+                let _guard = guard;
+            },
+            Weak::new(),
+        );
+        assert!(task.clear());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(!task.clear(), "a second clear finds the task complete");
+        assert!(matches!(runnable.run(), Polled::Stale));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(cancelled(&task));
+    }
+
+    #[test]
+    fn a_finished_future_is_dropped_by_its_poller() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = CountDrops(drops.clone());
+        let (task, runnable) = Task::new(
+            async move {
+                let _guard = guard;
+            },
+            Weak::new(),
+        );
+        assert!(matches!(runnable.run(), Polled::Done(_)));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(!task.clear());
+    }
+
+    #[test]
+    fn the_cell_is_freed_with_its_last_reference() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = CountDrops(drops.clone());
+        let (task, runnable) = Task::new(
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            },
+            Weak::new(),
+        );
+        drop(runnable);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        drop(task);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the last reference drops the future");
+    }
+}

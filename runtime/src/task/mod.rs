@@ -1,0 +1,10 @@
+//! Tasks: the cell and its state machine ([`cell`]), the supervised wrapper and its
+//! [`Handle`] ([`handle`]), and the set of live tasks ([`set`]).
+
+pub(crate) mod cell;
+pub(crate) mod handle;
+pub(crate) mod set;
+
+pub use handle::Handle;
+pub(crate) use cell::{Polled, Runnable};
+pub use set::Tasks;

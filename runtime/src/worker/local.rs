@@ -1,0 +1,198 @@
+//! `Local`: the per-thread state of a native worker, reachable through a thread-local.
+//!
+//! Invariants:
+//! - `CURRENT` is set while a worker runs on this thread and cleared when it is done; access
+//!   goes through `try_with`, so code running in TLS destructors (after the key is gone) sees
+//!   "no worker" and takes the foreign path instead of panicking.
+//! - `state` is borrowed only for short, user-code-free sections (registering a timer,
+//!   reaping completions). Wakes and waker drops that happen in those sections are pushed to
+//!   `deferred` and run after the borrow ends.
+
+use crate::driver::Driver;
+use crate::panic::Panics;
+use crate::pool::Pool;
+use crate::time::Timers;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Waker;
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Local>>> = const { RefCell::new(None) };
+}
+
+/// Wakes and waker drops collected while the worker state was borrowed.
+#[derive(Default)]
+pub struct Deferred {
+    /// Wakers to wake.
+    pub wakes: Vec<Waker>,
+    /// Wakers to drop (their drop may run user code).
+    pub drops: Vec<Waker>,
+}
+
+impl Deferred {
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.wakes.is_empty() && self.drops.is_empty()
+    }
+
+    /// Runs every queued callback, each inside its own panic boundary: a panic does not skip
+    /// the others, and the first payload is kept in `panics`.
+    pub fn run(&mut self, panics: &mut Panics) {
+        for waker in self.wakes.drain(..) {
+            if let Err(payload) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || waker.wake()))
+            {
+                panics.retain(payload);
+            }
+        }
+        for waker in self.drops.drain(..) {
+            if let Err(payload) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(waker)))
+            {
+                panics.retain(payload);
+            }
+        }
+    }
+}
+
+/// The borrowable part of a worker's state.
+#[derive(Default)]
+pub struct WorkerState {
+    /// The worker's timer table.
+    pub timers: Timers,
+    /// Callbacks to run once the borrow ends.
+    pub deferred: Deferred,
+    /// The worker's ring; `None` once closed.
+    pub driver: Option<Driver>,
+}
+
+/// Where a pool worker sits in its pool.
+pub(crate) struct Seat {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) index: usize,
+}
+
+/// A native worker's thread-local state.
+pub struct Local {
+    id: u64,
+    seat: Option<Seat>,
+    closing: Cell<bool>,
+    /// The borrowable part.
+    pub state: RefCell<WorkerState>,
+}
+
+impl Local {
+    pub(crate) fn new(seat: Option<Seat>, driver: Driver) -> Rc<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Rc::new(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            seat,
+            closing: Cell::new(false),
+            state: RefCell::new(WorkerState {
+                driver: Some(driver),
+                ..WorkerState::default()
+            }),
+        })
+    }
+
+    /// The worker running on this thread, if any.
+    pub fn current() -> Option<Rc<Local>> {
+        CURRENT.try_with(|current| current.borrow().clone()).ok().flatten()
+    }
+
+    /// Runs `f` with the worker running on this thread; `None` if there is none (or the
+    /// thread-local is already destroyed).
+    pub(crate) fn with_current<R>(f: impl FnOnce(&Local) -> R) -> Option<R> {
+        CURRENT
+            .try_with(|current| {
+                let current = current.borrow();
+                current.as_deref().map(f)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Installs `local` as this thread's worker. Panics if one is installed already.
+    pub(crate) fn install(local: Rc<Local>) {
+        CURRENT.with(|current| {
+            let mut current = current.borrow_mut();
+            assert!(current.is_none(), "a runtime worker already runs on this thread");
+            *current = Some(local);
+        });
+    }
+
+    /// Removes this thread's worker.
+    pub(crate) fn uninstall() -> Option<Rc<Local>> {
+        CURRENT
+            .try_with(|current| current.borrow_mut().take())
+            .ok()
+            .flatten()
+    }
+
+    /// A unique id of this worker.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The pool seat of a pool worker.
+    pub(crate) fn seat(&self) -> Option<&Seat> {
+        self.seat.as_ref()
+    }
+
+    /// Whether the worker is in its final cleanup: new registrations are refused.
+    pub fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    pub(crate) fn set_closing(&self) {
+        self.closing.set(true);
+    }
+}
+
+/// Runs every deferred callback of `local` until none are left, batch by batch (callbacks may
+/// defer more). Returns whether anything ran.
+pub(crate) fn run_deferred(local: &Local, panics: &mut Panics) -> bool {
+    let mut ran = false;
+    loop {
+        let mut batch = std::mem::take(&mut local.state.borrow_mut().deferred);
+        if batch.is_empty() {
+            return ran;
+        }
+        ran = true;
+        batch.run(panics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    struct Bad(Arc<AtomicUsize>);
+    impl Wake for Bad {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("callback failure");
+        }
+    }
+
+    #[test]
+    fn a_failing_callback_does_not_skip_its_siblings() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let waker = Waker::from(Arc::new(Bad(calls.clone())));
+        let mut deferred = Deferred {
+            wakes: [waker.clone(), waker].into(),
+            drops: Vec::new(),
+        };
+        let mut panics = Panics::default();
+        deferred.run(&mut panics);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert!(deferred.is_empty());
+        let first = panics.take().expect("the first panic is kept");
+        assert_eq!(crate::panic::message(&*first), "callback failure");
+        assert!(panics.take().is_none());
+    }
+}
