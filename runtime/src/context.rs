@@ -201,9 +201,12 @@ impl Spawner for Context {
             None => {
                 let pool = Arc::downgrade(&self.shared.pool);
                 // A refusal drops the future here; its wrapper closes the handle.
-                let _ = self.shared.tasks.register_with(supervised, pool, |runnable| {
-                    deliver(runnable, Arrival::Spawn)
-                });
+                let _ = self
+                    .shared
+                    .tasks
+                    .register_with(supervised, pool, |runnable| {
+                        deliver(runnable, Arrival::Spawn)
+                    });
             }
             Some(active) => {
                 let name = format!("iouring-{}", self.execution.as_str());

@@ -186,7 +186,10 @@ pub(crate) mod tests {
             drops: drops.clone(),
             explode: false,
         };
-        assert_eq!(Panics::contain(move || std::panic::panic_any(bomb)), None::<()>);
+        assert_eq!(
+            Panics::contain(move || std::panic::panic_any(bomb)),
+            None::<()>
+        );
         assert_eq!(drops.load(Ordering::SeqCst), 1);
 
         // A payload whose drop panics: its secondary payload is leaked, nothing escapes.
@@ -195,8 +198,15 @@ pub(crate) mod tests {
             drops: drops.clone(),
             explode: true,
         };
-        assert_eq!(Panics::contain(move || std::panic::panic_any(bomb)), None::<()>);
-        assert_eq!(drops.load(Ordering::SeqCst), 1, "the secondary payload is not dropped");
+        assert_eq!(
+            Panics::contain(move || std::panic::panic_any(bomb)),
+            None::<()>
+        );
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the secondary payload is not dropped"
+        );
     }
 
     #[test]
@@ -208,7 +218,11 @@ pub(crate) mod tests {
             drops: drops.clone(),
             explode: true,
         }));
-        assert_eq!(drops.load(Ordering::SeqCst), 0, "later payloads are forgotten");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "later payloads are forgotten"
+        );
         let first = panics.take().expect("the first payload is kept");
         assert_eq!(message(&*first), "first");
         assert!(panics.take().is_none());
@@ -218,7 +232,11 @@ pub(crate) mod tests {
             explode: true,
         }));
         drop(panics);
-        assert_eq!(drops.load(Ordering::SeqCst), 0, "an unclaimed payload is leaked");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "an unclaimed payload is leaked"
+        );
     }
 
     #[test]

@@ -284,7 +284,9 @@ where
                 Ok(value) => output = Some(value),
                 Err(payload) => root_failure = Some(payload),
             }
-            // The root is dropped while the runtime is still open: its `Drop` may spawn.
+            // The root is dropped while the runtime is still open: its `Drop` may spawn. Task
+            // panics are no longer observed from here on.
+            shared.panicker.close_tasks();
             let dropped = catch_unwind(AssertUnwindSafe(move || drop(root)));
             if let Err(payload) = dropped {
                 if root_failure.is_none() {
@@ -298,18 +300,19 @@ where
     shared.panicker.close_tasks();
     shared.panicker.set_root_waker(None);
 
-    let teardown = catch_unwind(AssertUnwindSafe(|| {
-        shared.pool.close();
-        #[cfg(test)]
-        crate::hooks::before_abort();
-        root_tree.abort();
-        shared.workers.close();
-        shared.tasks.close();
-        for task in shared.tasks.drain() {
-            Panics::contain(|| task.clear());
-            Panics::contain(move || drop(task));
-        }
-    }));
+    shared.pool.close();
+    #[cfg(test)]
+    let teardown = catch_unwind(crate::hooks::before_abort);
+    #[cfg(not(test))]
+    let teardown: Result<(), Payload> = Ok(());
+    root_tree.abort();
+    shared.workers.close();
+    shared.tasks.close();
+    for task in shared.tasks.drain() {
+        Panics::contain(|| task.clear());
+        Panics::contain(move || drop(task));
+    }
+    worker.discard_queue();
     pool_workers.stop_and_join();
     shared.workers.wait();
     if let Err(payload) = teardown

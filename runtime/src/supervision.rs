@@ -8,7 +8,8 @@
 //!   resolves.
 //! - No lock is held while an aborter runs: aborters wake tasks and finish metrics, which may
 //!   run arbitrary code.
-//! - Parents hold their children weakly; dead entries are pruned whenever the child list would
+//! - Parents hold their children weakly and children hold their parents strongly, so an
+//!   abort from the root reaches every node still in use; dead entries are pruned whenever the child list would
 //!   grow, so a long-lived parent that spawns millions of short tasks keeps a bounded list.
 
 use parking_lot::Mutex;
@@ -30,6 +31,9 @@ struct Node {
 #[derive(Default)]
 pub struct Tree {
     node: Mutex<Node>,
+    /// Children keep their parent alive (parents hold children weakly), so a subtree stays
+    /// reachable from the root for as long as any of its nodes is in use.
+    _parent: Option<Arc<Tree>>,
 }
 
 impl Tree {
@@ -41,7 +45,10 @@ impl Tree {
     /// A new child of `parent`, and whether `parent` was already aborted (in which case the
     /// child is born aborted).
     pub(crate) fn child(parent: &Arc<Tree>) -> (Arc<Tree>, bool) {
-        let child = Arc::new(Tree::default());
+        let child = Arc::new(Tree {
+            node: Mutex::default(),
+            _parent: Some(parent.clone()),
+        });
         let mut node = parent.node.lock();
         if node.aborted {
             drop(node);

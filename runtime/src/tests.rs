@@ -1,1 +1,1153 @@
-//! Runtime-level tests of the behaviours SPEC §1 names, with the crate's private hooks.
+//! Runtime-level tests of the behaviours SPEC §1 names, using the crate's private hooks where
+//! a race must be forced. Public-API-only tests live in `runtime/tests/`.
+
+use crate::driver::{Operation, Request, RequestOutput};
+use crate::hooks::{BEFORE_ABORT, FAIL_STARTUP, FORBID_PARK};
+use crate::panic::message;
+use crate::pool::Message;
+use crate::prelude::*;
+use crate::worker::Local;
+use crate::{Config, Context, Error, Runner, SpinnerConfig, reschedule};
+use futures::FutureExt;
+use futures::channel::oneshot;
+use std::cell::Cell;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::task::{Context as TaskContext, Poll, Waker};
+use std::thread;
+use std::time::Duration;
+
+/// One worker, no spinner: every ordinary task runs on the runner's thread.
+fn config() -> Config {
+    Config::new()
+        .with_worker_threads(1)
+        .with_idle_spinner(SpinnerConfig::disabled())
+}
+
+/// Ordinary, dedicated and blocking placement.
+fn placements() -> [fn(Context) -> Context; 3] {
+    [|c| c, |c| c.dedicated(), |c| c.shared(true)]
+}
+
+/// Dedicated and blocking placement.
+fn threaded() -> [fn(Context) -> Context; 2] {
+    [|c| c.dedicated(), |c| c.shared(true)]
+}
+
+fn tls_cleared() -> bool {
+    Local::current().is_none()
+}
+
+/// Counts drops of whatever holds it.
+#[derive(Clone, Default)]
+struct Drops(Arc<AtomicUsize>);
+impl Drops {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn guard(&self) -> DropGuard {
+        DropGuard(self.clone(), false)
+    }
+    fn bomb(&self) -> DropGuard {
+        DropGuard(self.clone(), true)
+    }
+}
+struct DropGuard(Drops, bool);
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        (self.0).0.fetch_add(1, Ordering::SeqCst);
+        if self.1 {
+            panic!("destructor failure");
+        }
+    }
+}
+
+fn panic_text(result: thread::Result<impl Sized>) -> String {
+    match result {
+        Ok(_) => panic!("expected a panic"),
+        Err(payload) => message(&*payload),
+    }
+}
+
+/// The root builder and future need be neither `Send` nor `'static`, they are polled on the
+/// calling thread even after a suspension, and the output may borrow from the caller.
+#[test]
+fn root_borrows_non_send_state_across_pending_poll() {
+    let text = String::from("borrowed output");
+    let local = Rc::new(Cell::new(1));
+    let caller = thread::current().id();
+    let output: &str = Runner::new(config()).start(|context| {
+        let local = local.clone();
+        let text = &text;
+        async move {
+            assert_eq!(thread::current().id(), caller);
+            context.sleep(Duration::from_millis(1)).await;
+            assert_eq!(thread::current().id(), caller);
+            local.set(local.get() + 1);
+            text.as_str()
+        }
+    });
+    assert_eq!(output, "borrowed output");
+    assert_eq!(local.get(), 2);
+    assert!(tls_cleared());
+}
+
+/// A root that wakes itself and returns `Pending` is polled again, every time.
+#[test]
+fn root_self_wake_survives_pending_poll() {
+    struct SelfWaking(usize);
+    impl std::future::Future for SelfWaking {
+        type Output = usize;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<usize> {
+            if self.0 == 1_000 {
+                return Poll::Ready(self.0);
+            }
+            self.0 += 1;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+    assert_eq!(Runner::new(config()).start(|_| SelfWaking(0)), 1_000);
+}
+
+/// A builder that spawns and then panics: `start` re-raises, the child is dropped once and
+/// never polled, TLS is cleared, and the thread can run a new runner.
+#[test]
+fn root_constructor_panic_drops_unpolled_tasks_and_clears_scope() {
+    let drops = Drops::default();
+    let polled = Arc::new(AtomicBool::new(false));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|context| {
+            let guard = drops.guard();
+            let polled = polled.clone();
+            drop(context.spawn(move |_| async move {
+                polled.store(true, Ordering::SeqCst);
+                drop(guard);
+            }));
+            panic!("builder failure");
+            #[allow(unreachable_code)]
+            async {}
+        })
+    }));
+    assert_eq!(panic_text(result), "builder failure");
+    assert_eq!(drops.count(), 1);
+    assert!(!polled.load(Ordering::SeqCst));
+    assert!(tls_cleared());
+    assert_eq!(Runner::new(config()).start(|_| async { 9 }), 9);
+}
+
+/// A root poll panic fails `start` with exactly that message, the root is dropped once and
+/// its drop adds nothing; a root whose drop panics after `Ready` fails with the drop's message.
+#[test]
+fn root_poll_or_drop_panic_clears_scope() {
+    struct Root {
+        fail_poll: bool,
+        drops: Drops,
+    }
+    impl std::future::Future for Root {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<()> {
+            if self.fail_poll {
+                panic!("primary root poll failure");
+            }
+            Poll::Ready(())
+        }
+    }
+    impl Drop for Root {
+        fn drop(&mut self) {
+            self.drops.0.fetch_add(1, Ordering::SeqCst);
+            if !self.fail_poll {
+                panic!("root destruction failure");
+            }
+        }
+    }
+    let drops = Drops::default();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|_| Root {
+            fail_poll: true,
+            drops: drops.clone(),
+        })
+    }));
+    assert_eq!(panic_text(result), "primary root poll failure");
+    assert_eq!(drops.count(), 1);
+    assert!(tls_cleared());
+
+    let drops = Drops::default();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|_| Root {
+            fail_poll: false,
+            drops: drops.clone(),
+        })
+    }));
+    assert_eq!(panic_text(result), "root destruction failure");
+    assert_eq!(drops.count(), 1);
+    assert!(tls_cleared());
+}
+
+/// A root's `Drop` runs before shutdown closes spawning: a spawn from it calls its factory,
+/// and shutdown then cancels that child and drops its captures once.
+#[test]
+fn root_destruction_can_spawn_work_before_shutdown() {
+    for dedicated in [false, true] {
+        struct SpawnOnDrop {
+            context: Option<Context>,
+            dedicated: bool,
+            factory: Arc<AtomicBool>,
+            drops: Drops,
+        }
+        impl Drop for SpawnOnDrop {
+            fn drop(&mut self) {
+                let mut context = self.context.take().unwrap();
+                if self.dedicated {
+                    context = context.dedicated();
+                }
+                let factory = self.factory.clone();
+                let guard = self.drops.guard();
+                drop(context.spawn(move |_| {
+                    factory.store(true, Ordering::SeqCst);
+                    async move {
+                        let _guard = guard;
+                        futures::future::pending::<()>().await;
+                    }
+                }));
+            }
+        }
+        let factory = Arc::new(AtomicBool::new(false));
+        let drops = Drops::default();
+        let root = SpawnOnDrop {
+            context: None,
+            dedicated,
+            factory: factory.clone(),
+            drops: drops.clone(),
+        };
+        Runner::new(config()).start(move |context| {
+            let mut root = root;
+            root.context = Some(context);
+            async move {
+                let _root = root;
+            }
+        });
+        assert!(factory.load(Ordering::SeqCst));
+        assert_eq!(drops.count(), 1);
+        assert!(tls_cleared());
+    }
+}
+
+/// A failure published before the root's first poll interrupts the root: it is never polled
+/// and `start` panics with that payload.
+#[test]
+fn failure_queued_before_root_poll_interrupts_root() {
+    let polled = Arc::new(AtomicBool::new(false));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|context| {
+            context
+                .shared
+                .panicker
+                .notify(Box::new("queued worker panic"));
+            let polled = polled.clone();
+            async move { polled.store(true, Ordering::SeqCst) }
+        })
+    }));
+    assert_eq!(panic_text(result), "queued worker panic");
+    assert!(!polled.load(Ordering::SeqCst));
+}
+
+/// A failure published while the finished root is being dropped is ignored.
+#[test]
+fn task_panic_during_root_destruction_is_not_observed() {
+    for workers in [1, 2] {
+        struct Root(Context);
+        impl std::future::Future for Root {
+            type Output = i32;
+            fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<i32> {
+                Poll::Ready(7)
+            }
+        }
+        impl Drop for Root {
+            fn drop(&mut self) {
+                self.0.shared.panicker.notify(Box::new("late task panic"));
+            }
+        }
+        let output = Runner::new(config().with_worker_threads(workers)).start(Root);
+        assert_eq!(output, 7);
+    }
+}
+
+/// Factories run synchronously on the calling thread for every placement and caller; a
+/// factory panic unwinds into the caller, which can keep spawning.
+#[test]
+fn factories_execute_synchronously_on_the_caller() {
+    for catch in [false, true] {
+        Runner::new(config().with_catch_panics(catch)).start(|context| async move {
+            for place in placements() {
+                let caller = thread::current().id();
+                let (tx, rx) = mpsc::channel();
+                let handle = place(context.clone()).spawn(move |_| {
+                    tx.send(thread::current().id()).unwrap();
+                    async { 1 }
+                });
+                assert_eq!(
+                    rx.try_recv().unwrap(),
+                    caller,
+                    "the factory ran before spawn returned"
+                );
+                assert_eq!(handle.await, Ok(1));
+
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    place(context.clone())
+                        .spawn(|_| -> std::future::Ready<()> { panic!("factory failed") })
+                }));
+                assert_eq!(panic_text(result), "factory failed");
+                assert_eq!(place(context.clone()).spawn(|_| async { 7 }).await, Ok(7));
+            }
+        });
+    }
+}
+
+/// Placement is per spawn and not inherited: dedicated and blocking tasks get their own
+/// threads, their ordinary children run on the pool (here the runner's thread).
+#[test]
+fn execution_modes_share_ordinary_descendants() {
+    Runner::new(config()).start(|context| async move {
+        let pool_thread = thread::current().id();
+        for place in threaded() {
+            let (parent_thread, child_thread) = place(context.clone())
+                .spawn(|context| async move {
+                    let own = thread::current().id();
+                    let child = context
+                        .spawn(|_| async { thread::current().id() })
+                        .await
+                        .unwrap();
+                    (own, child)
+                })
+                .await
+                .unwrap();
+            assert_ne!(parent_thread, pool_thread);
+            assert_eq!(child_thread, pool_thread);
+        }
+        let ordinary = context
+            .clone()
+            .shared(false)
+            .spawn(|_| async { thread::current().id() })
+            .await
+            .unwrap();
+        assert_eq!(ordinary, pool_thread);
+    });
+}
+
+/// A dedicated or blocking task may block its thread on an ordinary child, which runs on the
+/// pool meanwhile.
+#[test]
+fn blocking_parents_can_wait_for_ordinary_descendants() {
+    Runner::new(config()).start(|context| async move {
+        for place in threaded() {
+            let result = place(context.clone())
+                .spawn(|context| async move {
+                    let (tx, rx) = mpsc::channel();
+                    drop(context.spawn(move |_| async move { tx.send(5).unwrap() }));
+                    rx.recv().unwrap()
+                })
+                .await;
+            assert_eq!(result, Ok(5));
+        }
+    });
+}
+
+/// After an abort of the context's node, spawn returns an immediately closed handle for every
+/// placement and never calls the factory.
+#[test]
+fn aborted_context_skips_factories_for_every_placement() {
+    Runner::new(config()).start(|context| async move {
+        let scope = context.child("scope");
+        scope.tree.abort();
+        for place in placements() {
+            let called = Arc::new(AtomicBool::new(false));
+            let flag = called.clone();
+            let handle = place(scope.clone()).spawn(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                async {}
+            });
+            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+            assert!(!called.load(Ordering::SeqCst));
+        }
+        assert_eq!(context.shared.workers.state.lock().active, 0);
+    });
+}
+
+/// With the task set closed, ordinary spawns from a worker and from a foreign thread return
+/// an immediate `Closed` without calling the factory.
+#[test]
+fn closed_task_set_skips_local_and_foreign_factories() {
+    Runner::new(config()).start(|context| async move {
+        context.shared.tasks.close();
+        let called = Arc::new(AtomicUsize::new(0));
+        let spawn = |context: Context, called: Arc<AtomicUsize>| {
+            context.spawn(move |_| {
+                called.fetch_add(1, Ordering::SeqCst);
+                async {}
+            })
+        };
+        assert_eq!(
+            spawn(context.clone(), called.clone()).now_or_never(),
+            Some(Err(Error::Closed))
+        );
+        let foreign = {
+            let (context, called) = (context.clone(), called.clone());
+            thread::spawn(move || spawn(context, called).now_or_never())
+        };
+        assert_eq!(foreign.join().unwrap(), Some(Err(Error::Closed)));
+        assert_eq!(called.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// A factory that closes the task set gets its future refused: it is dropped on the calling
+/// thread before `spawn` returns and the handle is immediately `Closed`.
+#[test]
+fn spawn_refused_by_the_closed_task_set_is_disposed_on_its_caller() {
+    Runner::new(config()).start(|context| async move {
+        let drops = Drops::default();
+        let guard = drops.guard();
+        let shared = context.shared.clone();
+        let handle = context.clone().spawn(move |_| {
+            shared.tasks.close();
+            async move {
+                let _guard = guard;
+            }
+        });
+        assert_eq!(drops.count(), 1, "dropped before spawn returned");
+        assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+    });
+}
+
+/// A context that escaped a finished runner refuses spawns: the factory is not called and
+/// its captures are dropped once.
+#[test]
+fn closed_runner_rejects_payload_without_invoking_closure() {
+    let context = Runner::new(config()).start(|context| async move { context });
+    for place in placements() {
+        let drops = Drops::default();
+        let guard = drops.guard();
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = called.clone();
+        let handle = place(context.clone()).spawn(move |_| {
+            flag.store(true, Ordering::SeqCst);
+            drop(guard);
+            async {}
+        });
+        assert_eq!(futures::executor::block_on(handle), Err(Error::Closed));
+        assert!(!called.load(Ordering::SeqCst));
+        assert_eq!(drops.count(), 1);
+    }
+}
+
+/// A task's retained child context is closed before the task's handle resolves, and the
+/// task's running gauge is back to zero.
+#[test]
+fn retained_descendant_context_is_closed_before_parent_result() {
+    Runner::new(config()).start(|context| async move {
+        let retained = context
+            .child("parent")
+            .spawn(|context| async move { context.child("retained") })
+            .await
+            .unwrap();
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = called.clone();
+        let handle = retained.spawn(move |_| {
+            flag.store(true, Ordering::SeqCst);
+            async {}
+        });
+        assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+        assert!(!called.load(Ordering::SeqCst));
+        let encoded = context.encode();
+        let lines: Vec<_> = encoded
+            .lines()
+            .filter(|line| line.starts_with("runtime_tasks_running{") && line.contains("parent"))
+            .collect();
+        assert!(!lines.is_empty(), "{encoded}");
+        assert!(lines.iter().all(|line| line.ends_with(" 0")), "{lines:?}");
+        assert!(encoded.ends_with("# EOF\n"));
+    });
+}
+
+/// When a dedicated or blocking parent completes, its pending descendants (an ordinary child
+/// on the pool and a dedicated child) are aborted.
+#[test]
+fn dedicated_completion_cancels_local_and_remote_descendants() {
+    Runner::new(config()).start(|context| async move {
+        for place in threaded() {
+            let (ordinary, dedicated) = place(context.clone())
+                .spawn(|context| async move {
+                    let ordinary = context.clone().spawn(|_| futures::future::pending::<()>());
+                    let dedicated = context
+                        .dedicated()
+                        .spawn(|_| futures::future::pending::<()>());
+                    (ordinary, dedicated)
+                })
+                .await
+                .unwrap();
+            assert_eq!(ordinary.await, Err(Error::Closed));
+            assert_eq!(dedicated.await, Err(Error::Closed));
+            assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
+        }
+    });
+}
+
+/// Handles that escaped a runner are closed when `start` returns.
+#[test]
+fn root_shutdown_cancels_descendants_across_workers() {
+    let handles = Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let (tx, rx) = oneshot::channel();
+        let parent = context.clone().dedicated().spawn(|context| async move {
+            let ordinary = context.clone().spawn(|_| futures::future::pending::<()>());
+            let blocking = context
+                .shared(true)
+                .spawn(|_| futures::future::pending::<()>());
+            tx.send((ordinary, blocking)).ok().unwrap();
+            futures::future::pending::<()>().await
+        });
+        let (ordinary, blocking) = rx.await.unwrap();
+        (parent, ordinary, blocking)
+    });
+    assert_eq!(handles.0.now_or_never(), Some(Err(Error::Closed)));
+    assert_eq!(handles.1.now_or_never(), Some(Err(Error::Closed)));
+    assert_eq!(handles.2.now_or_never(), Some(Err(Error::Closed)));
+}
+
+/// Shutdown aborts the whole tree and finishes every running metric before it drops any
+/// future; every future is dropped exactly once.
+#[test]
+fn shutdown_cancels_tasks_before_destruction() {
+    for workers in [1, 2] {
+        struct CheckGauge(Context, Drops);
+        impl Drop for CheckGauge {
+            fn drop(&mut self) {
+                assert!(self.0.tree.is_aborted(), "the tree is aborted before drops");
+                let encoded = self.0.encode();
+                for line in encoded
+                    .lines()
+                    .filter(|line| line.starts_with("runtime_tasks_running{name=\"victims\""))
+                {
+                    assert!(line.ends_with(" 0"), "metrics finish before drops: {line}");
+                }
+                self.1.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let drops = Drops::default();
+        let handles = Runner::new(config().with_worker_threads(workers)).start(|context| {
+            let drops = drops.clone();
+            async move {
+                let victims = context.child("victims");
+                let mut handles = Vec::new();
+                for polled in [false, true] {
+                    let drops = drops.clone();
+                    let handle = victims.clone().spawn(move |context| {
+                        let check = CheckGauge(context, drops);
+                        async move {
+                            let _check = check;
+                            futures::future::pending::<()>().await
+                        }
+                    });
+                    if polled {
+                        reschedule().await;
+                    }
+                    handles.push(handle);
+                }
+                handles
+            }
+        });
+        assert_eq!(drops.count(), 2);
+        for handle in handles {
+            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+        }
+    }
+}
+
+/// A task that wakes itself during its poll runs again only after work already queued, and
+/// completed tasks leave the set (only the service task remains).
+#[test]
+fn self_woken_task_requeues_behind_queued_work() {
+    Runner::new(config()).start(|context| async move {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let first = {
+            let order = order.clone();
+            context.clone().spawn(move |_| async move {
+                order.lock().unwrap().push("first");
+                reschedule().await;
+                order.lock().unwrap().push("first again");
+            })
+        };
+        let second = {
+            let order = order.clone();
+            context
+                .clone()
+                .spawn(move |_| async move { order.lock().unwrap().push("second") })
+        };
+        first.await.unwrap();
+        second.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["first", "second", "first again"]);
+        assert_eq!(context.shared.tasks.live(), 1);
+    });
+}
+
+/// A foreign spawn is counted in the set as soon as `spawn` returns.
+#[test]
+fn foreign_spawn_joins_the_task_set_before_its_worker_runs() {
+    Runner::new(config()).start(|context| async move {
+        assert_eq!(context.shared.tasks.live(), 1);
+        let foreign = context.clone();
+        let (handle, live) = thread::spawn(move || {
+            let shared = foreign.shared.clone();
+            let handle = foreign.spawn(|_| async { 3 });
+            (handle, shared.tasks.live())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(live, 2);
+        assert_eq!(handle.await, Ok(3));
+        assert_eq!(context.shared.tasks.live(), 1);
+    });
+}
+
+/// Teardown drops every future on a worker thread, with `Local` installed and not borrowed,
+/// while the worker's timer table is still open.
+#[test]
+fn teardown_drops_every_future_before_clearing_timers() {
+    struct Probe(Drops);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            let local = Local::current().expect("dropped on a worker");
+            let state = local.state.try_borrow_mut().expect("Local is not borrowed");
+            assert!(state.timers.next_deadline().is_some(), "timers still open");
+            self.0.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let drops = Drops::default();
+    let escaped = Arc::new(Mutex::new(None));
+    Runner::new(config()).start(|context| {
+        let drops = drops.clone();
+        let escaped = escaped.clone();
+        async move {
+            // A registration that outlives every task keeps the timer table non-empty until
+            // the worker closes it.
+            let mut keeper = crate::time::Sleep::new(Duration::from_secs(3600));
+            assert!(
+                keeper
+                    .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
+                    .is_pending()
+            );
+            *escaped.lock().unwrap() = Some(keeper);
+            let mut wakers = Vec::new();
+            for index in 0..32 {
+                let probe = Probe(drops.clone());
+                let (tx, rx) = mpsc::channel();
+                let body = move |context: Context| async move {
+                    let _probe = probe;
+                    let sleep = context.sleep(Duration::from_secs(3600));
+                    futures::pin_mut!(sleep);
+                    futures::future::poll_fn(|cx| {
+                        let _ = tx.send(cx.waker().clone());
+                        sleep.as_mut().poll(cx)
+                    })
+                    .await
+                };
+                if index % 2 == 0 {
+                    drop(context.clone().spawn(body));
+                } else {
+                    let context = context.clone();
+                    thread::spawn(move || drop(context.spawn(body)))
+                        .join()
+                        .unwrap();
+                }
+                wakers.push(rx);
+            }
+            // Let every task register its sleep, then wake half of them so that they sit queued.
+            let mut registered = Vec::new();
+            while registered.len() < 32 {
+                reschedule().await;
+                for rx in &wakers {
+                    if let Ok(waker) = rx.try_recv() {
+                        registered.push(waker);
+                    }
+                }
+            }
+            for waker in registered.iter().step_by(2) {
+                waker.wake_by_ref();
+            }
+        }
+    });
+    assert_eq!(drops.count(), 32);
+    drop(escaped.lock().unwrap().take());
+}
+
+/// A task left unpolled at shutdown whose future panics on drop: the panic is contained and
+/// `start` returns normally.
+#[test]
+fn unpolled_task_disposal_is_contained() {
+    for catch in [false, true] {
+        let drops = Drops::default();
+        let output = Runner::new(Config::default().with_catch_panics(catch)).start(|context| {
+            let bomb = drops.bomb();
+            async move {
+                drop(context.spawn(move |_| async move {
+                    let _bomb = bomb;
+                }));
+                5
+            }
+        });
+        assert_eq!(output, 5);
+        assert_eq!(drops.count(), 1);
+    }
+}
+
+/// Aborting a task whose future panics on drop: the handle is `Closed`, the panic never fails
+/// the runner, and the task's subtree is closed first.
+#[test]
+fn cancelled_task_disposal_is_contained() {
+    for catch in [false, true] {
+        for place in placements() {
+            Runner::new(Config::default().with_catch_panics(catch)).start(|context| async move {
+                let drops = Drops::default();
+                let bomb = drops.bomb();
+                let (tx, rx) = oneshot::channel();
+                let handle = place(context.clone()).spawn(move |context| async move {
+                    let _bomb = bomb;
+                    tx.send(context.child("retained")).ok().unwrap();
+                    futures::future::pending::<()>().await
+                });
+                let retained = rx.await.unwrap();
+                handle.abort();
+                assert_eq!(handle.await, Err(Error::Closed));
+                let called = Arc::new(AtomicBool::new(false));
+                let flag = called.clone();
+                let late = retained.spawn(move |_| {
+                    flag.store(true, Ordering::SeqCst);
+                    async {}
+                });
+                assert_eq!(late.now_or_never(), Some(Err(Error::Closed)));
+                assert!(!called.load(Ordering::SeqCst));
+                // The destructor runs once, by the task's next poll or its worker's cleanup.
+                while drops.count() == 0 {
+                    context.sleep(Duration::from_millis(1)).await;
+                }
+                assert_eq!(drops.count(), 1);
+            });
+        }
+    }
+}
+
+/// A future that is ready on its first poll but panics on drop resolves its handle to
+/// `Closed`; the runner stays usable.
+#[test]
+fn ready_future_destructor_closes_handle_and_leaves_runner_usable() {
+    for catch in [false, true] {
+        for place in [placements()[0], placements()[1]] {
+            struct ReadyThenBomb(Arc<AtomicUsize>, #[allow(dead_code)] DropGuard);
+            impl std::future::Future for ReadyThenBomb {
+                type Output = i32;
+                fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<i32> {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                    Poll::Ready(1)
+                }
+            }
+            Runner::new(config().with_catch_panics(catch)).start(|context| async move {
+                let drops = Drops::default();
+                let bomb = drops.bomb();
+                let polls = Arc::new(AtomicUsize::new(0));
+                let counted = polls.clone();
+                let handle = place(context.clone()).spawn(move |_| ReadyThenBomb(counted, bomb));
+                assert_eq!(handle.await, Err(Error::Closed));
+                assert_eq!(polls.load(Ordering::SeqCst), 1);
+                assert_eq!(drops.count(), 1);
+                assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
+            });
+        }
+    }
+}
+
+/// A task panic: caught, only its handle sees `Exited`; uncaught, it fails the runner.
+#[test]
+fn task_panic_respects_policy() {
+    for workers in [1, 2] {
+        let output = Runner::new(
+            config()
+                .with_worker_threads(workers)
+                .with_catch_panics(true),
+        )
+        .start(|context| async move {
+            let failed = context.clone().spawn(|_| async { panic!("task failure") });
+            assert_eq!(failed.await, Err(Error::Exited));
+            context.spawn(|_| async { 7 }).await.unwrap()
+        });
+        assert_eq!(output, 7);
+
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+                drop(context.clone().spawn(|_| async { panic!("task failure") }));
+                futures::future::pending::<()>().await
+            })
+        }));
+        assert_eq!(panic_text(result), "task failure");
+        assert!(tls_cleared());
+    }
+}
+
+/// Deferred callbacks that produce runnable work keep the worker from parking: it runs the
+/// callbacks until none are left and looks for work again.
+#[test]
+fn callback_generated_work_prevents_parking() {
+    for spinner in [SpinnerConfig::disabled(), SpinnerConfig::default()] {
+        for chain in [0, 2] {
+            let config = config().with_idle_spinner(spinner);
+            Runner::new(config).start(|context| async move {
+                struct Chained {
+                    remaining: usize,
+                    then: Option<Waker>,
+                }
+                impl std::task::Wake for Chained {
+                    fn wake(self: Arc<Self>) {}
+                }
+                impl Drop for Chained {
+                    fn drop(&mut self) {
+                        if self.remaining > 0 {
+                            let next = Waker::from(Arc::new(Chained {
+                                remaining: self.remaining - 1,
+                                then: self.then.take(),
+                            }));
+                            let local = Local::current().unwrap();
+                            local.state.borrow_mut().deferred.drops.push(next);
+                        } else if let Some(root) = self.then.take() {
+                            FORBID_PARK.with(|forbid| forbid.set(false));
+                            root.wake();
+                        }
+                    }
+                }
+                let mut armed = false;
+                futures::future::poll_fn(|cx| {
+                    if armed {
+                        return Poll::Ready(());
+                    }
+                    armed = true;
+                    let waker = Waker::from(Arc::new(Chained {
+                        remaining: chain,
+                        then: Some(cx.waker().clone()),
+                    }));
+                    let local = Local::current().unwrap();
+                    local.state.borrow_mut().deferred.drops.push(waker);
+                    FORBID_PARK.with(|forbid| forbid.set(true));
+                    Poll::Pending
+                })
+                .await;
+                let _ = &context;
+            });
+        }
+    }
+}
+
+/// Worker zero's final cleanup runs the callbacks of timers still registered, with `Local`
+/// installed, not borrowed and closing; a new sleep polled there panics; the callback's own
+/// panic fails the runner and the root's output is dropped, its drop panic contained.
+#[test]
+fn final_callbacks_finish_before_tls_removal() {
+    struct Callback(Arc<AtomicUsize>);
+    impl std::task::Wake for Callback {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for Callback {
+        fn drop(&mut self) {
+            let local = Local::current().expect("Local is still installed");
+            assert!(local.is_closing());
+            assert!(
+                local.state.try_borrow_mut().is_ok(),
+                "Local is not borrowed"
+            );
+            let sleep = crate::time::Sleep::new(Duration::from_secs(1));
+            let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
+                futures::pin_mut!(sleep);
+                let _ = sleep.poll_unpin(&mut TaskContext::from_waker(Waker::noop()));
+            })));
+            assert_eq!(text, "io_uring sleep polled after its worker closed");
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("terminal callback panic");
+        }
+    }
+    struct Output(Drops);
+    impl Drop for Output {
+        fn drop(&mut self) {
+            self.0.0.fetch_add(1, Ordering::SeqCst);
+            panic!("root output drop panic");
+        }
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let output_drops = Drops::default();
+    let escaped = Arc::new(Mutex::new(None));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|_| {
+            let calls = calls.clone();
+            let escaped = escaped.clone();
+            let output = Output(output_drops.clone());
+            async move {
+                let mut sleep = crate::time::Sleep::new(Duration::from_secs(60));
+                let waker = Waker::from(Arc::new(Callback(calls)));
+                assert!(
+                    sleep
+                        .poll_unpin(&mut TaskContext::from_waker(&waker))
+                        .is_pending()
+                );
+                drop(waker);
+                *escaped.lock().unwrap() = Some(sleep);
+                output
+            }
+        })
+    }));
+    assert_eq!(panic_text(result), "terminal callback panic");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(output_drops.count(), 1);
+    drop(escaped.lock().unwrap().take());
+    assert!(tls_cleared());
+}
+
+/// A sleep registered on a worker that closed panics when polled again.
+#[test]
+fn sleep_polled_after_its_worker_closed_panics() {
+    let mut escaped = Runner::new(config()).start(|_| async move {
+        let mut sleep = crate::time::Sleep::new(Duration::from_secs(60));
+        assert!(
+            sleep
+                .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        Some(sleep)
+    });
+    let mut sleep = escaped.take().unwrap();
+    let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
+        let _ = sleep.poll_unpin(&mut TaskContext::from_waker(Waker::noop()));
+    })));
+    assert_eq!(text, "io_uring sleep polled after its worker closed");
+}
+
+/// A shutdown whose `before_abort` hook panics still stops and joins the pool workers.
+#[test]
+fn unwind_before_shutdown_stops_the_pool() {
+    let kept = Arc::new(Mutex::new(None));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config().with_worker_threads(2)).start(|context| {
+            *kept.lock().unwrap() = Some(context.shared.pool.clone());
+            BEFORE_ABORT.with(|hook| {
+                *hook.borrow_mut() = Some(Box::new(|| panic!("injected abort failure")))
+            });
+            async {}
+        })
+    }));
+    assert_eq!(panic_text(result), "injected abort failure");
+    let pool = kept.lock().unwrap().take().unwrap();
+    assert!(pool.is_clean());
+    assert_eq!(
+        Arc::strong_count(&pool),
+        1,
+        "every worker let go of the pool"
+    );
+    assert_eq!(
+        Arc::weak_count(&pool),
+        0,
+        "no task cell outlived the runner"
+    );
+}
+
+/// The runner's pool is released with no task cell left behind.
+#[test]
+fn pool_is_clean_after_shutdown() {
+    for workers in [1, 2] {
+        let pool = Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+            for _ in 0..100 {
+                drop(context.clone().spawn(|context| async move {
+                    context.sleep(Duration::from_secs(3600)).await
+                }));
+            }
+            reschedule().await;
+            context.shared.pool.clone()
+        });
+        assert!(pool.is_clean());
+        assert_eq!(Arc::strong_count(&pool), 1);
+        assert_eq!(Arc::weak_count(&pool), 0);
+    }
+}
+
+/// When worker zero's ring cannot be created, `start` fails with the cause, never calls the
+/// builder, and drops it before panicking.
+#[test]
+fn startup_failure_drops_the_root_builder_outside_any_unwind() {
+    struct Builder(Arc<AtomicBool>);
+    impl Drop for Builder {
+        fn drop(&mut self) {
+            self.0.store(thread::panicking(), Ordering::SeqCst);
+        }
+    }
+    let panicking_at_drop = Arc::new(AtomicBool::new(true));
+    let builder = Builder(panicking_at_drop.clone());
+    FAIL_STARTUP.with(|fail| {
+        *fail.borrow_mut() = Some("injected native worker initialization failure".into())
+    });
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(move |_| {
+            let _builder = builder;
+            async {}
+        })
+    }));
+    let text = panic_text(result);
+    assert!(
+        text.contains("failed to create native io_uring worker"),
+        "{text}"
+    );
+    assert!(
+        text.contains("injected native worker initialization failure"),
+        "{text}"
+    );
+    assert!(!panicking_at_drop.load(Ordering::SeqCst));
+    assert!(tls_cleared());
+}
+
+/// A second runner on a directory in use fails before its closure; the outer runner keeps
+/// its TLS, its storage and its scheduling.
+#[test]
+fn nested_same_directory_rejected_before_closure_and_outer_remains_usable() {
+    let config = config();
+    let directory = config.storage_directory().clone();
+    Runner::new(config).start(|context| async move {
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = called.clone();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(Config::new().with_storage_directory(directory)).start(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                async {}
+            })
+        }));
+        assert!(panic_text(result).contains("in use by another runner"));
+        assert!(!called.load(Ordering::SeqCst));
+        assert!(Local::current().is_some());
+        assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
+        context.sleep(Duration::from_millis(1)).await;
+    });
+    assert!(tls_cleared());
+}
+
+/// A read in flight makes the worker wait inside io_uring; a wake from a foreign thread
+/// interrupts that wait, and the read's completion wakes its task.
+#[test]
+fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
+    let mut fds = [0; 2];
+    // SAFETY: `pipe2` writes two descriptors into the array on success.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and owned by us from here on.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let read = Arc::new(read);
+    Runner::new(config()).start(|context| async move {
+        let reader = context.clone().spawn(move |_| async move {
+            let RequestOutput::Read(result) =
+                Operation::register(Request::Read { fd: read, len: 4 }).await;
+            result.unwrap()
+        });
+        reschedule().await;
+        assert_eq!(context.shared.metrics.pending_operations.get(), 1);
+        // The root now waits with a read in flight; a foreign thread wakes it via a spawn.
+        let foreign = context.clone();
+        let (tx, rx) = oneshot::channel();
+        thread::spawn(move || {
+            drop(foreign.spawn(move |_| async move { tx.send(()).unwrap() }));
+        });
+        rx.await.unwrap();
+        let writer = thread::spawn(move || {
+            let written =
+                // SAFETY: writing 4 bytes from a live buffer to our pipe.
+                unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&write), b"ping".as_ptr().cast(), 4) };
+            assert_eq!(written, 4);
+            write
+        });
+        assert_eq!(reader.await.unwrap(), b"ping");
+        drop(writer.join().unwrap());
+        assert_eq!(context.shared.metrics.pending_operations.get(), 0);
+    });
+}
+
+/// A read still in flight when its worker closes is cancelled and completes with an error;
+/// the pending-operations gauge returns to zero.
+#[test]
+fn closing_a_worker_cancels_reads_in_flight() {
+    let mut fds = [0; 2];
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: as above.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let read = Arc::new(read);
+    let (shared, operation) = Runner::new(config()).start(|context| async move {
+        let mut operation = Operation::register(Request::Read { fd: read, len: 4 });
+        assert!(
+            operation
+                .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        (context.shared.clone(), operation)
+    });
+    assert_eq!(shared.metrics.pending_operations.get(), 0);
+    let mut operation = operation;
+    match operation.poll_unpin(&mut TaskContext::from_waker(Waker::noop())) {
+        Poll::Ready(RequestOutput::Read(Err(_))) => {}
+        other => panic!("expected a cancelled read, got {other:?}"),
+    }
+    drop(write);
+}
+
+/// `Message::WakeRoot` sent to worker zero's mailbox polls the root again.
+#[test]
+fn wake_root_message_polls_the_root() {
+    Runner::new(config()).start(|context| async move {
+        let mut polls = 0;
+        futures::future::poll_fn(|_| {
+            polls += 1;
+            if polls == 1 {
+                let shared = context.shared.clone();
+                thread::spawn(move || shared.pool.mailbox(0).send(Message::WakeRoot));
+                return Poll::Pending;
+            }
+            Poll::Ready(())
+        })
+        .await;
+        assert_eq!(polls, 2);
+    });
+}
+
+/// Spawn and factory metrics: the attempt counts, the running gauge is 1 while the factory
+/// runs and 0 after a factory panic.
+#[test]
+fn factory_panic_finishes_metrics() {
+    Runner::new(config()).start(|context| async move {
+        let scope = context.child("factory");
+        let observed = Arc::new(Mutex::new(String::new()));
+        let seen = observed.clone();
+        let inner = scope.clone();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            scope.clone().spawn(move |_| -> std::future::Ready<()> {
+                *seen.lock().unwrap() = inner.encode();
+                panic!("factory failed")
+            })
+        }));
+        assert_eq!(panic_text(result), "factory failed");
+        let during = observed.lock().unwrap().clone();
+        assert!(
+            during.contains("runtime_tasks_running{name=\"factory\",placement=\"shared\"} 1"),
+            "{during}"
+        );
+        let after = context.encode();
+        assert!(
+            after.contains("runtime_tasks_running{name=\"factory\",placement=\"shared\"} 0"),
+            "{after}"
+        );
+        assert!(
+            after.contains("runtime_tasks_spawned_total{name=\"factory\",placement=\"shared\"} 1"),
+            "{after}"
+        );
+    });
+}

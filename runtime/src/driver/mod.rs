@@ -244,8 +244,7 @@ impl Driver {
             self.flush_backlog();
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(error)
-                    if matches!(error.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
                 Err(error) => panic!("io_uring driver service failed: {error}"),
             }
             self.reap(wakes);

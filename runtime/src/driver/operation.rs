@@ -27,8 +27,6 @@ use std::task::{Context, Poll, Waker};
 
 /// What to ask the kernel for.
 pub(crate) enum Request {
-    /// Does nothing; completes at once. Measures the ring's round trip.
-    Nop,
     /// Reads up to `len` bytes from `fd` at its current position.
     Read { fd: Arc<OwnedFd>, len: usize },
 }
@@ -36,7 +34,6 @@ pub(crate) enum Request {
 /// What the kernel answered.
 #[derive(Debug)]
 pub(crate) enum RequestOutput {
-    Nop(io::Result<()>),
     Read(io::Result<Vec<u8>>),
 }
 
@@ -59,7 +56,6 @@ pub(crate) struct InFlight {
 }
 
 enum Kind {
-    Nop,
     Read { _fd: Arc<OwnedFd>, buffer: Vec<u8> },
 }
 
@@ -72,11 +68,6 @@ impl InFlight {
     /// Publishes the kernel's `result` and returns the waker to notify.
     pub(crate) fn complete(self, result: i32) -> Option<Waker> {
         let output = match self.kind {
-            Kind::Nop => RequestOutput::Nop(if result < 0 {
-                Err(io::Error::from_raw_os_error(-result))
-            } else {
-                Ok(())
-            }),
             Kind::Read { mut buffer, .. } => RequestOutput::Read(if result < 0 {
                 Err(io::Error::from_raw_os_error(-result))
             } else {
@@ -94,16 +85,12 @@ impl Driver {
     pub(crate) fn register(&mut self, request: Request) -> Arc<Shared> {
         let shared = Arc::new(Shared::default());
         let (entry, kind): (squeue::Entry, Kind) = match request {
-            Request::Nop => (opcode::Nop::new().build(), Kind::Nop),
             Request::Read { fd, len } => {
                 let mut buffer = vec![0; len];
-                let entry = opcode::Read::new(
-                    types::Fd(fd.as_raw_fd()),
-                    buffer.as_mut_ptr(),
-                    len as u32,
-                )
-                .offset(u64::MAX)
-                .build();
+                let entry =
+                    opcode::Read::new(types::Fd(fd.as_raw_fd()), buffer.as_mut_ptr(), len as u32)
+                        .offset(u64::MAX)
+                        .build();
                 (entry, Kind::Read { _fd: fd, buffer })
             }
         };
@@ -135,7 +122,7 @@ impl Operation {
 }
 
 fn no_worker() -> RequestOutput {
-    RequestOutput::Nop(Err(io::Error::other(
+    RequestOutput::Read(Err(io::Error::other(
         "io_uring operations must be polled on a runtime worker",
     )))
 }
@@ -145,7 +132,10 @@ impl Future for Operation {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RequestOutput> {
         if self.shared.is_none() {
-            let request = self.request.take().expect("Operation polled after completion");
+            let request = self
+                .request
+                .take()
+                .expect("Operation polled after completion");
             let registered = Local::with_current(|local| {
                 let mut state = local.state.borrow_mut();
                 if local.is_closing() {

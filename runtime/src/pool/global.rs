@@ -84,10 +84,4 @@ impl GlobalQueue {
         self.len.store(0, Ordering::SeqCst);
         std::mem::take(&mut inner.queue)
     }
-
-    /// Whether the queue refuses pushes.
-    #[cfg(test)]
-    pub fn is_closed(&self) -> bool {
-        self.inner.lock().closed
-    }
 }

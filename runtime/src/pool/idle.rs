@@ -52,6 +52,7 @@ impl Idle {
     }
 
     /// Whether no worker is published idle.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.parked.load(Ordering::SeqCst) == 0
     }
@@ -66,8 +67,12 @@ mod tests {
         let idle = Idle::default();
         idle.publish(3);
         idle.publish(1);
+        assert!(idle.is_idle(1) && idle.is_idle(3) && !idle.is_idle(0));
         assert_eq!(idle.claim(), Some(1));
-        assert!(!idle.withdraw(1), "a claimed worker is no longer in the set");
+        assert!(
+            !idle.withdraw(1),
+            "a claimed worker is no longer in the set"
+        );
         assert!(idle.withdraw(3));
         assert_eq!(idle.claim(), None);
         assert!(idle.is_empty());

@@ -72,6 +72,7 @@ impl RunQueue {
     }
 
     /// Whether a thief may take from this queue: a lone runnable is never stolen.
+    #[cfg(test)]
     pub fn is_stealable(&self) -> bool {
         self.len() >= 2
     }
@@ -167,7 +168,7 @@ impl Drop for RunQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::Task;
+    use crate::task::cell::Task;
     use std::sync::Weak;
 
     fn runnable() -> Runnable {

@@ -99,9 +99,9 @@ impl WakeState {
             tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
             tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
         });
-        let timespec_ptr = timespec
-            .as_ref()
-            .map_or(std::ptr::null(), |timespec| timespec as *const libc::timespec);
+        let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
+            timespec as *const libc::timespec
+        });
         // SAFETY: FUTEX_WAIT on our live word, expecting the value we just stored; the timeout
         // pointer is null or points to a live timespec. Spurious returns are fine: the worker
         // loop looks again.
@@ -158,7 +158,10 @@ mod tests {
         state.sleep(None);
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(state.bits(), 0, "the signal is consumed");
-        assert!(state.begin_ring_wait(), "no stale signal blocks the next wait");
+        assert!(
+            state.begin_ring_wait(),
+            "no stale signal blocks the next wait"
+        );
         state.end_ring_wait();
     }
 

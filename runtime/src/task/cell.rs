@@ -259,6 +259,7 @@ impl Runnable {
     }
 
     /// The task this runnable polls.
+    #[cfg(test)]
     pub(crate) fn task_ref(&self) -> &TaskRef {
         &self.0
     }
@@ -277,7 +278,10 @@ impl Runnable {
             if state & COMPLETE != 0 {
                 return Polled::Stale;
             }
-            debug_assert!(state & SCHEDULED != 0, "a runnable exists only while SCHEDULED");
+            debug_assert!(
+                state & SCHEDULED != 0,
+                "a runnable exists only while SCHEDULED"
+            );
             match header.state.compare_exchange_weak(
                 state,
                 (state & !SCHEDULED) | RUNNING,
@@ -468,6 +472,10 @@ pub(crate) mod tests {
         drop(runnable);
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         drop(task);
-        assert_eq!(drops.load(Ordering::SeqCst), 1, "the last reference drops the future");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the last reference drops the future"
+        );
     }
 }

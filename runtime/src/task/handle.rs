@@ -235,8 +235,11 @@ where
             Ok(Poll::Ready(output)) => {
                 let clean = this.dispose();
                 this.tree.finish();
-                this.completion
-                    .publish(if clean { Ok(output) } else { Err(Error::Closed) });
+                this.completion.publish(if clean {
+                    Ok(output)
+                } else {
+                    Err(Error::Closed)
+                });
                 Poll::Ready(())
             }
             Err(payload) => {

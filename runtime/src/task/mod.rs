@@ -5,6 +5,6 @@ pub(crate) mod cell;
 pub(crate) mod handle;
 pub(crate) mod set;
 
-pub use handle::Handle;
 pub(crate) use cell::{Polled, Runnable};
+pub use handle::Handle;
 pub use set::Tasks;

@@ -35,6 +35,7 @@ impl Tasks {
     /// Creates a task for `future`, inserts it and delivers its first runnable (to the current
     /// worker's queue on a worker of `pool`, to the global queue otherwise). A refused future
     /// is dropped here, on the caller's thread, and given back as `Err(())`.
+    #[cfg(test)]
     pub(crate) fn register<F>(&self, future: F, pool: Weak<Pool>) -> Result<(), ()>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -194,7 +195,11 @@ pub(crate) mod tests {
         let (stranger, _) = Task::new(async {}, Weak::new());
         stranger.0.header_ref().slot.store(0, Ordering::Relaxed);
         tasks.remove(&stranger.0);
-        assert_eq!(tasks.live(), 1, "a task that is not the entry removes nothing");
+        assert_eq!(
+            tasks.live(),
+            1,
+            "a task that is not the entry removes nothing"
+        );
         tasks.remove(&first.0);
         assert_eq!(tasks.live(), 0);
         assert!(!contains(&tasks, &runnable));

@@ -43,11 +43,6 @@ impl Sleep {
             registration: None,
         }
     }
-
-    /// The deadline.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
 }
 
 impl Future for Sleep {

@@ -51,6 +51,7 @@ impl Timers {
     }
 
     /// Registers a timer that is already due and wakes `waker` when the worker services it.
+    #[cfg(test)]
     pub fn insert_due(&mut self, waker: Waker) {
         let entry = Arc::new(Entry::default());
         entry.waker.register(&waker);
@@ -129,6 +130,14 @@ mod tests {
         assert_eq!(soon.state.load(Ordering::Acquire), FIRED);
         assert_eq!(later.state.load(Ordering::Acquire), PENDING);
         assert_eq!(timers.len(), 1);
+
+        timers.insert_due(std::task::Waker::noop().clone());
+        timers.fire_due(Instant::now(), &mut wakes);
+        assert_eq!(
+            wakes.len(),
+            1,
+            "the due timer fired with the waker it was given"
+        );
 
         timers.close(&mut wakes);
         assert_eq!(later.state.load(Ordering::Acquire), CLOSED);

@@ -98,8 +98,12 @@ impl Local {
     }
 
     /// The worker running on this thread, if any.
+    #[cfg(test)]
     pub fn current() -> Option<Rc<Local>> {
-        CURRENT.try_with(|current| current.borrow().clone()).ok().flatten()
+        CURRENT
+            .try_with(|current| current.borrow().clone())
+            .ok()
+            .flatten()
     }
 
     /// Runs `f` with the worker running on this thread; `None` if there is none (or the
@@ -118,7 +122,10 @@ impl Local {
     pub(crate) fn install(local: Rc<Local>) {
         CURRENT.with(|current| {
             let mut current = current.borrow_mut();
-            assert!(current.is_none(), "a runtime worker already runs on this thread");
+            assert!(
+                current.is_none(),
+                "a runtime worker already runs on this thread"
+            );
             *current = Some(local);
         });
     }

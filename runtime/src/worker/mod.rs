@@ -58,7 +58,9 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
     Local::with_current(|local| {
         let Some(seat) = local.seat() else { return };
         let candidate = runnable.as_ref().expect("not taken yet");
-        if local.is_closing() || !std::ptr::eq(candidate.pool().as_ptr(), Arc::as_ptr(&seat.pool))
+        if local.is_closing()
+            || seat.pool.is_closed()
+            || !std::ptr::eq(candidate.pool().as_ptr(), Arc::as_ptr(&seat.pool))
         {
             return;
         }
@@ -156,7 +158,11 @@ impl Worker {
     }
 
     /// Runs the loop with `root` until it completes. Worker zero only.
-    pub(crate) fn block_on<F: Future>(&mut self, mut root: Pin<&mut F>, wake: &Arc<RootWake>) -> F::Output {
+    pub(crate) fn block_on<F: Future>(
+        &mut self,
+        mut root: Pin<&mut F>,
+        wake: &Arc<RootWake>,
+    ) -> F::Output {
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);
         self.shared.panicker.set_root_waker(Some(waker.clone()));
@@ -188,7 +194,12 @@ impl Worker {
                 self.park(None);
             }
         }
-        // Shutdown: what is left in our queue is discarded; the task set drops the futures.
+        self.discard_queue();
+    }
+
+    /// Shutdown: what is left in this worker's queue is discarded; the task set drops the
+    /// futures.
+    pub(crate) fn discard_queue(&mut self) {
         // SAFETY: this thread is the queue's worker.
         while let Some(runnable) = unsafe { self.pool().queue(self.index).pop() } {
             drop(runnable);
@@ -245,7 +256,9 @@ impl Worker {
     /// otherwise from the local queue, falling back to the global queue.
     fn next_runnable(&mut self) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
-        if self.tick % self.shared.pool.global_queue_interval() == 0
+        if self
+            .tick
+            .is_multiple_of(self.shared.pool.global_queue_interval())
             && let Some(runnable) = self.take_global()
         {
             return Some(runnable);
@@ -320,19 +333,23 @@ impl Worker {
 
 /// Reaps ring completions and fires due timers, deferring their wakers.
 pub(crate) fn service(local: &Local) {
-    let mut state = local.state.borrow_mut();
-    let state = &mut *state;
-    if let Some(driver) = state.driver.as_mut()
-        && let Err(error) = driver.service(&mut state.deferred.wakes)
-    {
-        drop(state);
-        panic!("io_uring driver service failed: {error}");
-    }
-    if let Some(deadline) = state.timers.next_deadline() {
-        let now = Instant::now();
-        if deadline <= now {
-            state.timers.fire_due(now, &mut state.deferred.wakes);
+    let failure = {
+        let mut guard = local.state.borrow_mut();
+        let state = &mut *guard;
+        let failure = state
+            .driver
+            .as_mut()
+            .and_then(|driver| driver.service(&mut state.deferred.wakes).err());
+        if let Some(deadline) = state.timers.next_deadline() {
+            let now = Instant::now();
+            if deadline <= now {
+                state.timers.fire_due(now, &mut state.deferred.wakes);
+            }
         }
+        failure
+    };
+    if let Some(error) = failure {
+        panic!("io_uring driver service failed: {error}");
     }
 }
 
@@ -349,7 +366,11 @@ pub(crate) fn wait(local: &Local, waker: &crate::pool::wake::WakeState) {
     }
     match state.driver.as_mut() {
         Some(driver) if driver.in_flight() > 0 => {
-            let result = driver.wait(timeout, || waker.begin_ring_wait(), || waker.end_ring_wait());
+            let result = driver.wait(
+                timeout,
+                || waker.begin_ring_wait(),
+                || waker.end_ring_wait(),
+            );
             if let Err(error) = result {
                 drop(state);
                 panic!("io_uring driver service failed: {error}");
