@@ -2,7 +2,48 @@
 //! hoped for. Every hook is a thread-local or a global that costs one load when unarmed; none
 //! exists outside `cfg(test)`.
 
+use crate::runner::Shared;
+use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+
+/// A fault injected into one runner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The ring of pool worker `index` cannot be created.
+    PoolStartup(usize),
+    /// The ring of the next dedicated or blocking worker cannot be created.
+    DedicatedStartup,
+    /// The next dedicated or blocking thread cannot be launched.
+    Launch,
+}
+
+/// Faults keyed by the runner's storage directory, so parallel tests never share them. Each
+/// fires once.
+static FAULTS: Mutex<Vec<(PathBuf, Fault)>> = Mutex::new(Vec::new());
+
+/// Arms `fault` for the runner whose storage directory is `directory`.
+pub(crate) fn inject(directory: &Path, fault: Fault) {
+    FAULTS.lock().push((directory.to_path_buf(), fault));
+}
+
+fn take(shared: &Shared, fault: Fault) -> bool {
+    let mut faults = FAULTS.lock();
+    let directory = shared.config.storage_directory();
+    match faults
+        .iter()
+        .position(|(dir, armed)| dir == directory && *armed == fault)
+    {
+        Some(index) => {
+            faults.remove(index);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The error text of injected startup failures.
+pub(crate) const STARTUP_FAILURE: &str = "injected native worker initialization failure";
 
 thread_local! {
     /// When set, reaching the idle path on this thread is a bug the test wants to see.
@@ -36,10 +77,23 @@ pub(crate) fn before_abort() {
     }
 }
 
-/// Called on every native worker's own thread before its ring is created.
-pub(crate) fn before_startup() -> std::io::Result<()> {
-    match FAIL_STARTUP.with(|fail| fail.borrow_mut().take()) {
-        Some(text) => Err(std::io::Error::other(text)),
-        None => Ok(()),
+/// Called on every native worker's own thread before its ring is created: worker zero and
+/// pool workers with their index, dedicated workers with `None`.
+pub(crate) fn before_startup(shared: &Shared, worker: Option<usize>) -> std::io::Result<()> {
+    if let Some(text) = FAIL_STARTUP.with(|fail| fail.borrow_mut().take()) {
+        return Err(std::io::Error::other(text));
     }
+    let fault = match worker {
+        Some(index) => Fault::PoolStartup(index),
+        None => Fault::DedicatedStartup,
+    };
+    if take(shared, fault) {
+        return Err(std::io::Error::other(STARTUP_FAILURE));
+    }
+    Ok(())
+}
+
+/// Called before a dedicated or blocking thread is launched: whether the launch must fail.
+pub(crate) fn launch_fails(shared: &Shared) -> bool {
+    take(shared, Fault::Launch)
 }

@@ -208,7 +208,7 @@ fn start_workers(config: Config, storage_lock: File) -> Result<Started, String> 
 
 fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
     #[cfg(test)]
-    crate::hooks::before_startup()?;
+    crate::hooks::before_startup(shared, Some(index))?;
     Driver::new(
         shared.config.ring_config.size,
         shared.pool.mailbox(index).waker.eventfd().as_raw_fd(),

@@ -118,8 +118,6 @@ impl Driver {
 
     /// Submits what is queued and reaps every completion, pushing the wakers to notify.
     pub(crate) fn service(&mut self, wakes: &mut Vec<Waker>) -> io::Result<()> {
-        #[cfg(test)]
-        let injected = self.fail_next_service.take();
         if self.in_flight == 0 && !self.eventfd_armed {
             return Ok(());
         }
@@ -132,8 +130,8 @@ impl Driver {
         }
         let reaped = self.reap(wakes);
         #[cfg(test)]
-        if let Some(cause) = injected
-            && reaped > 0
+        if reaped > 0
+            && let Some(cause) = self.fail_next_service.take()
         {
             return Err(io::Error::other(cause));
         }

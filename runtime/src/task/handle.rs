@@ -45,15 +45,18 @@ impl<T> Completion<T> {
     /// Publishes `result` unless something was published first. Wakes the handle after the
     /// lock is released, and finishes the metric.
     fn publish(&self, result: Result<T, Error>) {
-        let (handle, metric) = {
+        let (handle, task, metric) = {
             let mut slot = self.slot.lock();
             if slot.published {
                 return;
             }
             slot.published = true;
             slot.result = Some(result);
-            (slot.handle.take(), slot.metric.take())
+            (slot.handle.take(), slot.task.take(), slot.metric.take())
         };
+        // The task's own waker goes too: the slot outlives the task while the handle lives,
+        // and the waker would keep the finished cell allocated.
+        drop(task);
         drop(metric);
         if let Some(handle) = handle {
             handle.wake();

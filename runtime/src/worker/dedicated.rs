@@ -47,12 +47,28 @@ impl Wake for DedicatedWake {
 /// Starts a thread for `launch`. On failure the payload is dropped (future first, then the
 /// lease) and the caller panics with "failed to spawn thread: ...".
 pub(crate) fn launch(launch: Launch, name: String) {
-    let mut payload = Some(launch);
+    #[cfg(test)]
+    if crate::hooks::launch_fails(&launch.shared) {
+        Panics::contain(move || drop(launch));
+        panic!("failed to spawn thread: injected worker launch failure");
+    }
+    // The payload travels through a slot rather than the closure itself, so that after a
+    // failed launch it is dropped here, with its destructor's panic contained, rather than
+    // inside `spawn`.
+    let slot = Arc::new(parking_lot::Mutex::new(Some(launch)));
     let spawned = std::thread::Builder::new().name(name).spawn({
-        let launch = payload.take().expect("present");
-        move || run(launch)
+        let slot = slot.clone();
+        move || {
+            let launch = slot.lock().take();
+            drop(slot);
+            if let Some(launch) = launch {
+                run(launch);
+            }
+        }
     });
     if let Err(error) = spawned {
+        let launch = slot.lock().take();
+        Panics::contain(move || drop(launch));
         panic!("failed to spawn thread: {error}");
     }
 }
@@ -75,6 +91,9 @@ fn run(launch: Launch) {
         shared,
         active,
     } = launch;
+    #[cfg(test)]
+    let wake_state = crate::hooks::before_startup(&shared, None).and_then(|()| WakeState::new());
+    #[cfg(not(test))]
     let wake_state = WakeState::new();
     let driver = wake_state.and_then(|state| {
         let driver = Driver::new(

@@ -168,6 +168,9 @@ impl Worker {
         self.shared.panicker.set_root_waker(Some(waker.clone()));
         loop {
             self.service_and_callbacks(Some(wake));
+            // Tasks first: on the first turn this runs the service task, so a quiet worker
+            // zero has an empty queue when the root first spawns, and keeps that spawn.
+            let polled = self.run_tasks();
             if wake.take() {
                 // The interrupt check: a failure published by a task or another worker ends the
                 // root before any more of its code runs.
@@ -180,7 +183,7 @@ impl Worker {
                     return output;
                 }
             }
-            if self.run_tasks() == 0 && !wake.is_woken() {
+            if polled == 0 && !wake.is_woken() {
                 self.park(Some(wake));
             }
         }

@@ -694,6 +694,7 @@ fn unpolled_task_disposal_is_contained() {
             async move {
                 drop(context.spawn(move |_| async move {
                     let _bomb = bomb;
+                    futures::future::pending::<()>().await
                 }));
                 5
             }
@@ -1151,3 +1152,6 @@ fn factory_panic_finishes_metrics() {
         );
     });
 }
+
+mod failures;
+mod shutdown;

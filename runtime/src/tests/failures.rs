@@ -1,0 +1,329 @@
+//! Worker startup and launch failures, driver service failures, and how each is routed.
+
+use super::*;
+use crate::hooks::{Fault, STARTUP_FAILURE, inject};
+
+/// A dedicated or blocking worker whose ring cannot be created: its handle is `Closed`;
+/// caught, the runner carries on; uncaught, the failure interrupts the root with the io error.
+#[test]
+fn worker_startup_failure_uses_configured_panic_policy() {
+    for catch in [true, false] {
+        for place in threaded() {
+            let config = config().with_catch_panics(catch);
+            inject(config.storage_directory(), Fault::DedicatedStartup);
+            let drops = Drops::default();
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                Runner::new(config).start(|context| {
+                    let drops = drops.clone();
+                    async move {
+                        let guard = drops.guard();
+                        let handle = place(context.clone()).spawn(move |_| async move {
+                            let _guard = guard;
+                        });
+                        assert_eq!(handle.await, Err(Error::Closed));
+                        context.sleep(Duration::from_millis(1)).await;
+                        11
+                    }
+                })
+            }));
+            assert_eq!(
+                drops.count(),
+                1,
+                "the payload is dropped once, never polled"
+            );
+            if catch {
+                assert_eq!(result.ok(), Some(11));
+            } else {
+                let text = panic_text(result);
+                assert!(text.contains(STARTUP_FAILURE), "{text}");
+                assert!(
+                    text.contains("failed to create native io_uring worker"),
+                    "{text}"
+                );
+            }
+        }
+    }
+}
+
+/// A pool worker that fails to start fails `start` whatever the panic policy; the builder is
+/// never called and the workers that started are stopped.
+#[test]
+fn partial_startup_failure_releases_all_workers() {
+    for catch in [false, true] {
+        let config = config().with_worker_threads(4).with_catch_panics(catch);
+        inject(config.storage_directory(), Fault::PoolStartup(2));
+        let called = Arc::new(AtomicBool::new(false));
+        let flag = called.clone();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(config).start(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                async {}
+            })
+        }));
+        let text = panic_text(result);
+        assert!(text.contains(STARTUP_FAILURE), "{text}");
+        assert!(!called.load(Ordering::SeqCst));
+        assert!(tls_cleared());
+    }
+}
+
+/// A thread that cannot be created for a blocking spawn: the payload is dropped once while
+/// the reservation is still counted and the registry unlocked, then the reservation is
+/// released, and `spawn` panics in its caller. A payload destructor that panics too still
+/// yields a single panic, and the runner keeps running.
+#[test]
+fn creation_failure_destroys_payload_before_releasing_tracking() {
+    for explode in [false, true] {
+        let config = config();
+        let directory = config.storage_directory().clone();
+        Runner::new(config).start(|context| async move {
+            struct Payload(Arc<crate::worker::registry::Workers>, Drops, bool);
+            impl Drop for Payload {
+                fn drop(&mut self) {
+                    // The registry is not locked (try_lock succeeds) and still counts us.
+                    let state = self.0.state.try_lock().expect("registry unlocked");
+                    assert_eq!(state.active, 1);
+                    drop(state);
+                    self.1.0.fetch_add(1, Ordering::SeqCst);
+                    if self.2 {
+                        panic!("payload destructor failure");
+                    }
+                }
+            }
+            let drops = Drops::default();
+            let payload = Payload(context.shared.workers.clone(), drops.clone(), explode);
+            inject(&directory, Fault::Launch);
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                context.clone().shared(true).spawn(move |_| async move {
+                    let _payload = payload;
+                })
+            }));
+            let text = panic_text(result);
+            assert!(text.contains("failed to spawn thread"), "{text}");
+            assert_eq!(drops.count(), 1);
+            assert_eq!(context.shared.workers.state.lock().active, 0);
+            assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
+        });
+    }
+}
+
+/// A launch failure inside a task whose panics are caught panics only that task.
+#[test]
+fn creation_failure_in_caught_task_leaves_runner_usable() {
+    for caller in [placements()[0], placements()[1]] {
+        let config = config().with_catch_panics(true);
+        let directory = config.storage_directory().clone();
+        let output = Runner::new(config).start(|context| async move {
+            let handle = caller(context.clone()).spawn(move |context| async move {
+                inject(&directory, Fault::Launch);
+                drop(context.shared(true).spawn(|_| async {}));
+            });
+            assert_eq!(handle.await, Err(Error::Exited));
+            context.spawn(|_| async { 7 }).await.unwrap()
+        });
+        assert_eq!(output, 7);
+    }
+}
+
+/// A failure of worker zero's ring service fails `start` with "io_uring driver service
+/// failed" and the cause; an operation that escaped is safe to drop afterwards.
+#[test]
+fn service_error_preserves_completions_before_cleanup() {
+    let mut fds = [0; 2];
+    // SAFETY: `pipe2` writes two descriptors into the array on success.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and owned by us from here on.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let read = Arc::new(read);
+    let escaped = Arc::new(Mutex::new(None));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config()).start(|_| {
+            let escaped = escaped.clone();
+            async move {
+                let mut pending = Operation::register(Request::Read {
+                    fd: read.clone(),
+                    len: 4,
+                });
+                assert!(
+                    pending
+                        .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
+                        .is_pending()
+                );
+                *escaped.lock().unwrap() = Some(pending);
+                let local = Local::current().unwrap();
+                local
+                    .state
+                    .borrow_mut()
+                    .driver
+                    .as_mut()
+                    .unwrap()
+                    .fail_next_service = Some("injected service failure after completion");
+                // A completion for the next service to reap.
+                // SAFETY: writing 4 bytes from a live buffer to our pipe.
+                let written = unsafe {
+                    libc::write(
+                        std::os::fd::AsRawFd::as_raw_fd(&write),
+                        b"ping".as_ptr().cast(),
+                        4,
+                    )
+                };
+                assert_eq!(written, 4);
+                futures::future::pending::<()>().await
+            }
+        })
+    }));
+    let text = panic_text(result);
+    assert!(text.contains("io_uring driver service failed"), "{text}");
+    assert!(
+        text.contains("injected service failure after completion"),
+        "{text}"
+    );
+    drop(escaped.lock().unwrap().take());
+    assert!(tls_cleared());
+}
+
+/// A ring service failure on a pool worker is a worker failure: it interrupts the root even
+/// when task panics are caught.
+#[test]
+fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
+    let mut fds = [0; 2];
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: as above.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let read = Arc::new(read);
+    let resumed = Arc::new(AtomicBool::new(false));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config().with_worker_threads(2).with_catch_panics(true)).start(|context| {
+            let resumed = resumed.clone();
+            async move {
+                // Worker zero stays busy with the root (blocked below) so that the foreign
+                // spawn claims parked worker one.
+                let (tx, rx) = mpsc::channel();
+                let foreign = context.clone();
+                thread::spawn(move || {
+                    drop(foreign.spawn(move |_| async move {
+                        assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                        {
+                            let local = Local::current().unwrap();
+                            local
+                                .state
+                                .borrow_mut()
+                                .driver
+                                .as_mut()
+                                .unwrap()
+                                .fail_next_service =
+                                Some("injected service failure after completion");
+                        }
+                        let operation = Operation::register(Request::Read { fd: read, len: 4 });
+                        tx.send(()).unwrap();
+                        operation.await
+                    }))
+                });
+                rx.recv().unwrap();
+                // SAFETY: writing 4 bytes from a live buffer to our pipe.
+                let written = unsafe {
+                    libc::write(
+                        std::os::fd::AsRawFd::as_raw_fd(&write),
+                        b"ping".as_ptr().cast(),
+                        4,
+                    )
+                };
+                assert_eq!(written, 4);
+                futures::future::pending::<()>().await;
+                resumed.store(true, Ordering::SeqCst);
+            }
+        })
+    }));
+    let text = panic_text(result);
+    assert!(
+        text.contains("injected service failure after completion"),
+        "{text}"
+    );
+    assert!(!resumed.load(Ordering::SeqCst));
+    assert!(tls_cleared());
+}
+
+/// Child-process plumbing for `startup_failure_is_reported_once`.
+const CASE: &str = "RUNTIME_STARTUP_FAILURE_CASE";
+
+/// Each startup failure is printed once, by the panic hook where it happens, and carried to
+/// the runner without printing again.
+#[test]
+fn startup_failure_is_reported_once() {
+    if let Ok(case) = std::env::var(CASE) {
+        run_startup_failure_case(&case);
+        return;
+    }
+    let executable = std::env::current_exe().unwrap();
+    for case in [
+        "worker_zero",
+        "pool_worker",
+        "dedicated",
+        "dedicated_caught",
+        "blocking",
+    ] {
+        let output = std::process::Command::new(&executable)
+            .args([
+                "tests::failures::startup_failure_is_reported_once",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CASE, case)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "case {case} failed:\n{stderr}");
+        assert_eq!(
+            stderr
+                .matches("failed to create native io_uring worker")
+                .count(),
+            1,
+            "case {case}:\n{stderr}"
+        );
+    }
+}
+
+fn run_startup_failure_case(case: &str) {
+    let config = config().with_catch_panics(case == "dedicated_caught");
+    let result = match case {
+        "worker_zero" => {
+            FAIL_STARTUP.with(|fail| *fail.borrow_mut() = Some(STARTUP_FAILURE.into()));
+            catch_unwind(AssertUnwindSafe(|| Runner::new(config).start(|_| async {})))
+        }
+        "pool_worker" => {
+            let config = config.with_worker_threads(2);
+            inject(config.storage_directory(), Fault::PoolStartup(1));
+            catch_unwind(AssertUnwindSafe(|| Runner::new(config).start(|_| async {})))
+        }
+        _ => {
+            inject(config.storage_directory(), Fault::DedicatedStartup);
+            let blocking = case == "blocking";
+            let caught = case == "dedicated_caught";
+            catch_unwind(AssertUnwindSafe(|| {
+                Runner::new(config).start(|context| async move {
+                    let context = if blocking {
+                        context.shared(true)
+                    } else {
+                        context.dedicated()
+                    };
+                    assert_eq!(context.spawn(|_| async {}).await, Err(Error::Closed));
+                    if !caught {
+                        // Uncaught, the failure interrupts the root here.
+                        futures::future::pending::<()>().await
+                    }
+                })
+            }))
+        }
+    };
+    if case == "dedicated_caught" {
+        assert!(
+            result.is_ok(),
+            "a caught startup failure does not fail the runner"
+        );
+    } else {
+        assert!(panic_text(result).contains(STARTUP_FAILURE));
+    }
+}

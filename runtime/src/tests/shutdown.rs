@@ -1,0 +1,353 @@
+//! Shutdown ordering: what it waits for, what it discards, and what it ignores.
+
+use super::*;
+
+/// Shutdown waits for a cancelled dedicated task's destructor: while it blocks, the registry
+/// is closed and still counts the worker; `start` returns after it, with nothing counted.
+#[test]
+fn shutdown_waits_for_dedicated_task_destruction() {
+    struct Blocker(mpsc::Sender<()>, Arc<Mutex<mpsc::Receiver<()>>>);
+    impl Drop for Blocker {
+        fn drop(&mut self) {
+            self.0.send(()).unwrap();
+            self.1.lock().unwrap().recv().unwrap();
+        }
+    }
+    let (entered, entered_rx) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let release_rx = Arc::new(Mutex::new(release_rx));
+    let workers = Arc::new(Mutex::new(None));
+    let runner = {
+        let workers = workers.clone();
+        thread::spawn(move || {
+            Runner::new(config()).start(|context| async move {
+                *workers.lock().unwrap() = Some(context.shared.workers.clone());
+                let blocker = Blocker(entered, release_rx);
+                drop(context.dedicated().spawn(move |_| async move {
+                    let _blocker = blocker;
+                    futures::future::pending::<()>().await
+                }));
+            })
+        })
+    };
+    entered_rx.recv().unwrap();
+    let registry = workers.lock().unwrap().clone().unwrap();
+    {
+        let state = registry.state.lock();
+        assert!(state.closed);
+        assert_eq!(state.active, 1);
+    }
+    assert!(!runner.is_finished());
+    release.send(()).unwrap();
+    runner.join().unwrap();
+    assert_eq!(registry.state.lock().active, 0);
+}
+
+/// Shutdown waits for a raw lease held by a foreign thread, and a failure that thread
+/// publishes after the root ended does not replace the result.
+#[test]
+fn shutdown_waits_for_workers_without_observing_late_panics() {
+    let (leased, leased_rx) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let runner = thread::spawn(move || {
+        Runner::new(config()).start(|context| {
+            let lease = context.shared.workers.reserve().unwrap();
+            let panicker = context.shared.panicker.clone();
+            let registry = context.shared.workers.clone();
+            thread::spawn(move || {
+                leased.send(registry).unwrap();
+                release_rx.recv().unwrap();
+                panicker.notify(Box::new("late failure"));
+                drop(lease);
+            });
+            async { 7 }
+        })
+    });
+    let registry = leased_rx.recv().unwrap();
+    // The root has returned; shutdown waits on the lease.
+    while !registry.state.lock().closed {
+        thread::yield_now();
+    }
+    assert_eq!(registry.state.lock().active, 1);
+    assert!(!runner.is_finished());
+    release.send(()).unwrap();
+    assert_eq!(runner.join().unwrap(), 7);
+}
+
+/// A foreign spawn paused between the set's insert and the delivery of its first runnable
+/// while the runner shuts down: teardown drops the future unpolled, and the late delivery
+/// into the closed global queue is discarded; the handle is `Closed`.
+#[test]
+fn shutdown_between_registration_and_first_runnable_clears_the_task() {
+    let (inserted, inserted_rx) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel::<()>();
+    let drops = Drops::default();
+    let polled = Arc::new(AtomicBool::new(false));
+    let (context_tx, context_rx) = mpsc::channel::<Context>();
+    let spawner = {
+        let drops = drops.clone();
+        let polled = polled.clone();
+        thread::spawn(move || {
+            let context = context_rx.recv().unwrap();
+            crate::task::set::tests::AFTER_INSERT.with(|hook| {
+                hook.set(Some(Box::new(move || {
+                    inserted.send(()).unwrap();
+                    resume_rx.recv().unwrap();
+                })))
+            });
+            let guard = drops.guard();
+            context.spawn(move |_| async move {
+                polled.store(true, Ordering::SeqCst);
+                drop(guard);
+            })
+        })
+    };
+    Runner::new(config()).start(|context| async move {
+        context_tx.send(context).unwrap();
+        inserted_rx.recv().unwrap();
+    });
+    assert_eq!(drops.count(), 1, "teardown dropped the future");
+    resume.send(()).unwrap();
+    let handle = spawner.join().unwrap();
+    assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+    assert!(!polled.load(Ordering::SeqCst));
+    assert_eq!(drops.count(), 1);
+}
+
+/// An ordinary factory still running on a foreign thread does not hold up shutdown; when it
+/// returns, its future is dropped unpolled and the handle is `Closed`.
+#[test]
+fn shutdown_does_not_wait_for_an_unpublished_ordinary_factory() {
+    let (in_factory, in_factory_rx) = mpsc::channel();
+    let (finish, finish_rx) = mpsc::channel::<()>();
+    let (context_tx, context_rx) = mpsc::channel::<Context>();
+    let drops = Drops::default();
+    let polled = Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let drops = drops.clone();
+        let polled = polled.clone();
+        thread::spawn(move || {
+            let context = context_rx.recv().unwrap();
+            context.spawn(move |_| {
+                let guard = drops.guard();
+                in_factory.send(()).unwrap();
+                finish_rx.recv().unwrap();
+                async move {
+                    polled.store(true, Ordering::SeqCst);
+                    drop(guard);
+                }
+            })
+        })
+    };
+    Runner::new(config()).start(|context| async move {
+        context_tx.send(context).unwrap();
+        in_factory_rx.recv().unwrap();
+    });
+    assert_eq!(drops.count(), 0, "the factory still holds its captures");
+    finish.send(()).unwrap();
+    let handle = spawner.join().unwrap();
+    assert_eq!(drops.count(), 1);
+    assert!(!polled.load(Ordering::SeqCst));
+    assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+}
+
+/// Two idle tasks whose destructors wake each other: during teardown those wakes reach the
+/// closed global queue and are discarded; nothing hangs and no cell is left behind.
+#[test]
+fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
+    for workers in [1, 2] {
+        struct WakeOther(Arc<Mutex<Option<Waker>>>);
+        impl Drop for WakeOther {
+            fn drop(&mut self) {
+                if let Some(waker) = self.0.lock().unwrap().take() {
+                    waker.wake();
+                }
+            }
+        }
+        let pool = Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+            let slots = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
+            for index in 0..2 {
+                let own = slots[index].clone();
+                let other = WakeOther(slots[1 - index].clone());
+                drop(context.clone().spawn(move |_| async move {
+                    let _other = other;
+                    futures::future::poll_fn(|cx| {
+                        *own.lock().unwrap() = Some(cx.waker().clone());
+                        Poll::<()>::Pending
+                    })
+                    .await
+                }));
+            }
+            while slots.iter().any(|slot| slot.lock().unwrap().is_none()) {
+                reschedule().await;
+            }
+            context.shared.pool.clone()
+        });
+        assert!(pool.is_clean());
+        assert_eq!(
+            Arc::weak_count(&pool),
+            0,
+            "no runnable or cell outlived the runner"
+        );
+    }
+}
+
+/// A foreign spawn whose runnable is still queued at shutdown is dropped unpolled; its
+/// destructor's panic is contained and the handle is `Closed`.
+#[test]
+#[allow(clippy::async_yields_async)] // the root returns the handle on purpose: it escapes
+fn queued_foreign_task_disposal_is_contained_at_shutdown() {
+    for catch in [false, true] {
+        let drops = Drops::default();
+        let handle = Runner::new(config().with_catch_panics(catch)).start(|context| {
+            let drops = drops.clone();
+            async move {
+                let bomb = drops.bomb();
+                thread::spawn(move || context.spawn(move |_| async move { drop(bomb) }))
+                    .join()
+                    .unwrap()
+            }
+        });
+        assert_eq!(drops.count(), 1);
+        assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+    }
+}
+
+/// A pool worker whose timer waker panics when its table is cleared at shutdown fails the
+/// runner, and the pool ends clean.
+#[test]
+fn pool_worker_failure_during_shutdown_fails_the_runner() {
+    struct Bad;
+    impl std::task::Wake for Bad {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for Bad {
+        fn drop(&mut self) {
+            panic!("injected pool worker failure during shutdown");
+        }
+    }
+    let kept = Arc::new(Mutex::new(None));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Runner::new(config().with_worker_threads(2)).start(|context| {
+            let kept = kept.clone();
+            async move {
+                *kept.lock().unwrap() = Some(context.shared.pool.clone());
+                // Worker zero stays busy with the root (blocked below) so that the foreign
+                // spawn claims parked worker one.
+                let (tx, rx) = mpsc::channel();
+                let foreign = context.clone();
+                thread::spawn(move || {
+                    drop(foreign.spawn(move |_| async move {
+                        assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                        let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
+                        let waker = Waker::from(Arc::new(Bad));
+                        assert!(
+                            sleep
+                                .poll_unpin(&mut TaskContext::from_waker(&waker))
+                                .is_pending()
+                        );
+                        drop(waker);
+                        // The sleep escapes the task so that only the table holds the waker.
+                        std::mem::forget(sleep);
+                        tx.send(()).unwrap();
+                    }))
+                });
+                rx.recv().unwrap();
+            }
+        })
+    }));
+    assert_eq!(
+        panic_text(result),
+        "injected pool worker failure during shutdown"
+    );
+    let pool = kept.lock().unwrap().take().unwrap();
+    assert!(pool.is_clean());
+    assert_eq!(Arc::strong_count(&pool), 1);
+}
+
+/// Dedicated and blocking workers release their leases when they finish; a finished worker
+/// does not close the registry for its siblings.
+#[test]
+fn completed_workers_release_tracking_and_leave_the_registry_open() {
+    Runner::new(config()).start(|context| async move {
+        for _ in 0..8 {
+            let handle = context.clone().shared(true).spawn(|_| async { 1 });
+            assert_eq!(handle.await, Ok(1));
+            // The handle may resolve before the worker's cleanup: wait for the lease.
+            while context.shared.workers.state.lock().active != 0 {
+                context.sleep(Duration::from_millis(1)).await;
+            }
+        }
+        let nested = context
+            .clone()
+            .dedicated()
+            .spawn(
+                |context| async move { context.dedicated().spawn(|_| async { 11 }).await.unwrap() },
+            )
+            .await;
+        assert_eq!(nested, Ok(11));
+        assert!(!context.shared.workers.state.lock().closed);
+    });
+}
+
+/// With only the registry closed, dedicated and blocking spawns are refused without calling
+/// the factory or counting a lease.
+#[test]
+fn closed_registry_skips_dedicated_factories() {
+    Runner::new(config()).start(|context| async move {
+        context.shared.workers.close();
+        for place in threaded() {
+            let called = Arc::new(AtomicBool::new(false));
+            let flag = called.clone();
+            let handle = place(context.clone()).spawn(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                async {}
+            });
+            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+            assert!(!called.load(Ordering::SeqCst));
+        }
+        assert_eq!(context.shared.workers.state.lock().active, 0);
+    });
+}
+
+/// A foreign thread's TLS destructor may wake a task after the runtime's own thread-local was
+/// destroyed: the wake takes the foreign path instead of panicking.
+#[test]
+fn foreign_tls_destructor_can_wake_after_current_key_destruction() {
+    struct WakeOnDrop(Waker, mpsc::Sender<()>);
+    impl Drop for WakeOnDrop {
+        fn drop(&mut self) {
+            self.0.wake_by_ref();
+            let _ = self.1.send(());
+        }
+    }
+    thread_local! {
+        static HELD: std::cell::RefCell<Option<WakeOnDrop>> = const { std::cell::RefCell::new(None) };
+    }
+    Runner::new(config()).start(|context| async move {
+        let (task_waker_tx, task_waker_rx) = oneshot::channel();
+        let task = context.clone().spawn(move |_| async move {
+            let mut tx = Some(task_waker_tx);
+            futures::future::poll_fn(|cx| match tx.take() {
+                Some(tx) => {
+                    tx.send(cx.waker().clone()).ok().unwrap();
+                    Poll::Pending
+                }
+                None => Poll::Ready(()),
+            })
+            .await
+        });
+        let waker = task_waker_rx.await.unwrap();
+        let (dropped, dropped_rx) = mpsc::channel();
+        thread::spawn(move || {
+            // The user's key is initialized first, so the runtime's key (initialized by the
+            // wake below) is destroyed before it.
+            HELD.with(|held| *held.borrow_mut() = Some(WakeOnDrop(waker.clone(), dropped)));
+            waker.wake_by_ref();
+        })
+        .join()
+        .unwrap();
+        dropped_rx.recv().unwrap();
+        assert_eq!(task.await, Ok(()));
+    });
+}
