@@ -122,11 +122,20 @@ impl Driver {
             return Ok(());
         }
         self.flush_backlog();
-        match self.ring.submit() {
-            Ok(_) => {}
-            Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {}
-            Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
-            Err(error) => return Err(error),
+        // Enter the kernel only when there is something to submit or deferred task work to
+        // run (DEFER_TASKRUN posts completions only then); a quiet ring costs no syscall.
+        let needs_enter = {
+            let mut submission = self.ring.submission();
+            submission.sync();
+            !submission.is_empty() || submission.taskrun() || submission.cq_overflow()
+        };
+        if needs_enter {
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+                Err(error) => return Err(error),
+            }
         }
         let reaped = self.reap(wakes);
         #[cfg(test)]
@@ -291,4 +300,23 @@ fn explain_setup_error(error: io::Error) -> io::Error {
         _ => "see io_uring_setup(2)",
     };
     io::Error::new(error.kind(), format!("{error}; {hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_errors_name_the_cause_and_the_fix() {
+        let disabled = explain_setup_error(io::Error::from_raw_os_error(libc::EPERM));
+        assert!(
+            disabled.to_string().contains("kernel.io_uring_disabled"),
+            "{disabled}"
+        );
+        assert!(disabled.to_string().contains("seccomp"), "{disabled}");
+        let missing = explain_setup_error(io::Error::from_raw_os_error(libc::ENOSYS));
+        assert!(missing.to_string().contains("Linux 6.1"), "{missing}");
+        let old = explain_setup_error(io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(old.to_string().contains("DEFER_TASKRUN"), "{old}");
+    }
 }

@@ -1155,3 +1155,36 @@ fn factory_panic_finishes_metrics() {
 
 mod failures;
 mod shutdown;
+
+/// With several workers the root's tasks all complete on at most that many threads; a quiet
+/// worker zero keeps the first spawn, and the rest are handed out through the global queue.
+#[test]
+fn tasks_spread_across_workers_and_complete() {
+    for workers in [1, 2, 4] {
+        let config = config().with_worker_threads(workers);
+        assert_eq!(config.worker_threads(), workers);
+        let local = Rc::new(Cell::new(0));
+        let threads = Runner::new(config).start(|context| {
+            let local = local.clone();
+            async move {
+                let root = thread::current().id();
+                let handles: Vec<_> = (0..3 * workers)
+                    .map(|_| context.clone().spawn(|_| async { thread::current().id() }))
+                    .collect();
+                let mut threads = Vec::new();
+                for handle in handles {
+                    threads.push(handle.await.unwrap());
+                }
+                local.set(1);
+                assert_eq!(threads[0], root, "a quiet worker keeps its first spawn");
+                if workers == 1 {
+                    assert!(threads.iter().all(|thread| *thread == root));
+                }
+                threads
+            }
+        });
+        let distinct: std::collections::HashSet<_> = threads.into_iter().collect();
+        assert!(distinct.len() <= workers);
+        assert_eq!(local.get(), 1);
+    }
+}
