@@ -9,37 +9,87 @@
 //! - No lock is held while an aborter runs: aborters wake tasks and finish metrics, which may
 //!   run arbitrary code.
 //! - Parents hold their children weakly and children hold their parents strongly, so an
-//!   abort from the root reaches every node still in use; dead entries are pruned whenever the child list would
-//!   grow, so a long-lived parent that spawns millions of short tasks keeps a bounded list.
+//!   abort from the root reaches every node still in use; a dropped child gives its slot
+//!   back, so a long-lived parent that spawns millions of short tasks keeps a list as long as
+//!   its live children.
 
+use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-/// Something to close when its node is aborted (a task's completion slot).
-pub(crate) trait Abort: Send + Sync {
-    fn abort(&self);
+/// What closes a node's task when the node is aborted.
+pub(crate) enum Aborter {
+    /// The task's cell: its handle closes and the task is woken to drop its future.
+    Task(TaskRef),
+    /// A probe, for tests of the tree alone.
+    #[cfg(test)]
+    Probe(Box<dyn Fn() + Send + Sync>),
+}
+
+impl Aborter {
+    fn abort(&self) {
+        match self {
+            Aborter::Task(task) => task.abort(),
+            #[cfg(test)]
+            Aborter::Probe(probe) => probe(),
+        }
+    }
+}
+
+impl From<TaskRef> for Aborter {
+    fn from(task: TaskRef) -> Self {
+        Aborter::Task(task)
+    }
 }
 
 #[derive(Default)]
 struct Node {
     aborted: bool,
-    children: Vec<Weak<Tree>>,
-    aborter: Option<Arc<dyn Abort>>,
+    /// Live children by slot; a child frees its slot when it is dropped.
+    children: Vec<Option<Weak<Tree>>>,
+    free: Vec<usize>,
+    aborter: Option<Aborter>,
 }
 
 /// A node of the supervision tree.
-#[derive(Default)]
 pub struct Tree {
     node: Mutex<Node>,
     /// Children keep their parent alive (parents hold children weakly), so a subtree stays
     /// reachable from the root for as long as any of its nodes is in use.
-    _parent: Option<Arc<Tree>>,
+    parent: Option<Arc<Tree>>,
+    /// This node's slot among its parent's children; written and read under the parent's
+    /// lock.
+    slot: AtomicUsize,
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // Give the slot back, so a parent that outlives millions of short tasks keeps a list as
+        // long as its live children, and their memory is freed at once.
+        let Some(parent) = &self.parent else { return };
+        let mut node = parent.node.lock();
+        let slot = self.slot.load(Ordering::Relaxed);
+        let ours = node
+            .children
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|child| std::ptr::eq(child.as_ptr(), self));
+        if ours {
+            node.children[slot] = None;
+            node.free.push(slot);
+        }
+    }
 }
 
 impl Tree {
     /// A new root node.
     pub(crate) fn root() -> Arc<Tree> {
-        Arc::new(Tree::default())
+        Arc::new(Tree {
+            node: Mutex::default(),
+            parent: None,
+            slot: AtomicUsize::new(usize::MAX),
+        })
     }
 
     /// A new child of `parent`, and whether `parent` was already aborted (in which case the
@@ -47,7 +97,8 @@ impl Tree {
     pub(crate) fn child(parent: &Arc<Tree>) -> (Arc<Tree>, bool) {
         let child = Arc::new(Tree {
             node: Mutex::default(),
-            _parent: Some(parent.clone()),
+            parent: Some(parent.clone()),
+            slot: AtomicUsize::new(usize::MAX),
         });
         let mut node = parent.node.lock();
         if node.aborted {
@@ -55,21 +106,26 @@ impl Tree {
             child.node.lock().aborted = true;
             return (child, true);
         }
-        if node.children.len() == node.children.capacity() {
-            node.children.retain(|child| child.strong_count() > 0);
-        }
-        node.children.push(Arc::downgrade(&child));
+        let slot = match node.free.pop() {
+            Some(slot) => slot,
+            None => {
+                node.children.push(None);
+                node.children.len() - 1
+            }
+        };
+        node.children[slot] = Some(Arc::downgrade(&child));
+        child.slot.store(slot, Ordering::Relaxed);
         (child, false)
     }
 
     /// Installs what closes this node's task. Returns false, leaving the aborter unset, when
     /// the node is already aborted.
-    pub(crate) fn set_aborter(&self, aborter: Arc<dyn Abort>) -> bool {
+    pub(crate) fn set_aborter(&self, aborter: impl Into<Aborter>) -> bool {
         let mut node = self.node.lock();
         if node.aborted {
             return false;
         }
-        node.aborter = Some(aborter);
+        node.aborter = Some(aborter.into());
         true
     }
 
@@ -95,22 +151,46 @@ impl Tree {
     /// Closes the subtree of a task that finished by itself: its own aborter is dropped (the
     /// task publishes its own result), its descendants are aborted.
     pub(crate) fn finish(&self) {
-        let aborter = self.node.lock().aborter.take();
+        // One lock for the common case of a task that leaves no descendants behind.
+        let (aborter, children) = {
+            let mut node = self.node.lock();
+            if node.aborted {
+                return;
+            }
+            node.aborted = true;
+            node.free.clear();
+            (node.aborter.take(), std::mem::take(&mut node.children))
+        };
         drop(aborter);
-        self.abort();
+        if children.is_empty() {
+            return;
+        }
+        let mut aborters = Vec::new();
+        let mut pending: Vec<Arc<Tree>> = children
+            .iter()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .collect();
+        while let Some(next) = pending.pop() {
+            next.mark(&mut aborters, &mut pending);
+        }
+        for aborter in aborters.into_iter().rev() {
+            aborter.abort();
+        }
     }
 
-    fn mark(&self, aborters: &mut Vec<Arc<dyn Abort>>, pending: &mut Vec<Arc<Tree>>) {
+    fn mark(&self, aborters: &mut Vec<Aborter>, pending: &mut Vec<Arc<Tree>>) {
         let (children, aborter) = {
             let mut node = self.node.lock();
             if node.aborted {
                 return;
             }
             node.aborted = true;
+            node.free.clear();
             (std::mem::take(&mut node.children), node.aborter.take())
         };
         aborters.extend(aborter);
-        pending.extend(children.iter().filter_map(Weak::upgrade));
+        pending.extend(children.iter().flatten().filter_map(Weak::upgrade));
     }
 }
 
@@ -119,11 +199,8 @@ mod tests {
     use super::*;
     use parking_lot::Mutex as Log;
 
-    struct Record(&'static str, Arc<Log<Vec<&'static str>>>);
-    impl Abort for Record {
-        fn abort(&self) {
-            self.1.lock().push(self.0);
-        }
+    fn record(name: &'static str, log: Arc<Log<Vec<&'static str>>>) -> Aborter {
+        Aborter::Probe(Box::new(move || log.lock().push(name)))
     }
 
     #[test]
@@ -133,9 +210,9 @@ mod tests {
         let (child, aborted) = Tree::child(&root);
         assert!(!aborted);
         let (grandchild, _) = Tree::child(&child);
-        assert!(root.set_aborter(Arc::new(Record("root", log.clone()))));
-        assert!(child.set_aborter(Arc::new(Record("child", log.clone()))));
-        assert!(grandchild.set_aborter(Arc::new(Record("grandchild", log.clone()))));
+        assert!(root.set_aborter(record("root", log.clone())));
+        assert!(child.set_aborter(record("child", log.clone())));
+        assert!(grandchild.set_aborter(record("grandchild", log.clone())));
 
         root.abort();
         assert!(child.is_aborted() && grandchild.is_aborted());
@@ -146,7 +223,7 @@ mod tests {
         assert_eq!(log.lock().len(), 3);
         let (late, aborted) = Tree::child(&child);
         assert!(aborted && late.is_aborted());
-        assert!(!late.set_aborter(Arc::new(Record("late", log.clone()))));
+        assert!(!late.set_aborter(record("late", log.clone())));
     }
 
     #[test]
@@ -154,19 +231,25 @@ mod tests {
         let log = Arc::new(Log::new(Vec::new()));
         let task = Tree::root();
         let (retained, _) = Tree::child(&task);
-        assert!(task.set_aborter(Arc::new(Record("task", log.clone()))));
-        assert!(retained.set_aborter(Arc::new(Record("retained", log.clone()))));
+        assert!(task.set_aborter(record("task", log.clone())));
+        assert!(retained.set_aborter(record("retained", log.clone())));
         task.finish();
         assert!(retained.is_aborted());
         assert_eq!(*log.lock(), ["retained"]);
     }
 
     #[test]
-    fn dead_children_are_pruned_as_the_list_grows() {
+    fn dropped_children_give_their_slot_back() {
         let root = Tree::root();
         for _ in 0..10_000 {
             drop(Tree::child(&root));
         }
-        assert!(root.node.lock().children.len() < 64);
+        assert_eq!(root.node.lock().children.len(), 1, "one slot, reused");
+        let kept = Tree::child(&root).0;
+        let second = Tree::child(&root).0;
+        drop(kept);
+        assert_eq!(root.node.lock().free.len(), 1);
+        root.abort();
+        assert!(second.is_aborted());
     }
 }

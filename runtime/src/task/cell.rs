@@ -1,9 +1,11 @@
-//! The task cell: one allocation per spawn holding the future, its state word and the pool its
-//! runnables go to, plus the hand-written `RawWaker` vtable that wakes it.
+//! The task cell: one allocation per spawn holding the state word, the supervision slot the
+//! task's [`Handle`](super::Handle) reads, and the future; plus the hand-written `RawWaker`
+//! vtable that wakes it.
 //!
-//! A cell is shared by reference-counted pointers of three kinds, all [`TaskRef`]s underneath:
-//! the task set's entry ([`Task`]), at most one queued [`Runnable`], and any number of wakers.
-//! The cell is freed when the last of them goes; its future may be gone long before.
+//! A cell is shared by reference-counted pointers, all [`TaskRef`]s underneath: the task set's
+//! entry ([`Task`]), at most one queued [`Runnable`], the handle, the supervision tree's
+//! aborter, and any number of wakers. The cell is freed when the last of them goes; its future
+//! may be gone long before.
 //!
 //! # The state word
 //!
@@ -20,16 +22,25 @@
 //!   that moved the word out of `IDLE` (a waker or the poller) creates it.
 //! - The future is touched only by the thread that holds `RUNNING`, or by the thread that moved
 //!   the word into `COMPLETE` from a state without `RUNNING`. Those two are exclusive, which is
-//!   what makes the `UnsafeCell` accesses sound.
+//!   what makes the `UnsafeCell` accesses sound. The supervision slot is shared (a lock and
+//!   atomics) and never part of that exclusive access.
 //! - Once `COMPLETE` is set it never clears: wakes are then no-ops and a queued runnable is
 //!   simply released when it is taken.
 //! - No allocation happens on poll or wake: a waker is a reference count on the cell, and the
 //!   waker a poll hands out is borrowed from the runnable's reference.
+//! - A supervised future finishes in this order: the future is dropped (a destructor panic is
+//!   contained), the task's subtree is closed, and only then is the result published.
 
+use super::handle::{Handle, Supervision};
+use crate::Error;
+use crate::metrics::MetricHandle;
+use crate::panic::{Panicker, Panics};
 use crate::pool::Pool;
+use crate::supervision::Tree;
 use std::cell::UnsafeCell;
 use std::future::Future;
 use std::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,10 +66,26 @@ pub(crate) enum Polled {
     Stale,
 }
 
+/// Where a task's runnables are delivered.
+pub(crate) enum Home {
+    /// A pool: to the waking worker's queue or the pool's global queue. Weak, so that a leaked
+    /// waker does not keep a finished runner's pool alive.
+    Pool(Weak<Pool>),
+    /// A dedicated worker's inbox.
+    Dedicated(Arc<dyn Inbox>),
+}
+
+/// The single-task inbox of a dedicated worker.
+pub(crate) trait Inbox: Send + Sync {
+    /// Takes the runnable and wakes the worker.
+    fn deliver(&self, runnable: Runnable);
+}
+
 /// Type-erased operations on a cell, one static table per future type.
 struct Vtable {
     poll: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Poll<()>,
     drop_future: unsafe fn(NonNull<Header>),
+    abort: unsafe fn(NonNull<Header>),
     clone: unsafe fn(NonNull<Header>),
     release: unsafe fn(NonNull<Header>),
 }
@@ -68,53 +95,132 @@ struct Vtable {
 pub(crate) struct Header {
     state: AtomicUsize,
     vtable: &'static Vtable,
-    /// The pool this task's runnables are delivered to. Weak so that a leaked waker does not
-    /// keep a finished runner's pool alive.
-    pool: Weak<Pool>,
+    home: Home,
     /// Index of the task's entry in the task set; written once, under the set's lock, before
     /// the first runnable exists.
     pub(crate) slot: AtomicUsize,
 }
 
 /// A cell: the header first (so a pointer to the cell is a pointer to its header), then the
-/// future, present until it finishes or is cleared.
+/// supervision slot (shared), then the future (exclusive to its poller).
 #[repr(C)]
-struct Cell<F> {
+struct Cell<F: Future> {
     header: Header,
+    supervision: Option<Supervision<F::Output>>,
     future: UnsafeCell<Option<F>>,
 }
 
-impl<F: Future<Output = ()> + Send + 'static> Cell<F> {
+impl<F> Cell<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     const VTABLE: Vtable = Vtable {
         poll: Self::poll,
         drop_future: Self::drop_future,
+        abort: Self::abort,
         clone: Self::clone,
         release: Self::release,
     };
 
     /// # Safety
-    /// The caller holds `RUNNING` (see the module invariants), and `header` points into a live
-    /// `Cell<F>`.
-    unsafe fn poll(header: NonNull<Header>, cx: &mut Context<'_>) -> Poll<()> {
+    /// `header` points into a live `Cell<F>`.
+    unsafe fn cell<'a>(header: NonNull<Header>) -> &'a Cell<F> {
         // SAFETY: `header` is the first field of a `#[repr(C)]` `Cell<F>`, so the cast gives
-        // back the cell; holding `RUNNING` makes this thread the only one touching `future`,
-        // and the cell is never moved while referenced, so pinning holds.
-        unsafe {
-            let cell = header.cast::<Cell<F>>().as_ref();
-            match &mut *cell.future.get() {
-                Some(future) => Pin::new_unchecked(future).poll(cx),
+        // back the cell, alive while the caller's count is.
+        unsafe { header.cast::<Cell<F>>().as_ref() }
+    }
+
+    /// Takes the future out and drops it, containing a destructor panic. Returns whether the
+    /// drop was clean.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the future (module invariants).
+    unsafe fn dispose(cell: &Cell<F>) -> bool {
+        // SAFETY: exclusive access per the caller's contract.
+        let future = unsafe { (*cell.future.get()).take() };
+        Panics::contain(move || drop(future)).is_some()
+    }
+
+    /// # Safety
+    /// The caller holds `RUNNING` (see the module invariants).
+    unsafe fn poll(header: NonNull<Header>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: the caller's count keeps the cell alive.
+        let cell = unsafe { Self::cell(header) };
+        let Some(supervision) = &cell.supervision else {
+            // SAFETY: holding RUNNING makes this thread the only one touching `future`, and
+            // the cell never moves while referenced, so pinning holds.
+            return match unsafe { &mut *cell.future.get() } {
+                Some(future) => unsafe { Pin::new_unchecked(future) }.poll(cx).map(drop),
                 None => Poll::Ready(()),
+            };
+        };
+        if supervision.is_aborted() {
+            // SAFETY: RUNNING, see above.
+            unsafe { Self::dispose(cell) };
+            return Poll::Ready(());
+        }
+        // SAFETY: RUNNING, see above.
+        let Some(future) = (unsafe { &mut *cell.future.get() }) else {
+            return Poll::Ready(());
+        };
+        // SAFETY: the future is never moved while it is Some; it is dropped in place.
+        let pinned = unsafe { Pin::new_unchecked(future) };
+        match catch_unwind(AssertUnwindSafe(|| pinned.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(output)) => {
+                // SAFETY: RUNNING, see above.
+                let clean = unsafe { Self::dispose(cell) };
+                supervision.tree().finish();
+                supervision.publish(if clean {
+                    Ok(output)
+                } else {
+                    Err(Error::Closed)
+                });
+                Poll::Ready(())
+            }
+            Err(payload) => {
+                // SAFETY: RUNNING, see above.
+                unsafe { Self::dispose(cell) };
+                supervision.tree().finish();
+                supervision.publish(Err(Error::Exited));
+                supervision.route_panic(payload);
+                Poll::Ready(())
             }
         }
     }
 
+    /// Drops the future of a task cleared before it finished. A supervised task's subtree and
+    /// handle are closed first, so every metric is finished before the destructor runs.
+    ///
     /// # Safety
     /// The caller has exclusive access to the future (module invariants).
     unsafe fn drop_future(header: NonNull<Header>) {
-        // SAFETY: as in `poll`; the future is taken out before it is dropped so that a
-        // panicking destructor leaves `None` behind and is never run twice.
-        let future = unsafe { (*header.cast::<Cell<F>>().as_ref().future.get()).take() };
+        // SAFETY: the caller's count keeps the cell alive.
+        let cell = unsafe { Self::cell(header) };
+        if let Some(supervision) = &cell.supervision
+            // SAFETY: exclusive access per the caller's contract.
+            && unsafe { (*cell.future.get()).is_some() }
+        {
+            supervision.tree().abort();
+        }
+        // SAFETY: exclusive access per the caller's contract. Taken out before the drop so a
+        // panicking destructor leaves `None` behind and never runs twice.
+        let future = unsafe { (*cell.future.get()).take() };
         drop(future);
+    }
+
+    /// # Safety
+    /// `header` points into a live `Cell<F>`.
+    unsafe fn abort(header: NonNull<Header>) {
+        // SAFETY: the caller's count keeps the cell alive.
+        let cell = unsafe { Self::cell(header) };
+        if let Some(supervision) = &cell.supervision
+            && supervision.abort()
+        {
+            // The next poll drops the future (or teardown does).
+            wake_by_ref(header);
+        }
     }
 
     /// # Safety
@@ -133,16 +239,16 @@ impl<F: Future<Output = ()> + Send + 'static> Cell<F> {
 }
 
 // SAFETY: the future is `Send` and is only ever accessed by one thread at a time under the state
-// machine; everything else in the header is `Sync`.
-unsafe impl<F: Send> Sync for Cell<F> {}
+// machine; the header and the supervision slot are `Sync`.
+unsafe impl<F: Future + Send> Sync for Cell<F> where F::Output: Send {}
 
 /// One counted reference to a cell.
 pub(crate) struct TaskRef {
     header: NonNull<Header>,
 }
 
-// SAFETY: a `TaskRef` only reaches the cell through atomics and the state machine, and the
-// future inside is `Send`.
+// SAFETY: a `TaskRef` only reaches the cell through atomics, locks and the state machine, and
+// the future inside is `Send`.
 unsafe impl Send for TaskRef {}
 // SAFETY: as above; shared access never touches the future without the state machine.
 unsafe impl Sync for TaskRef {}
@@ -158,9 +264,16 @@ impl TaskRef {
         self.header == other.header
     }
 
-    /// A borrowed pointer to the header, for identity checks and set bookkeeping.
+    /// The header, for set bookkeeping.
     pub(crate) fn header_ref(&self) -> &Header {
         self.header()
+    }
+
+    /// Closes the task's handle with `Closed` (unless a result was published) and wakes the
+    /// task so that its future is dropped. What the supervision tree runs on abort.
+    pub(crate) fn abort(&self) {
+        // SAFETY: we own a count; the vtable matches the cell.
+        unsafe { (self.header().vtable.abort)(self.header) }
     }
 }
 
@@ -189,27 +302,70 @@ pub(crate) struct Task(pub(crate) TaskRef);
 /// A permission to poll a task once, held by exactly one queue at a time.
 pub(crate) struct Runnable(TaskRef);
 
+fn allocate<F>(future: F, supervision: Option<Supervision<F::Output>>, home: Home) -> Arc<Cell<F>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Arc::new(Cell {
+        header: Header {
+            state: AtomicUsize::new(SCHEDULED),
+            vtable: &Cell::<F>::VTABLE,
+            home,
+            slot: AtomicUsize::new(usize::MAX),
+        },
+        supervision,
+        future: UnsafeCell::new(Some(future)),
+    })
+}
+
+fn into_ref<F: Future>(cell: Arc<Cell<F>>) -> TaskRef {
+    let header = NonNull::new(Arc::into_raw(cell).cast_mut().cast::<Header>())
+        .expect("Arc::into_raw never returns null");
+    TaskRef { header }
+}
+
 impl Task {
-    /// Allocates a cell for `future`, already `SCHEDULED`, and returns the set's reference with
-    /// the first runnable. The caller inserts the task before it delivers the runnable.
+    /// Allocates an unsupervised cell for `future`, already `SCHEDULED`, and returns the set's
+    /// reference with the first runnable. The caller inserts the task before it delivers the
+    /// runnable.
+    #[cfg(test)]
     pub(crate) fn new<F>(future: F, pool: Weak<Pool>) -> (Task, Runnable)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let cell = Arc::new(Cell {
-            header: Header {
-                state: AtomicUsize::new(SCHEDULED),
-                vtable: &Cell::<F>::VTABLE,
-                pool,
-                slot: AtomicUsize::new(usize::MAX),
-            },
-            future: UnsafeCell::new(Some(future)),
-        });
-        let header = NonNull::new(Arc::into_raw(cell).cast_mut().cast::<Header>())
-            .expect("Arc::into_raw never returns null");
-        let task = TaskRef { header };
+        let task = into_ref(allocate(future, None, Home::Pool(pool)));
         let runnable = task.clone();
         (Task(task), Runnable(runnable))
+    }
+
+    /// Allocates a supervised cell: `future` reports to the returned handle, finishes `metric`
+    /// exactly once, closes `tree` (the task's own node) when it ends, and routes panics by
+    /// `catch_panics`. The node's aborter is the cell itself.
+    pub(crate) fn supervised<F>(
+        future: F,
+        metric: MetricHandle,
+        panicker: Panicker,
+        tree: Arc<Tree>,
+        catch_panics: bool,
+        home: Home,
+    ) -> (Task, Runnable, Handle<F::Output>)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let supervision = Supervision::new(metric, panicker, tree.clone(), catch_panics);
+        let cell = allocate(future, Some(supervision), home);
+        let slot = NonNull::from(cell.supervision.as_ref().expect("just set"));
+        let task = into_ref(cell);
+        if !tree.set_aborter(task.clone()) {
+            // Born under an aborted node: closed before it could run.
+            task.abort();
+        }
+        // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
+        let handle = unsafe { Handle::new(task.clone(), slot) };
+        let runnable = task.clone();
+        (Task(task), Runnable(runnable), handle)
     }
 
     /// Clears the task for teardown or refusal: an idle or queued future is dropped here and
@@ -253,9 +409,9 @@ impl Task {
 }
 
 impl Runnable {
-    /// The pool this runnable belongs to, if it is still alive.
-    pub(crate) fn pool(&self) -> &Weak<Pool> {
-        &self.0.header().pool
+    /// Where this runnable is delivered.
+    pub(crate) fn home(&self) -> &Home {
+        &self.0.header().home
     }
 
     /// The task this runnable polls.
@@ -264,7 +420,7 @@ impl Runnable {
         &self.0
     }
 
-    /// Delivers the runnable to its pool from wherever the caller is (see
+    /// Delivers the runnable to its home from wherever the caller is (see
     /// [`crate::worker::schedule`]).
     pub(crate) fn spawn(self) {
         crate::worker::schedule(self);
@@ -296,7 +452,7 @@ impl Runnable {
         // The waker handed to the poll borrows this runnable's count: no allocation and no
         // reference-count traffic unless the future clones it.
         let waker = ManuallyDrop::new(
-            // SAFETY: the vtable's contract is upheld by `waker_vtable` functions; the data
+            // SAFETY: the vtable functions below uphold the `RawWaker` contract; the data
             // pointer is a live header for as long as `self` lives, which outlasts the poll.
             unsafe { Waker::from_raw(RawWaker::new(self.0.header.as_ptr().cast(), &WAKER_VTABLE)) },
         );
@@ -305,7 +461,7 @@ impl Runnable {
         let result = unsafe { (header.vtable.poll)(self.0.header, &mut cx) };
 
         if result.is_ready() {
-            // SAFETY: still RUNNING, so we own the future; it finished, drop the empty shell.
+            // SAFETY: still RUNNING, so we own the future; drop whatever is left of it.
             unsafe { (header.vtable.drop_future)(self.0.header) };
             header.state.store(COMPLETE, Ordering::Release);
             return Polled::Done(self.0);
@@ -313,12 +469,12 @@ impl Runnable {
 
         let mut state = header.state.load(Ordering::Acquire);
         loop {
-            let (next, outcome) = if state & CANCELLED != 0 {
-                (COMPLETE, 0)
+            let next = if state & CANCELLED != 0 {
+                COMPLETE
             } else if state & NOTIFIED != 0 {
-                (SCHEDULED, 1)
+                SCHEDULED
             } else {
-                (0, 2)
+                0
             };
             match header.state.compare_exchange_weak(
                 state,
@@ -327,14 +483,14 @@ impl Runnable {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    return match outcome {
-                        0 => {
+                    return match next {
+                        COMPLETE => {
                             // SAFETY: teardown left the future to us (the poller): the word was
                             // RUNNING|CANCELLED and is now COMPLETE, so nobody else touches it.
                             unsafe { (header.vtable.drop_future)(self.0.header) };
                             Polled::Done(self.0)
                         }
-                        1 => Polled::Requeue(self),
+                        SCHEDULED => Polled::Requeue(self),
                         _ => Polled::Idle,
                     };
                 }

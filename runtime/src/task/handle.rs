@@ -1,26 +1,21 @@
-//! [`Handle`] and the wrapper that runs a user future under supervision.
+//! [`Handle`] and the supervision slot it shares with its task's cell.
 //!
-//! The wrapper ([`Handle::init`]) owns the user future and a shared completion slot. It
-//! guarantees, in this order:
-//! 1. the user future is polled inside a panic boundary;
-//! 2. when it finishes (ready or panicked) it is dropped first, with a destructor panic
-//!    contained;
-//! 3. the task's supervision subtree is closed;
-//! 4. only then is the result published: `Ok` if the future finished and dropped cleanly,
-//!    `Closed` if its destructor panicked, `Exited` if it panicked.
-//!
-//! An abort (the handle's or an ancestor's) publishes `Closed` at once, finishes the running
-//! metric, and wakes the task so that its next poll drops the future. The handle therefore
-//! resolves without any poll by the runtime.
+//! The slot lives inside the task cell (no allocation of its own) and guarantees:
+//! - exactly one result is published: `Ok` if the future finished and dropped cleanly, `Closed`
+//!   if it was aborted, refused, cancelled or its destructor panicked, `Exited` if it panicked;
+//! - the running metric is finished exactly once, when that result is published;
+//! - an abort (the handle's or an ancestor's) publishes `Closed` at once and wakes the task so
+//!   that its next poll drops the future: the handle resolves without any poll by the runtime.
 
+use super::cell::TaskRef;
 use crate::Error;
 use crate::metrics::MetricHandle;
-use crate::panic::{Panicker, Panics};
-use crate::supervision::{Abort, Tree};
+use crate::panic::{Panicker, Payload};
+use crate::supervision::Tree;
 use parking_lot::Mutex;
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -30,58 +25,95 @@ struct Slot<T> {
     /// A result has been published (it may have been taken since).
     published: bool,
     handle: Option<Waker>,
-    task: Option<Waker>,
     metric: Option<MetricHandle>,
 }
 
-/// The completion slot shared by a task's wrapper and its handle.
-struct Completion<T> {
-    /// Fast path for the wrapper's poll: set when an abort published `Closed`.
+/// The supervision state of one task: where its result goes and what closes it.
+pub(crate) struct Supervision<T> {
+    /// Fast path for the task's poll: set when an abort published `Closed`.
     aborted: AtomicBool,
     slot: Mutex<Slot<T>>,
+    tree: Arc<Tree>,
+    panicker: Panicker,
+    catch_panics: bool,
 }
 
-impl<T> Completion<T> {
-    /// Publishes `result` unless something was published first. Wakes the handle after the
-    /// lock is released, and finishes the metric.
-    fn publish(&self, result: Result<T, Error>) {
-        let (handle, task, metric) = {
+impl<T> Supervision<T> {
+    pub(crate) fn new(
+        metric: MetricHandle,
+        panicker: Panicker,
+        tree: Arc<Tree>,
+        catch_panics: bool,
+    ) -> Self {
+        Self {
+            aborted: AtomicBool::new(false),
+            slot: Mutex::new(Slot {
+                result: None,
+                published: false,
+                handle: None,
+                metric: Some(metric),
+            }),
+            tree,
+            panicker,
+            catch_panics,
+        }
+    }
+
+    /// The task's own node in the supervision tree.
+    pub(crate) fn tree(&self) -> &Arc<Tree> {
+        &self.tree
+    }
+
+    /// Whether an abort has published `Closed`.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+
+    /// Publishes `result` unless something was published first; wakes the handle after the
+    /// lock is released and finishes the metric.
+    pub(crate) fn publish(&self, result: Result<T, Error>) {
+        let (handle, metric) = {
             let mut slot = self.slot.lock();
             if slot.published {
                 return;
             }
             slot.published = true;
             slot.result = Some(result);
-            (slot.handle.take(), slot.task.take(), slot.metric.take())
+            (slot.handle.take(), slot.metric.take())
         };
-        // The task's own waker goes too: the slot outlives the task while the handle lives,
-        // and the waker would keep the finished cell allocated.
-        drop(task);
         drop(metric);
         if let Some(handle) = handle {
             handle.wake();
         }
     }
-}
 
-impl<T: Send> Abort for Completion<T> {
-    fn abort(&self) {
-        let (handle, task, metric) = {
+    /// Publishes `Closed` unless a result was published first. Returns whether it did (the
+    /// caller then wakes the task so its future is dropped).
+    pub(crate) fn abort(&self) -> bool {
+        let (handle, metric) = {
             let mut slot = self.slot.lock();
             if slot.published {
-                return;
+                return false;
             }
             slot.published = true;
             slot.result = Some(Err(Error::Closed));
             self.aborted.store(true, Ordering::Release);
-            (slot.handle.take(), slot.task.take(), slot.metric.take())
+            (slot.handle.take(), slot.metric.take())
         };
         drop(metric);
         if let Some(handle) = handle {
             handle.wake();
         }
-        if let Some(task) = task {
-            task.wake();
+        true
+    }
+
+    /// A panic of the task's poll: with `catch_panics` only the handle sees it (`Exited`);
+    /// otherwise it goes to the panicker and fails the runner.
+    pub(crate) fn route_panic(&self, payload: Payload) {
+        if self.catch_panics {
+            crate::panic::dispose(payload);
+        } else {
+            self.panicker.notify(payload);
         }
     }
 }
@@ -92,78 +124,63 @@ impl<T: Send> Abort for Completion<T> {
 /// refused or shut down, or to `Err(Error::Exited)` if it panicked while panics are caught.
 /// Dropping a handle detaches the task: it keeps running.
 pub struct Handle<T> {
-    completion: Arc<Completion<T>>,
-    tree: Arc<Tree>,
+    /// `None` for a spawn refused before a cell existed.
+    task: Option<TaskRef>,
+    supervision: Option<NonNull<Supervision<T>>>,
+    /// A refused handle's result, until taken.
+    refused: bool,
 }
 
-impl<T: Send + 'static> Handle<T> {
-    /// Wraps `future` so that it reports to a new handle, finishes `metric` exactly once,
-    /// closes `tree` (the task's own node) when it ends, and routes panics by `catch_panics`.
-    pub(crate) fn init<F>(
-        future: F,
-        metric: MetricHandle,
-        panicker: Panicker,
-        tree: Arc<Tree>,
-        catch_panics: bool,
-    ) -> (Supervised<F>, Handle<T>)
-    where
-        F: Future<Output = T> + Send + 'static,
-    {
-        let completion = Arc::new(Completion {
-            aborted: AtomicBool::new(false),
-            slot: Mutex::new(Slot {
-                result: None,
-                published: false,
-                handle: None,
-                task: None,
-                metric: Some(metric),
-            }),
-        });
-        if !tree.set_aborter(completion.clone()) {
-            completion.abort();
+// SAFETY: the handle only reaches the supervision slot, which is `Sync` for `T: Send` (a lock
+// around the result), through a pointer kept alive by its `TaskRef`.
+unsafe impl<T: Send> Send for Handle<T> {}
+// SAFETY: as above; `&Handle` only allows `abort`, which goes through the tree.
+unsafe impl<T: Send> Sync for Handle<T> {}
+
+impl<T> Handle<T> {
+    /// # Safety
+    /// `supervision` points into the cell `task` references.
+    pub(crate) unsafe fn new(task: TaskRef, supervision: NonNull<Supervision<T>>) -> Self {
+        Self {
+            task: Some(task),
+            supervision: Some(supervision),
+            refused: false,
         }
-        let supervised = Supervised {
-            future: Some(future),
-            completion: completion.clone(),
-            tree: tree.clone(),
-            panicker,
-            catch_panics,
-            registered: false,
-        };
-        (supervised, Handle { completion, tree })
     }
 
     /// A handle that is already closed: what a refused spawn returns.
     pub(crate) fn closed() -> Self {
-        let completion = Arc::new(Completion {
-            aborted: AtomicBool::new(true),
-            slot: Mutex::new(Slot {
-                result: Some(Err(Error::Closed)),
-                published: true,
-                handle: None,
-                task: None,
-                metric: None,
-            }),
-        });
-        let tree = Tree::root();
-        tree.abort();
-        Handle { completion, tree }
+        Self {
+            task: None,
+            supervision: None,
+            refused: true,
+        }
     }
-}
 
-impl<T> Handle<T> {
+    fn supervision(&self) -> Option<&Supervision<T>> {
+        // SAFETY: the pointer targets the cell our `TaskRef` keeps alive.
+        self.supervision.map(|pointer| unsafe { pointer.as_ref() })
+    }
+
     /// Aborts the task and its descendants. The handle resolves to `Err(Error::Closed)` unless
     /// the task had already finished; the future is dropped by its next poll or by shutdown.
     pub fn abort(&self) {
-        self.tree.abort();
+        if let Some(supervision) = self.supervision() {
+            supervision.tree.abort();
+        }
     }
 }
 
 impl<T> Future for Handle<T> {
     type Output = Result<T, Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut slot = self.completion.slot.lock();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(supervision) = self.supervision() else {
+            assert!(self.refused, "Handle polled after it resolved");
+            self.refused = false;
+            return Poll::Ready(Err(Error::Closed));
+        };
+        let mut slot = supervision.slot.lock();
         if let Some(result) = slot.result.take() {
             return Poll::Ready(result);
         }
@@ -180,93 +197,12 @@ impl<T> Unpin for Handle<T> {}
 
 impl<T> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let published = self
+            .supervision()
+            .is_none_or(|supervision| supervision.slot.lock().published);
         f.debug_struct("Handle")
-            .field("published", &self.completion.slot.lock().published)
+            .field("published", &published)
+            .field("attached", &self.task.is_some())
             .finish()
-    }
-}
-
-/// A user future running under supervision; the future a task cell holds.
-pub(crate) struct Supervised<F: Future> {
-    future: Option<F>,
-    completion: Arc<Completion<F::Output>>,
-    tree: Arc<Tree>,
-    panicker: Panicker,
-    catch_panics: bool,
-    registered: bool,
-}
-
-impl<F: Future> Supervised<F> {
-    /// Drops the user future, containing a destructor panic. Returns whether it dropped
-    /// cleanly.
-    fn dispose(&mut self) -> bool {
-        let future = self.future.take();
-        Panics::contain(move || drop(future)).is_some()
-    }
-}
-
-impl<F> Future for Supervised<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `future` is structurally pinned (never moved while Some, dropped in place by
-        // `dispose`); the other fields are never pinned.
-        let this = unsafe { self.get_unchecked_mut() };
-        if this.future.is_none() {
-            return Poll::Ready(());
-        }
-        if !this.registered {
-            // A task's waker never changes (it is the cell's own), so storing it once is
-            // enough for an abort to reach the task.
-            this.completion.slot.lock().task = Some(cx.waker().clone());
-            this.registered = true;
-        }
-        if this.completion.aborted.load(Ordering::Acquire) {
-            this.dispose();
-            return Poll::Ready(());
-        }
-        let future = this.future.as_mut().expect("checked above");
-        // SAFETY: see above: the future is never moved while it is Some.
-        let pinned = unsafe { Pin::new_unchecked(future) };
-        let outcome = catch_unwind(AssertUnwindSafe(|| pinned.poll(cx)));
-        match outcome {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(output)) => {
-                let clean = this.dispose();
-                this.tree.finish();
-                this.completion.publish(if clean {
-                    Ok(output)
-                } else {
-                    Err(Error::Closed)
-                });
-                Poll::Ready(())
-            }
-            Err(payload) => {
-                this.dispose();
-                this.tree.finish();
-                this.completion.publish(Err(Error::Exited));
-                if this.catch_panics {
-                    crate::panic::dispose(payload);
-                } else {
-                    this.panicker.notify(payload);
-                }
-                Poll::Ready(())
-            }
-        }
-    }
-}
-
-impl<F: Future> Drop for Supervised<F> {
-    fn drop(&mut self) {
-        if self.future.is_some() {
-            // Cleared before it finished (teardown or a refused spawn): close the subtree and
-            // the handle first, so every metric is finished before the future's destructor
-            // runs. The future itself is dropped by the field's own drop, right after.
-            self.tree.abort();
-        }
     }
 }

@@ -5,6 +5,6 @@ pub(crate) mod cell;
 pub(crate) mod handle;
 pub(crate) mod set;
 
-pub(crate) use cell::{Polled, Runnable};
+pub(crate) use cell::{Home, Inbox, Polled, Runnable, Task};
 pub use handle::Handle;
 pub use set::Tasks;

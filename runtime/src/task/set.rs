@@ -10,9 +10,12 @@
 //!   them with the lock released, because destructors run user code.
 
 use super::cell::{Runnable, Task, TaskRef};
+#[cfg(test)]
 use crate::pool::Pool;
 use parking_lot::Mutex;
+#[cfg(test)]
 use std::future::Future;
+#[cfg(test)]
 use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -32,28 +35,26 @@ pub struct Tasks {
 }
 
 impl Tasks {
-    /// Creates a task for `future`, inserts it and delivers its first runnable (to the current
-    /// worker's queue on a worker of `pool`, to the global queue otherwise). A refused future
-    /// is dropped here, on the caller's thread, and given back as `Err(())`.
+    /// Creates an unsupervised task for `future`, inserts it and delivers its first runnable
+    /// (to the current worker's queue on a worker of `pool`, to the global queue otherwise). A
+    /// refused future is dropped here, on the caller's thread.
     #[cfg(test)]
     pub(crate) fn register<F>(&self, future: F, pool: Weak<Pool>) -> Result<(), ()>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.register_with(future, pool, Runnable::spawn)
+        let (task, runnable) = Task::new(future, pool);
+        self.admit(task, runnable, Runnable::spawn)
     }
 
-    /// [`register`](Self::register), delivering the first runnable with `deliver`.
-    pub(crate) fn register_with<F>(
+    /// Inserts `task` and delivers its first `runnable` with `deliver`. A refused task is
+    /// cleared here, on the caller's thread: its handle closes and its future is dropped.
+    pub(crate) fn admit(
         &self,
-        future: F,
-        pool: Weak<Pool>,
+        task: Task,
+        runnable: Runnable,
         deliver: impl FnOnce(Runnable),
-    ) -> Result<(), ()>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        let (task, runnable) = Task::new(future, pool);
+    ) -> Result<(), ()> {
         if let Err(task) = self.insert(task) {
             drop(runnable);
             task.clear();

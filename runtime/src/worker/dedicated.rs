@@ -1,9 +1,10 @@
 //! Dedicated and blocking workers: one thread and one ring for one task.
 //!
-//! A dedicated worker has no run queue and no place in the task set: it polls its one task
-//! until it finishes, then cleans up (drains its ring, closes its timers, runs callbacks),
-//! drops every reference to the runner and, last, releases its registry lease. Wakes it
-//! issues for ordinary tasks go to the pool's global queue.
+//! A dedicated worker has no run queue and no place in the task set: its task's runnables are
+//! delivered to its [`TaskInbox`], and it polls them until the task finishes. Then it cleans up
+//! (drains its ring, closes its timers, runs callbacks), drops every reference to the runner
+//! and, last, releases its registry lease. Wakes it issues for ordinary tasks go to the pool's
+//! global queue.
 
 use super::registry::Active;
 use super::{Local, close, run_deferred, service, wait};
@@ -11,51 +12,85 @@ use crate::driver::Driver;
 use crate::panic::{Panics, Payload};
 use crate::pool::wake::WakeState;
 use crate::runner::Shared;
-use std::future::Future;
+use crate::task::{Inbox, Polled, Runnable, Task};
+use parking_lot::Mutex;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Wake, Waker};
+use std::sync::{Arc, OnceLock};
 
-/// Everything a new dedicated thread takes with it. Fields drop in order: the future first,
-/// the lease last, so the lease is still counted while the future's destructor runs.
+/// Where a dedicated task's runnable waits for its worker.
+pub(crate) struct TaskInbox {
+    runnable: Mutex<Option<Runnable>>,
+    /// Set by the worker once its thread is up; a delivery before that is found by the
+    /// worker's first look at `runnable`.
+    state: OnceLock<WakeState>,
+}
+
+impl TaskInbox {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            runnable: Mutex::new(None),
+            state: OnceLock::new(),
+        })
+    }
+
+    fn take(&self) -> Option<Runnable> {
+        self.runnable.lock().take()
+    }
+}
+
+impl Inbox for TaskInbox {
+    fn deliver(&self, runnable: Runnable) {
+        let previous = self.runnable.lock().replace(runnable);
+        debug_assert!(previous.is_none(), "a task has at most one runnable");
+        if let Some(state) = self.state.get() {
+            state.wake();
+        }
+    }
+}
+
+/// Everything a new dedicated thread takes with it: the task (cleared, future first, if the
+/// thread never runs it), its first runnable, its inbox, the runner, and the registry lease,
+/// released last.
 pub struct Launch {
-    pub(crate) future: Pin<Box<dyn Future<Output = ()> + Send>>,
+    pub(crate) task: Task,
+    pub(crate) runnable: Runnable,
+    pub(crate) inbox: Arc<TaskInbox>,
     pub(crate) shared: Arc<Shared>,
     /// The registry lease.
     pub active: Active,
 }
 
-struct DedicatedWake {
-    woken: AtomicBool,
-    state: WakeState,
+impl Launch {
+    /// Disposes of a payload that never ran: the future is dropped (its destructor's panic
+    /// contained) while the lease is still counted; the lease goes last.
+    fn refuse(self) {
+        let Launch {
+            task,
+            runnable,
+            inbox,
+            shared,
+            active,
+        } = self;
+        drop(runnable);
+        Panics::contain(|| task.clear());
+        drop((task, inbox, shared));
+        drop(active);
+    }
 }
 
-impl Wake for DedicatedWake {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.state.wake();
-    }
-}
-
-/// Starts a thread for `launch`. On failure the payload is dropped (future first, then the
+/// Starts a thread for `launch`. On failure the payload is disposed of (future first, then the
 /// lease) and the caller panics with "failed to spawn thread: ...".
 pub(crate) fn launch(launch: Launch, name: String) {
     #[cfg(test)]
     if crate::hooks::launch_fails(&launch.shared) {
-        Panics::contain(move || drop(launch));
+        launch.refuse();
         panic!("failed to spawn thread: injected worker launch failure");
     }
     // The payload travels through a slot rather than the closure itself, so that after a
-    // failed launch it is dropped here, with its destructor's panic contained, rather than
-    // inside `spawn`.
-    let slot = Arc::new(parking_lot::Mutex::new(Some(launch)));
+    // failed launch it is disposed of here, with its destructor's panic contained, rather
+    // than inside `spawn`.
+    let slot = Arc::new(Mutex::new(Some(launch)));
     let spawned = std::thread::Builder::new().name(name).spawn({
         let slot = slot.clone();
         move || {
@@ -67,8 +102,9 @@ pub(crate) fn launch(launch: Launch, name: String) {
         }
     });
     if let Err(error) = spawned {
-        let launch = slot.lock().take();
-        Panics::contain(move || drop(launch));
+        if let Some(launch) = slot.lock().take() {
+            launch.refuse();
+        }
         panic!("failed to spawn thread: {error}");
     }
 }
@@ -85,65 +121,63 @@ fn report_startup_failure(shared: &Shared, error: std::io::Error) {
     }
 }
 
-fn run(launch: Launch) {
-    let Launch {
-        future,
-        shared,
-        active,
-    } = launch;
+fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
     #[cfg(test)]
-    let wake_state = crate::hooks::before_startup(&shared, None).and_then(|()| WakeState::new());
-    #[cfg(not(test))]
-    let wake_state = WakeState::new();
-    let driver = wake_state.and_then(|state| {
-        let driver = Driver::new(
-            shared.config.ring_config.size,
-            state.eventfd().as_raw_fd(),
-            shared.metrics.pending_operations.clone(),
-        )?;
-        Ok((state, driver))
-    });
-    let (state, driver) = match driver {
+    crate::hooks::before_startup(shared, None)?;
+    let state = WakeState::new()?;
+    let driver = Driver::new(
+        shared.config.ring_config.size,
+        state.eventfd().as_raw_fd(),
+        shared.metrics.pending_operations.clone(),
+    )?;
+    Ok((state, driver))
+}
+
+fn run(launch: Launch) {
+    let (state, driver) = match start(&launch.shared) {
         Ok(parts) => parts,
         Err(error) => {
-            report_startup_failure(&shared, error);
-            Panics::contain(move || drop(future));
-            drop(shared);
-            drop(active);
+            report_startup_failure(&launch.shared, error);
+            launch.refuse();
             return;
         }
     };
+    let Launch {
+        task,
+        runnable,
+        inbox,
+        shared,
+        active,
+    } = launch;
+    let state = inbox.state.get_or_init(|| state);
     let local = Local::new(None, driver);
     Local::install(local.clone());
-    let wake = Arc::new(DedicatedWake {
-        woken: AtomicBool::new(true),
-        state,
-    });
-    let mut future = Some(future);
     let outcome: Result<(), Payload> = catch_unwind(AssertUnwindSafe(|| {
-        let waker = Waker::from(wake.clone());
-        let mut cx = Context::from_waker(&waker);
         let mut panics = Panics::default();
+        let mut next = Some(runnable);
         loop {
             service(&local);
             run_deferred(&local, &mut panics);
             if let Some(payload) = panics.take() {
                 std::panic::resume_unwind(payload);
             }
-            if wake.woken.swap(false, Ordering::AcqRel) {
-                let task = future.as_mut().expect("present until it finishes");
-                if task.as_mut().poll(&mut cx).is_ready() {
-                    return;
-                }
-            } else {
-                wait(&local, &wake.state);
+            match next.take().or_else(|| inbox.take()) {
+                Some(runnable) => match runnable.run() {
+                    Polled::Done(_) | Polled::Stale => return,
+                    Polled::Requeue(runnable) => next = Some(runnable),
+                    Polled::Idle => {}
+                },
+                None => wait(&local, state),
             }
         }
     }));
-    Panics::contain(move || drop(future));
+    // After an unwind the future may still be there: drop it on this thread.
+    Panics::contain(|| task.clear());
+    drop(task);
     let failure = close(&local);
     drop(Local::uninstall());
     drop(local);
+    drop(inbox.take());
     for payload in outcome.err().into_iter().chain(failure) {
         shared.panicker.worker_failed(payload);
     }

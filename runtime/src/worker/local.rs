@@ -163,6 +163,9 @@ impl Local {
 pub(crate) fn run_deferred(local: &Local, panics: &mut Panics) -> bool {
     let mut ran = false;
     loop {
+        if local.state.borrow().deferred.is_empty() {
+            return ran;
+        }
         let mut batch = std::mem::take(&mut local.state.borrow_mut().deferred);
         if batch.is_empty() {
             return ran;

@@ -20,7 +20,7 @@ pub(crate) mod registry;
 use crate::panic::Panics;
 use crate::pool::{CAPACITY, Message, Pool};
 use crate::runner::Shared;
-use crate::task::{Polled, Runnable};
+use crate::task::{Home, Polled, Runnable};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -54,13 +54,20 @@ pub(crate) fn schedule(runnable: Runnable) {
 /// from anywhere else (a foreign thread, a dedicated worker, another runtime's worker, a
 /// closing worker).
 pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
+    let pool = match runnable.home() {
+        Home::Pool(pool) => pool.as_ptr(),
+        Home::Dedicated(inbox) => {
+            let inbox = inbox.clone();
+            inbox.deliver(runnable);
+            return;
+        }
+    };
     let mut runnable = Some(runnable);
     Local::with_current(|local| {
         let Some(seat) = local.seat() else { return };
-        let candidate = runnable.as_ref().expect("not taken yet");
         if local.is_closing()
             || seat.pool.is_closed()
-            || !std::ptr::eq(candidate.pool().as_ptr(), Arc::as_ptr(&seat.pool))
+            || !std::ptr::eq(pool, Arc::as_ptr(&seat.pool))
         {
             return;
         }
@@ -74,7 +81,8 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
         unsafe { queue.push_back(runnable, |batch| seat.pool.push_overflow(batch)) };
     });
     if let Some(runnable) = runnable
-        && let Some(pool) = runnable.pool().upgrade()
+        && let Home::Pool(pool) = runnable.home()
+        && let Some(pool) = pool.upgrade()
     {
         pool.push_global(runnable);
     }
