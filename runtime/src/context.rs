@@ -14,7 +14,7 @@ use crate::metrics::{Label, MetricHandle};
 use crate::runner::Shared;
 use crate::stop::Signal;
 use crate::supervision::Tree;
-use crate::task::Handle;
+use crate::task::{Handle, Home, Task};
 use crate::time::Sleep;
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{Arrival, deliver};
@@ -190,37 +190,39 @@ impl Spawner for Context {
         let metric = MetricHandle::new(running);
         let (tree, _) = Tree::child(&self.tree);
         let future = f(self.for_task(tree.clone()));
-        let (supervised, handle) = Handle::init(
-            future,
-            metric,
-            self.shared.panicker.clone(),
-            tree,
-            self.shared.config.catch_panics,
-        );
+        let panicker = self.shared.panicker.clone();
+        let catch_panics = self.shared.config.catch_panics;
         match lease {
             None => {
-                let pool = Arc::downgrade(&self.shared.pool);
-                // A refusal drops the future here; its wrapper closes the handle.
+                let home = Home::Pool(Arc::downgrade(&self.shared.pool));
+                let (task, runnable, handle) =
+                    Task::supervised(future, metric, panicker, tree, catch_panics, home);
+                // A refusal clears the task here: its handle closes, its future is dropped.
                 let _ = self
                     .shared
                     .tasks
-                    .register_with(supervised, pool, |runnable| {
-                        deliver(runnable, Arrival::Spawn)
-                    });
+                    .admit(task, runnable, |runnable| deliver(runnable, Arrival::Spawn));
+                handle
             }
             Some(active) => {
+                let inbox = dedicated::TaskInbox::new();
+                let home = Home::Dedicated(inbox.clone());
+                let (task, runnable, handle) =
+                    Task::supervised(future, metric, panicker, tree, catch_panics, home);
                 let name = format!("iouring-{}", self.execution.as_str());
                 dedicated::launch(
                     Launch {
-                        future: Box::pin(supervised),
+                        task,
+                        runnable,
+                        inbox,
                         shared: self.shared.clone(),
                         active,
                     },
                     name,
                 );
+                handle
             }
         }
-        handle
     }
 
     fn stop(

@@ -125,7 +125,7 @@ where
 
     /// # Safety
     /// `header` points into a live `Cell<F>`.
-    unsafe fn cell<'a>(header: NonNull<Header>) -> &'a Cell<F> {
+    unsafe fn from_header<'a>(header: NonNull<Header>) -> &'a Cell<F> {
         // SAFETY: `header` is the first field of a `#[repr(C)]` `Cell<F>`, so the cast gives
         // back the cell, alive while the caller's count is.
         unsafe { header.cast::<Cell<F>>().as_ref() }
@@ -146,7 +146,7 @@ where
     /// The caller holds `RUNNING` (see the module invariants).
     unsafe fn poll(header: NonNull<Header>, cx: &mut Context<'_>) -> Poll<()> {
         // SAFETY: the caller's count keeps the cell alive.
-        let cell = unsafe { Self::cell(header) };
+        let cell = unsafe { Self::from_header(header) };
         let Some(supervision) = &cell.supervision else {
             // SAFETY: holding RUNNING makes this thread the only one touching `future`, and
             // the cell never moves while referenced, so pinning holds.
@@ -197,7 +197,7 @@ where
     /// The caller has exclusive access to the future (module invariants).
     unsafe fn drop_future(header: NonNull<Header>) {
         // SAFETY: the caller's count keeps the cell alive.
-        let cell = unsafe { Self::cell(header) };
+        let cell = unsafe { Self::from_header(header) };
         if let Some(supervision) = &cell.supervision
             // SAFETY: exclusive access per the caller's contract.
             && unsafe { (*cell.future.get()).is_some() }
@@ -214,7 +214,7 @@ where
     /// `header` points into a live `Cell<F>`.
     unsafe fn abort(header: NonNull<Header>) {
         // SAFETY: the caller's count keeps the cell alive.
-        let cell = unsafe { Self::cell(header) };
+        let cell = unsafe { Self::from_header(header) };
         if let Some(supervision) = &cell.supervision
             && supervision.abort()
         {
