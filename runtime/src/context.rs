@@ -62,10 +62,13 @@ impl Execution {
     }
 }
 
-/// The task metric handles of one label path, resolved once per path and placement.
+/// A label path: its name, its attributes, and its task metric handles, resolved once per
+/// placement. Shared by every context of the path, so cloning a context costs one count.
 #[derive(Default)]
-struct Families {
-    by_execution: [OnceLock<(Counter, Gauge)>; 3],
+struct Scope {
+    name: String,
+    attributes: Vec<(&'static str, String)>,
+    families: [OnceLock<(Counter, Gauge)>; 3],
 }
 
 /// The capabilities of a task. Cheap to clone; `Send + Sync + 'static`.
@@ -74,9 +77,7 @@ pub struct Context {
     pub(crate) shared: Arc<Shared>,
     pub(crate) tree: Arc<Tree>,
     pub(crate) execution: Execution,
-    pub(crate) name: Arc<str>,
-    attributes: Arc<[(&'static str, String)]>,
-    families: Arc<Families>,
+    scope: Arc<Scope>,
 }
 
 impl Context {
@@ -85,16 +86,14 @@ impl Context {
             shared,
             tree,
             execution: Execution::default(),
-            name: Arc::from(""),
-            attributes: Arc::from([]),
-            families: Arc::default(),
+            scope: Arc::default(),
         }
     }
 
     fn families(&self) -> &(Counter, Gauge) {
-        self.families.by_execution[self.execution.slot()].get_or_init(|| {
-            let label = Label::task(self.name.to_string(), self.execution)
-                .with_attributes(&self.attributes);
+        self.scope.families[self.execution.slot()].get_or_init(|| {
+            let label = Label::task(self.scope.name.clone(), self.execution)
+                .with_attributes(&self.scope.attributes);
             let metrics = &self.shared.metrics;
             (
                 metrics.tasks_spawned.get_or_create(&label).clone(),
@@ -109,9 +108,7 @@ impl Context {
             shared: self.shared.clone(),
             tree,
             execution: Execution::default(),
-            name: self.name.clone(),
-            attributes: self.attributes.clone(),
-            families: self.families.clone(),
+            scope: self.scope.clone(),
         }
     }
 }
@@ -131,31 +128,36 @@ fn check_label(label: &str) {
 impl Spawner for Context {
     fn child(&self, label: &'static str) -> Self {
         check_label(label);
-        let name: Arc<str> = if self.name.is_empty() {
-            Arc::from(label)
+        let name = if self.scope.name.is_empty() {
+            label.to_string()
         } else {
-            Arc::from(format!("{}_{label}", self.name))
+            format!("{}_{label}", self.scope.name)
         };
         Context {
             shared: self.shared.clone(),
             tree: Tree::child(&self.tree).0,
             execution: self.execution,
-            name,
-            attributes: self.attributes.clone(),
-            families: Arc::default(),
+            scope: Arc::new(Scope {
+                name,
+                attributes: self.scope.attributes.clone(),
+                families: Default::default(),
+            }),
         }
     }
 
     fn with_attribute(mut self, key: &'static str, value: impl Display) -> Self {
         check_label(key);
-        let mut attributes: Vec<_> = self.attributes.iter().cloned().collect();
+        let mut attributes = self.scope.attributes.clone();
         let value = value.to_string();
         match attributes.iter_mut().find(|(existing, _)| *existing == key) {
             Some(entry) => entry.1 = value,
             None => attributes.push((key, value)),
         }
-        self.attributes = attributes.into();
-        self.families = Arc::default();
+        self.scope = Arc::new(Scope {
+            name: self.scope.name.clone(),
+            attributes,
+            families: Default::default(),
+        });
         self
     }
 
@@ -313,10 +315,10 @@ impl Metrics for Context {
         metric: impl prometheus_client::registry::Metric,
     ) {
         let name = name.into();
-        let full = if self.name.is_empty() {
+        let full = if self.scope.name.is_empty() {
             name
         } else {
-            format!("{}_{name}", self.name)
+            format!("{}_{name}", self.scope.name)
         };
         self.shared.metrics.register(full, help.into(), metric);
     }

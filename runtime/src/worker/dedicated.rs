@@ -156,7 +156,7 @@ fn run(launch: Launch) {
         let mut panics = Panics::default();
         let mut next = Some(runnable);
         loop {
-            service(&local);
+            service(&local, true);
             run_deferred(&local, &mut panics);
             if let Some(payload) = panics.take() {
                 std::panic::resume_unwind(payload);

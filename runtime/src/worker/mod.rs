@@ -145,6 +145,10 @@ pub(crate) struct Worker {
     messages: Vec<Message>,
     panics: Panics,
     spin: Duration,
+    /// Task polls since the timers were last checked.
+    polls_since_timers: usize,
+    /// The last turn polled no task.
+    idle_turn: bool,
 }
 
 impl Worker {
@@ -158,6 +162,8 @@ impl Worker {
             messages: Vec::new(),
             panics: Panics::default(),
             spin,
+            polls_since_timers: 0,
+            idle_turn: true,
         }
     }
 
@@ -219,7 +225,14 @@ impl Worker {
 
     /// Steps 1 to 3 of a turn: ring and timers, messages, deferred callbacks.
     fn service_and_callbacks(&mut self, root: Option<&Arc<RootWake>>) {
-        service(&self.local);
+        // Timers are checked after a turn that found nothing to poll (the worker may be about
+        // to park) and otherwise once per TURN_BUDGET polls: reading the clock every turn
+        // would cost more than the timers it serves on a busy worker.
+        let check_timers = self.idle_turn || self.polls_since_timers >= TURN_BUDGET;
+        if check_timers {
+            self.polls_since_timers = 0;
+        }
+        service(&self.local, check_timers);
         let mailbox = self.shared.pool.mailbox(self.index);
         if mailbox.has_pending() {
             mailbox.take(&mut self.messages);
@@ -241,6 +254,13 @@ impl Worker {
 
     /// Polls up to [`TURN_BUDGET`] tasks. Returns how many were polled.
     fn run_tasks(&mut self) -> usize {
+        let polled = self.poll_tasks();
+        self.polls_since_timers += polled;
+        self.idle_turn = polled == 0;
+        polled
+    }
+
+    fn poll_tasks(&mut self) -> usize {
         let mut polled = 0;
         while polled < TURN_BUDGET && !self.pool().is_closed() {
             let Some(runnable) = self.next_runnable() else {
@@ -343,7 +363,7 @@ impl Worker {
 }
 
 /// Reaps ring completions and fires due timers, deferring their wakers.
-pub(crate) fn service(local: &Local) {
+pub(crate) fn service(local: &Local, timers: bool) {
     let failure = {
         let mut guard = local.state.borrow_mut();
         let state = &mut *guard;
@@ -351,7 +371,7 @@ pub(crate) fn service(local: &Local) {
             .driver
             .as_mut()
             .and_then(|driver| driver.service(&mut state.deferred.wakes).err());
-        if let Some(deadline) = state.timers.next_deadline() {
+        if timers && let Some(deadline) = state.timers.next_deadline() {
             let now = Instant::now();
             if deadline <= now {
                 state.timers.fire_due(now, &mut state.deferred.wakes);
