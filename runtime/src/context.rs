@@ -177,7 +177,7 @@ impl Spawner for Context {
         Fut: Future<Output = T> + Send + 'static,
         T: Send + 'static,
     {
-        let (spawned, running) = self.families().clone();
+        let (spawned, running) = self.families();
         spawned.inc();
         if self.tree.is_aborted() || self.shared.tasks.is_closed() {
             return Handle::closed();
@@ -189,7 +189,7 @@ impl Spawner for Context {
                 None => return Handle::closed(),
             },
         };
-        let metric = MetricHandle::new(running);
+        let metric = MetricHandle::new(running.clone());
         let (tree, _) = Tree::child(&self.tree);
         let future = f(self.for_task(tree.clone()));
         let panicker = self.shared.panicker.clone();

@@ -15,7 +15,7 @@
 
 use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// What closes a node's task when the node is aborted.
@@ -61,6 +61,9 @@ pub struct Tree {
     /// This node's slot among its parent's children; written and read under the parent's
     /// lock.
     slot: AtomicUsize,
+    /// Mirrors `node.aborted` for lock-free reads (spawn checks it on every call). Set under
+    /// the lock, after `node.aborted`.
+    aborted: AtomicBool,
 }
 
 impl Drop for Tree {
@@ -89,6 +92,7 @@ impl Tree {
             node: Mutex::default(),
             parent: None,
             slot: AtomicUsize::new(usize::MAX),
+            aborted: AtomicBool::new(false),
         })
     }
 
@@ -99,11 +103,13 @@ impl Tree {
             node: Mutex::default(),
             parent: Some(parent.clone()),
             slot: AtomicUsize::new(usize::MAX),
+            aborted: AtomicBool::new(false),
         });
         let mut node = parent.node.lock();
         if node.aborted {
             drop(node);
             child.node.lock().aborted = true;
+            child.aborted.store(true, Ordering::Release);
             return (child, true);
         }
         let slot = match node.free.pop() {
@@ -131,7 +137,7 @@ impl Tree {
 
     /// Whether this node has been aborted.
     pub(crate) fn is_aborted(&self) -> bool {
-        self.node.lock().aborted
+        self.aborted.load(Ordering::Acquire)
     }
 
     /// Aborts this node and every descendant, then runs their aborters deepest first.
@@ -158,6 +164,7 @@ impl Tree {
                 return;
             }
             node.aborted = true;
+            self.aborted.store(true, Ordering::Release);
             node.free.clear();
             (node.aborter.take(), std::mem::take(&mut node.children))
         };
@@ -186,6 +193,7 @@ impl Tree {
                 return;
             }
             node.aborted = true;
+            self.aborted.store(true, Ordering::Release);
             node.free.clear();
             (std::mem::take(&mut node.children), node.aborter.take())
         };

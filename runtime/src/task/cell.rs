@@ -94,6 +94,8 @@ struct Vtable {
 #[repr(C)]
 pub(crate) struct Header {
     state: AtomicUsize,
+    /// References to the cell (task set, runnable, handle, aborter, wakers).
+    refs: AtomicUsize,
     vtable: &'static Vtable,
     home: Home,
     /// Index of the task's entry in the task set; written once, under the set's lock, before
@@ -224,23 +226,34 @@ where
     }
 
     /// # Safety
-    /// `header` comes from `Arc::into_raw` of an `Arc<Cell<F>>` that is still counted.
+    /// `header` points into a live, boxed `Cell<F>` on which the caller owns a count.
     unsafe fn clone(header: NonNull<Header>) {
-        // SAFETY: the caller owns one count, so the allocation is alive.
-        unsafe { Arc::increment_strong_count(header.cast::<Cell<F>>().as_ptr()) }
+        // SAFETY: the caller owns one count, so the allocation is alive. Relaxed suffices: a
+        // new reference can only be made from an existing one (as in `Arc::clone`).
+        let previous = unsafe { header.as_ref() }
+            .refs
+            .fetch_add(1, Ordering::Relaxed);
+        assert!(previous < usize::MAX / 2, "task reference count overflow");
     }
 
     /// # Safety
     /// As for `clone`; the caller gives up the count it owns.
     unsafe fn release(header: NonNull<Header>) {
-        // SAFETY: the caller owned this count and never uses the pointer again.
-        unsafe { Arc::decrement_strong_count(header.cast::<Cell<F>>().as_ptr()) }
+        // SAFETY: the caller owns one count, so the allocation is alive until we release it.
+        if unsafe { header.as_ref() }
+            .refs
+            .fetch_sub(1, Ordering::Release)
+            != 1
+        {
+            return;
+        }
+        // The last reference: every other holder's accesses happen before this drop (the
+        // Release decrements above pair with this Acquire fence, as in `Arc::drop`).
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: the cell was allocated by `Box::new` in `allocate` and nobody else holds it.
+        drop(unsafe { Box::from_raw(header.cast::<Cell<F>>().as_ptr()) });
     }
 }
-
-// SAFETY: the future is `Send` and is only ever accessed by one thread at a time under the state
-// machine; the header and the supervision slot are `Sync`.
-unsafe impl<F: Future + Send> Sync for Cell<F> where F::Output: Send {}
 
 /// One counted reference to a cell.
 pub(crate) struct TaskRef {
@@ -302,27 +315,40 @@ pub(crate) struct Task(pub(crate) TaskRef);
 /// A permission to poll a task once, held by exactly one queue at a time.
 pub(crate) struct Runnable(TaskRef);
 
-fn allocate<F>(future: F, supervision: Option<Supervision<F::Output>>, home: Home) -> Arc<Cell<F>>
+/// Allocates a cell whose count already covers the `references` the caller is about to hand
+/// out, so that creating them costs no atomic operation.
+fn allocate<F>(
+    future: F,
+    supervision: Option<Supervision<F::Output>>,
+    home: Home,
+    references: usize,
+) -> NonNull<Cell<F>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    Arc::new(Cell {
+    let cell = Box::new(Cell {
         header: Header {
             state: AtomicUsize::new(SCHEDULED),
+            refs: AtomicUsize::new(references),
             vtable: &Cell::<F>::VTABLE,
             home,
             slot: AtomicUsize::new(usize::MAX),
         },
         supervision,
         future: UnsafeCell::new(Some(future)),
-    })
+    });
+    NonNull::from(Box::leak(cell))
 }
 
-fn into_ref<F: Future>(cell: Arc<Cell<F>>) -> TaskRef {
-    let header = NonNull::new(Arc::into_raw(cell).cast_mut().cast::<Header>())
-        .expect("Arc::into_raw never returns null");
-    TaskRef { header }
+/// One of the references counted at allocation.
+///
+/// # Safety
+/// The caller makes at most as many of these as `allocate` was told.
+unsafe fn counted<F: Future>(cell: NonNull<Cell<F>>) -> TaskRef {
+    TaskRef {
+        header: cell.cast::<Header>(),
+    }
 }
 
 impl Task {
@@ -334,9 +360,9 @@ impl Task {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let task = into_ref(allocate(future, None, Home::Pool(pool)));
-        let runnable = task.clone();
-        (Task(task), Runnable(runnable))
+        let cell = allocate(future, None, Home::Pool(pool), 2);
+        // SAFETY: two references were counted at allocation.
+        unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
     }
 
     /// Allocates a supervised cell: `future` reports to the returned handle, finishes `metric`
@@ -355,16 +381,19 @@ impl Task {
         F::Output: Send + 'static,
     {
         let supervision = Supervision::new(metric, panicker, tree.clone(), catch_panics);
-        let cell = allocate(future, Some(supervision), home);
-        let slot = NonNull::from(cell.supervision.as_ref().expect("just set"));
-        let task = into_ref(cell);
-        if !tree.set_aborter(task.clone()) {
+        // Four references: the set's, the first runnable, the handle and the tree's aborter.
+        let cell = allocate(future, Some(supervision), home, 4);
+        // SAFETY: the cell is alive (we hold four counts) and its supervision was just set.
+        let slot = unsafe { NonNull::from(cell.as_ref().supervision.as_ref().expect("set")) };
+        // SAFETY: four references were counted at allocation; these are they.
+        let (task, runnable, for_handle, aborter) =
+            unsafe { (counted(cell), counted(cell), counted(cell), counted(cell)) };
+        if !tree.set_aborter(aborter) {
             // Born under an aborted node: closed before it could run.
             task.abort();
         }
         // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
-        let handle = unsafe { Handle::new(task.clone(), slot) };
-        let runnable = task.clone();
+        let handle = unsafe { Handle::new(for_handle, slot) };
         (Task(task), Runnable(runnable), handle)
     }
 
