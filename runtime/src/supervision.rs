@@ -43,11 +43,14 @@ impl From<TaskRef> for Aborter {
     }
 }
 
+/// A node's children by slot.
+type Children = Vec<Option<Weak<Tree>>>;
+
 #[derive(Default)]
 struct Node {
     aborted: bool,
     /// Live children by slot; a child frees its slot when it is dropped.
-    children: Vec<Option<Weak<Tree>>>,
+    children: Children,
     free: Vec<usize>,
     aborter: Option<Aborter>,
 }
@@ -142,11 +145,36 @@ impl Tree {
 
     /// Aborts this node and every descendant, then runs their aborters deepest first.
     pub(crate) fn abort(&self) {
+        self.close(true);
+    }
+
+    /// Closes the subtree of a task that finished by itself: its own aborter is dropped (the
+    /// task publishes its own result), its descendants are aborted.
+    pub(crate) fn finish(&self) {
+        self.close(false);
+    }
+
+    /// Marks this node and its subtree aborted and runs the aborters collected, deepest first;
+    /// this node's own aborter runs only if `abort_self`.
+    fn close(&self, abort_self: bool) {
+        let Some((aborter, children)) = self.mark_one() else {
+            return;
+        };
         let mut aborters = Vec::new();
-        let mut pending: Vec<Arc<Tree>> = Vec::new();
-        self.mark(&mut aborters, &mut pending);
+        if abort_self {
+            aborters.extend(aborter);
+        }
+        // The common case, a task that leaves no descendants, stops here after one lock.
+        let mut pending: Vec<Arc<Tree>> = children
+            .iter()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .collect();
         while let Some(next) = pending.pop() {
-            next.mark(&mut aborters, &mut pending);
+            if let Some((aborter, children)) = next.mark_one() {
+                aborters.extend(aborter);
+                pending.extend(children.iter().flatten().filter_map(Weak::upgrade));
+            }
         }
         // Children were marked after their parents, so reversing runs descendants first.
         for aborter in aborters.into_iter().rev() {
@@ -154,51 +182,17 @@ impl Tree {
         }
     }
 
-    /// Closes the subtree of a task that finished by itself: its own aborter is dropped (the
-    /// task publishes its own result), its descendants are aborted.
-    pub(crate) fn finish(&self) {
-        // One lock for the common case of a task that leaves no descendants behind.
-        let (aborter, children) = {
-            let mut node = self.node.lock();
-            if node.aborted {
-                return;
-            }
-            node.aborted = true;
-            self.aborted.store(true, Ordering::Release);
-            node.free.clear();
-            (node.aborter.take(), std::mem::take(&mut node.children))
-        };
-        drop(aborter);
-        if children.is_empty() {
-            return;
+    /// Marks this node aborted and hands out its aborter and children; `None` if it already
+    /// was.
+    fn mark_one(&self) -> Option<(Option<Aborter>, Children)> {
+        let mut node = self.node.lock();
+        if node.aborted {
+            return None;
         }
-        let mut aborters = Vec::new();
-        let mut pending: Vec<Arc<Tree>> = children
-            .iter()
-            .flatten()
-            .filter_map(Weak::upgrade)
-            .collect();
-        while let Some(next) = pending.pop() {
-            next.mark(&mut aborters, &mut pending);
-        }
-        for aborter in aborters.into_iter().rev() {
-            aborter.abort();
-        }
-    }
-
-    fn mark(&self, aborters: &mut Vec<Aborter>, pending: &mut Vec<Arc<Tree>>) {
-        let (children, aborter) = {
-            let mut node = self.node.lock();
-            if node.aborted {
-                return;
-            }
-            node.aborted = true;
-            self.aborted.store(true, Ordering::Release);
-            node.free.clear();
-            (std::mem::take(&mut node.children), node.aborter.take())
-        };
-        aborters.extend(aborter);
-        pending.extend(children.iter().flatten().filter_map(Weak::upgrade));
+        node.aborted = true;
+        self.aborted.store(true, Ordering::Release);
+        node.free.clear();
+        Some((node.aborter.take(), std::mem::take(&mut node.children)))
     }
 }
 

@@ -129,12 +129,7 @@ fn creation_failure_in_caught_task_leaves_runner_usable() {
 /// failed" and the cause; an operation that escaped is safe to drop afterwards.
 #[test]
 fn service_error_preserves_completions_before_cleanup() {
-    let mut fds = [0; 2];
-    // SAFETY: `pipe2` writes two descriptors into the array on success.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors are fresh and owned by us from here on.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let read = Arc::new(read);
+    let (read, write) = pipe();
     let escaped = Arc::new(Mutex::new(None));
     let result = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config()).start(|_| {
@@ -159,15 +154,7 @@ fn service_error_preserves_completions_before_cleanup() {
                     .unwrap()
                     .fail_next_service = Some("injected service failure after completion");
                 // A completion for the next service to reap.
-                // SAFETY: writing 4 bytes from a live buffer to our pipe.
-                let written = unsafe {
-                    libc::write(
-                        std::os::fd::AsRawFd::as_raw_fd(&write),
-                        b"ping".as_ptr().cast(),
-                        4,
-                    )
-                };
-                assert_eq!(written, 4);
+                write_ping(&write);
                 futures::future::pending::<()>().await
             }
         })
@@ -186,12 +173,7 @@ fn service_error_preserves_completions_before_cleanup() {
 /// when task panics are caught.
 #[test]
 fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
-    let mut fds = [0; 2];
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: as above.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let read = Arc::new(read);
+    let (read, write) = pipe();
     let resumed = Arc::new(AtomicBool::new(false));
     let result = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config().with_worker_threads(2).with_catch_panics(true)).start(|context| {
@@ -221,15 +203,7 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
                     }))
                 });
                 rx.recv().unwrap();
-                // SAFETY: writing 4 bytes from a live buffer to our pipe.
-                let written = unsafe {
-                    libc::write(
-                        std::os::fd::AsRawFd::as_raw_fd(&write),
-                        b"ping".as_ptr().cast(),
-                        4,
-                    )
-                };
-                assert_eq!(written, 4);
+                write_ping(&write);
                 futures::future::pending::<()>().await;
                 resumed.store(true, Ordering::SeqCst);
             }

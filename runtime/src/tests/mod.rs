@@ -38,6 +38,44 @@ fn threaded() -> [fn(Context) -> Context; 2] {
     [|c| c.dedicated(), |c| c.shared(true)]
 }
 
+/// A pipe: its read end, shareable with registrations, and its write end.
+fn pipe() -> (Arc<OwnedFd>, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `pipe2` writes two descriptors into the array on success.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and owned by us from here on.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    (Arc::new(read), write)
+}
+
+/// Writes `b"ping"` into a pipe's write end.
+fn write_ping(write: &OwnedFd) {
+    // SAFETY: writing 4 bytes from a live buffer to a descriptor we own.
+    let written = unsafe {
+        libc::write(
+            std::os::fd::AsRawFd::as_raw_fd(write),
+            b"ping".as_ptr().cast(),
+            4,
+        )
+    };
+    assert_eq!(written, 4);
+}
+
+/// Asserts that a spawn through `context` is refused at once, without calling the factory.
+fn assert_refused(context: Context) {
+    let called = Arc::new(AtomicBool::new(false));
+    let flag = called.clone();
+    let handle = context.spawn(move |_| {
+        flag.store(true, Ordering::SeqCst);
+        async {}
+    });
+    assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "a refused spawn never calls its factory"
+    );
+}
+
 fn tls_cleared() -> bool {
     Local::current().is_none()
 }
@@ -365,14 +403,7 @@ fn aborted_context_skips_factories_for_every_placement() {
         let scope = context.child("scope");
         scope.tree.abort();
         for place in placements() {
-            let called = Arc::new(AtomicBool::new(false));
-            let flag = called.clone();
-            let handle = place(scope.clone()).spawn(move |_| {
-                flag.store(true, Ordering::SeqCst);
-                async {}
-            });
-            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
-            assert!(!called.load(Ordering::SeqCst));
+            assert_refused(place(scope.clone()));
         }
         assert_eq!(context.shared.workers.state.lock().active, 0);
     });
@@ -1039,12 +1070,7 @@ fn nested_same_directory_rejected_before_closure_and_outer_remains_usable() {
 /// interrupts that wait, and the read's completion wakes its task.
 #[test]
 fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
-    let mut fds = [0; 2];
-    // SAFETY: `pipe2` writes two descriptors into the array on success.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors are fresh and owned by us from here on.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let read = Arc::new(read);
+    let (read, write) = pipe();
     Runner::new(config()).start(|context| async move {
         let reader = context.clone().spawn(move |_| async move {
             let RequestOutput::Read(result) =
@@ -1061,10 +1087,7 @@ fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
         });
         rx.await.unwrap();
         let writer = thread::spawn(move || {
-            let written =
-                // SAFETY: writing 4 bytes from a live buffer to our pipe.
-                unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&write), b"ping".as_ptr().cast(), 4) };
-            assert_eq!(written, 4);
+            write_ping(&write);
             write
         });
         assert_eq!(reader.await.unwrap(), b"ping");
@@ -1077,12 +1100,7 @@ fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
 /// the pending-operations gauge returns to zero.
 #[test]
 fn closing_a_worker_cancels_reads_in_flight() {
-    let mut fds = [0; 2];
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: as above.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let read = Arc::new(read);
+    let (read, write) = pipe();
     let (shared, operation) = Runner::new(config()).start(|context| async move {
         let mut operation = Operation::register(Request::Read { fd: read, len: 4 });
         assert!(

@@ -297,14 +297,7 @@ fn closed_registry_skips_dedicated_factories() {
     Runner::new(config()).start(|context| async move {
         context.shared.workers.close();
         for place in threaded() {
-            let called = Arc::new(AtomicBool::new(false));
-            let flag = called.clone();
-            let handle = place(context.clone()).spawn(move |_| {
-                flag.store(true, Ordering::SeqCst);
-                async {}
-            });
-            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
-            assert!(!called.load(Ordering::SeqCst));
+            assert_refused(place(context.clone()));
         }
         assert_eq!(context.shared.workers.state.lock().active, 0);
     });
