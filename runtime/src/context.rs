@@ -13,7 +13,7 @@
 use crate::metrics::{Label, MetricHandle};
 use crate::runner::Shared;
 use crate::stop::Signal;
-use crate::supervision::Tree;
+use crate::supervision::{NodeRef, Tree};
 use crate::task::{Handle, Home, Task};
 use crate::time::Sleep;
 use crate::worker::dedicated::{self, Launch};
@@ -75,13 +75,13 @@ struct Scope {
 #[derive(Clone)]
 pub struct Context {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) tree: Arc<Tree>,
+    pub(crate) tree: NodeRef,
     pub(crate) execution: Execution,
     scope: Arc<Scope>,
 }
 
 impl Context {
-    pub(crate) fn root(shared: Arc<Shared>, tree: Arc<Tree>) -> Self {
+    pub(crate) fn root(shared: Arc<Shared>, tree: NodeRef) -> Self {
         Self {
             shared,
             tree,
@@ -103,7 +103,7 @@ impl Context {
     }
 
     /// The context the spawned task receives: a new tree node, ordinary placement.
-    fn for_task(&self, tree: Arc<Tree>) -> Context {
+    fn for_task(&self, tree: NodeRef) -> Context {
         Context {
             shared: self.shared.clone(),
             tree,
@@ -190,27 +190,24 @@ impl Spawner for Context {
             },
         };
         let metric = MetricHandle::new(running.clone());
-        let (tree, _) = Tree::child(&self.tree);
-        let future = f(self.for_task(tree.clone()));
         let panicker = self.shared.panicker.clone();
         let catch_panics = self.shared.config.catch_panics;
-        match lease {
-            None => {
-                let home = Home::Pool(Arc::downgrade(&self.shared.pool));
-                let (task, runnable, handle) =
-                    Task::supervised(future, metric, panicker, tree, catch_panics, home);
-                // A refusal clears the task here: its handle closes, its future is dropped.
-                let _ = self
-                    .shared
-                    .tasks
-                    .admit(task, runnable, |runnable| deliver(runnable, Arrival::Spawn));
-                handle
-            }
-            Some(active) => {
-                let inbox = dedicated::TaskInbox::new();
-                let home = Home::Dedicated(inbox.clone());
-                let (task, runnable, handle) =
-                    Task::supervised(future, metric, panicker, tree, catch_panics, home);
+        let inbox = lease.as_ref().map(|_| dedicated::TaskInbox::new());
+        let home = match &inbox {
+            None => Home::Pool(Arc::downgrade(&self.shared.pool)),
+            Some(inbox) => Home::Dedicated(inbox.clone()),
+        };
+        // The cell exists before the future: the factory's context refers to it as the new
+        // task's node, adopted by this context's node.
+        let mut prepared = Task::prepare::<Fut>(metric, panicker, catch_panics, home);
+        let node = prepared.node();
+        if let NodeRef::Task(task) = &node {
+            self.tree.adopt_task(task);
+        }
+        let future = f(self.for_task(node));
+        let (task, runnable, handle) = prepared.install(future);
+        match (lease, inbox) {
+            (Some(active), Some(inbox)) => {
                 let name = format!("iouring-{}", self.execution.as_str());
                 dedicated::launch(
                     Launch {
@@ -222,9 +219,16 @@ impl Spawner for Context {
                     },
                     name,
                 );
-                handle
+            }
+            _ => {
+                // A refusal clears the task here: its handle closes, its future is dropped.
+                let _ = self
+                    .shared
+                    .tasks
+                    .admit(task, runnable, |runnable| deliver(runnable, Arrival::Spawn));
             }
         }
+        handle
     }
 
     fn stop(

@@ -1,256 +1,292 @@
-//! The supervision tree: one node per task and per [`child`](crate::Spawner::child) context.
+//! The supervision tree. Its nodes are of two kinds: scopes ([`Tree`]: the runner's root and
+//! every [`child`](crate::Spawner::child) context) and tasks (the task cell itself, so a spawn
+//! allocates nothing for supervision). Both carry a [`NodeCore`]: a closed flag and the links
+//! to their parent and children.
 //!
 //! Invariants:
-//! - `aborted` only goes from false to true. A node created under an aborted parent starts
-//!   aborted, so a context retained by a finished task can never spawn again.
-//! - [`Tree::abort`] marks the whole subtree aborted and then runs the aborters of every node
-//!   it marked, deepest first, so a task's descendants are closed before its own handle
-//!   resolves.
-//! - No lock is held while an aborter runs: aborters wake tasks and finish metrics, which may
-//!   run arbitrary code.
-//! - Parents hold their children weakly and children hold their parents strongly, so an
-//!   abort from the root reaches every node still in use; a dropped child gives its slot
-//!   back, so a long-lived parent that spawns millions of short tasks keeps a list as long as
-//!   its live children.
+//! - `closed` only goes from false to true, set under the links' lock. A node created or
+//!   adopted under a closed parent starts closed, so a context retained by a finished task can
+//!   never spawn again.
+//! - [`NodeRef::abort`] closes the whole subtree and then aborts every task it closed, deepest
+//!   first, so a task's descendants are closed before its own handle resolves.
+//!   [`finish`] does the same for a task that ended by itself, without aborting the task.
+//! - No lock is held while a task is aborted: aborting wakes tasks and finishes metrics, which
+//!   may run arbitrary code.
+//! - Children hold their parent strongly and parents hold scopes weakly and tasks strongly; a
+//!   task detaches from its parent when it ends ([`retire`]) and a scope when it is dropped,
+//!   so a long-lived parent keeps a list as long as its live children, and an abort from the
+//!   root reaches every node still in use.
 
 use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-/// What closes a node's task when the node is aborted.
-pub(crate) enum Aborter {
-    /// The task's cell: its handle closes and the task is woken to drop its future.
+/// A child entry: scopes weakly (a dropped scope leaves), tasks strongly (a task leaves when it
+/// ends).
+enum Child {
+    Scope(Weak<Tree>),
     Task(TaskRef),
-    /// A probe, for tests of the tree alone.
-    #[cfg(test)]
-    Probe(Box<dyn Fn() + Send + Sync>),
 }
 
-impl Aborter {
-    fn abort(&self) {
+/// A reference to a node of either kind.
+#[derive(Clone)]
+pub(crate) enum NodeRef {
+    Scope(Arc<Tree>),
+    Task(TaskRef),
+}
+
+#[derive(Default)]
+struct Links {
+    children: Vec<Option<Child>>,
+    free: Vec<usize>,
+    /// The parent and this node's slot in its children; dropped when the node ends.
+    parent: Option<(NodeRef, usize)>,
+}
+
+/// What every node carries.
+#[derive(Default)]
+pub(crate) struct NodeCore {
+    /// Readable without the lock (spawn checks it every call); written under it.
+    closed: AtomicBool,
+    links: Mutex<Links>,
+}
+
+impl NodeCore {
+    /// Whether the node is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Adds `child`; hands it back if this node is closed.
+    fn adopt(&self, child: Child) -> Result<usize, Child> {
+        let mut links = self.links.lock();
+        if self.is_closed() {
+            return Err(child);
+        }
+        let slot = match links.free.pop() {
+            Some(slot) => slot,
+            None => {
+                links.children.push(None);
+                links.children.len() - 1
+            }
+        };
+        links.children[slot] = Some(child);
+        Ok(slot)
+    }
+
+    /// Removes the child at `slot` if it is still the node at `identity`.
+    fn release(&self, slot: usize, identity: *const ()) {
+        let removed = {
+            let mut links = self.links.lock();
+            let ours = links
+                .children
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|child| child.identity() == identity);
+            if ours {
+                links.free.push(slot);
+                links.children[slot].take()
+            } else {
+                None
+            }
+        };
+        // A task entry's count is released outside the lock.
+        drop(removed);
+    }
+
+    /// Closes this node; hands out its children, or `None` if it already was closed.
+    fn close(&self) -> Option<Vec<Option<Child>>> {
+        let mut links = self.links.lock();
+        if self.is_closed() {
+            return None;
+        }
+        self.closed.store(true, Ordering::Release);
+        links.free.clear();
+        Some(std::mem::take(&mut links.children))
+    }
+
+    /// Forgets the parent: the node ended. Returns the link for the caller to release.
+    fn take_parent(&self) -> Option<(NodeRef, usize)> {
+        self.links.lock().parent.take()
+    }
+
+    fn set_parent(&self, parent: NodeRef, slot: usize) {
+        self.links.lock().parent = Some((parent, slot));
+    }
+}
+
+impl Child {
+    fn identity(&self) -> *const () {
         match self {
-            Aborter::Task(task) => task.abort(),
-            #[cfg(test)]
-            Aborter::Probe(probe) => probe(),
+            Child::Scope(scope) => scope.as_ptr().cast(),
+            Child::Task(task) => task.identity(),
+        }
+    }
+
+    fn upgrade(self) -> Option<NodeRef> {
+        match self {
+            Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
+            Child::Task(task) => Some(NodeRef::Task(task)),
         }
     }
 }
 
-impl From<TaskRef> for Aborter {
-    fn from(task: TaskRef) -> Self {
-        Aborter::Task(task)
+impl NodeRef {
+    fn core(&self) -> &NodeCore {
+        match self {
+            NodeRef::Scope(scope) => &scope.core,
+            NodeRef::Task(task) => task.node(),
+        }
+    }
+
+    /// Whether this node is closed: spawning through it is refused.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.core().is_closed()
+    }
+
+    /// Closes this node and its subtree, then aborts every task closed, deepest first.
+    pub(crate) fn abort(&self) {
+        close_subtree(self.clone(), true);
+    }
+
+    /// Makes `task` a child of this node, linking it back. A closed parent refuses, and the
+    /// task is closed and aborted instead (it never runs).
+    pub(crate) fn adopt_task(&self, task: &TaskRef) {
+        match self.core().adopt(Child::Task(task.clone())) {
+            Ok(slot) => task.node().set_parent(self.clone(), slot),
+            Err(_) => NodeRef::Task(task.clone()).abort(),
+        }
     }
 }
 
-/// A node's children by slot.
-type Children = Vec<Option<Weak<Tree>>>;
-
-#[derive(Default)]
-struct Node {
-    aborted: bool,
-    /// Live children by slot; a child frees its slot when it is dropped.
-    children: Children,
-    free: Vec<usize>,
-    aborter: Option<Aborter>,
+/// Closes `root`'s subtree and aborts the tasks it closed, deepest first; `root` itself is
+/// aborted only if `abort_root` (a task that finished by itself publishes its own result).
+fn close_subtree(root: NodeRef, abort_root: bool) {
+    let Some(children) = root.core().close() else {
+        return;
+    };
+    let mut aborted: Vec<TaskRef> = Vec::new();
+    if abort_root && let NodeRef::Task(task) = &root {
+        aborted.push(task.clone());
+    }
+    if children.iter().all(Option::is_none) {
+        // The common case: a task that leaves no descendants behind, after one lock.
+        for task in aborted {
+            task.abort();
+        }
+        return;
+    }
+    let mut pending: Vec<NodeRef> = children
+        .into_iter()
+        .flatten()
+        .filter_map(Child::upgrade)
+        .collect();
+    while let Some(node) = pending.pop() {
+        if let Some(children) = node.core().close() {
+            if let NodeRef::Task(task) = &node {
+                aborted.push(task.clone());
+            }
+            pending.extend(children.into_iter().flatten().filter_map(Child::upgrade));
+        }
+    }
+    // Children were closed after their parents, so reversing aborts descendants first.
+    for task in aborted.into_iter().rev() {
+        task.abort();
+    }
 }
 
-/// A node of the supervision tree.
+/// A task ended by itself (finished, panicked or was cleared): its descendants are closed and
+/// aborted; the task itself publishes its own result.
+pub(crate) fn finish(task: &TaskRef) {
+    close_subtree(NodeRef::Task(task.clone()), false);
+}
+
+/// A task ended: it leaves its parent's children and lets go of its parent.
+pub(crate) fn retire(task: &TaskRef) {
+    if let Some((parent, slot)) = task.node().take_parent() {
+        parent.core().release(slot, task.identity());
+    }
+}
+
+/// A scope node: the runner's root or a `child` context.
 pub struct Tree {
-    node: Mutex<Node>,
-    /// Children keep their parent alive (parents hold children weakly), so a subtree stays
-    /// reachable from the root for as long as any of its nodes is in use.
-    parent: Option<Arc<Tree>>,
-    /// This node's slot among its parent's children; written and read under the parent's
-    /// lock.
-    slot: AtomicUsize,
-    /// Mirrors `node.aborted` for lock-free reads (spawn checks it on every call). Set under
-    /// the lock, after `node.aborted`.
-    aborted: AtomicBool,
+    core: NodeCore,
+}
+
+impl Tree {
+    /// A new root scope.
+    pub(crate) fn root() -> NodeRef {
+        NodeRef::Scope(Arc::new(Tree {
+            core: NodeCore::default(),
+        }))
+    }
+
+    /// A new scope under `parent`, and whether `parent` was already closed (in which case the
+    /// scope is born closed).
+    pub(crate) fn child(parent: &NodeRef) -> (NodeRef, bool) {
+        let scope = Arc::new(Tree {
+            core: NodeCore::default(),
+        });
+        match parent.core().adopt(Child::Scope(Arc::downgrade(&scope))) {
+            Ok(slot) => {
+                scope.core.set_parent(parent.clone(), slot);
+                (NodeRef::Scope(scope), false)
+            }
+            Err(_) => {
+                scope.core.close();
+                (NodeRef::Scope(scope), true)
+            }
+        }
+    }
 }
 
 impl Drop for Tree {
     fn drop(&mut self) {
-        // Give the slot back, so a parent that outlives millions of short tasks keeps a list as
-        // long as its live children, and their memory is freed at once.
-        let Some(parent) = &self.parent else { return };
-        let mut node = parent.node.lock();
-        let slot = self.slot.load(Ordering::Relaxed);
-        let ours = node
-            .children
-            .get(slot)
-            .and_then(Option::as_ref)
-            .is_some_and(|child| std::ptr::eq(child.as_ptr(), self));
-        if ours {
-            node.children[slot] = None;
-            node.free.push(slot);
+        // Give the slot back, so that a parent keeps a list as long as its live children.
+        if let Some((parent, slot)) = self.core.take_parent() {
+            parent.core().release(slot, (self as *const Tree).cast());
         }
-    }
-}
-
-impl Tree {
-    /// A new root node.
-    pub(crate) fn root() -> Arc<Tree> {
-        Arc::new(Tree {
-            node: Mutex::default(),
-            parent: None,
-            slot: AtomicUsize::new(usize::MAX),
-            aborted: AtomicBool::new(false),
-        })
-    }
-
-    /// A new child of `parent`, and whether `parent` was already aborted (in which case the
-    /// child is born aborted).
-    pub(crate) fn child(parent: &Arc<Tree>) -> (Arc<Tree>, bool) {
-        let child = Arc::new(Tree {
-            node: Mutex::default(),
-            parent: Some(parent.clone()),
-            slot: AtomicUsize::new(usize::MAX),
-            aborted: AtomicBool::new(false),
-        });
-        let mut node = parent.node.lock();
-        if node.aborted {
-            drop(node);
-            child.node.lock().aborted = true;
-            child.aborted.store(true, Ordering::Release);
-            return (child, true);
-        }
-        let slot = match node.free.pop() {
-            Some(slot) => slot,
-            None => {
-                node.children.push(None);
-                node.children.len() - 1
-            }
-        };
-        node.children[slot] = Some(Arc::downgrade(&child));
-        child.slot.store(slot, Ordering::Relaxed);
-        (child, false)
-    }
-
-    /// Installs what closes this node's task. Returns false, leaving the aborter unset, when
-    /// the node is already aborted.
-    pub(crate) fn set_aborter(&self, aborter: impl Into<Aborter>) -> bool {
-        let mut node = self.node.lock();
-        if node.aborted {
-            return false;
-        }
-        node.aborter = Some(aborter.into());
-        true
-    }
-
-    /// Whether this node has been aborted.
-    pub(crate) fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Acquire)
-    }
-
-    /// Aborts this node and every descendant, then runs their aborters deepest first.
-    pub(crate) fn abort(&self) {
-        self.close(true);
-    }
-
-    /// Closes the subtree of a task that finished by itself: its own aborter is dropped (the
-    /// task publishes its own result), its descendants are aborted.
-    pub(crate) fn finish(&self) {
-        self.close(false);
-    }
-
-    /// Marks this node and its subtree aborted and runs the aborters collected, deepest first;
-    /// this node's own aborter runs only if `abort_self`.
-    fn close(&self, abort_self: bool) {
-        let Some((aborter, children)) = self.mark_one() else {
-            return;
-        };
-        let mut aborters = Vec::new();
-        if abort_self {
-            aborters.extend(aborter);
-        }
-        // The common case, a task that leaves no descendants, stops here after one lock.
-        let mut pending: Vec<Arc<Tree>> = children
-            .iter()
-            .flatten()
-            .filter_map(Weak::upgrade)
-            .collect();
-        while let Some(next) = pending.pop() {
-            if let Some((aborter, children)) = next.mark_one() {
-                aborters.extend(aborter);
-                pending.extend(children.iter().flatten().filter_map(Weak::upgrade));
-            }
-        }
-        // Children were marked after their parents, so reversing runs descendants first.
-        for aborter in aborters.into_iter().rev() {
-            aborter.abort();
-        }
-    }
-
-    /// Marks this node aborted and hands out its aborter and children; `None` if it already
-    /// was.
-    fn mark_one(&self) -> Option<(Option<Aborter>, Children)> {
-        let mut node = self.node.lock();
-        if node.aborted {
-            return None;
-        }
-        node.aborted = true;
-        self.aborted.store(true, Ordering::Release);
-        node.free.clear();
-        Some((node.aborter.take(), std::mem::take(&mut node.children)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use parking_lot::Mutex as Log;
-
-    fn record(name: &'static str, log: Arc<Log<Vec<&'static str>>>) -> Aborter {
-        Aborter::Probe(Box::new(move || log.lock().push(name)))
-    }
 
     #[test]
-    fn abort_cascades_and_runs_descendants_first() {
-        let log = Arc::new(Log::new(Vec::new()));
+    fn closing_a_scope_closes_its_descendants() {
         let root = Tree::root();
-        let (child, aborted) = Tree::child(&root);
-        assert!(!aborted);
+        let (child, closed) = Tree::child(&root);
+        assert!(!closed);
         let (grandchild, _) = Tree::child(&child);
-        assert!(root.set_aborter(record("root", log.clone())));
-        assert!(child.set_aborter(record("child", log.clone())));
-        assert!(grandchild.set_aborter(record("grandchild", log.clone())));
-
         root.abort();
         assert!(child.is_aborted() && grandchild.is_aborted());
-        assert_eq!(*log.lock(), ["grandchild", "child", "root"]);
-
-        // A second abort runs nothing again; children of aborted nodes are born aborted.
-        root.abort();
-        assert_eq!(log.lock().len(), 3);
-        let (late, aborted) = Tree::child(&child);
-        assert!(aborted && late.is_aborted());
-        assert!(!late.set_aborter(record("late", log.clone())));
+        let (late, closed) = Tree::child(&child);
+        assert!(
+            closed && late.is_aborted(),
+            "children of closed scopes are born closed"
+        );
     }
 
     #[test]
-    fn finish_closes_descendants_without_its_own_aborter() {
-        let log = Arc::new(Log::new(Vec::new()));
-        let task = Tree::root();
-        let (retained, _) = Tree::child(&task);
-        assert!(task.set_aborter(record("task", log.clone())));
-        assert!(retained.set_aborter(record("retained", log.clone())));
-        task.finish();
-        assert!(retained.is_aborted());
-        assert_eq!(*log.lock(), ["retained"]);
-    }
-
-    #[test]
-    fn dropped_children_give_their_slot_back() {
+    fn dropped_scopes_give_their_slot_back() {
         let root = Tree::root();
         for _ in 0..10_000 {
             drop(Tree::child(&root));
         }
-        assert_eq!(root.node.lock().children.len(), 1, "one slot, reused");
+        let NodeRef::Scope(scope) = &root else {
+            unreachable!()
+        };
+        assert_eq!(
+            scope.core.links.lock().children.len(),
+            1,
+            "one slot, reused"
+        );
         let kept = Tree::child(&root).0;
         let second = Tree::child(&root).0;
         drop(kept);
-        assert_eq!(root.node.lock().free.len(), 1);
+        assert_eq!(scope.core.links.lock().free.len(), 1);
         root.abort();
         assert!(second.is_aborted());
     }

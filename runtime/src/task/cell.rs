@@ -36,7 +36,7 @@ use crate::Error;
 use crate::metrics::MetricHandle;
 use crate::panic::{Panicker, Panics};
 use crate::pool::Pool;
-use crate::supervision::Tree;
+use crate::supervision::{self, NodeCore, NodeRef};
 use std::cell::UnsafeCell;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -101,6 +101,8 @@ pub(crate) struct Header {
     /// Index of the task's entry in the task set; written once, under the set's lock, before
     /// the first runnable exists.
     pub(crate) slot: AtomicUsize,
+    /// The task's node in the supervision tree.
+    node: NodeCore,
 }
 
 /// A cell: the header first (so a pointer to the cell is a pointer to its header), then the
@@ -157,9 +159,13 @@ where
                 None => Poll::Ready(()),
             };
         };
-        if supervision.is_aborted() {
+        // This cell's own reference, borrowed for the tree calls below (no count changes).
+        let this = ManuallyDrop::new(TaskRef { header });
+        if cell.header.node.is_closed() {
+            // Aborted (or its parent closed): drop the future and leave the tree.
             // SAFETY: RUNNING, see above.
             unsafe { Self::dispose(cell) };
+            supervision::retire(&this);
             return Poll::Ready(());
         }
         // SAFETY: RUNNING, see above.
@@ -173,20 +179,22 @@ where
             Ok(Poll::Ready(output)) => {
                 // SAFETY: RUNNING, see above.
                 let clean = unsafe { Self::dispose(cell) };
-                supervision.tree().finish();
+                supervision::finish(&this);
                 supervision.publish(if clean {
                     Ok(output)
                 } else {
                     Err(Error::Closed)
                 });
+                supervision::retire(&this);
                 Poll::Ready(())
             }
             Err(payload) => {
                 // SAFETY: RUNNING, see above.
                 unsafe { Self::dispose(cell) };
-                supervision.tree().finish();
+                supervision::finish(&this);
                 supervision.publish(Err(Error::Exited));
                 supervision.route_panic(payload);
+                supervision::retire(&this);
                 Poll::Ready(())
             }
         }
@@ -200,11 +208,13 @@ where
     unsafe fn drop_future(header: NonNull<Header>) {
         // SAFETY: the caller's count keeps the cell alive.
         let cell = unsafe { Self::from_header(header) };
-        if let Some(supervision) = &cell.supervision
+        if cell.supervision.is_some()
             // SAFETY: exclusive access per the caller's contract.
             && unsafe { (*cell.future.get()).is_some() }
         {
-            supervision.tree().abort();
+            let this = ManuallyDrop::new(TaskRef { header });
+            NodeRef::Task((*this).clone()).abort();
+            supervision::retire(&this);
         }
         // SAFETY: exclusive access per the caller's contract. Taken out before the drop so a
         // panicking destructor leaves `None` behind and never runs twice.
@@ -282,6 +292,16 @@ impl TaskRef {
         self.header()
     }
 
+    /// The task's supervision node.
+    pub(crate) fn node(&self) -> &NodeCore {
+        &self.header().node
+    }
+
+    /// The cell's address, for identity checks.
+    pub(crate) fn identity(&self) -> *const () {
+        self.header.as_ptr().cast_const().cast()
+    }
+
     /// Closes the task's handle with `Closed` (unless a result was published) and wakes the
     /// task so that its future is dropped. What the supervision tree runs on abort.
     pub(crate) fn abort(&self) {
@@ -315,10 +335,66 @@ pub(crate) struct Task(pub(crate) TaskRef);
 /// A permission to poll a task once, held by exactly one queue at a time.
 pub(crate) struct Runnable(TaskRef);
 
+/// A supervised cell waiting for its future (see [`Task::prepare`]). It owns the four counts
+/// made at allocation; dropped before [`install`](Prepared::install) (a factory panicked), it
+/// closes the task's node, leaves the tree and releases them.
+pub(crate) struct Prepared<F: Future> {
+    cell: NonNull<Cell<F>>,
+    context_taken: bool,
+}
+
+impl<F> Prepared<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    /// The cell as a supervision node: the reference the task's context holds.
+    pub(crate) fn node(&mut self) -> NodeRef {
+        assert!(!self.context_taken, "the context reference is taken once");
+        self.context_taken = true;
+        // SAFETY: one of the four counts made at allocation, handed to the context.
+        NodeRef::Task(unsafe { counted(self.cell) })
+    }
+
+    /// Stores the future and hands out the set's reference, the first runnable and the handle.
+    pub(crate) fn install(self, future: F) -> (Task, Runnable, Handle<F::Output>) {
+        assert!(self.context_taken, "the context takes its reference first");
+        let cell = self.cell;
+        std::mem::forget(self);
+        // SAFETY: nobody reaches the future before the runnable is delivered or the task is in
+        // the set, and neither has happened yet: this write is exclusive.
+        unsafe { *cell.as_ref().future.get() = Some(future) };
+        // SAFETY: the cell is alive (we hold counts) and supervised.
+        let slot = unsafe { NonNull::from(cell.as_ref().supervision.as_ref().expect("set")) };
+        // SAFETY: three of the four counts made at allocation; the fourth is the context's.
+        let (task, runnable, for_handle) = unsafe { (counted(cell), counted(cell), counted(cell)) };
+        // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
+        let handle = unsafe { Handle::new(for_handle, slot) };
+        (Task(task), Runnable(runnable), handle)
+    }
+}
+
+impl<F: Future> Drop for Prepared<F> {
+    fn drop(&mut self) {
+        // The factory panicked: close the task's subtree and handle, leave the tree, and give
+        // back the counts still owned (three, or four if the context never took its own).
+        let owned = if self.context_taken { 3 } else { 4 };
+        // SAFETY: one of the counts this value owns.
+        let task = unsafe { counted(self.cell) };
+        NodeRef::Task(task.clone()).abort();
+        supervision::retire(&task);
+        drop(task);
+        for _ in 1..owned {
+            // SAFETY: the remaining counts this value owns.
+            drop(unsafe { counted(self.cell) });
+        }
+    }
+}
+
 /// Allocates a cell whose count already covers the `references` the caller is about to hand
 /// out, so that creating them costs no atomic operation.
 fn allocate<F>(
-    future: F,
+    future: Option<F>,
     supervision: Option<Supervision<F::Output>>,
     home: Home,
     references: usize,
@@ -334,9 +410,10 @@ where
             vtable: &Cell::<F>::VTABLE,
             home,
             slot: AtomicUsize::new(usize::MAX),
+            node: NodeCore::default(),
         },
         supervision,
-        future: UnsafeCell::new(Some(future)),
+        future: UnsafeCell::new(future),
     });
     NonNull::from(Box::leak(cell))
 }
@@ -360,41 +437,32 @@ impl Task {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let cell = allocate(future, None, Home::Pool(pool), 2);
+        let cell = allocate(Some(future), None, Home::Pool(pool), 2);
         // SAFETY: two references were counted at allocation.
         unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
     }
 
-    /// Allocates a supervised cell: `future` reports to the returned handle, finishes `metric`
-    /// exactly once, closes `tree` (the task's own node) when it ends, and routes panics by
-    /// `catch_panics`. The node's aborter is the cell itself.
-    pub(crate) fn supervised<F>(
-        future: F,
+    /// Allocates a supervised cell for a future of type `F` that does not exist yet: the
+    /// factory that makes it needs the task's context, which refers to the cell. The future
+    /// reports to the handle, finishes `metric` exactly once and routes panics by
+    /// `catch_panics`.
+    pub(crate) fn prepare<F>(
         metric: MetricHandle,
         panicker: Panicker,
-        tree: Arc<Tree>,
         catch_panics: bool,
         home: Home,
-    ) -> (Task, Runnable, Handle<F::Output>)
+    ) -> Prepared<F>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let supervision = Supervision::new(metric, panicker, tree.clone(), catch_panics);
-        // Four references: the set's, the first runnable, the handle and the tree's aborter.
-        let cell = allocate(future, Some(supervision), home, 4);
-        // SAFETY: the cell is alive (we hold four counts) and its supervision was just set.
-        let slot = unsafe { NonNull::from(cell.as_ref().supervision.as_ref().expect("set")) };
-        // SAFETY: four references were counted at allocation; these are they.
-        let (task, runnable, for_handle, aborter) =
-            unsafe { (counted(cell), counted(cell), counted(cell), counted(cell)) };
-        if !tree.set_aborter(aborter) {
-            // Born under an aborted node: closed before it could run.
-            task.abort();
+        let supervision = Supervision::new(metric, panicker, catch_panics);
+        // Four references: the set's, the first runnable, the handle and the task's context.
+        let cell = allocate::<F>(None, Some(supervision), home, 4);
+        Prepared {
+            cell,
+            context_taken: false,
         }
-        // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
-        let handle = unsafe { Handle::new(for_handle, slot) };
-        (Task(task), Runnable(runnable), handle)
     }
 
     /// Clears the task for teardown or refusal: an idle or queued future is dropped here and

@@ -11,13 +11,11 @@ use super::cell::TaskRef;
 use crate::Error;
 use crate::metrics::MetricHandle;
 use crate::panic::{Panicker, Payload};
-use crate::supervision::Tree;
+use crate::supervision::NodeRef;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
 struct Slot<T> {
@@ -30,43 +28,23 @@ struct Slot<T> {
 
 /// The supervision state of one task: where its result goes and what closes it.
 pub(crate) struct Supervision<T> {
-    /// Fast path for the task's poll: set when an abort published `Closed`.
-    aborted: AtomicBool,
     slot: Mutex<Slot<T>>,
-    tree: Arc<Tree>,
     panicker: Panicker,
     catch_panics: bool,
 }
 
 impl<T> Supervision<T> {
-    pub(crate) fn new(
-        metric: MetricHandle,
-        panicker: Panicker,
-        tree: Arc<Tree>,
-        catch_panics: bool,
-    ) -> Self {
+    pub(crate) fn new(metric: MetricHandle, panicker: Panicker, catch_panics: bool) -> Self {
         Self {
-            aborted: AtomicBool::new(false),
             slot: Mutex::new(Slot {
                 result: None,
                 published: false,
                 handle: None,
                 metric: Some(metric),
             }),
-            tree,
             panicker,
             catch_panics,
         }
-    }
-
-    /// The task's own node in the supervision tree.
-    pub(crate) fn tree(&self) -> &Arc<Tree> {
-        &self.tree
-    }
-
-    /// Whether an abort has published `Closed`.
-    pub(crate) fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Acquire)
     }
 
     /// Publishes `result` unless something was published first; wakes the handle after the
@@ -97,7 +75,6 @@ impl<T> Supervision<T> {
             }
             slot.published = true;
             slot.result = Some(Err(Error::Closed));
-            self.aborted.store(true, Ordering::Release);
             (slot.handle.take(), slot.metric.take())
         };
         drop(metric);
@@ -165,8 +142,8 @@ impl<T> Handle<T> {
     /// Aborts the task and its descendants. The handle resolves to `Err(Error::Closed)` unless
     /// the task had already finished; the future is dropped by its next poll or by shutdown.
     pub fn abort(&self) {
-        if let Some(supervision) = self.supervision() {
-            supervision.tree.abort();
+        if let Some(task) = &self.task {
+            NodeRef::Task(task.clone()).abort();
         }
     }
 }
