@@ -199,7 +199,7 @@ impl Spawner for Context {
         };
         // The cell exists before the future: the factory's context refers to it as the new
         // task's node, adopted by this context's node.
-        let mut prepared = Task::prepare::<Fut>(metric, panicker, catch_panics, home);
+        let mut prepared = Task::prepare::<Fut>(&self.tree, metric, panicker, catch_panics, home);
         let node = prepared.node();
         if let NodeRef::Task(task) = &node {
             self.tree.adopt_task(task);

@@ -9,17 +9,17 @@
 //!   never spawn again.
 //! - [`NodeRef::abort`] closes the whole subtree and then aborts every task it closed, deepest
 //!   first, so a task's descendants are closed before its own handle resolves.
-//!   [`finish`] does the same for a task that ended by itself, without aborting the task.
+//!   [`end`] does the same for a task that ended by itself, without aborting the task.
 //! - No lock is held while a task is aborted: aborting wakes tasks and finishes metrics, which
 //!   may run arbitrary code.
 //! - Children hold their parent strongly and parents hold scopes weakly and tasks strongly; a
-//!   task detaches from its parent when it ends ([`retire`]) and a scope when it is dropped,
+//!   task detaches from its parent when it ends ([`end`]) and a scope when it is dropped,
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
 
 use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A child entry: scopes weakly (a dropped scope leaves), tasks strongly (a task leaves when it
@@ -40,8 +40,8 @@ pub(crate) enum NodeRef {
 struct Links {
     children: Vec<Option<Child>>,
     free: Vec<usize>,
-    /// The parent and this node's slot in its children; dropped when the node ends.
-    parent: Option<(NodeRef, usize)>,
+    /// The parent; dropped when the node ends.
+    parent: Option<NodeRef>,
 }
 
 /// What every node carries.
@@ -49,10 +49,25 @@ struct Links {
 pub(crate) struct NodeCore {
     /// Readable without the lock (spawn checks it every call); written under it.
     closed: AtomicBool,
+    /// This node's slot among its parent's children: written by the thread that adopts the
+    /// node before the node is shared, read when it leaves.
+    slot: AtomicUsize,
     links: Mutex<Links>,
 }
 
 impl NodeCore {
+    /// A node under `parent` (not adopted yet).
+    pub(crate) fn under(parent: NodeRef) -> Self {
+        Self {
+            closed: AtomicBool::new(false),
+            slot: AtomicUsize::new(usize::MAX),
+            links: Mutex::new(Links {
+                parent: Some(parent),
+                ..Links::default()
+            }),
+        }
+    }
+
     /// Whether the node is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
@@ -106,13 +121,13 @@ impl NodeCore {
         Some(std::mem::take(&mut links.children))
     }
 
-    /// Forgets the parent: the node ended. Returns the link for the caller to release.
-    fn take_parent(&self) -> Option<(NodeRef, usize)> {
-        self.links.lock().parent.take()
-    }
-
-    fn set_parent(&self, parent: NodeRef, slot: usize) {
-        self.links.lock().parent = Some((parent, slot));
+    /// Leaves the parent: gives the slot back and drops the link.
+    fn leave(&self, parent: Option<NodeRef>, identity: *const ()) {
+        if let Some(parent) = parent {
+            parent
+                .core()
+                .release(self.slot.load(Ordering::Relaxed), identity);
+        }
     }
 }
 
@@ -150,18 +165,17 @@ impl NodeRef {
         close_subtree(self.clone(), true);
     }
 
-    /// Makes `task` a child of this node, linking it back. A closed parent refuses, and the
-    /// task is closed and aborted instead (it never runs).
+    /// Makes `task` (created [`under`](NodeCore::under) this node) a child of this node. A
+    /// closed parent refuses, and the task is closed and aborted instead (it never runs).
     pub(crate) fn adopt_task(&self, task: &TaskRef) {
         match self.core().adopt(Child::Task(task.clone())) {
-            Ok(slot) => task.node().set_parent(self.clone(), slot),
+            Ok(slot) => task.node().slot.store(slot, Ordering::Relaxed),
             Err(_) => NodeRef::Task(task.clone()).abort(),
         }
     }
 }
 
-/// Closes `root`'s subtree and aborts the tasks it closed, deepest first; `root` itself is
-/// aborted only if `abort_root` (a task that finished by itself publishes its own result).
+/// Closes `root`'s subtree and aborts every task it closed, deepest first.
 fn close_subtree(root: NodeRef, abort_root: bool) {
     let Some(children) = root.core().close() else {
         return;
@@ -170,13 +184,12 @@ fn close_subtree(root: NodeRef, abort_root: bool) {
     if abort_root && let NodeRef::Task(task) = &root {
         aborted.push(task.clone());
     }
-    if children.iter().all(Option::is_none) {
-        // The common case: a task that leaves no descendants behind, after one lock.
-        for task in aborted {
-            task.abort();
-        }
-        return;
-    }
+    cascade(children, aborted);
+}
+
+/// Closes the subtrees of `children` and aborts the tasks closed, deepest first, after the
+/// tasks already in `aborted` (which are their ancestors).
+fn cascade(children: Vec<Option<Child>>, mut aborted: Vec<TaskRef>) {
     let mut pending: Vec<NodeRef> = children
         .into_iter()
         .flatten()
@@ -196,17 +209,28 @@ fn close_subtree(root: NodeRef, abort_root: bool) {
     }
 }
 
-/// A task ended by itself (finished, panicked or was cleared): its descendants are closed and
-/// aborted; the task itself publishes its own result.
-pub(crate) fn finish(task: &TaskRef) {
-    close_subtree(NodeRef::Task(task.clone()), false);
-}
-
-/// A task ended: it leaves its parent's children and lets go of its parent.
-pub(crate) fn retire(task: &TaskRef) {
-    if let Some((parent, slot)) = task.node().take_parent() {
-        parent.core().release(slot, task.identity());
+/// A task ended (finished, panicked, or was aborted or cleared and dropped its future): its
+/// node closes, its descendants are closed and aborted (the task publishes its own result),
+/// and it leaves its parent. One lock on the task's node for the common case.
+pub(crate) fn end(task: &TaskRef) {
+    let core = task.node();
+    let (children, parent) = {
+        let mut links = core.links.lock();
+        let children = if core.is_closed() {
+            None
+        } else {
+            core.closed.store(true, Ordering::Release);
+            links.free.clear();
+            Some(std::mem::take(&mut links.children))
+        };
+        (children, links.parent.take())
+    };
+    if let Some(children) = children
+        && children.iter().any(Option::is_some)
+    {
+        cascade(children, Vec::new());
     }
+    core.leave(parent, task.identity());
 }
 
 /// A scope node: the runner's root or a `child` context.
@@ -226,11 +250,11 @@ impl Tree {
     /// scope is born closed).
     pub(crate) fn child(parent: &NodeRef) -> (NodeRef, bool) {
         let scope = Arc::new(Tree {
-            core: NodeCore::default(),
+            core: NodeCore::under(parent.clone()),
         });
         match parent.core().adopt(Child::Scope(Arc::downgrade(&scope))) {
             Ok(slot) => {
-                scope.core.set_parent(parent.clone(), slot);
+                scope.core.slot.store(slot, Ordering::Relaxed);
                 (NodeRef::Scope(scope), false)
             }
             Err(_) => {
@@ -244,9 +268,8 @@ impl Tree {
 impl Drop for Tree {
     fn drop(&mut self) {
         // Give the slot back, so that a parent keeps a list as long as its live children.
-        if let Some((parent, slot)) = self.core.take_parent() {
-            parent.core().release(slot, (self as *const Tree).cast());
-        }
+        let parent = self.core.links.get_mut().parent.take();
+        self.core.leave(parent, (self as *const Tree).cast());
     }
 }
 

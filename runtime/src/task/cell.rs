@@ -165,7 +165,7 @@ where
             // Aborted (or its parent closed): drop the future and leave the tree.
             // SAFETY: RUNNING, see above.
             unsafe { Self::dispose(cell) };
-            supervision::retire(&this);
+            supervision::end(&this);
             return Poll::Ready(());
         }
         // SAFETY: RUNNING, see above.
@@ -179,22 +179,20 @@ where
             Ok(Poll::Ready(output)) => {
                 // SAFETY: RUNNING, see above.
                 let clean = unsafe { Self::dispose(cell) };
-                supervision::finish(&this);
+                supervision::end(&this);
                 supervision.publish(if clean {
                     Ok(output)
                 } else {
                     Err(Error::Closed)
                 });
-                supervision::retire(&this);
                 Poll::Ready(())
             }
             Err(payload) => {
                 // SAFETY: RUNNING, see above.
                 unsafe { Self::dispose(cell) };
-                supervision::finish(&this);
+                supervision::end(&this);
                 supervision.publish(Err(Error::Exited));
                 supervision.route_panic(payload);
-                supervision::retire(&this);
                 Poll::Ready(())
             }
         }
@@ -214,7 +212,7 @@ where
         {
             let this = ManuallyDrop::new(TaskRef { header });
             NodeRef::Task((*this).clone()).abort();
-            supervision::retire(&this);
+            supervision::end(&this);
         }
         // SAFETY: exclusive access per the caller's contract. Taken out before the drop so a
         // panicking destructor leaves `None` behind and never runs twice.
@@ -382,7 +380,7 @@ impl<F: Future> Drop for Prepared<F> {
         // SAFETY: one of the counts this value owns.
         let task = unsafe { counted(self.cell) };
         NodeRef::Task(task.clone()).abort();
-        supervision::retire(&task);
+        supervision::end(&task);
         drop(task);
         for _ in 1..owned {
             // SAFETY: the remaining counts this value owns.
@@ -397,6 +395,7 @@ fn allocate<F>(
     future: Option<F>,
     supervision: Option<Supervision<F::Output>>,
     home: Home,
+    node: NodeCore,
     references: usize,
 ) -> NonNull<Cell<F>>
 where
@@ -410,7 +409,7 @@ where
             vtable: &Cell::<F>::VTABLE,
             home,
             slot: AtomicUsize::new(usize::MAX),
-            node: NodeCore::default(),
+            node,
         },
         supervision,
         future: UnsafeCell::new(future),
@@ -437,7 +436,7 @@ impl Task {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let cell = allocate(Some(future), None, Home::Pool(pool), 2);
+        let cell = allocate(Some(future), None, Home::Pool(pool), NodeCore::default(), 2);
         // SAFETY: two references were counted at allocation.
         unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
     }
@@ -447,6 +446,7 @@ impl Task {
     /// reports to the handle, finishes `metric` exactly once and routes panics by
     /// `catch_panics`.
     pub(crate) fn prepare<F>(
+        parent: &NodeRef,
         metric: MetricHandle,
         panicker: Panicker,
         catch_panics: bool,
@@ -458,7 +458,8 @@ impl Task {
     {
         let supervision = Supervision::new(metric, panicker, catch_panics);
         // Four references: the set's, the first runnable, the handle and the task's context.
-        let cell = allocate::<F>(None, Some(supervision), home, 4);
+        let node = NodeCore::under(parent.clone());
+        let cell = allocate::<F>(None, Some(supervision), home, node, 4);
         Prepared {
             cell,
             context_taken: false,
