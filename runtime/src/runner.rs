@@ -31,6 +31,7 @@ use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -44,8 +45,33 @@ pub struct Shared {
     pub(crate) panicker: Panicker,
     pub(crate) metrics: RuntimeMetrics,
     pub(crate) stopper: Stopper,
-    /// The open `.hold` file whose exclusive lock marks the storage directory as ours.
-    _storage_lock: File,
+    /// The exclusive lock that marks the storage directory as ours.
+    _storage_lock: StorageLock,
+}
+
+/// The open `.hold` file whose exclusive lock marks the storage directory as a runner's.
+/// Released when dropped; a directory this runner created and left with nothing but the lock
+/// file in it is removed, so runs that store nothing leave nothing behind.
+struct StorageLock {
+    file: Option<File>,
+    directory: PathBuf,
+    created: bool,
+}
+
+impl Drop for StorageLock {
+    fn drop(&mut self) {
+        drop(self.file.take());
+        if !self.created {
+            return;
+        }
+        let only_the_lock = std::fs::read_dir(&self.directory).is_ok_and(|mut entries| {
+            entries.all(|entry| entry.is_ok_and(|entry| entry.file_name() == ".hold"))
+        });
+        if only_the_lock {
+            let _ = std::fs::remove_file(self.directory.join(".hold"));
+            let _ = std::fs::remove_dir(&self.directory);
+        }
+    }
 }
 
 /// Starts a runtime and runs a root future on the calling thread.
@@ -96,8 +122,9 @@ impl Runner {
     }
 }
 
-fn lock_storage(config: &Config) -> Result<File, String> {
+fn lock_storage(config: &Config) -> Result<StorageLock, String> {
     let directory = config.storage_directory();
+    let created = !directory.exists();
     std::fs::create_dir_all(directory).map_err(|error| {
         format!(
             "cannot create the storage directory {}: {error}",
@@ -112,7 +139,11 @@ fn lock_storage(config: &Config) -> Result<File, String> {
         .open(&hold)
         .map_err(|error| format!("cannot open {}: {error}", hold.display()))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(StorageLock {
+            file: Some(file),
+            directory: directory.clone(),
+            created,
+        }),
         Err(std::fs::TryLockError::WouldBlock) => Err(format!(
             "the storage directory {} is in use by another runner; give each runner its own \
              directory",
@@ -154,7 +185,7 @@ impl Drop for PoolWorkers {
     }
 }
 
-fn start_workers(config: Config, storage_lock: File) -> Result<Started, String> {
+fn start_workers(config: Config, storage_lock: StorageLock) -> Result<Started, String> {
     let pool = Arc::new(
         Pool::new(config.worker_threads, config.global_queue_interval)
             .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,

@@ -1206,3 +1206,35 @@ fn tasks_spread_across_workers_and_complete() {
         assert_eq!(local.get(), 1);
     }
 }
+
+/// A storage directory the runner created and left empty is removed when it shuts down; one
+/// that existed before, or that holds anything besides the lock file, is kept.
+#[test]
+fn storage_directory_left_empty_by_its_creator_is_removed() {
+    let config = config();
+    let directory = config.storage_directory().clone();
+    Runner::new(config).start(|_| async {});
+    assert!(
+        !directory.exists(),
+        "an empty directory the runner made is gone"
+    );
+
+    std::fs::create_dir_all(&directory).unwrap();
+    Runner::new(Config::new().with_storage_directory(&directory)).start(|_| async {});
+    assert!(
+        directory.exists(),
+        "a directory that existed before is kept"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+
+    let config = Config::new().with_storage_directory(&directory);
+    Runner::new(config).start(|_| async {
+        std::fs::write(directory.join("kept"), b"data").unwrap();
+    });
+    assert!(
+        directory.join("kept").exists(),
+        "a directory with data is kept"
+    );
+    assert!(directory.join(".hold").exists());
+    std::fs::remove_dir_all(&directory).unwrap();
+}
