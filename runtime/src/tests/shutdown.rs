@@ -344,3 +344,118 @@ fn foreign_tls_destructor_can_wake_after_current_key_destruction() {
         assert_eq!(task.await, Ok(()));
     });
 }
+
+/// Whether the root returns or panics, shutdown drops every task future on a runtime worker
+/// thread, and `start` fails exactly when the root panicked.
+#[test]
+fn shutdown_destroys_tasks_on_a_worker() {
+    struct OnWorker(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    impl Drop for OnWorker {
+        fn drop(&mut self) {
+            if Local::current().is_some() {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.1.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    for root_panics in [false, true] {
+        let on_worker = Arc::new(AtomicUsize::new(0));
+        let elsewhere = Arc::new(AtomicUsize::new(0));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(config().with_worker_threads(4)).start(|context| {
+                let (on_worker, elsewhere) = (on_worker.clone(), elsewhere.clone());
+                async move {
+                    let (started, all_started) = mpsc::channel();
+                    for _ in 0..12 {
+                        let guard = OnWorker(on_worker.clone(), elsewhere.clone());
+                        let started = started.clone();
+                        drop(context.clone().spawn(move |context| async move {
+                            let _guard = guard;
+                            let sleep = context.sleep(Duration::from_secs(3600));
+                            started.send(()).unwrap();
+                            sleep.await
+                        }));
+                    }
+                    for _ in 0..12 {
+                        while all_started.try_recv().is_err() {
+                            reschedule().await;
+                        }
+                    }
+                    if root_panics {
+                        panic!("root failure");
+                    }
+                }
+            })
+        }));
+        assert_eq!(result.is_err(), root_panics);
+        assert_eq!(on_worker.load(Ordering::SeqCst), 12);
+        assert_eq!(elsewhere.load(Ordering::SeqCst), 0);
+    }
+}
+
+/// A timer callback on a pool worker that wakes a task into that worker's own queue and then
+/// panics fails the runner under either policy; shutdown discards the queued runnable and the
+/// pool ends clean.
+#[test]
+fn failed_pool_worker_with_queued_runnables_shuts_down() {
+    struct WakeThenPanic(Waker);
+    impl std::task::Wake for WakeThenPanic {
+        fn wake(self: Arc<Self>) {
+            self.0.wake_by_ref();
+            panic!("injected pool worker callback failure");
+        }
+    }
+    for catch in [false, true] {
+        let kept = Arc::new(Mutex::new(None));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(config().with_worker_threads(2).with_catch_panics(catch)).start(|context| {
+                let kept = kept.clone();
+                async move {
+                    *kept.lock().unwrap() = Some(context.shared.pool.clone());
+                    let (armed, armed_rx) = mpsc::channel();
+                    let foreign = context.clone();
+                    thread::spawn(move || {
+                        drop(foreign.spawn(move |context| async move {
+                            assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                            // Task A: idle, woken by the callback into this worker's queue.
+                            let (a_waker_tx, a_waker_rx) = mpsc::channel();
+                            drop(context.clone().spawn(move |_| {
+                                futures::future::poll_fn(move |cx| {
+                                    let _ = a_waker_tx.send(cx.waker().clone());
+                                    Poll::<()>::Pending
+                                })
+                            }));
+                            reschedule().await;
+                            let a_waker = a_waker_rx.recv().unwrap();
+                            let mut sleep = crate::time::Sleep::new(Duration::from_millis(1));
+                            let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
+                            assert!(
+                                sleep
+                                    .poll_unpin(&mut TaskContext::from_waker(&callback))
+                                    .is_pending()
+                            );
+                            // Only the table keeps the callback: the sleep escapes unpolled.
+                            std::mem::forget(sleep);
+                            armed.send(()).unwrap();
+                            futures::future::pending::<()>().await;
+                        }))
+                    });
+                    // Worker zero stays busy here so that the spawn goes to worker one.
+                    armed_rx.recv().unwrap();
+                    futures::future::pending::<()>().await
+                }
+            })
+        }));
+        assert!(panic_text(result).contains("injected pool worker callback failure"));
+        let pool = kept.lock().unwrap().take().unwrap();
+        assert!(pool.is_clean());
+        assert_eq!(Arc::strong_count(&pool), 1);
+        assert_eq!(
+            Arc::weak_count(&pool),
+            0,
+            "no cell left in the failed worker's queue"
+        );
+        assert!(tls_cleared());
+    }
+}
