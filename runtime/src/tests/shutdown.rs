@@ -459,3 +459,59 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
         assert!(tls_cleared());
     }
 }
+
+/// A dedicated task's thread-local value whose destructor runs after the worker's cleanup
+/// spawns ordinary work through a retained context and blocks on it: that thread now behaves
+/// like a foreign one, the root keeps working meanwhile (it even starts another dedicated
+/// worker), and the wait completes without deadlock or panic.
+#[test]
+fn finished_worker_tls_can_wait_for_live_root_work() {
+    struct WaitOnDrop {
+        context: Option<Context>,
+        release: Option<oneshot::Receiver<()>>,
+        started: Option<oneshot::Sender<()>>,
+        done: Option<oneshot::Sender<u32>>,
+    }
+    impl Drop for WaitOnDrop {
+        fn drop(&mut self) {
+            assert!(Local::current().is_none(), "the worker's cleanup ran first");
+            let release = self.release.take().unwrap();
+            let started = self.started.take().unwrap();
+            let handle = self.context.take().unwrap().spawn(move |_| async move {
+                started.send(()).unwrap();
+                release.await.unwrap();
+                5
+            });
+            let output = futures::executor::block_on(handle).unwrap();
+            self.done.take().unwrap().send(output).unwrap();
+        }
+    }
+    thread_local! {
+        static HELD: std::cell::RefCell<Option<WaitOnDrop>> = const { std::cell::RefCell::new(None) };
+    }
+    Runner::new(config()).start(|context| async move {
+        let (release_tx, release) = oneshot::channel();
+        let (started, started_rx) = oneshot::channel();
+        let (done, done_rx) = oneshot::channel();
+        let retained = context.clone();
+        let value = WaitOnDrop {
+            context: Some(retained),
+            release: Some(release),
+            started: Some(started),
+            done: Some(done),
+        };
+        context
+            .clone()
+            .dedicated()
+            .spawn(move |_| async move {
+                HELD.with(|held| *held.borrow_mut() = Some(value));
+            })
+            .await
+            .unwrap();
+        started_rx.await.unwrap();
+        let other = context.clone().dedicated().spawn(|_| async { 11 });
+        assert_eq!(other.await, Ok(11));
+        release_tx.send(()).unwrap();
+        assert_eq!(done_rx.await, Ok(5));
+    });
+}
