@@ -1238,3 +1238,51 @@ fn storage_directory_left_empty_by_its_creator_is_removed() {
     assert!(directory.join(".hold").exists());
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// Wakes from many threads racing the task's own polls on two workers: no wake is lost (the
+/// task sees every increment), and the task is never polled by two threads at once.
+#[test]
+fn racing_wakes_are_never_lost_and_never_poll_twice_at_once() {
+    const THREADS: usize = 4;
+    const WAKES: usize = 2_000;
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let counter = Arc::new(AtomicUsize::new(0));
+        let polling = Arc::new(AtomicBool::new(false));
+        let polls = Arc::new(AtomicUsize::new(0));
+        let (waker_tx, mut waker_rx) = futures::channel::mpsc::unbounded::<Waker>();
+        let task = {
+            let (counter, polling, polls) = (counter.clone(), polling.clone(), polls.clone());
+            context.clone().spawn(move |_| {
+                futures::future::poll_fn(move |cx| {
+                    assert!(!polling.swap(true, Ordering::SeqCst), "two polls at once");
+                    polls.fetch_add(1, Ordering::SeqCst);
+                    let _ = waker_tx.unbounded_send(cx.waker().clone());
+                    let seen = counter.load(Ordering::SeqCst);
+                    polling.store(false, Ordering::SeqCst);
+                    if seen == THREADS * WAKES {
+                        Poll::Ready(seen)
+                    } else {
+                        Poll::Pending
+                    }
+                })
+            })
+        };
+        let waker = futures::StreamExt::next(&mut waker_rx).await.unwrap();
+        let wakers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (waker, counter) = (waker.clone(), counter.clone());
+                thread::spawn(move || {
+                    for _ in 0..WAKES {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        waker.wake_by_ref();
+                    }
+                })
+            })
+            .collect();
+        assert_eq!(task.await, Ok(THREADS * WAKES));
+        for thread in wakers {
+            thread.join().unwrap();
+        }
+        assert!(polls.load(Ordering::SeqCst) >= 2);
+    });
+}
