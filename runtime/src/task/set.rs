@@ -17,12 +17,14 @@ use parking_lot::Mutex;
 use std::future::Future;
 #[cfg(test)]
 use std::sync::Weak;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Default)]
 struct Entries {
     slots: Vec<Option<Task>>,
     free: Vec<usize>,
+    /// Number of tasks in `slots`, kept under the lock that inserts and removes them.
+    live: usize,
     closed: bool,
 }
 
@@ -30,7 +32,6 @@ struct Entries {
 #[derive(Default)]
 pub struct Tasks {
     entries: Mutex<Entries>,
-    live: AtomicUsize,
     closed: AtomicBool,
 }
 
@@ -81,7 +82,7 @@ impl Tasks {
         };
         task.0.header_ref().slot.store(index, Ordering::Relaxed);
         entries.slots[index] = Some(task);
-        self.live.fetch_add(1, Ordering::Relaxed);
+        entries.live += 1;
         Ok(())
     }
 
@@ -94,7 +95,7 @@ impl Tasks {
                 Some(entry) if entry.as_ref().is_some_and(|entry| entry.0.same(task)) => {
                     let removed = entry.take();
                     entries.free.push(index);
-                    self.live.fetch_sub(1, Ordering::Relaxed);
+                    entries.live -= 1;
                     removed
                 }
                 _ => None,
@@ -106,7 +107,7 @@ impl Tasks {
 
     /// Number of tasks in the set.
     pub fn live(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.entries.lock().live
     }
 
     /// Refuses every later insert.
@@ -126,7 +127,7 @@ impl Tasks {
         debug_assert!(entries.closed, "drain only a closed set");
         entries.free.clear();
         let drained: Vec<Task> = entries.slots.drain(..).flatten().collect();
-        self.live.store(0, Ordering::Relaxed);
+        entries.live = 0;
         drained
     }
 }
