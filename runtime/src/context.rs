@@ -62,39 +62,67 @@ impl Execution {
     }
 }
 
-/// A label path: its name, its attributes, and its task metric handles, resolved once per
-/// placement. Shared by every context of the path, so cloning a context costs one count.
-#[derive(Default)]
-struct Scope {
+/// A label path: the runner, its name, its attributes, and its task metric handles, resolved
+/// once per placement. Every node of the supervision tree carries its path, so a context is
+/// one pointer (its node) and cloning it costs one count.
+pub(crate) struct Scope {
+    shared: Arc<Shared>,
     name: String,
     attributes: Vec<(&'static str, String)>,
     families: [OnceLock<(Counter, Gauge)>; 3],
 }
 
-/// The capabilities of a task. Cheap to clone; `Send + Sync + 'static`.
+impl Scope {
+    fn new(shared: Arc<Shared>, name: String, attributes: Vec<(&'static str, String)>) -> Self {
+        Self {
+            shared,
+            name,
+            attributes,
+            families: Default::default(),
+        }
+    }
+}
+
+/// The capabilities of a task. Cheap to clone (one count); `Send + Sync + 'static`.
 #[derive(Clone)]
 pub struct Context {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) tree: NodeRef,
     pub(crate) execution: Execution,
-    scope: Arc<Scope>,
 }
 
 impl Context {
-    pub(crate) fn root(shared: Arc<Shared>, tree: NodeRef) -> Self {
+    /// The root context: a root scope of the runner.
+    pub(crate) fn root(shared: Arc<Shared>) -> Self {
+        let scope = Arc::new(Scope::new(shared, String::new(), Vec::new()));
         Self {
-            shared,
-            tree,
+            tree: Tree::root(scope),
             execution: Execution::default(),
-            scope: Arc::default(),
+        }
+    }
+
+    /// The runner this context belongs to.
+    pub(crate) fn runtime(&self) -> &Arc<Shared> {
+        &self.scope().shared
+    }
+
+    fn scope(&self) -> &Arc<Scope> {
+        self.tree.scope()
+    }
+
+    /// A context on a new scope node under this one, for `scope`.
+    fn with_scope(&self, scope: Scope) -> Context {
+        Context {
+            tree: Tree::child(&self.tree, Arc::new(scope)).0,
+            execution: self.execution,
         }
     }
 
     fn families(&self) -> &(Counter, Gauge) {
-        self.scope.families[self.execution.slot()].get_or_init(|| {
-            let label = Label::task(self.scope.name.clone(), self.execution)
-                .with_attributes(&self.scope.attributes);
-            let metrics = &self.shared.metrics;
+        let scope = self.scope();
+        scope.families[self.execution.slot()].get_or_init(|| {
+            let label =
+                Label::task(scope.name.clone(), self.execution).with_attributes(&scope.attributes);
+            let metrics = &scope.shared.metrics;
             (
                 metrics.tasks_spawned.get_or_create(&label).clone(),
                 metrics.tasks_running.get_or_create(&label).clone(),
@@ -102,13 +130,11 @@ impl Context {
         })
     }
 
-    /// The context the spawned task receives: a new tree node, ordinary placement.
-    fn for_task(&self, tree: NodeRef) -> Context {
+    /// The context the spawned task receives: its own node, ordinary placement.
+    fn for_task(tree: NodeRef) -> Context {
         Context {
-            shared: self.shared.clone(),
             tree,
             execution: Execution::default(),
-            scope: self.scope.clone(),
         }
     }
 }
@@ -128,37 +154,34 @@ fn check_label(label: &str) {
 impl Spawner for Context {
     fn child(&self, label: &'static str) -> Self {
         check_label(label);
-        let name = if self.scope.name.is_empty() {
+        let scope = self.scope();
+        let name = if scope.name.is_empty() {
             label.to_string()
         } else {
-            format!("{}_{label}", self.scope.name)
+            format!("{}_{label}", scope.name)
         };
-        Context {
-            shared: self.shared.clone(),
-            tree: Tree::child(&self.tree).0,
-            execution: self.execution,
-            scope: Arc::new(Scope {
-                name,
-                attributes: self.scope.attributes.clone(),
-                families: Default::default(),
-            }),
-        }
+        self.with_scope(Scope::new(
+            scope.shared.clone(),
+            name,
+            scope.attributes.clone(),
+        ))
     }
 
-    fn with_attribute(mut self, key: &'static str, value: impl Display) -> Self {
+    fn with_attribute(self, key: &'static str, value: impl Display) -> Self {
         check_label(key);
-        let mut attributes = self.scope.attributes.clone();
+        let scope = self.scope();
+        let mut attributes = scope.attributes.clone();
         let value = value.to_string();
         match attributes.iter_mut().find(|(existing, _)| *existing == key) {
             Some(entry) => entry.1 = value,
             None => attributes.push((key, value)),
         }
-        self.scope = Arc::new(Scope {
-            name: self.scope.name.clone(),
+        // A scope of its own, under this one: the attribute labels what is spawned from it.
+        self.with_scope(Scope::new(
+            scope.shared.clone(),
+            scope.name.clone(),
             attributes,
-            families: Default::default(),
-        });
-        self
+        ))
     }
 
     fn shared(mut self, blocking: bool) -> Self {
@@ -179,22 +202,22 @@ impl Spawner for Context {
     {
         let (spawned, running) = self.families();
         spawned.inc();
-        if self.tree.is_aborted() || self.shared.tasks.is_closed() {
+        if self.tree.is_aborted() || self.runtime().tasks.is_closed() {
             return Handle::closed();
         }
         let lease = match self.execution {
             Execution::Shared(false) => None,
-            _ => match self.shared.workers.reserve() {
+            _ => match self.runtime().workers.reserve() {
                 Some(lease) => Some(lease),
                 None => return Handle::closed(),
             },
         };
         let metric = MetricHandle::new(running.clone());
-        let panicker = self.shared.panicker.clone();
-        let catch_panics = self.shared.config.catch_panics;
+        let panicker = self.runtime().panicker.clone();
+        let catch_panics = self.runtime().config.catch_panics;
         let inbox = lease.as_ref().map(|_| dedicated::TaskInbox::new());
         let home = match &inbox {
-            None => Home::Pool(Arc::downgrade(&self.shared.pool)),
+            None => Home::Pool(Arc::downgrade(&self.runtime().pool)),
             Some(inbox) => Home::Dedicated(inbox.clone()),
         };
         // The cell exists before the future: the factory's context refers to it as the new
@@ -204,7 +227,7 @@ impl Spawner for Context {
         if let NodeRef::Task(task) = &node {
             self.tree.adopt_task(task);
         }
-        let future = f(self.for_task(node));
+        let future = f(Context::for_task(node));
         let (task, runnable, handle) = prepared.install(future);
         match (lease, inbox) {
             (Some(active), Some(inbox)) => {
@@ -214,7 +237,7 @@ impl Spawner for Context {
                         task,
                         runnable,
                         inbox,
-                        shared: self.shared.clone(),
+                        shared: self.runtime().clone(),
                         active,
                     },
                     name,
@@ -223,7 +246,7 @@ impl Spawner for Context {
             _ => {
                 // A refusal clears the task here: its handle closes, its future is dropped.
                 let _ = self
-                    .shared
+                    .runtime()
                     .tasks
                     .admit(task, runnable, |runnable| deliver(runnable, Arrival::Spawn));
             }
@@ -236,8 +259,8 @@ impl Spawner for Context {
         value: i32,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        self.shared.stopper.stop(value);
-        let released = self.shared.stopper.released();
+        self.runtime().stopper.stop(value);
+        let released = self.runtime().stopper.released();
         async move {
             match timeout {
                 Some(timeout) => self.timeout(timeout, released).await,
@@ -250,7 +273,7 @@ impl Spawner for Context {
     }
 
     fn stopped(&self) -> Signal {
-        self.shared.stopper.signal()
+        self.runtime().stopper.signal()
     }
 }
 
@@ -319,15 +342,16 @@ impl Metrics for Context {
         metric: impl prometheus_client::registry::Metric,
     ) {
         let name = name.into();
-        let full = if self.scope.name.is_empty() {
+        let prefix = &self.scope().name;
+        let full = if prefix.is_empty() {
             name
         } else {
-            format!("{}_{name}", self.scope.name)
+            format!("{prefix}_{name}")
         };
-        self.shared.metrics.register(full, help.into(), metric);
+        self.runtime().metrics.register(full, help.into(), metric);
     }
 
     fn encode(&self) -> String {
-        self.shared.metrics.encode()
+        self.runtime().metrics.encode()
     }
 }

@@ -23,7 +23,6 @@ use crate::metrics::RuntimeMetrics;
 use crate::panic::{Panicker, Panics, Payload};
 use crate::pool::Pool;
 use crate::stop::Stopper;
-use crate::supervision::Tree;
 use crate::task::Tasks;
 use crate::worker::registry::Workers;
 use crate::worker::{Local, RootWake, Seat, Worker};
@@ -293,8 +292,8 @@ where
         local,
         mut pool_workers,
     } = started;
-    let root_tree = Tree::root();
-    let context = Context::root(shared.clone(), root_tree.clone());
+    let context = Context::root(shared.clone());
+    let root_tree = context.tree.clone();
     crate::stop::spawn_service(&context);
 
     let wake = RootWake::new(&shared.pool);

@@ -156,8 +156,8 @@ pub(crate) const SERVICE_PERIOD: Duration = Duration::from_secs(10);
 pub(crate) fn spawn_service(context: &Context) {
     drop(context.child("runtime").spawn(|context| async move {
         loop {
-            let live = context.shared.tasks.live();
-            context.shared.metrics.tasks_live.set(live as i64);
+            let shared = context.runtime();
+            shared.metrics.tasks_live.set(shared.tasks.live() as i64);
             context.sleep(SERVICE_PERIOD).await;
         }
     }));

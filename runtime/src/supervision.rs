@@ -17,6 +17,7 @@
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
 
+use crate::context::Scope;
 use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,11 +54,14 @@ pub(crate) struct NodeCore {
     /// node before the node is shared, read when it leaves.
     slot: AtomicUsize,
     links: Mutex<Links>,
+    /// The label path (and runner) of contexts on this node; `None` only for the bare cells
+    /// of unit tests.
+    scope: Option<Arc<Scope>>,
 }
 
 impl NodeCore {
-    /// A node under `parent` (not adopted yet).
-    pub(crate) fn under(parent: NodeRef) -> Self {
+    /// A node for `scope` under `parent` (not adopted yet).
+    pub(crate) fn under(parent: NodeRef, scope: Arc<Scope>) -> Self {
         Self {
             closed: AtomicBool::new(false),
             slot: AtomicUsize::new(usize::MAX),
@@ -65,6 +69,7 @@ impl NodeCore {
                 parent: Some(parent),
                 ..Links::default()
             }),
+            scope: Some(scope),
         }
     }
 
@@ -155,6 +160,14 @@ impl NodeRef {
         }
     }
 
+    /// The label path of contexts on this node.
+    pub(crate) fn scope(&self) -> &Arc<Scope> {
+        self.core()
+            .scope
+            .as_ref()
+            .expect("every node a context stands on has a scope")
+    }
+
     /// Whether this node is closed: spawning through it is refused.
     pub(crate) fn is_aborted(&self) -> bool {
         self.core().is_closed()
@@ -239,18 +252,21 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// A new root scope.
-    pub(crate) fn root() -> NodeRef {
+    /// A new root node for `scope`.
+    pub(crate) fn root(scope: Arc<Scope>) -> NodeRef {
         NodeRef::Scope(Arc::new(Tree {
-            core: NodeCore::default(),
+            core: NodeCore {
+                scope: Some(scope),
+                ..NodeCore::default()
+            },
         }))
     }
 
-    /// A new scope under `parent`, and whether `parent` was already closed (in which case the
-    /// scope is born closed).
-    pub(crate) fn child(parent: &NodeRef) -> (NodeRef, bool) {
+    /// A new node for `label_path` under `parent`, and whether `parent` was already closed (in
+    /// which case the node is born closed).
+    pub(crate) fn child(parent: &NodeRef, label_path: Arc<Scope>) -> (NodeRef, bool) {
         let scope = Arc::new(Tree {
-            core: NodeCore::under(parent.clone()),
+            core: NodeCore::under(parent.clone(), label_path),
         });
         match parent.core().adopt(Child::Scope(Arc::downgrade(&scope))) {
             Ok(slot) => {
@@ -276,41 +292,53 @@ impl Drop for Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prelude::*;
+    use crate::{Config, Runner, SpinnerConfig};
 
-    #[test]
-    fn closing_a_scope_closes_its_descendants() {
-        let root = Tree::root();
-        let (child, closed) = Tree::child(&root);
-        assert!(!closed);
-        let (grandchild, _) = Tree::child(&child);
-        root.abort();
-        assert!(child.is_aborted() && grandchild.is_aborted());
-        let (late, closed) = Tree::child(&child);
-        assert!(
-            closed && late.is_aborted(),
-            "children of closed scopes are born closed"
-        );
+    fn config() -> Config {
+        Config::new()
+            .with_worker_threads(1)
+            .with_idle_spinner(SpinnerConfig::disabled())
     }
 
     #[test]
-    fn dropped_scopes_give_their_slot_back() {
-        let root = Tree::root();
-        for _ in 0..10_000 {
-            drop(Tree::child(&root));
-        }
-        let NodeRef::Scope(scope) = &root else {
-            unreachable!()
-        };
-        assert_eq!(
-            scope.core.links.lock().children.len(),
-            1,
-            "one slot, reused"
-        );
-        let kept = Tree::child(&root).0;
-        let second = Tree::child(&root).0;
-        drop(kept);
-        assert_eq!(scope.core.links.lock().free.len(), 1);
-        root.abort();
-        assert!(second.is_aborted());
+    fn closing_a_scope_closes_its_descendants() {
+        Runner::new(config()).start(|context| async move {
+            let scope = context.child("scope");
+            let child = scope.child("child");
+            let grandchild = child.child("grandchild");
+            scope.tree.abort();
+            assert!(child.tree.is_aborted() && grandchild.tree.is_aborted());
+            assert!(!context.tree.is_aborted(), "an abort does not climb");
+            let late = child.child("late");
+            assert!(
+                late.tree.is_aborted(),
+                "children of closed scopes are born closed"
+            );
+        });
+    }
+
+    #[test]
+    fn dropped_scopes_and_ended_tasks_give_their_slot_back() {
+        Runner::new(config()).start(|context| async move {
+            let scope = context.child("scope");
+            for _ in 0..1_000 {
+                drop(scope.child("short"));
+                scope.clone().spawn(|_| async {}).await.unwrap();
+            }
+            let NodeRef::Scope(node) = &scope.tree else {
+                unreachable!("child contexts stand on scope nodes")
+            };
+            let links = node.core.links.lock();
+            assert!(
+                links.children.iter().all(Option::is_none),
+                "nothing stays adopted"
+            );
+            assert!(
+                links.children.len() <= 2,
+                "slots are reused: {}",
+                links.children.len()
+            );
+        });
     }
 }

@@ -458,7 +458,7 @@ impl Task {
     {
         let supervision = Supervision::new(metric, panicker, catch_panics);
         // Four references: the set's, the first runnable, the handle and the task's context.
-        let node = NodeCore::under(parent.clone());
+        let node = NodeCore::under(parent.clone(), parent.scope().clone());
         let cell = allocate::<F>(None, Some(supervision), home, node, 4);
         Prepared {
             cell,

@@ -91,7 +91,7 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
                 }
             }
             let drops = Drops::default();
-            let payload = Payload(context.shared.workers.clone(), drops.clone(), explode);
+            let payload = Payload(context.runtime().workers.clone(), drops.clone(), explode);
             inject(&directory, Fault::Launch);
             let result = catch_unwind(AssertUnwindSafe(|| {
                 context.clone().shared(true).spawn(move |_| async move {
@@ -101,7 +101,7 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
             let text = panic_text(result);
             assert!(text.contains("failed to spawn thread"), "{text}");
             assert_eq!(drops.count(), 1);
-            assert_eq!(context.shared.workers.state.lock().active, 0);
+            assert_eq!(context.runtime().workers.state.lock().active, 0);
             assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
         });
     }

@@ -283,7 +283,7 @@ fn failure_queued_before_root_poll_interrupts_root() {
     let result = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config()).start(|context| {
             context
-                .shared
+                .runtime()
                 .panicker
                 .notify(Box::new("queued worker panic"));
             let polled = polled.clone();
@@ -307,7 +307,10 @@ fn task_panic_during_root_destruction_is_not_observed() {
         }
         impl Drop for Root {
             fn drop(&mut self) {
-                self.0.shared.panicker.notify(Box::new("late task panic"));
+                self.0
+                    .runtime()
+                    .panicker
+                    .notify(Box::new("late task panic"));
             }
         }
         let output = Runner::new(config().with_worker_threads(workers)).start(Root);
@@ -405,7 +408,7 @@ fn aborted_context_skips_factories_for_every_placement() {
         for place in placements() {
             assert_refused(place(scope.clone()));
         }
-        assert_eq!(context.shared.workers.state.lock().active, 0);
+        assert_eq!(context.runtime().workers.state.lock().active, 0);
     });
 }
 
@@ -414,7 +417,7 @@ fn aborted_context_skips_factories_for_every_placement() {
 #[test]
 fn closed_task_set_skips_local_and_foreign_factories() {
     Runner::new(config()).start(|context| async move {
-        context.shared.tasks.close();
+        context.runtime().tasks.close();
         let called = Arc::new(AtomicUsize::new(0));
         let spawn = |context: Context, called: Arc<AtomicUsize>| {
             context.spawn(move |_| {
@@ -442,7 +445,7 @@ fn spawn_refused_by_the_closed_task_set_is_disposed_on_its_caller() {
     Runner::new(config()).start(|context| async move {
         let drops = Drops::default();
         let guard = drops.guard();
-        let shared = context.shared.clone();
+        let shared = context.runtime().clone();
         let handle = context.clone().spawn(move |_| {
             shared.tasks.close();
             async move {
@@ -620,7 +623,7 @@ fn self_woken_task_requeues_behind_queued_work() {
         first.await.unwrap();
         second.await.unwrap();
         assert_eq!(*order.lock().unwrap(), ["first", "second", "first again"]);
-        assert_eq!(context.shared.tasks.live(), 1);
+        assert_eq!(context.runtime().tasks.live(), 1);
     });
 }
 
@@ -628,10 +631,10 @@ fn self_woken_task_requeues_behind_queued_work() {
 #[test]
 fn foreign_spawn_joins_the_task_set_before_its_worker_runs() {
     Runner::new(config()).start(|context| async move {
-        assert_eq!(context.shared.tasks.live(), 1);
+        assert_eq!(context.runtime().tasks.live(), 1);
         let foreign = context.clone();
         let (handle, live) = thread::spawn(move || {
-            let shared = foreign.shared.clone();
+            let shared = foreign.runtime().clone();
             let handle = foreign.spawn(|_| async { 3 });
             (handle, shared.tasks.live())
         })
@@ -639,7 +642,7 @@ fn foreign_spawn_joins_the_task_set_before_its_worker_runs() {
         .unwrap();
         assert_eq!(live, 2);
         assert_eq!(handle.await, Ok(3));
-        assert_eq!(context.shared.tasks.live(), 1);
+        assert_eq!(context.runtime().tasks.live(), 1);
     });
 }
 
@@ -967,7 +970,7 @@ fn unwind_before_shutdown_stops_the_pool() {
     let kept = Arc::new(Mutex::new(None));
     let result = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config().with_worker_threads(2)).start(|context| {
-            *kept.lock().unwrap() = Some(context.shared.pool.clone());
+            *kept.lock().unwrap() = Some(context.runtime().pool.clone());
             BEFORE_ABORT.with(|hook| {
                 *hook.borrow_mut() = Some(Box::new(|| panic!("injected abort failure")))
             });
@@ -1000,7 +1003,7 @@ fn pool_is_clean_after_shutdown() {
                 }));
             }
             reschedule().await;
-            context.shared.pool.clone()
+            context.runtime().pool.clone()
         });
         assert!(pool.is_clean());
         assert_eq!(Arc::strong_count(&pool), 1);
@@ -1078,7 +1081,7 @@ fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
             result.unwrap()
         });
         reschedule().await;
-        assert_eq!(context.shared.metrics.pending_operations.get(), 1);
+        assert_eq!(context.runtime().metrics.pending_operations.get(), 1);
         // The root now waits with a read in flight; a foreign thread wakes it via a spawn.
         let foreign = context.clone();
         let (tx, rx) = oneshot::channel();
@@ -1092,7 +1095,7 @@ fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
         });
         assert_eq!(reader.await.unwrap(), b"ping");
         drop(writer.join().unwrap());
-        assert_eq!(context.shared.metrics.pending_operations.get(), 0);
+        assert_eq!(context.runtime().metrics.pending_operations.get(), 0);
     });
 }
 
@@ -1108,7 +1111,7 @@ fn closing_a_worker_cancels_reads_in_flight() {
                 .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
                 .is_pending()
         );
-        (context.shared.clone(), operation)
+        (context.runtime().clone(), operation)
     });
     assert_eq!(shared.metrics.pending_operations.get(), 0);
     let mut operation = operation;
@@ -1127,7 +1130,7 @@ fn wake_root_message_polls_the_root() {
         futures::future::poll_fn(|_| {
             polls += 1;
             if polls == 1 {
-                let shared = context.shared.clone();
+                let shared = context.runtime().clone();
                 thread::spawn(move || shared.pool.mailbox(0).send(Message::WakeRoot));
                 return Poll::Pending;
             }

@@ -21,7 +21,7 @@ fn shutdown_waits_for_dedicated_task_destruction() {
         let workers = workers.clone();
         thread::spawn(move || {
             Runner::new(config()).start(|context| async move {
-                *workers.lock().unwrap() = Some(context.shared.workers.clone());
+                *workers.lock().unwrap() = Some(context.runtime().workers.clone());
                 let blocker = Blocker(entered, release_rx);
                 drop(context.dedicated().spawn(move |_| async move {
                     let _blocker = blocker;
@@ -51,9 +51,9 @@ fn shutdown_waits_for_workers_without_observing_late_panics() {
     let (release, release_rx) = mpsc::channel::<()>();
     let runner = thread::spawn(move || {
         Runner::new(config()).start(|context| {
-            let lease = context.shared.workers.reserve().unwrap();
-            let panicker = context.shared.panicker.clone();
-            let registry = context.shared.workers.clone();
+            let lease = context.runtime().workers.reserve().unwrap();
+            let panicker = context.runtime().panicker.clone();
+            let registry = context.runtime().workers.clone();
             thread::spawn(move || {
                 leased.send(registry).unwrap();
                 release_rx.recv().unwrap();
@@ -181,7 +181,7 @@ fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
             while slots.iter().any(|slot| slot.lock().unwrap().is_none()) {
                 reschedule().await;
             }
-            context.shared.pool.clone()
+            context.runtime().pool.clone()
         });
         assert!(pool.is_clean());
         assert_eq!(
@@ -231,7 +231,7 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
         Runner::new(config().with_worker_threads(2)).start(|context| {
             let kept = kept.clone();
             async move {
-                *kept.lock().unwrap() = Some(context.shared.pool.clone());
+                *kept.lock().unwrap() = Some(context.runtime().pool.clone());
                 // Worker zero stays busy with the root (blocked below) so that the foreign
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
@@ -274,7 +274,7 @@ fn completed_workers_release_tracking_and_leave_the_registry_open() {
             let handle = context.clone().shared(true).spawn(|_| async { 1 });
             assert_eq!(handle.await, Ok(1));
             // The handle may resolve before the worker's cleanup: wait for the lease.
-            while context.shared.workers.state.lock().active != 0 {
+            while context.runtime().workers.state.lock().active != 0 {
                 context.sleep(Duration::from_millis(1)).await;
             }
         }
@@ -286,7 +286,7 @@ fn completed_workers_release_tracking_and_leave_the_registry_open() {
             )
             .await;
         assert_eq!(nested, Ok(11));
-        assert!(!context.shared.workers.state.lock().closed);
+        assert!(!context.runtime().workers.state.lock().closed);
     });
 }
 
@@ -295,11 +295,11 @@ fn completed_workers_release_tracking_and_leave_the_registry_open() {
 #[test]
 fn closed_registry_skips_dedicated_factories() {
     Runner::new(config()).start(|context| async move {
-        context.shared.workers.close();
+        context.runtime().workers.close();
         for place in threaded() {
             assert_refused(place(context.clone()));
         }
-        assert_eq!(context.shared.workers.state.lock().active, 0);
+        assert_eq!(context.runtime().workers.state.lock().active, 0);
     });
 }
 
@@ -412,7 +412,7 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
             Runner::new(config().with_worker_threads(2).with_catch_panics(catch)).start(|context| {
                 let kept = kept.clone();
                 async move {
-                    *kept.lock().unwrap() = Some(context.shared.pool.clone());
+                    *kept.lock().unwrap() = Some(context.runtime().pool.clone());
                     let (armed, armed_rx) = mpsc::channel();
                     let foreign = context.clone();
                     thread::spawn(move || {
