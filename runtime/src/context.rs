@@ -10,7 +10,7 @@
 //! - The running metric is raised before the factory runs and is owned by the task from then
 //!   on, so a factory panic, a refusal or the task's end each lower it exactly once.
 
-use crate::metrics::{Label, MetricHandle};
+use crate::metrics::Label;
 use crate::runner::Shared;
 use crate::stop::Signal;
 use crate::supervision::{NodeRef, Tree};
@@ -73,6 +73,23 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
+    /// Lowers the running gauge of `execution` (raised by the spawn, before its factory ran).
+    pub(crate) fn finish_running(&self, execution: Execution) {
+        if let Some((_, running)) = self.families[execution.slot()].get() {
+            running.dec();
+        }
+    }
+
+    /// A panic of a task's poll: with `catch_panics` only its handle sees it (`Exited`);
+    /// otherwise it goes to the panicker and fails the runner.
+    pub(crate) fn route_panic(&self, payload: crate::panic::Payload) {
+        if self.shared.config.catch_panics {
+            crate::panic::dispose(payload);
+        } else {
+            self.shared.panicker.notify(payload);
+        }
+    }
+
     fn new(shared: Arc<Shared>, name: String, attributes: Vec<(&'static str, String)>) -> Self {
         Self {
             shared,
@@ -212,9 +229,7 @@ impl Spawner for Context {
                 None => return Handle::closed(),
             },
         };
-        let metric = MetricHandle::new(running.clone());
-        let panicker = self.runtime().panicker.clone();
-        let catch_panics = self.runtime().config.catch_panics;
+        running.inc();
         let inbox = lease.as_ref().map(|_| dedicated::TaskInbox::new());
         let home = match &inbox {
             None => Home::Pool(Arc::downgrade(&self.runtime().pool)),
@@ -222,7 +237,7 @@ impl Spawner for Context {
         };
         // The cell exists before the future: the factory's context refers to it as the new
         // task's node, adopted by this context's node.
-        let mut prepared = Task::prepare::<Fut>(&self.tree, metric, panicker, catch_panics, home);
+        let mut prepared = Task::prepare::<Fut>(&self.tree, self.execution, home);
         let node = prepared.node();
         if let NodeRef::Task(task) = &node {
             self.tree.adopt_task(task);

@@ -5,8 +5,8 @@
 //!   label path as prefix, so two subsystems never clash.
 //! - `runtime_tasks_spawned{name,placement}` counts spawn attempts, including factories that
 //!   panicked. `runtime_tasks_running{...}` is raised before the factory runs and lowered
-//!   exactly once, by the [`MetricHandle`] the task owns, when it finishes, is cancelled or its
-//!   factory fails.
+//!   exactly once, when the task's result is published: it finished, was cancelled or its
+//!   factory failed.
 //! - `runtime_pending_operations` is the number of io_uring operations in flight summed over
 //!   every worker.
 
@@ -45,24 +45,6 @@ impl Label {
 impl EncodeLabelSet for Label {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         self.0.encode(encoder)
-    }
-}
-
-/// A running-task gauge slot: raised on creation, lowered exactly once on drop.
-pub(crate) struct MetricHandle {
-    gauge: Gauge,
-}
-
-impl MetricHandle {
-    pub(crate) fn new(gauge: Gauge) -> Self {
-        gauge.inc();
-        Self { gauge }
-    }
-}
-
-impl Drop for MetricHandle {
-    fn drop(&mut self) {
-        self.gauge.dec();
     }
 }
 

@@ -60,6 +60,13 @@ pub(crate) struct NodeCore {
 }
 
 impl NodeCore {
+    /// The label path of this node (every node of a runner has one).
+    pub(crate) fn scope(&self) -> &Arc<Scope> {
+        self.scope
+            .as_ref()
+            .expect("every node of a runner has a scope")
+    }
+
     /// A node for `scope` under `parent` (not adopted yet).
     pub(crate) fn under(parent: NodeRef, scope: Arc<Scope>) -> Self {
         Self {
@@ -162,10 +169,7 @@ impl NodeRef {
 
     /// The label path of contexts on this node.
     pub(crate) fn scope(&self) -> &Arc<Scope> {
-        self.core()
-            .scope
-            .as_ref()
-            .expect("every node a context stands on has a scope")
+        self.core().scope()
     }
 
     /// Whether this node is closed: spawning through it is refused.

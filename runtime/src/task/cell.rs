@@ -33,8 +33,8 @@
 
 use super::handle::{Handle, Supervision};
 use crate::Error;
-use crate::metrics::MetricHandle;
-use crate::panic::{Panicker, Panics};
+use crate::context::Execution;
+use crate::panic::Panics;
 use crate::pool::Pool;
 use crate::supervision::{self, NodeCore, NodeRef};
 use std::cell::UnsafeCell;
@@ -180,19 +180,23 @@ where
                 // SAFETY: RUNNING, see above.
                 let clean = unsafe { Self::dispose(cell) };
                 supervision::end(&this);
-                supervision.publish(if clean {
-                    Ok(output)
-                } else {
-                    Err(Error::Closed)
-                });
+                supervision.publish(
+                    if clean {
+                        Ok(output)
+                    } else {
+                        Err(Error::Closed)
+                    },
+                    cell.header.node.scope(),
+                );
                 Poll::Ready(())
             }
             Err(payload) => {
                 // SAFETY: RUNNING, see above.
                 unsafe { Self::dispose(cell) };
                 supervision::end(&this);
-                supervision.publish(Err(Error::Exited));
-                supervision.route_panic(payload);
+                let scope = cell.header.node.scope();
+                supervision.publish(Err(Error::Exited), scope);
+                scope.route_panic(payload);
                 Poll::Ready(())
             }
         }
@@ -226,7 +230,7 @@ where
         // SAFETY: the caller's count keeps the cell alive.
         let cell = unsafe { Self::from_header(header) };
         if let Some(supervision) = &cell.supervision
-            && supervision.abort()
+            && supervision.abort(cell.header.node.scope())
         {
             // The next poll drops the future (or teardown does).
             wake_by_ref(header);
@@ -445,18 +449,12 @@ impl Task {
     /// factory that makes it needs the task's context, which refers to the cell. The future
     /// reports to the handle, finishes `metric` exactly once and routes panics by
     /// `catch_panics`.
-    pub(crate) fn prepare<F>(
-        parent: &NodeRef,
-        metric: MetricHandle,
-        panicker: Panicker,
-        catch_panics: bool,
-        home: Home,
-    ) -> Prepared<F>
+    pub(crate) fn prepare<F>(parent: &NodeRef, execution: Execution, home: Home) -> Prepared<F>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let supervision = Supervision::new(metric, panicker, catch_panics);
+        let supervision = Supervision::new(execution);
         // Four references: the set's, the first runnable, the handle and the task's context.
         let node = NodeCore::under(parent.clone(), parent.scope().clone());
         let cell = allocate::<F>(None, Some(supervision), home, node, 4);

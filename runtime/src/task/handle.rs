@@ -9,8 +9,7 @@
 
 use super::cell::TaskRef;
 use crate::Error;
-use crate::metrics::MetricHandle;
-use crate::panic::{Panicker, Payload};
+use crate::context::{Execution, Scope};
 use crate::supervision::NodeRef;
 use parking_lot::Mutex;
 use std::future::Future;
@@ -23,75 +22,51 @@ struct Slot<T> {
     /// A result has been published (it may have been taken since).
     published: bool,
     handle: Option<Waker>,
-    metric: Option<MetricHandle>,
 }
 
-/// The supervision state of one task: where its result goes and what closes it.
+/// The supervision state of one task: where its result goes. The running metric and the
+/// panic policy come from the task's label path ([`Scope`]), passed in by the cell.
 pub(crate) struct Supervision<T> {
     slot: Mutex<Slot<T>>,
-    panicker: Panicker,
-    catch_panics: bool,
+    execution: Execution,
 }
 
 impl<T> Supervision<T> {
-    pub(crate) fn new(metric: MetricHandle, panicker: Panicker, catch_panics: bool) -> Self {
+    /// A slot for a task whose running metric (of `execution` in its scope) is already raised.
+    pub(crate) fn new(execution: Execution) -> Self {
         Self {
             slot: Mutex::new(Slot {
                 result: None,
                 published: false,
                 handle: None,
-                metric: Some(metric),
             }),
-            panicker,
-            catch_panics,
+            execution,
         }
     }
 
-    /// Publishes `result` unless something was published first; wakes the handle after the
-    /// lock is released and finishes the metric.
-    pub(crate) fn publish(&self, result: Result<T, Error>) {
-        let (handle, metric) = {
-            let mut slot = self.slot.lock();
-            if slot.published {
-                return;
-            }
-            slot.published = true;
-            slot.result = Some(result);
-            (slot.handle.take(), slot.metric.take())
-        };
-        drop(metric);
-        if let Some(handle) = handle {
-            handle.wake();
-        }
-    }
-
-    /// Publishes `Closed` unless a result was published first. Returns whether it did (the
-    /// caller then wakes the task so its future is dropped).
-    pub(crate) fn abort(&self) -> bool {
-        let (handle, metric) = {
+    /// Publishes `result` unless something was published first; finishes the running metric
+    /// and wakes the handle after the lock is released. Returns whether it published.
+    pub(crate) fn publish(&self, result: Result<T, Error>, scope: &Scope) -> bool {
+        let handle = {
             let mut slot = self.slot.lock();
             if slot.published {
                 return false;
             }
             slot.published = true;
-            slot.result = Some(Err(Error::Closed));
-            (slot.handle.take(), slot.metric.take())
+            slot.result = Some(result);
+            slot.handle.take()
         };
-        drop(metric);
+        scope.finish_running(self.execution);
         if let Some(handle) = handle {
             handle.wake();
         }
         true
     }
 
-    /// A panic of the task's poll: with `catch_panics` only the handle sees it (`Exited`);
-    /// otherwise it goes to the panicker and fails the runner.
-    pub(crate) fn route_panic(&self, payload: Payload) {
-        if self.catch_panics {
-            crate::panic::dispose(payload);
-        } else {
-            self.panicker.notify(payload);
-        }
+    /// Publishes `Closed` unless a result was published first. Returns whether it did (the
+    /// caller then wakes the task so its future is dropped).
+    pub(crate) fn abort(&self, scope: &Scope) -> bool {
+        self.publish(Err(Error::Closed), scope)
     }
 }
 
