@@ -31,6 +31,7 @@ mod metrics;
 mod panic;
 mod pool;
 mod runner;
+mod slab;
 mod stop;
 mod supervision;
 mod task;

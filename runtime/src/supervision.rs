@@ -18,6 +18,7 @@
 //!   root reaches every node still in use.
 
 use crate::context::Scope;
+use crate::slab::Slab;
 use crate::task::cell::TaskRef;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,8 +40,7 @@ pub(crate) enum NodeRef {
 
 #[derive(Default)]
 struct Links {
-    children: Vec<Option<Child>>,
-    free: Vec<usize>,
+    children: Slab<Child>,
     /// The parent; dropped when the node ends.
     parent: Option<NodeRef>,
 }
@@ -91,46 +91,28 @@ impl NodeCore {
         if self.is_closed() {
             return Err(child);
         }
-        let slot = match links.free.pop() {
-            Some(slot) => slot,
-            None => {
-                links.children.push(None);
-                links.children.len() - 1
-            }
-        };
-        links.children[slot] = Some(child);
-        Ok(slot)
+        Ok(links.children.insert(child))
     }
 
     /// Removes the child at `slot` if it is still the node at `identity`.
     fn release(&self, slot: usize, identity: *const ()) {
-        let removed = {
-            let mut links = self.links.lock();
-            let ours = links
-                .children
-                .get(slot)
-                .and_then(Option::as_ref)
-                .is_some_and(|child| child.identity() == identity);
-            if ours {
-                links.free.push(slot);
-                links.children[slot].take()
-            } else {
-                None
-            }
-        };
+        let removed = self
+            .links
+            .lock()
+            .children
+            .remove_if(slot, |child| child.identity() == identity);
         // A task entry's count is released outside the lock.
         drop(removed);
     }
 
     /// Closes this node; hands out its children, or `None` if it already was closed.
-    fn close(&self) -> Option<Vec<Option<Child>>> {
+    fn close(&self) -> Option<Vec<Child>> {
         let mut links = self.links.lock();
         if self.is_closed() {
             return None;
         }
         self.closed.store(true, Ordering::Release);
-        links.free.clear();
-        Some(std::mem::take(&mut links.children))
+        Some(links.children.drain().collect())
     }
 
     /// Leaves the parent: gives the slot back and drops the link.
@@ -206,18 +188,14 @@ fn close_subtree(root: NodeRef, abort_root: bool) {
 
 /// Closes the subtrees of `children` and aborts the tasks closed, deepest first, after the
 /// tasks already in `aborted` (which are their ancestors).
-fn cascade(children: Vec<Option<Child>>, mut aborted: Vec<TaskRef>) {
-    let mut pending: Vec<NodeRef> = children
-        .into_iter()
-        .flatten()
-        .filter_map(Child::upgrade)
-        .collect();
+fn cascade(children: Vec<Child>, mut aborted: Vec<TaskRef>) {
+    let mut pending: Vec<NodeRef> = children.into_iter().filter_map(Child::upgrade).collect();
     while let Some(node) = pending.pop() {
         if let Some(children) = node.core().close() {
             if let NodeRef::Task(task) = &node {
                 aborted.push(task.clone());
             }
-            pending.extend(children.into_iter().flatten().filter_map(Child::upgrade));
+            pending.extend(children.into_iter().filter_map(Child::upgrade));
         }
     }
     // Children were closed after their parents, so reversing aborts descendants first.
@@ -233,18 +211,15 @@ pub(crate) fn end(task: &TaskRef) {
     let core = task.node();
     let (children, parent) = {
         let mut links = core.links.lock();
-        let children = if core.is_closed() {
+        let children = if core.is_closed() || links.children.is_empty() {
             None
         } else {
-            core.closed.store(true, Ordering::Release);
-            links.free.clear();
-            Some(std::mem::take(&mut links.children))
+            Some(links.children.drain().collect())
         };
+        core.closed.store(true, Ordering::Release);
         (children, links.parent.take())
     };
-    if let Some(children) = children
-        && children.iter().any(Option::is_some)
-    {
+    if let Some(children) = children {
         cascade(children, Vec::new());
     }
     core.leave(parent, task.identity());
@@ -334,15 +309,9 @@ mod tests {
                 unreachable!("child contexts stand on scope nodes")
             };
             let links = node.core.links.lock();
-            assert!(
-                links.children.iter().all(Option::is_none),
-                "nothing stays adopted"
-            );
-            assert!(
-                links.children.len() <= 2,
-                "slots are reused: {}",
-                links.children.len()
-            );
+            assert!(links.children.is_empty(), "nothing stays adopted");
+            let slots = links.children.capacity();
+            assert!(slots <= 2, "slots are reused: {slots}");
         });
     }
 }

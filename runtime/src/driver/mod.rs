@@ -15,6 +15,7 @@
 
 pub(crate) mod operation;
 
+use crate::slab::Slab;
 use io_uring::{IoUring, opcode, squeue, types};
 use operation::InFlight;
 use prometheus_client::metrics::gauge::Gauge;
@@ -35,11 +36,10 @@ const CANCEL_TOKEN: u64 = u64::MAX - 1;
 /// A worker's ring.
 pub struct Driver {
     ring: IoUring,
-    slots: Vec<Option<InFlight>>,
-    free: Vec<usize>,
+    /// Operations in flight (submitted or waiting in the backlog), by `user_data`.
+    operations: Slab<InFlight>,
     /// Submissions that did not fit in the submission queue yet, in order.
     backlog: VecDeque<squeue::Entry>,
-    in_flight: usize,
     eventfd: RawFd,
     eventfd_armed: bool,
     eventfd_buffer: Box<u64>,
@@ -60,10 +60,8 @@ impl Driver {
             .map_err(explain_setup_error)?;
         Ok(Self {
             ring,
-            slots: Vec::new(),
-            free: Vec::new(),
+            operations: Slab::default(),
             backlog: VecDeque::new(),
-            in_flight: 0,
             eventfd,
             eventfd_armed: false,
             eventfd_buffer: Box::new(0),
@@ -75,21 +73,13 @@ impl Driver {
 
     /// Number of operations in flight (submitted or waiting in the backlog).
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
+        self.operations.len()
     }
 
     #[cfg_attr(not(test), allow(dead_code))]
     /// Queues `entry`, whose resources `in_flight` keeps alive until completion.
     pub(crate) fn submit(&mut self, entry: squeue::Entry, in_flight: InFlight) {
-        let index = match self.free.pop() {
-            Some(index) => index,
-            None => {
-                self.slots.push(None);
-                self.slots.len() - 1
-            }
-        };
-        self.slots[index] = Some(in_flight);
-        self.in_flight += 1;
+        let index = self.operations.insert(in_flight);
         self.pending_operations.inc();
         self.push(entry.user_data(index as u64));
     }
@@ -118,7 +108,7 @@ impl Driver {
 
     /// Submits what is queued and reaps every completion, pushing the wakers to notify.
     pub(crate) fn service(&mut self, wakes: &mut Vec<Waker>) -> io::Result<()> {
-        if self.in_flight == 0 && !self.eventfd_armed {
+        if self.operations.is_empty() && !self.eventfd_armed {
             return Ok(());
         }
         self.flush_backlog();
@@ -162,9 +152,7 @@ impl Driver {
                 CANCEL_TOKEN => {}
                 index => {
                     let index = index as usize;
-                    if let Some(in_flight) = self.slots.get_mut(index).and_then(Option::take) {
-                        self.free.push(index);
-                        self.in_flight -= 1;
+                    if let Some(in_flight) = self.operations.remove_if(index, |_| true) {
                         self.pending_operations.dec();
                         wakes.extend(in_flight.complete(result));
                     }
@@ -227,10 +215,9 @@ impl Driver {
     /// in flight. Durable work (writes) is left to complete.
     pub(crate) fn close(&mut self, wakes: &mut Vec<Waker>) {
         let cancellable: Vec<u64> = self
-            .slots
+            .operations
             .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.as_ref().is_some_and(InFlight::is_cancellable))
+            .filter(|(_, operation)| operation.is_cancellable())
             .map(|(index, _)| index as u64)
             .collect();
         for token in cancellable {
@@ -247,7 +234,7 @@ impl Driver {
                     .user_data(CANCEL_TOKEN),
             );
         }
-        while self.in_flight > 0 || self.eventfd_armed || !self.backlog.is_empty() {
+        while !self.operations.is_empty() || self.eventfd_armed || !self.backlog.is_empty() {
             self.flush_backlog();
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
@@ -267,7 +254,7 @@ impl AsRawFd for Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if self.in_flight > 0 || self.eventfd_armed {
+        if !self.operations.is_empty() || self.eventfd_armed {
             // Never free buffers the kernel may still write: finish everything first. The
             // wakers are dropped here; the worker normally closes the driver itself, with its
             // callbacks, before this runs.

@@ -12,6 +12,7 @@
 use super::cell::{Runnable, Task, TaskRef};
 #[cfg(test)]
 use crate::pool::Pool;
+use crate::slab::Slab;
 use parking_lot::Mutex;
 #[cfg(test)]
 use std::future::Future;
@@ -21,10 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Default)]
 struct Entries {
-    slots: Vec<Option<Task>>,
-    free: Vec<usize>,
-    /// Number of tasks in `slots`, kept under the lock that inserts and removes them.
-    live: usize,
+    tasks: Slab<Task>,
     closed: bool,
 }
 
@@ -73,41 +71,28 @@ impl Tasks {
         if entries.closed {
             return Err(task);
         }
-        let index = match entries.free.pop() {
-            Some(index) => index,
-            None => {
-                entries.slots.push(None);
-                entries.slots.len() - 1
-            }
-        };
-        task.0.header_ref().slot.store(index, Ordering::Relaxed);
-        entries.slots[index] = Some(task);
-        entries.live += 1;
+        let index = entries.tasks.insert(task);
+        if let Some(task) = entries.tasks.get(index) {
+            task.0.header_ref().slot.store(index, Ordering::Relaxed);
+        }
         Ok(())
     }
 
     /// Removes the task behind `runnable`'s cell after its final poll.
     pub(crate) fn remove(&self, task: &TaskRef) {
         let index = task.header_ref().slot.load(Ordering::Relaxed);
-        let removed = {
-            let mut entries = self.entries.lock();
-            match entries.slots.get_mut(index) {
-                Some(entry) if entry.as_ref().is_some_and(|entry| entry.0.same(task)) => {
-                    let removed = entry.take();
-                    entries.free.push(index);
-                    entries.live -= 1;
-                    removed
-                }
-                _ => None,
-            }
-        };
+        let removed = self
+            .entries
+            .lock()
+            .tasks
+            .remove_if(index, |entry| entry.0.same(task));
         // The set's reference is released outside the lock.
         drop(removed);
     }
 
     /// Number of tasks in the set.
     pub fn live(&self) -> usize {
-        self.entries.lock().live
+        self.entries.lock().tasks.len()
     }
 
     /// Refuses every later insert.
@@ -125,10 +110,7 @@ impl Tasks {
     pub(crate) fn drain(&self) -> Vec<Task> {
         let mut entries = self.entries.lock();
         debug_assert!(entries.closed, "drain only a closed set");
-        entries.free.clear();
-        let drained: Vec<Task> = entries.slots.drain(..).flatten().collect();
-        entries.live = 0;
-        drained
+        entries.tasks.drain().collect()
     }
 }
 
@@ -140,9 +122,9 @@ pub(crate) fn contains(tasks: &Tasks, runnable: &Runnable) -> bool {
     tasks
         .entries
         .lock()
-        .slots
+        .tasks
         .get(index)
-        .is_some_and(|entry| entry.as_ref().is_some_and(|entry| entry.0.same(task)))
+        .is_some_and(|entry| entry.0.same(task))
 }
 
 #[cfg(test)]
