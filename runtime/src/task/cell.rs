@@ -1,11 +1,11 @@
-//! The task cell: one allocation per spawn holding the state word, the supervision slot the
-//! task's [`Handle`](super::Handle) reads, and the future; plus the hand-written `RawWaker`
-//! vtable that wakes it.
+//! The task cell: one allocation per spawn holding the state word, the task's supervision
+//! node, the result slot its [`Handle`](super::Handle) reads, and the future; plus the
+//! hand-written `RawWaker` vtable that wakes it.
 //!
 //! A cell is shared by reference-counted pointers, all [`TaskRef`]s underneath: the task set's
-//! entry ([`Task`]), at most one queued [`Runnable`], the handle, the supervision tree's
-//! aborter, and any number of wakers. The cell is freed when the last of them goes; its future
-//! may be gone long before.
+//! entry ([`Task`]), at most one queued [`Runnable`], the handle, the task's own contexts, its
+//! parent's child entry, and any number of wakers. The cell is freed when the last of them
+//! goes; its future may be gone long before.
 //!
 //! # The state word
 //!
@@ -30,6 +30,8 @@
 //!   waker a poll hands out is borrowed from the runnable's reference.
 //! - A supervised future finishes in this order: the future is dropped (a destructor panic is
 //!   contained), the task's subtree is closed, and only then is the result published.
+//! - The reference count is hand-kept rather than an `Arc`'s, so that a cell is born with the
+//!   references it hands out (no atomic operation for them).
 
 use super::handle::{Handle, Supervision};
 use crate::Error;
@@ -94,7 +96,7 @@ struct Vtable {
 #[repr(C)]
 pub(crate) struct Header {
     state: AtomicUsize,
-    /// References to the cell (task set, runnable, handle, aborter, wakers).
+    /// References to the cell (task set, runnable, handle, contexts, parent entry, wakers).
     refs: AtomicUsize,
     vtable: &'static Vtable,
     home: Home,
