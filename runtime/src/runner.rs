@@ -44,12 +44,11 @@ pub struct Shared {
     pub(crate) panicker: Panicker,
     pub(crate) metrics: RuntimeMetrics,
     pub(crate) stopper: Stopper,
-    /// The exclusive lock that marks the storage directory as ours.
-    _storage_lock: StorageLock,
 }
 
-/// The open `.hold` file whose exclusive lock marks the storage directory as a runner's.
-/// Released when dropped; a directory this runner created and left with nothing but the lock
+/// The open `.hold` file whose exclusive lock marks the storage directory as a runner's. Held
+/// by `start` itself, not by the shared state, so that contexts or handles that outlive the
+/// runner never keep the directory locked. Released when dropped; a directory this runner created and left with nothing but the lock
 /// file in it is removed, so runs that store nothing leave nothing behind.
 struct StorageLock {
     file: Option<File>,
@@ -109,7 +108,7 @@ impl Runner {
                 panic!("{message}");
             }
         };
-        let started = match start_workers(config, storage_lock) {
+        let started = match start_workers(config) {
             Ok(started) => started,
             Err(message) => {
                 drop(f);
@@ -117,7 +116,12 @@ impl Runner {
                 panic!("{message}");
             }
         };
-        run(started, f)
+        let output = run(started, f);
+        // Every worker has been joined and every ring drained: the directory is free again,
+        // whatever contexts or handles the caller kept. (An unwind out of `run` drops the lock
+        // on its way too.)
+        drop(storage_lock);
+        output
     }
 }
 
@@ -184,7 +188,7 @@ impl Drop for PoolWorkers {
     }
 }
 
-fn start_workers(config: Config, storage_lock: StorageLock) -> Result<Started, String> {
+fn start_workers(config: Config) -> Result<Started, String> {
     let pool = Arc::new(
         Pool::new(config.worker_threads, config.global_queue_interval)
             .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,
@@ -197,7 +201,6 @@ fn start_workers(config: Config, storage_lock: StorageLock) -> Result<Started, S
         metrics: RuntimeMetrics::new(),
         stopper: Stopper::default(),
         config,
-        _storage_lock: storage_lock,
     });
     let driver = create_driver(&shared, 0)
         .map_err(|error| format!("failed to create native io_uring worker: {error}"))?;
@@ -357,6 +360,9 @@ where
     drop(Local::uninstall());
     drop(local);
     let worker_failure = shared.panicker.take();
+    // The root node carries the root scope, which holds the runner: release both here, so the
+    // storage lock is gone before `start` returns or unwinds.
+    drop(root_tree);
     drop(shared);
 
     if let Some(payload) = root_failure {

@@ -1289,3 +1289,24 @@ fn racing_wakes_are_never_lost_and_never_poll_twice_at_once() {
         assert!(polls.load(Ordering::SeqCst) >= 2);
     });
 }
+
+/// Contexts and handles kept after `start` returned do not keep the storage directory locked:
+/// a second runner on the same directory starts.
+#[test]
+fn escaped_contexts_and_handles_do_not_hold_the_storage_directory() {
+    let config = config();
+    let directory = config.storage_directory().clone();
+    let (context, handle) = Runner::new(config).start(|context| async move {
+        let handle = context.clone().spawn(|_| futures::future::pending::<()>());
+        (context, handle)
+    });
+    let reused = Runner::new(
+        Config::new()
+            .with_storage_directory(&directory)
+            .with_worker_threads(1),
+    )
+    .start(|_| async { 3 });
+    assert_eq!(reused, 3);
+    assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+    drop(context);
+}
