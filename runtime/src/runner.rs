@@ -7,8 +7,8 @@
 //! call the root builder.
 //!
 //! Shutdown, in order: drop the root (a `Drop` may still spawn); stop observing task panics;
-//! close the pool; abort the supervision tree (every handle closes and every running metric
-//! finishes before any future is dropped); close the dedicated registry; close and drain the
+//! close the pool; close the dedicated registry; abort the supervision tree (every handle
+//! closes and every running metric finishes before any future is dropped); close and drain the
 //! task set on this thread; join the pool workers; wait for the registry; close worker zero
 //! (ring drained, timers closed, callbacks run) with its `Local` still installed; remove it;
 //! release `Shared` and with it the storage lock.
@@ -338,8 +338,11 @@ where
     let teardown = catch_unwind(crate::hooks::before_abort);
     #[cfg(not(test))]
     let teardown: Result<(), Payload> = Ok(());
-    root_tree.abort();
+    // The registry closes before the abort: a dedicated task cancelled by the abort starts
+    // destroying its future on its own thread at once, and must already see the registry
+    // closed (nothing new may start while shutdown waits for it).
     shared.workers.close();
+    root_tree.abort();
     shared.tasks.close();
     for task in shared.tasks.drain() {
         Panics::contain(|| task.clear());
