@@ -19,16 +19,18 @@
 
 use crate::context::Scope;
 use crate::slab::Slab;
-use crate::task::cell::TaskRef;
+use crate::task::cell::{TaskPtr, TaskRef};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-/// A child entry: scopes weakly (a dropped scope leaves), tasks strongly (a task leaves when it
-/// ends).
+/// A child entry: scopes weakly (a dropped scope leaves), tasks by address. A task entry
+/// holds no count: every adopted task leaves its parent (in [`end`]) before its cell can be
+/// freed, and an entry is only turned into a counted reference under the parent's lock, which
+/// that leaving needs too, so an entry never outlives its cell.
 enum Child {
     Scope(Weak<Tree>),
-    Task(TaskRef),
+    Task(TaskPtr),
 }
 
 /// A reference to a node of either kind.
@@ -105,14 +107,29 @@ impl NodeCore {
         drop(removed);
     }
 
-    /// Closes this node; hands out its children, or `None` if it already was closed.
-    fn close(&self) -> Option<Vec<Child>> {
+    /// Closes this node; hands out its live children, or `None` if it already was closed.
+    fn close(&self) -> Option<Vec<NodeRef>> {
         let mut links = self.links.lock();
         if self.is_closed() {
             return None;
         }
         self.closed.store(true, Ordering::Release);
-        Some(links.children.drain().collect())
+        Some(Self::take_children(&mut links))
+    }
+
+    /// Empties the child list into counted references; called with the lock held, which is
+    /// what keeps task entries alive while they are counted (see [`Child`]).
+    fn take_children(links: &mut Links) -> Vec<NodeRef> {
+        links
+            .children
+            .drain()
+            .filter_map(|child| match child {
+                Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
+                // SAFETY: the entry is still in the list, so its task has not left, so its
+                // cell is alive; we hold the lock the task needs to leave.
+                Child::Task(task) => Some(NodeRef::Task(unsafe { task.counted() })),
+            })
+            .collect()
     }
 
     /// Leaves the parent: gives the slot back and drops the link.
@@ -130,13 +147,6 @@ impl Child {
         match self {
             Child::Scope(scope) => scope.as_ptr().cast(),
             Child::Task(task) => task.identity(),
-        }
-    }
-
-    fn upgrade(self) -> Option<NodeRef> {
-        match self {
-            Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
-            Child::Task(task) => Some(NodeRef::Task(task)),
         }
     }
 }
@@ -167,7 +177,7 @@ impl NodeRef {
     /// Makes `task` (created [`under`](NodeCore::under) this node) a child of this node. A
     /// closed parent refuses, and the task is closed and aborted instead (it never runs).
     pub(crate) fn adopt_task(&self, task: &TaskRef) {
-        match self.core().adopt(Child::Task(task.clone())) {
+        match self.core().adopt(Child::Task(task.ptr())) {
             Ok(slot) => task.node().slot.store(slot, Ordering::Relaxed),
             Err(_) => NodeRef::Task(task.clone()).abort(),
         }
@@ -188,14 +198,14 @@ fn close_subtree(root: NodeRef, abort_root: bool) {
 
 /// Closes the subtrees of `children` and aborts the tasks closed, deepest first, after the
 /// tasks already in `aborted` (which are their ancestors).
-fn cascade(children: Vec<Child>, mut aborted: Vec<TaskRef>) {
-    let mut pending: Vec<NodeRef> = children.into_iter().filter_map(Child::upgrade).collect();
+fn cascade(children: Vec<NodeRef>, mut aborted: Vec<TaskRef>) {
+    let mut pending = children;
     while let Some(node) = pending.pop() {
         if let Some(children) = node.core().close() {
             if let NodeRef::Task(task) = &node {
                 aborted.push(task.clone());
             }
-            pending.extend(children.into_iter().filter_map(Child::upgrade));
+            pending.extend(children);
         }
     }
     // Children were closed after their parents, so reversing aborts descendants first.
@@ -214,7 +224,7 @@ pub(crate) fn end(task: &TaskRef) {
         let children = if core.is_closed() || links.children.is_empty() {
             None
         } else {
-            Some(links.children.drain().collect())
+            Some(NodeCore::take_children(&mut links))
         };
         core.closed.store(true, Ordering::Release);
         (children, links.parent.take())

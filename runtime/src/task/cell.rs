@@ -306,6 +306,11 @@ impl TaskRef {
         self.header.as_ptr().cast_const().cast()
     }
 
+    /// The cell's address without a count.
+    pub(crate) fn ptr(&self) -> TaskPtr {
+        TaskPtr(self.header)
+    }
+
     /// Closes the task's handle with `Closed` (unless a result was published) and wakes the
     /// task so that its future is dropped. What the supervision tree runs on abort.
     pub(crate) fn abort(&self) {
@@ -329,6 +334,33 @@ impl Drop for TaskRef {
         let release = self.header().vtable.release;
         // SAFETY: this reference owned one count and is going away.
         unsafe { release(self.header) }
+    }
+}
+
+/// A cell's address without a count: what a supervision parent keeps for a child task.
+#[derive(Clone, Copy)]
+pub(crate) struct TaskPtr(NonNull<Header>);
+
+// SAFETY: a `TaskPtr` is only an address; turning it into a reference is `unsafe` and checked
+// by its caller (see `counted`).
+unsafe impl Send for TaskPtr {}
+// SAFETY: as above.
+unsafe impl Sync for TaskPtr {}
+
+impl TaskPtr {
+    /// A counted reference to the cell.
+    ///
+    /// # Safety
+    /// The cell must still be alive; the caller knows some other reference keeps it so.
+    pub(crate) unsafe fn counted(self) -> TaskRef {
+        // SAFETY: alive per the caller's contract; the vtable matches the cell.
+        unsafe { (self.0.as_ref().vtable.clone)(self.0) };
+        TaskRef { header: self.0 }
+    }
+
+    /// The cell's address, for identity checks.
+    pub(crate) fn identity(self) -> *const () {
+        self.0.as_ptr().cast_const().cast()
     }
 }
 
