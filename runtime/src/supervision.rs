@@ -42,7 +42,8 @@ pub(crate) enum NodeRef {
 
 #[derive(Default)]
 struct Links {
-    children: Slab<Child>,
+    /// Allocated with the first child: most tasks never have one, and their cells stay small.
+    children: Option<Box<Slab<Child>>>,
     /// The parent; dropped when the node ends.
     parent: Option<NodeRef>,
 }
@@ -93,18 +94,18 @@ impl NodeCore {
         if self.is_closed() {
             return Err(child);
         }
-        Ok(links.children.insert(child))
+        Ok(links
+            .children
+            .get_or_insert_with(Box::default)
+            .insert(child))
     }
 
     /// Removes the child at `slot` if it is still the node at `identity`.
     fn release(&self, slot: usize, identity: *const ()) {
-        let removed = self
-            .links
-            .lock()
-            .children
-            .remove_if(slot, |child| child.identity() == identity);
-        // A task entry's count is released outside the lock.
-        drop(removed);
+        let mut links = self.links.lock();
+        if let Some(children) = links.children.as_mut() {
+            children.remove_if(slot, |child| child.identity() == identity);
+        }
     }
 
     /// Closes this node; hands out its live children, or `None` if it already was closed.
@@ -120,8 +121,10 @@ impl NodeCore {
     /// Empties the child list into counted references; called with the lock held, which is
     /// what keeps task entries alive while they are counted (see [`Child`]).
     fn take_children(links: &mut Links) -> Vec<NodeRef> {
-        links
-            .children
+        let Some(children) = links.children.as_mut() else {
+            return Vec::new();
+        };
+        children
             .drain()
             .filter_map(|child| match child {
                 Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
@@ -221,7 +224,11 @@ pub(crate) fn end(task: &TaskRef) {
     let core = task.node();
     let (children, parent) = {
         let mut links = core.links.lock();
-        let children = if core.is_closed() || links.children.is_empty() {
+        let childless = links
+            .children
+            .as_ref()
+            .is_none_or(|children| children.is_empty());
+        let children = if core.is_closed() || childless {
             None
         } else {
             Some(NodeCore::take_children(&mut links))
@@ -319,8 +326,9 @@ mod tests {
                 unreachable!("child contexts stand on scope nodes")
             };
             let links = node.core.links.lock();
-            assert!(links.children.is_empty(), "nothing stays adopted");
-            let slots = links.children.capacity();
+            let children = links.children.as_ref().expect("children were adopted");
+            assert!(children.is_empty(), "nothing stays adopted");
+            let slots = children.capacity();
             assert!(slots <= 2, "slots are reused: {slots}");
         });
     }
