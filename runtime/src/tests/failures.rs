@@ -145,14 +145,7 @@ fn service_error_preserves_completions_before_cleanup() {
                         .is_pending()
                 );
                 *escaped.lock().unwrap() = Some(pending);
-                let local = Local::current().unwrap();
-                local
-                    .state
-                    .borrow_mut()
-                    .driver
-                    .as_mut()
-                    .unwrap()
-                    .fail_next_service = Some("injected service failure after completion");
+                fail_next_service();
                 // A completion for the next service to reap.
                 write_ping(&write);
                 futures::future::pending::<()>().await
@@ -182,25 +175,11 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
                 // Worker zero stays busy with the root (blocked below) so that the foreign
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
-                let foreign = context.clone();
-                thread::spawn(move || {
-                    drop(foreign.spawn(move |_| async move {
-                        assert_eq!(thread::current().name(), Some("iouring-pool-1"));
-                        {
-                            let local = Local::current().unwrap();
-                            local
-                                .state
-                                .borrow_mut()
-                                .driver
-                                .as_mut()
-                                .unwrap()
-                                .fail_next_service =
-                                Some("injected service failure after completion");
-                        }
-                        let operation = Operation::register(Request::Read { fd: read, len: 4 });
-                        tx.send(()).unwrap();
-                        operation.await
-                    }))
+                spawn_on_worker_one(&context, move |_| async move {
+                    fail_next_service();
+                    let operation = Operation::register(Request::Read { fd: read, len: 4 });
+                    tx.send(()).unwrap();
+                    drop(operation.await);
                 });
                 rx.recv().unwrap();
                 write_ping(&write);

@@ -61,6 +61,35 @@ fn write_ping(write: &OwnedFd) {
     assert_eq!(written, 4);
 }
 
+/// Spawns `body` from a foreign thread onto pool worker one. The caller, the root, keeps
+/// worker zero busy (blocked) until the body signals it, so the foreign push claims parked
+/// worker one.
+fn spawn_on_worker_one<F, Fut>(context: &Context, body: F)
+where
+    F: FnOnce(Context) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let foreign = context.clone();
+    thread::spawn(move || {
+        drop(foreign.spawn(move |context| async move {
+            assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+            body(context).await
+        }))
+    });
+}
+
+/// Makes the next ring service of this thread's worker that reaps a completion fail.
+fn fail_next_service() {
+    let local = Local::current().expect("called on a worker");
+    local
+        .state
+        .borrow_mut()
+        .driver
+        .as_mut()
+        .expect("the worker has a ring")
+        .fail_next_service = Some("injected service failure after completion");
+}
+
 /// Asserts that a spawn through `context` is refused at once, without calling the factory.
 fn assert_refused(context: Context) {
     let called = Arc::new(AtomicBool::new(false));

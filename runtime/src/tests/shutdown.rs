@@ -235,22 +235,18 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
                 // Worker zero stays busy with the root (blocked below) so that the foreign
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
-                let foreign = context.clone();
-                thread::spawn(move || {
-                    drop(foreign.spawn(move |_| async move {
-                        assert_eq!(thread::current().name(), Some("iouring-pool-1"));
-                        let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
-                        let waker = Waker::from(Arc::new(Bad));
-                        assert!(
-                            sleep
-                                .poll_unpin(&mut TaskContext::from_waker(&waker))
-                                .is_pending()
-                        );
-                        drop(waker);
-                        // The sleep escapes the task so that only the table holds the waker.
-                        std::mem::forget(sleep);
-                        tx.send(()).unwrap();
-                    }))
+                spawn_on_worker_one(&context, move |_| async move {
+                    let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
+                    let waker = Waker::from(Arc::new(Bad));
+                    assert!(
+                        sleep
+                            .poll_unpin(&mut TaskContext::from_waker(&waker))
+                            .is_pending()
+                    );
+                    drop(waker);
+                    // The sleep escapes the task so that only the table holds the waker.
+                    std::mem::forget(sleep);
+                    tx.send(()).unwrap();
                 });
                 rx.recv().unwrap();
             }
@@ -414,32 +410,28 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
                 async move {
                     *kept.lock().unwrap() = Some(context.runtime().pool.clone());
                     let (armed, armed_rx) = mpsc::channel();
-                    let foreign = context.clone();
-                    thread::spawn(move || {
-                        drop(foreign.spawn(move |context| async move {
-                            assert_eq!(thread::current().name(), Some("iouring-pool-1"));
-                            // Task A: idle, woken by the callback into this worker's queue.
-                            let (a_waker_tx, a_waker_rx) = mpsc::channel();
-                            drop(context.clone().spawn(move |_| {
-                                futures::future::poll_fn(move |cx| {
-                                    let _ = a_waker_tx.send(cx.waker().clone());
-                                    Poll::<()>::Pending
-                                })
-                            }));
-                            reschedule().await;
-                            let a_waker = a_waker_rx.recv().unwrap();
-                            let mut sleep = crate::time::Sleep::new(Duration::from_millis(1));
-                            let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
-                            assert!(
-                                sleep
-                                    .poll_unpin(&mut TaskContext::from_waker(&callback))
-                                    .is_pending()
-                            );
-                            // Only the table keeps the callback: the sleep escapes unpolled.
-                            std::mem::forget(sleep);
-                            armed.send(()).unwrap();
-                            futures::future::pending::<()>().await;
-                        }))
+                    spawn_on_worker_one(&context, move |context| async move {
+                        // Task A: idle, woken by the callback into this worker's queue.
+                        let (a_waker_tx, a_waker_rx) = mpsc::channel();
+                        drop(context.clone().spawn(move |_| {
+                            futures::future::poll_fn(move |cx| {
+                                let _ = a_waker_tx.send(cx.waker().clone());
+                                Poll::<()>::Pending
+                            })
+                        }));
+                        reschedule().await;
+                        let a_waker = a_waker_rx.recv().unwrap();
+                        let mut sleep = crate::time::Sleep::new(Duration::from_millis(1));
+                        let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
+                        assert!(
+                            sleep
+                                .poll_unpin(&mut TaskContext::from_waker(&callback))
+                                .is_pending()
+                        );
+                        // Only the table keeps the callback: the sleep escapes unpolled.
+                        std::mem::forget(sleep);
+                        armed.send(()).unwrap();
+                        futures::future::pending::<()>().await;
                     });
                     // Worker zero stays busy here so that the spawn goes to worker one.
                     armed_rx.recv().unwrap();
