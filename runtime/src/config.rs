@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The largest number of pool workers a runner may have: one bit each in the idle set's word.
-pub const MAX_WORKERS: usize = 64;
+/// The largest number of pool workers a runner may have: one bit each in the idle set's word,
+/// whose top byte counts the searching workers.
+pub const MAX_WORKERS: usize = crate::pool::idle::MAX_WORKERS;
 
 /// The largest io_uring submission queue a worker may ask for.
 pub const MAX_RING_SIZE: u32 = 32_768;

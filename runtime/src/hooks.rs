@@ -2,10 +2,12 @@
 //! hoped for. Every hook is a thread-local or a global that costs one load when unarmed; none
 //! exists outside `cfg(test)`.
 
+use crate::pool::Pool;
 use crate::runner::Shared;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A fault injected into one runner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,4 +98,91 @@ pub(crate) fn before_startup(shared: &Shared, worker: Option<usize>) -> std::io:
 /// Called before a dedicated or blocking thread is launched: whether the launch must fail.
 pub(crate) fn launch_fails(shared: &Shared) -> bool {
     take(shared, Fault::Launch)
+}
+
+/// A point in a pool worker's park sequence where a test hook runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ParkPoint {
+    /// After a turn's service, messages and callbacks; reached on every turn.
+    AfterMessages,
+    /// After the last readiness check and the search of the other queues, before publishing
+    /// idle. A worker whose search found nothing still holds its count here.
+    BeforeIdle,
+    /// Published idle, last look done, just before the wait.
+    BeforeWait,
+    /// After the last look took a count to search a stealable backlog, before the search.
+    BeforeParkSearch,
+}
+
+type ParkHook = (usize, usize, ParkPoint, Box<dyn FnOnce() + Send>);
+
+/// Whether a park hook was ever armed: unarmed parks cost one load.
+static PARK_HOOKS_ARMED: AtomicBool = AtomicBool::new(false);
+static PARK_HOOKS: Mutex<Vec<ParkHook>> = Mutex::new(Vec::new());
+
+/// Runs `hook` once, on worker `index` of `pool`, when it next reaches `point`. The hook runs
+/// with no lock held and no borrow of the worker's state.
+pub(crate) fn on_next_park(
+    pool: &Pool,
+    index: usize,
+    point: ParkPoint,
+    hook: impl FnOnce() + Send + 'static,
+) {
+    PARK_HOOKS.lock().push((
+        std::ptr::from_ref(pool).addr(),
+        index,
+        point,
+        Box::new(hook),
+    ));
+    PARK_HOOKS_ARMED.store(true, Ordering::Release);
+}
+
+/// Called by worker `index` of `pool` at `point`: runs the hook armed there, if any.
+pub(crate) fn at_park(pool: &Pool, index: usize, point: ParkPoint) {
+    if !PARK_HOOKS_ARMED.load(Ordering::Acquire) {
+        return;
+    }
+    let key = std::ptr::from_ref(pool).addr();
+    let hook = {
+        let mut hooks = PARK_HOOKS.lock();
+        hooks
+            .iter()
+            .position(|hook| hook.0 == key && hook.1 == index && hook.2 == point)
+            .map(|at| hooks.swap_remove(at).3)
+    };
+    if let Some(hook) = hook {
+        hook();
+    }
+}
+
+type OverflowHook = (usize, Box<dyn FnOnce() + Send>);
+
+static OVERFLOW_HOOKS_ARMED: AtomicBool = AtomicBool::new(false);
+static OVERFLOW_HOOKS: Mutex<Vec<OverflowHook>> = Mutex::new(Vec::new());
+
+/// Runs `hook` once, when a run queue of `pool` next overflows: after the newest half was
+/// split off, before the batch reaches the global queue.
+pub(crate) fn on_next_overflow(pool: &Pool, hook: impl FnOnce() + Send + 'static) {
+    OVERFLOW_HOOKS
+        .lock()
+        .push((std::ptr::from_ref(pool).addr(), Box::new(hook)));
+    OVERFLOW_HOOKS_ARMED.store(true, Ordering::Release);
+}
+
+/// Called by the overflowing worker before it pushes the batch to the global queue.
+pub(crate) fn before_overflow(pool: &Pool) {
+    if !OVERFLOW_HOOKS_ARMED.load(Ordering::Acquire) {
+        return;
+    }
+    let key = std::ptr::from_ref(pool).addr();
+    let hook = {
+        let mut hooks = OVERFLOW_HOOKS.lock();
+        hooks
+            .iter()
+            .position(|hook| hook.0 == key)
+            .map(|at| hooks.swap_remove(at).1)
+    };
+    if let Some(hook) = hook {
+        hook();
+    }
 }

@@ -269,8 +269,7 @@ fn pool_worker(shared: Arc<Shared>, index: usize, report: mpsc::Sender<std::io::
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         Worker::new(local.clone(), shared.clone(), index).run();
     }));
-    // A worker that unwinds leaves the idle set before anything else runs.
-    shared.pool.idle().withdraw(index);
+    // `run` left the idle set and returned its count, unwinding included.
     if let Err(payload) = outcome {
         shared.panicker.worker_failed(payload);
         // Keep the pool's queue drained even after a failure.
@@ -282,6 +281,7 @@ fn pool_worker(shared: Arc<Shared>, index: usize, report: mpsc::Sender<std::io::
     if let Some(payload) = crate::worker::close(&local) {
         shared.panicker.worker_failed(payload);
     }
+    shared.pool.mailbox(index).close();
     drop(Local::uninstall());
 }
 
@@ -359,6 +359,7 @@ where
     if let Some(payload) = crate::worker::close(&local) {
         shared.panicker.worker_failed(payload);
     }
+    shared.pool.mailbox(0).close();
     drop(worker);
     drop(Local::uninstall());
     drop(local);

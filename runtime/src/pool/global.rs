@@ -67,6 +67,19 @@ impl GlobalQueue {
         Some(first)
     }
 
+    /// Takes up to `max` runnables (at least one if any), oldest first, handing each to `each`
+    /// in order. Returns how many it took.
+    pub(crate) fn take_into(&self, max: usize, each: impl FnMut(Runnable)) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let mut inner = self.inner.lock();
+        let count = max.max(1).min(inner.queue.len());
+        inner.queue.drain(..count).for_each(each);
+        self.len.store(inner.queue.len(), Ordering::SeqCst);
+        count
+    }
+
     /// Number of queued runnables.
     pub fn len(&self) -> usize {
         self.len.load(Ordering::SeqCst)

@@ -6,8 +6,12 @@
 //!   queue, a batch in transit between them, or the hands of the worker polling it.
 //! - Once [`Pool::close`] has run, the global queue refuses pushes and discards them, and every
 //!   worker has been woken so it sees the closure and leaves its loop.
-//! - A push into the global queue from anywhere claims one parked worker, so work that arrives
-//!   while every worker sleeps is never stranded.
+//! - A push into the global queue claims a parked worker while the queue holds more runnables
+//!   than there are searching workers, so work that arrives while every worker sleeps is never
+//!   stranded, and two quick pushes wake two workers.
+//! - A push that makes a run queue stealable claims a parked worker only when nobody searches:
+//!   a searching worker is expected to find that backlog, and a parked one re-checks for it in
+//!   its last look (see [`crate::worker`]).
 
 pub(crate) mod global;
 pub(crate) mod idle;
@@ -22,6 +26,8 @@ use mailbox::Mailbox;
 use queue::RunQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(test)]
+pub use mailbox::BATCH_SIZE;
 pub use mailbox::Message;
 pub use queue::CAPACITY;
 
@@ -97,7 +103,7 @@ impl Pool {
     /// discards it.
     pub(crate) fn push_global(&self, runnable: Runnable) {
         match self.global.push(runnable) {
-            Ok(()) => self.notify_parked(),
+            Ok(()) => self.kick_for_global(),
             Err(refused) => drop(refused),
         }
     }
@@ -105,22 +111,35 @@ impl Pool {
     /// Delivers an overflow batch through the global queue. A closed queue discards it.
     pub(crate) fn push_overflow(&self, batch: Vec<Runnable>) {
         match self.global.push_batch(batch) {
-            Ok(()) => self.notify_parked(),
+            Ok(()) => self.kick_for_global(),
             Err(refused) => drop(refused),
         }
     }
 
-    /// Wakes one parked worker, if any.
-    pub(crate) fn notify_parked(&self) {
-        if let Some(index) = self.idle.claim() {
+    /// Claims a parked worker for the global queue while it holds more runnables than there
+    /// are searching workers to take them.
+    fn kick_for_global(&self) {
+        if let Some(index) = self
+            .idle
+            .claim_if(|searching| self.global.len() > searching)
+        {
             self.slots[index].mailbox.waker.wake();
         }
     }
 
-    /// Whether the pool is closed and every worker has left the idle set.
+    /// Claims a parked worker for a stealable run-queue backlog, unless a worker is searching
+    /// already (it will find the backlog).
+    pub(crate) fn kick_for_backlog(&self) {
+        if let Some(index) = self.idle.claim_if(|searching| searching == 0) {
+            self.slots[index].mailbox.waker.wake();
+        }
+    }
+
+    /// Whether the pool is closed and every worker has left the idle set with its counts
+    /// returned.
     #[cfg(test)]
     pub(crate) fn is_clean(&self) -> bool {
-        self.is_closed() && self.idle.is_empty()
+        self.is_closed() && self.idle.is_clear()
     }
 
     /// Closes the pool: the global queue refuses and discards, and every worker is woken to
@@ -131,6 +150,19 @@ impl Pool {
         drop(discarded);
         for slot in self.slots.iter() {
             slot.mailbox.waker.wake();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Every worker withdraws and returns its counts before it stops, unwinding included;
+        // a pool dropped otherwise means a worker left the protocol half done.
+        if !std::thread::panicking() {
+            assert!(
+                self.idle.is_clear(),
+                "a pool dropped with a worker still idle or searching"
+            );
         }
     }
 }

@@ -1,27 +1,39 @@
-//! A worker's run queue: bounded, FIFO, one producer (its worker), lock-free.
+//! A worker's run queue: bounded, FIFO, one producer (its worker), many lock-free thieves.
 //!
-//! The layout follows tokio's `multi_thread/queue.rs`: a ring buffer of `CAPACITY` slots, a
-//! `tail` only the owner writes, and a `head` word packing two indices, `steal` and `real`,
-//! so that a thief (added with the pool's stealing) can claim a range and copy it out while the
-//! owner keeps pushing and popping.
+//! The layout follows tokio's `multi_thread/queue.rs`: a ring buffer of [`CAPACITY`] slots, a
+//! `tail` only the owner writes, and a `head` word packing two indices, `steal` and `real`.
+//! `real` is the next slot to pop. `steal` equals `real` except while a thief copies out the
+//! range `[steal, real)` it claimed; until it moves `steal` up to `real`, the owner must not
+//! reuse those slots, and no other thief may start.
 //!
 //! Invariants:
-//! - Slots in `[real, tail)` hold initialized runnables owned by the queue; every other slot is
-//!   uninitialized. Only the owner writes slots and `tail`; it writes a slot before it
-//!   publishes the new `tail` with `Release`.
+//! - Slots in `[real, tail)` hold items owned by the queue, slots in `[steal, real)` items a
+//!   thief is copying out; every other slot is uninitialized. Only the owner writes slots and
+//!   `tail`, and it writes a slot before it publishes the new `tail` with `Release`; a thief
+//!   reads `tail` with `Acquire` before it reads the slots below it.
 //! - `tail - steal <= CAPACITY`: the owner never overwrites a slot a thief may still read.
-//! - Overflow takes the **newest** half back from the tail, and only when no steal is in
-//!   progress (`steal == real`) and the queue is full. A thief claims at most half of what it
-//!   saw, counted from `head`, so the two ranges never meet.
+//! - A thief claims `floor(len / 2)` items, so a lone item is never stolen and the owner always
+//!   keeps at least as much as it gave away.
+//! - Overflow gives the **newest** half back from the tail, and only when the queue is full
+//!   and no steal is in progress (`steal == real`, `tail - real == CAPACITY`). A thief that
+//!   claims concurrently saw at most `CAPACITY` items and claims at most half of them from
+//!   `real`, so its range `[real, real + CAPACITY / 2)` and the owner's range
+//!   `[tail - CAPACITY / 2, tail)` never meet.
 
+use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
 use crate::task::Runnable;
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Slots in each worker's run queue.
+#[cfg(not(loom))]
 pub const CAPACITY: usize = 256;
+/// Slots in each worker's run queue (small under loom, so models stay tractable).
+#[cfg(loom)]
+pub const CAPACITY: usize = 4;
+
 const MASK: u32 = CAPACITY as u32 - 1;
+const HALF: u32 = CAPACITY as u32 / 2;
 
 fn pack(steal: u32, real: u32) -> u64 {
     (u64::from(steal) << 32) | u64::from(real)
@@ -31,22 +43,23 @@ fn unpack(head: u64) -> (u32, u32) {
     ((head >> 32) as u32, head as u32)
 }
 
-/// A bounded single-producer run queue.
-pub struct RunQueue {
-    /// `(steal, real)`: the next slot a thief copies from and the next slot to pop.
+/// A bounded single-producer run queue of `T` (runnables, except in the models).
+pub struct RunQueue<T = Runnable> {
+    /// `(steal, real)`, see the module documentation. Every change is a compare-and-swap with
+    /// `AcqRel`: the owner's pop and a thief's claim must see each other's moves.
     head: AtomicU64,
-    /// One past the newest runnable. Written by the owner only.
+    /// One past the newest item. Written by the owner only, with `Release` after the slot.
     tail: AtomicU32,
-    buffer: Box<[UnsafeCell<MaybeUninit<Runnable>>]>,
+    buffer: Box<[UnsafeCell<MaybeUninit<T>>]>,
 }
 
-// SAFETY: slots are accessed only under the index protocol described in the module invariants;
-// runnables are `Send`.
-unsafe impl Sync for RunQueue {}
+// SAFETY: slots are accessed only under the index protocol of the module invariants, which
+// gives every slot one reader or one writer at a time; items are `Send`.
+unsafe impl<T: Send> Sync for RunQueue<T> {}
 // SAFETY: as above.
-unsafe impl Send for RunQueue {}
+unsafe impl<T: Send> Send for RunQueue<T> {}
 
-impl Default for RunQueue {
+impl<T> Default for RunQueue<T> {
     fn default() -> Self {
         Self {
             head: AtomicU64::new(0),
@@ -58,8 +71,8 @@ impl Default for RunQueue {
     }
 }
 
-impl RunQueue {
-    /// Number of runnables queued (a snapshot when read by anyone but the owner).
+impl<T> RunQueue<T> {
+    /// Number of items queued and not claimed by a thief (a snapshot for anyone but the owner).
     pub fn len(&self) -> usize {
         let (_, real) = unpack(self.head.load(Ordering::Acquire));
         let tail = self.tail.load(Ordering::Acquire);
@@ -71,60 +84,59 @@ impl RunQueue {
         self.len() == 0
     }
 
-    /// Whether a thief may take from this queue: a lone runnable is never stolen.
-    #[cfg(test)]
+    /// Whether a thief may take from this queue: a lone item is never stolen.
     pub fn is_stealable(&self) -> bool {
         self.len() >= 2
     }
 
-    /// Appends `runnable`. When the queue is full, the newest half (with `runnable`) is handed
-    /// to `overflow` as one batch for the global queue.
+    /// Appends `item` and returns the queue's length after the push. When the queue is full,
+    /// the newest half (with `item`) is handed to `overflow` as one batch for the global queue
+    /// instead, and 0 is returned.
     ///
     /// # Safety
     /// Only the queue's owning worker may call this (single producer).
-    pub(crate) unsafe fn push_back(
-        &self,
-        runnable: Runnable,
-        overflow: impl FnOnce(Vec<Runnable>),
-    ) {
+    pub(crate) unsafe fn push_back(&self, item: T, overflow: impl FnOnce(Vec<T>)) -> usize {
+        // Only this thread writes `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
         let (steal, real) = unpack(self.head.load(Ordering::Acquire));
         if tail.wrapping_sub(steal) < CAPACITY as u32 {
-            // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a thief
-            // or the owner reads; only the owner (us) writes it.
-            unsafe { (*self.buffer[(tail & MASK) as usize].get()).write(runnable) };
+            self.buffer[(tail & MASK) as usize].with_mut(|slot| {
+                // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a thief
+                // or the owner reads, and only the owner (us) writes slots.
+                unsafe { (*slot).write(item) };
+            });
             self.tail.store(tail.wrapping_add(1), Ordering::Release);
-            return;
+            return tail.wrapping_sub(real) as usize + 1;
         }
         if steal != real {
-            // A thief is copying out a range and will free room soon; the runnable goes
-            // straight to the global queue instead.
-            overflow(vec![runnable]);
-            return;
+            // A thief is copying out a range and frees room soon; this one item goes to the
+            // global queue instead of waiting for it.
+            overflow(vec![item]);
+            return 0;
         }
-        // Full and no steal in progress: take the newest half back from the tail.
-        let half = CAPACITY as u32 / 2;
-        let start = tail.wrapping_sub(half);
+        // Full, no steal in progress: give the newest half back from the tail. A thief that
+        // claims from now on sees at most the kept half (module invariants).
+        let start = tail.wrapping_sub(HALF);
         self.tail.store(start, Ordering::Release);
-        // Re-check that no thief claimed into the range between our head load and the tail
-        // store; thieves claim at most half of what they saw from `head`, so `real` can move
-        // at most to `start`.
-        let mut batch = Vec::with_capacity(half as usize + 1);
-        for index in 0..half {
+        let mut batch = Vec::with_capacity(HALF as usize + 1);
+        for index in 0..HALF {
             let slot = start.wrapping_add(index) & MASK;
-            // SAFETY: slots `[start, tail)` were initialized by us and are past every thief's
-            // claim (module invariants); lowering `tail` gave them back to the owner.
-            batch.push(unsafe { (*self.buffer[slot as usize].get()).assume_init_read() });
+            batch.push(self.buffer[slot as usize].with(|slot| {
+                // SAFETY: slots `[start, tail)` were initialized by us and lie beyond every
+                // thief's claim; lowering `tail` returned them to the owner alone.
+                unsafe { (*slot).assume_init_read() }
+            }));
         }
-        batch.push(runnable);
+        batch.push(item);
         overflow(batch);
+        0
     }
 
-    /// Takes the oldest runnable.
+    /// Takes the oldest item.
     ///
     /// # Safety
     /// Only the queue's owning worker may call this.
-    pub(crate) unsafe fn pop(&self) -> Option<Runnable> {
+    pub(crate) unsafe fn pop(&self) -> Option<T> {
         let mut head = self.head.load(Ordering::Acquire);
         loop {
             let (steal, real) = unpack(head);
@@ -144,72 +156,271 @@ impl RunQueue {
                 .compare_exchange(head, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    // SAFETY: the CAS claimed slot `real` for us alone; it is initialized.
-                    return Some(unsafe {
-                        (*self.buffer[(real & MASK) as usize].get()).assume_init_read()
-                    });
+                    return Some(self.buffer[(real & MASK) as usize].with(|slot| {
+                        // SAFETY: the compare-and-swap claimed slot `real` for us alone, and it
+                        // is initialized (it was below `tail`).
+                        unsafe { (*slot).assume_init_read() }
+                    }));
                 }
                 Err(actual) => head = actual,
             }
         }
     }
+
+    /// Steals half of this queue's items (rounded down) into `dst`, appended in order. Returns
+    /// how many moved: 0 when the queue holds fewer than two, another thief is at work, or
+    /// `dst` lacks room for half a queue.
+    ///
+    /// # Safety
+    /// Only `dst`'s owning worker may call this, and `dst` must not be `self`.
+    pub(crate) unsafe fn steal_into(&self, dst: &RunQueue<T>) -> usize {
+        let dst_tail = dst.tail.load(Ordering::Relaxed);
+        let (dst_steal, _) = unpack(dst.head.load(Ordering::Acquire));
+        if dst_tail.wrapping_sub(dst_steal) > HALF {
+            return 0;
+        }
+        // Claim `[real, real + n)` by moving `real` while `steal` stays: the owner can keep
+        // popping above the range, and no other thief starts until `steal` catches up.
+        let mut head = self.head.load(Ordering::Acquire);
+        let (first, count) = loop {
+            let (steal, real) = unpack(head);
+            if steal != real {
+                return 0;
+            }
+            let tail = self.tail.load(Ordering::Acquire);
+            let count = tail.wrapping_sub(real) / 2;
+            if count == 0 {
+                return 0;
+            }
+            let claimed = pack(steal, real.wrapping_add(count));
+            match self
+                .head
+                .compare_exchange(head, claimed, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break (real, count),
+                Err(actual) => head = actual,
+            }
+        };
+        for offset in 0..count {
+            let item = self.buffer[(first.wrapping_add(offset) & MASK) as usize].with(|slot| {
+                // SAFETY: the claim gave us `[first, first + count)`; the owner neither pops
+                // (it pops from `real`, above the range) nor overwrites it (`tail - steal`
+                // stays bounded by `CAPACITY` while `steal == first`).
+                unsafe { (*slot).assume_init_read() }
+            });
+            dst.buffer[(dst_tail.wrapping_add(offset) & MASK) as usize].with_mut(|slot| {
+                // SAFETY: we own `dst`, which had room for `HALF >= count` more items, so these
+                // slots are unused by its readers.
+                unsafe { (*slot).write(item) };
+            });
+        }
+        // Let go of the range: `steal` catches up with `real`, which the owner may have moved.
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            let (_, real) = unpack(head);
+            match self.head.compare_exchange(
+                head,
+                pack(real, real),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => head = actual,
+            }
+        }
+        dst.tail
+            .store(dst_tail.wrapping_add(count), Ordering::Release);
+        count as usize
+    }
 }
 
-impl Drop for RunQueue {
+impl<T> Drop for RunQueue<T> {
     fn drop(&mut self) {
-        // Exclusive access: release every queued runnable (their tasks are owned by the set).
+        // Exclusive access: release every queued item (a runnable's task is owned by the set).
         // SAFETY: `&mut self` makes us the owner, with no thief left.
-        while let Some(runnable) = unsafe { self.pop() } {
-            drop(runnable);
+        while let Some(item) = unsafe { self.pop() } {
+            drop(item);
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::task::cell::Task;
-    use std::sync::Weak;
 
-    fn runnable() -> Runnable {
-        Task::new(async {}, Weak::new()).1
+    fn filled(items: std::ops::Range<u32>) -> RunQueue<u32> {
+        let queue = RunQueue::default();
+        for item in items {
+            // SAFETY: this test thread is the only producer.
+            unsafe { queue.push_back(item, |_| panic!("no overflow")) };
+        }
+        queue
+    }
+
+    fn drain(queue: &RunQueue<u32>) -> Vec<u32> {
+        // SAFETY: this test thread owns the queue.
+        std::iter::from_fn(|| unsafe { queue.pop() }).collect()
     }
 
     #[test]
     fn fifo_order_and_stealability() {
-        let queue = RunQueue::default();
-        let (first_task, first) = Task::new(async {}, Weak::new());
+        let queue = filled(0..1);
+        assert!(!queue.is_stealable(), "a lone item is not stealable");
         // SAFETY: this test thread is the only producer.
-        unsafe {
-            queue.push_back(first, |_| panic!("no overflow"));
-            assert!(!queue.is_stealable(), "a lone runnable is not stealable");
-            queue.push_back(runnable(), |_| panic!("no overflow"));
-            assert!(queue.is_stealable());
-            let popped = queue.pop().unwrap();
-            assert!(popped.task_ref().same(&first_task.0), "oldest first");
-        }
-        assert_eq!(queue.len(), 1);
+        let len = unsafe { queue.push_back(1, |_| panic!("no overflow")) };
+        assert_eq!(len, 2, "a push reports the length it made");
+        assert!(queue.is_stealable());
+        assert_eq!(drain(&queue), [0, 1], "oldest first");
     }
 
     #[test]
-    fn overflow_hands_over_the_newest_half_with_the_new_runnable() {
-        let queue = RunQueue::default();
-        let mut tasks = Vec::new();
+    fn overflow_hands_over_the_newest_half_with_the_new_item() {
+        let queue = filled(0..CAPACITY as u32);
+        let mut batch = None;
         // SAFETY: this test thread is the only producer.
-        unsafe {
-            for _ in 0..CAPACITY {
-                let (task, runnable) = Task::new(async {}, Weak::new());
-                tasks.push(task);
-                queue.push_back(runnable, |_| panic!("not full yet"));
+        let len = unsafe { queue.push_back(CAPACITY as u32, |overflow| batch = Some(overflow)) };
+        assert_eq!(len, 0, "an overflowing push reports no length");
+        let batch = batch.expect("the push into a full queue overflows");
+        let newest: Vec<u32> = (HALF..=CAPACITY as u32).collect();
+        assert_eq!(batch, newest, "the newest half and the new item, in order");
+        assert_eq!(
+            drain(&queue),
+            (0..HALF).collect::<Vec<_>>(),
+            "the oldest half stays"
+        );
+    }
+
+    #[test]
+    fn a_thief_takes_the_oldest_half_rounded_down_and_never_a_lone_item() {
+        let thief = RunQueue::default();
+        let lone = filled(0..1);
+        // SAFETY: this thread owns `thief`.
+        assert_eq!(unsafe { lone.steal_into(&thief) }, 0);
+        assert_eq!(lone.len(), 1);
+
+        let victim = filled(0..7);
+        // SAFETY: this thread owns `thief`.
+        assert_eq!(unsafe { victim.steal_into(&thief) }, 3);
+        assert_eq!(drain(&thief), [0, 1, 2], "the oldest, in order");
+        // Each steal takes half of what remains, leaving the last one.
+        // SAFETY: as above.
+        let steals: Vec<usize> = std::iter::from_fn(|| {
+            let count = unsafe { victim.steal_into(&thief) };
+            (count > 0).then_some(count)
+        })
+        .collect();
+        assert_eq!(steals, [2, 1]);
+        assert_eq!(drain(&victim), [6]);
+    }
+
+    #[test]
+    fn a_thief_without_room_for_half_a_queue_takes_nothing() {
+        let thief = filled(0..HALF + 1);
+        let victim = filled(0..8);
+        // SAFETY: this thread owns `thief`.
+        assert_eq!(unsafe { victim.steal_into(&thief) }, 0);
+        assert_eq!(victim.len(), 8);
+    }
+
+    #[test]
+    fn items_survive_wrapping_indices() {
+        let queue = RunQueue::default();
+        let thief = RunQueue::default();
+        let mut next = 0u32;
+        let mut seen = Vec::new();
+        for _ in 0..3 * CAPACITY {
+            // SAFETY: this thread owns both queues.
+            unsafe {
+                queue.push_back(next, |_| panic!("no overflow"));
+                queue.push_back(next + 1, |_| panic!("no overflow"));
+                next += 2;
+                seen.extend(queue.pop());
+                queue.steal_into(&thief);
+                seen.extend(thief.pop());
             }
-            let mut batch = None;
-            queue.push_back(runnable(), |overflowed| batch = Some(overflowed));
-            let batch = batch.expect("the push into a full queue overflows");
-            assert_eq!(batch.len(), CAPACITY / 2 + 1);
-            assert!(batch[0].task_ref().same(&tasks[CAPACITY / 2].0));
-            assert_eq!(queue.len(), CAPACITY / 2);
-            let oldest = queue.pop().unwrap();
-            assert!(oldest.task_ref().same(&tasks[0].0), "the oldest half stays");
         }
+        seen.extend(drain(&queue));
+        seen.extend(drain(&thief));
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (0..next).collect::<Vec<_>>(),
+            "nothing lost or doubled"
+        );
+    }
+}
+
+#[cfg(all(test, loom))]
+mod models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// An owner pushing, popping and overflowing races a thief: every item comes out exactly
+    /// once, through the owner, the thief or an overflow batch.
+    #[test]
+    fn owner_and_thief_account_for_every_item() {
+        crate::sync::model(|| {
+            let victim = Arc::new(RunQueue::<u32>::default());
+            let thief = {
+                let victim = victim.clone();
+                thread::spawn(move || {
+                    let mine = RunQueue::default();
+                    // SAFETY: this thread owns `mine`.
+                    let stolen = unsafe { victim.steal_into(&mine) };
+                    // SAFETY: as above.
+                    let items: Vec<u32> = std::iter::from_fn(|| unsafe { mine.pop() }).collect();
+                    assert_eq!(items.len(), stolen);
+                    items
+                })
+            };
+            let mut seen = Vec::new();
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                for item in 0..CAPACITY as u32 + 1 {
+                    victim.push_back(item, |batch| seen.extend(batch));
+                }
+                seen.extend(victim.pop());
+                seen.extend(std::iter::from_fn(|| victim.pop()));
+            }
+            seen.extend(thief.join().unwrap());
+            seen.sort_unstable();
+            assert_eq!(seen, (0..CAPACITY as u32 + 1).collect::<Vec<_>>());
+        });
+    }
+
+    /// Two thieves race for one queue: together they never take a lone item or one twice.
+    #[test]
+    fn two_thieves_never_share_an_item() {
+        crate::sync::model(|| {
+            let victim = Arc::new(RunQueue::<u32>::default());
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                for item in 0..3 {
+                    victim.push_back(item, |_| unreachable!("no overflow"));
+                }
+            }
+            let thieves: Vec<_> = (0..2)
+                .map(|_| {
+                    let victim = victim.clone();
+                    thread::spawn(move || {
+                        let mine = RunQueue::default();
+                        // SAFETY: this thread owns `mine`.
+                        unsafe { victim.steal_into(&mine) };
+                        // SAFETY: as above.
+                        std::iter::from_fn(|| unsafe { mine.pop() }).collect::<Vec<u32>>()
+                    })
+                })
+                .collect();
+            // SAFETY: this thread is the victim's owner.
+            let mut seen: Vec<u32> = std::iter::from_fn(|| unsafe { victim.pop() }).collect();
+            for thief in thieves {
+                seen.extend(thief.join().unwrap());
+            }
+            // SAFETY: as above.
+            seen.extend(std::iter::from_fn(|| unsafe { victim.pop() }));
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2]);
+        });
     }
 }

@@ -13,8 +13,9 @@
 //! - The waiter clears its wait bit and consumes `SIGNAL` when it returns: a stale signal makes
 //!   at most one wait return early.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::AtomicU32;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const FUTEX: u32 = 1;
@@ -25,6 +26,9 @@ const SIGNAL: u32 = 4;
 pub struct WakeState {
     word: AtomicU32,
     eventfd: OwnedFd,
+    /// Under loom, the futex and the eventfd are modelled by these flags.
+    #[cfg(loom)]
+    model: os::Model,
 }
 
 impl WakeState {
@@ -38,6 +42,8 @@ impl WakeState {
             word: AtomicU32::new(0),
             // SAFETY: `fd` is a fresh descriptor we own.
             eventfd: unsafe { OwnedFd::from_raw_fd(fd) },
+            #[cfg(loom)]
+            model: os::Model::default(),
         })
     }
 
@@ -50,27 +56,10 @@ impl WakeState {
     pub(crate) fn wake(&self) {
         let previous = self.word.fetch_or(SIGNAL, Ordering::SeqCst);
         if previous & FUTEX != 0 {
-            // SAFETY: FUTEX_WAKE on a live, aligned u32 has no other precondition.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.word.as_ptr(),
-                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    1,
-                );
-            }
+            self.futex_wake();
         }
         if previous & RING != 0 {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a live u64 to our eventfd. A full counter
-            // (EAGAIN) already means "readable", which is all we need.
-            unsafe {
-                libc::write(
-                    self.eventfd.as_raw_fd(),
-                    (&raw const one).cast(),
-                    std::mem::size_of::<u64>(),
-                );
-            }
+            self.eventfd_write();
         }
     }
 
@@ -95,25 +84,7 @@ impl WakeState {
             self.consume();
             return;
         }
-        let timespec = timeout.map(|timeout| libc::timespec {
-            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        });
-        let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
-            timespec as *const libc::timespec
-        });
-        // SAFETY: FUTEX_WAIT on our live word, expecting the value we just stored; the timeout
-        // pointer is null or points to a live timespec. Spurious returns are fine: the worker
-        // loop looks again.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                FUTEX,
-                timespec_ptr,
-            );
-        }
+        self.futex_wait(timeout);
         self.word.fetch_and(!(FUTEX | SIGNAL), Ordering::SeqCst);
     }
 
@@ -141,9 +112,98 @@ impl WakeState {
     pub(crate) fn bits(&self) -> u32 {
         self.word.load(Ordering::SeqCst)
     }
+
+    #[cfg(not(loom))]
+    fn futex_wake(&self) {
+        // SAFETY: FUTEX_WAKE on a live, aligned u32 has no other precondition.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            );
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn futex_wait(&self, timeout: Option<Duration>) {
+        let timespec = timeout.map(|timeout| libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        });
+        let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
+            timespec as *const libc::timespec
+        });
+        // SAFETY: FUTEX_WAIT on our live word, expecting the value we stored; the timeout
+        // pointer is null or points to a live timespec. Spurious returns are fine: the worker
+        // loop looks again.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                FUTEX,
+                timespec_ptr,
+            );
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn eventfd_write(&self) {
+        use std::os::fd::AsRawFd;
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a live u64 to our eventfd. A full counter (EAGAIN)
+        // already means "readable", which is all we need.
+        unsafe {
+            libc::write(
+                self.eventfd.as_raw_fd(),
+                (&raw const one).cast(),
+                std::mem::size_of::<u64>(),
+            );
+        }
+    }
+
+    #[cfg(loom)]
+    fn futex_wake(&self) {
+        self.model.futex.store(true, Ordering::SeqCst);
+    }
+
+    #[cfg(loom)]
+    fn futex_wait(&self, _timeout: Option<Duration>) {
+        // A real FUTEX_WAIT returns only when woken; the model waits for the flag a
+        // `futex_wake` sets, so a lost wake shows up as a model that never finishes.
+        while !self.model.futex.load(Ordering::SeqCst) {
+            loom::thread::yield_now();
+        }
+        self.model.futex.store(false, Ordering::SeqCst);
+    }
+
+    #[cfg(loom)]
+    fn eventfd_write(&self) {
+        self.model.eventfd.store(true, Ordering::SeqCst);
+    }
+
+    /// Under loom: waits until an eventfd write interrupts a ring wait.
+    #[cfg(loom)]
+    pub(crate) fn model_ring_wait(&self) {
+        while !self.model.eventfd.load(Ordering::SeqCst) {
+            loom::thread::yield_now();
+        }
+        self.model.eventfd.store(false, Ordering::SeqCst);
+    }
 }
 
-#[cfg(test)]
+#[cfg(loom)]
+mod os {
+    #[derive(Default)]
+    pub(super) struct Model {
+        pub(super) futex: loom::sync::atomic::AtomicBool,
+        pub(super) eventfd: loom::sync::atomic::AtomicBool,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -179,5 +239,53 @@ mod tests {
         state.wake();
         sleeper.join().unwrap();
         assert_eq!(state.bits(), 0);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A wake racing a futex sleep: the sleeper either sees the signal before it waits or is
+    /// woken out of the wait; the signal is consumed either way.
+    #[test]
+    fn a_wake_racing_a_futex_sleep_is_never_lost() {
+        crate::sync::model(|| {
+            let state = Arc::new(WakeState::new().unwrap());
+            let waker = {
+                let state = state.clone();
+                thread::spawn(move || state.wake())
+            };
+            state.sleep(None);
+            waker.join().unwrap();
+            let bits = state.bits();
+            assert!(bits & (FUTEX | RING) == 0, "the wait bit is cleared");
+            // A wake that landed after the sleep returned leaves one stale signal, which the
+            // next wait consumes.
+            if bits & SIGNAL != 0 {
+                assert!(!state.begin_ring_wait());
+            }
+            assert_eq!(state.bits(), 0);
+        });
+    }
+
+    /// A wake racing a ring wait: either the wait is refused, or the wake writes the eventfd.
+    #[test]
+    fn a_wake_racing_a_ring_wait_is_never_lost() {
+        crate::sync::model(|| {
+            let state = Arc::new(WakeState::new().unwrap());
+            let waker = {
+                let state = state.clone();
+                thread::spawn(move || state.wake())
+            };
+            if state.begin_ring_wait() {
+                state.model_ring_wait();
+                state.end_ring_wait();
+            }
+            waker.join().unwrap();
+            assert_eq!(state.bits() & RING, 0);
+        });
     }
 }

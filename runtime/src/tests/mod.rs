@@ -1204,6 +1204,7 @@ fn factory_panic_finishes_metrics() {
 }
 
 mod failures;
+mod pool;
 mod shutdown;
 
 /// With several workers the root's tasks all complete on at most that many threads; a quiet

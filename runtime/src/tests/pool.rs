@@ -1,0 +1,1252 @@
+//! The pool's scheduling rules (SPEC §1 K to O): wake locality, global-queue fairness,
+//! stealing and kicks, the search count, parking and the spinner, and registrations that
+//! stay with the worker that first polled them. Races are forced with the park and overflow
+//! hooks, never left to timing.
+
+use super::*;
+use crate::Handle;
+use crate::hooks::{ParkPoint, on_next_overflow, on_next_park};
+use crate::pool::{BATCH_SIZE, CAPACITY, Pool};
+use crate::task::cell::Task;
+use crate::time::Sleep;
+use futures::future::{pending, poll_fn};
+use std::task::Wake;
+use std::thread::ThreadId;
+use std::time::Instant;
+
+/// How long a test waits for something that must happen before it fails.
+const TEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Spins on the calling thread until `done` holds, failing with `what` after the timeout.
+/// Spinning (rather than yielding to the runtime) keeps the calling worker busy.
+fn spin_until(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + TEST_TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::hint::spin_loop();
+    }
+}
+
+fn pool_of(context: &Context) -> Arc<Pool> {
+    context.runtime().pool.clone()
+}
+
+/// Whether worker `index` is published idle and waits on its futex or in its ring.
+fn is_waiting(pool: &Pool, index: usize) -> bool {
+    const WAITING: u32 = 0b11;
+    pool.idle().is_idle(index) && pool.mailbox(index).waker.bits() & WAITING != 0
+}
+
+/// Waits in the root until every worker, the root's own included, waits with no count held,
+/// seen twice around the scan of the waiting bits (a claimed worker shows its waiting bit
+/// until it runs). Once nothing else can wake a task, every task's poll has returned.
+async fn every_worker_waits(pool: &Arc<Pool>) {
+    let (go, quiet) = oneshot::channel::<()>();
+    let watcher = thread::spawn({
+        let pool = pool.clone();
+        move || {
+            let workers = pool.workers();
+            let parked = || {
+                (0..workers).all(|index| pool.idle().is_idle(index))
+                    && pool.idle().search_count() == 0
+            };
+            let deadline = Instant::now() + TEST_TIMEOUT;
+            while !(parked() && (0..workers).all(|index| is_waiting(&pool, index)) && parked()) {
+                assert!(Instant::now() < deadline, "every worker must wait");
+                thread::yield_now();
+            }
+            go.send(()).unwrap();
+        }
+    });
+    quiet.await.unwrap();
+    watcher.join().unwrap();
+}
+
+/// Spawns `future` from a thread outside the pool, so its runnable goes to the global queue,
+/// and keeps the calling worker busy until another worker has started it. Returns the
+/// handle and the thread that started it.
+fn spawn_elsewhere<T, Fut>(context: &Context, future: Fut) -> (Handle<T>, ThreadId)
+where
+    T: Send + 'static,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+{
+    let started = Arc::new(Mutex::new(None));
+    let child = context.child("elsewhere");
+    let handle = thread::spawn({
+        let started = started.clone();
+        move || {
+            child.spawn(move |_| async move {
+                *started.lock().unwrap() = Some(thread::current().id());
+                future.await
+            })
+        }
+    })
+    .join()
+    .unwrap();
+    spin_until(|| started.lock().unwrap().is_some(), "the task must start");
+    let thread = started.lock().unwrap().unwrap();
+    assert_ne!(
+        thread,
+        thread::current().id(),
+        "the task must start elsewhere"
+    );
+    (handle, thread)
+}
+
+/// A thread, and the address of the pool whose worker runs on it.
+type RanOn = (ThreadId, Option<usize>);
+
+/// Idle tasks a test wakes when it chooses: each records its waker on its first poll, then
+/// counts its second poll (and where it ran) and completes.
+struct Recorded {
+    wakers: Arc<Mutex<Vec<Waker>>>,
+    ran: Arc<AtomicUsize>,
+    /// Where each second poll ran: the thread, and the pool of the worker on it.
+    threads: Arc<Mutex<Vec<RanOn>>>,
+    tasks: Vec<Handle<()>>,
+}
+
+impl Recorded {
+    fn spawn(context: &Context, count: usize) -> Self {
+        let wakers = Arc::new(Mutex::new(Vec::new()));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let tasks = (0..count)
+            .map(|_| {
+                let (wakers, ran, threads) = (wakers.clone(), ran.clone(), threads.clone());
+                let mut polled = false;
+                context.child("recorded").spawn(move |_| {
+                    poll_fn(move |cx| {
+                        if polled {
+                            threads
+                                .lock()
+                                .unwrap()
+                                .push((thread::current().id(), current_pool()));
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            return Poll::Ready(());
+                        }
+                        polled = true;
+                        wakers.lock().unwrap().push(cx.waker().clone());
+                        Poll::Pending
+                    })
+                })
+            })
+            .collect();
+        Self {
+            wakers,
+            ran,
+            threads,
+            tasks,
+        }
+    }
+
+    /// Wakes every task recorded since the last wake, from the calling thread.
+    fn wake(&self) {
+        for waker in std::mem::take(&mut *self.wakers.lock().unwrap()) {
+            waker.wake();
+        }
+    }
+
+    fn ran(&self) -> usize {
+        self.ran.load(Ordering::SeqCst)
+    }
+
+    async fn join(self) {
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+    }
+}
+
+/// A callback that wakes the recorded tasks, then blocks until another worker has run one of
+/// them. A search count its worker held meanwhile would suppress the kick for that work.
+struct WakeAndWait {
+    wakers: Arc<Mutex<Vec<Waker>>>,
+    ran: Arc<AtomicUsize>,
+    done: AtomicBool,
+}
+
+impl WakeAndWait {
+    fn new(recorded: &Recorded) -> Arc<Self> {
+        Arc::new(Self {
+            wakers: recorded.wakers.clone(),
+            ran: recorded.ran.clone(),
+            done: AtomicBool::new(false),
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+}
+
+impl Wake for WakeAndWait {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap());
+        if wakers.is_empty() {
+            return;
+        }
+        for waker in wakers {
+            waker.wake();
+        }
+        spin_until(
+            || self.ran.load(Ordering::SeqCst) != 0,
+            "another worker must run a task the callback woke",
+        );
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Keeps a runner's pool past the runner, to check it is clean afterwards.
+#[derive(Clone, Default)]
+struct KeptPool(Arc<Mutex<Option<Arc<Pool>>>>);
+
+impl KeptPool {
+    fn keep(&self, context: &Context) {
+        *self.0.lock().unwrap() = Some(pool_of(context));
+    }
+
+    fn check(&self) {
+        let pool = self.0.lock().unwrap().take().expect("a pool was kept");
+        assert!(
+            pool.is_clean(),
+            "every worker left the idle set with its counts returned"
+        );
+    }
+}
+
+/// K: a wake of an idle task queues it on the waker's worker, a wake during a poll leaves the
+/// task with its poller, and a lone runnable is never stolen, so a chatty pair converges onto
+/// one worker: every request after the first is handled where the requester runs.
+#[test]
+fn chatty_pair_converges_onto_one_worker() {
+    const MESSAGES: usize = 200;
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let root = thread::current().id();
+        let (requests, mut inbox) = futures::channel::mpsc::channel::<usize>(1);
+        let (replies, mut answers) = futures::channel::mpsc::channel::<usize>(1);
+        let handled = Arc::new(Mutex::new(Vec::new()));
+        let (responder, first) = spawn_elsewhere(&context, {
+            let handled = handled.clone();
+            let mut replies = replies;
+            async move {
+                use futures::{SinkExt, StreamExt};
+                while let Some(request) = inbox.next().await {
+                    handled.lock().unwrap().push(thread::current().id());
+                    replies.send(request).await.unwrap();
+                }
+            }
+        });
+        assert_ne!(first, root, "the responder's first poll is elsewhere");
+        let requester = context.clone().spawn(move |_| async move {
+            use futures::{SinkExt, StreamExt};
+            let mut requests = requests;
+            let mut threads = Vec::new();
+            for request in 0..MESSAGES {
+                requests.send(request).await.unwrap();
+                assert_eq!(answers.next().await, Some(request));
+                threads.push(thread::current().id());
+            }
+            threads
+        });
+        let requester_threads = requester.await.unwrap();
+        responder.await.unwrap();
+        assert!(
+            requester_threads.iter().all(|thread| *thread == root),
+            "a quiet worker keeps its spawn, and wakes keep it there"
+        );
+        let handled = handled.lock().unwrap();
+        assert_eq!(handled.len(), MESSAGES);
+        assert!(
+            handled[1..].iter().all(|thread| *thread == root),
+            "every request after the first is handled on the requester's worker"
+        );
+    });
+}
+
+/// K: a task woken by a task on another worker joins that worker's queue and runs there once
+/// the waker's long poll ends; the idle workers neither steal nor get kicked for a lone
+/// runnable.
+#[test]
+fn wake_on_a_pool_worker_keeps_the_task_there() {
+    Runner::new(config().with_worker_threads(3)).start(|context| async move {
+        let pool = pool_of(&context);
+        let woken = Recorded::spawn(&context, 1);
+        every_worker_waits(&pool).await;
+        let wakers = woken.wakers.clone();
+        let (waker_task, waker_thread) = spawn_elsewhere(&context, async move {
+            for waker in std::mem::take(&mut *wakers.lock().unwrap()) {
+                waker.wake();
+            }
+            let until = Instant::now() + Duration::from_millis(100);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        });
+        let threads = woken.threads.clone();
+        woken.join().await;
+        waker_task.await.unwrap();
+        assert_eq!(threads.lock().unwrap()[0].0, waker_thread);
+    });
+}
+
+/// K: a wake issued by a worker of another runtime, inside one of its polls, runs the task on
+/// its own runtime's workers.
+#[test]
+fn wake_from_another_runtime_stays_in_its_own_pool() {
+    let (waker_tx, waker_rx) = mpsc::channel::<Waker>();
+    let other = thread::spawn(move || {
+        Runner::new(config().with_worker_threads(2)).start(|context| async move {
+            let waker = waker_rx.recv().unwrap();
+            let other_pool = Arc::as_ptr(&pool_of(&context)) as usize;
+            // The wake comes from inside a poll on one of this runtime's workers.
+            context
+                .clone()
+                .spawn(move |_| async move {
+                    waker.wake();
+                    current_pool()
+                })
+                .await
+                .map(|pool| (pool, other_pool))
+        })
+    });
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let home = Arc::as_ptr(&pool_of(&context)) as usize;
+        let mut waker_tx = Some(waker_tx);
+        let polled_in = context
+            .clone()
+            .spawn(move |_| {
+                let mut polled = false;
+                poll_fn(move |cx| {
+                    if std::mem::replace(&mut polled, true) {
+                        return Poll::Ready(current_pool());
+                    }
+                    waker_tx.take().unwrap().send(cx.waker().clone()).unwrap();
+                    Poll::Pending
+                })
+            })
+            .await
+            .unwrap();
+        let (woke_in, other_pool) = other.join().unwrap().unwrap();
+        assert_eq!(
+            woke_in,
+            Some(other_pool),
+            "the wake came from the other runtime"
+        );
+        assert_ne!(other_pool, home);
+        assert_eq!(polled_in, Some(home), "the task ran on its own runtime");
+    });
+}
+
+/// The address of the pool whose worker runs on this thread, if any.
+fn current_pool() -> Option<usize> {
+    Local::with_current(|local| local.seat().map(|seat| Arc::as_ptr(&seat.pool) as usize)).flatten()
+}
+
+/// K: an ordinary task woken from a dedicated worker runs on a pool worker, never on the
+/// dedicated thread.
+#[test]
+fn wake_from_a_dedicated_worker_goes_to_the_pool() {
+    for workers in [1, 2] {
+        Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+            let home = Arc::as_ptr(&pool_of(&context)) as usize;
+            let woken = Recorded::spawn(&context, 1);
+            while woken.wakers.lock().unwrap().is_empty() {
+                reschedule().await;
+            }
+            let wakers = woken.wakers.clone();
+            let dedicated = context
+                .clone()
+                .dedicated()
+                .spawn(move |_| async move {
+                    for waker in std::mem::take(&mut *wakers.lock().unwrap()) {
+                        waker.wake();
+                    }
+                    thread::current().id()
+                })
+                .await
+                .unwrap();
+            let threads = woken.threads.clone();
+            woken.join().await;
+            let (ran_on, pool) = threads.lock().unwrap()[0];
+            assert_ne!(ran_on, dedicated, "never on the dedicated thread");
+            assert_eq!(pool, Some(home), "on a worker of its own pool");
+        });
+    }
+}
+
+/// Spawns `left` chain tasks one at a time from foreign threads, each while its predecessor
+/// polls, so each waits alone in the global queue. Each records `polls` when it starts; the
+/// last sends the records.
+fn chain_foreign_spawns(
+    context: Context,
+    polls: Arc<AtomicUsize>,
+    mut records: Vec<usize>,
+    left: usize,
+    done: oneshot::Sender<Vec<usize>>,
+) {
+    thread::spawn(move || {
+        let next = context.child("chain");
+        drop(context.spawn(move |_| async move {
+            records.push(polls.load(Ordering::SeqCst));
+            if left == 1 {
+                let _ = done.send(records);
+            } else {
+                chain_foreign_spawns(next, polls, records, left - 1, done);
+            }
+        }));
+    })
+    .join()
+    .unwrap();
+}
+
+/// Spawns a task that requeues itself, counting its polls, until `stop` is set.
+fn requeuer(context: &Context, polls: &Arc<AtomicUsize>, stop: &Arc<AtomicBool>) -> Handle<()> {
+    let (polls, stop) = (polls.clone(), stop.clone());
+    context.child("requeuer").spawn(move |_| async move {
+        while !stop.load(Ordering::SeqCst) {
+            polls.fetch_add(1, Ordering::SeqCst);
+            reschedule().await;
+        }
+    })
+}
+
+/// L: a busy worker takes from the global queue on exactly every `interval`-th poll, so
+/// consecutive chain tasks are separated by exactly `interval - 1` polls of the requeuer.
+#[test]
+fn busy_worker_checks_the_global_queue_every_interval() {
+    for interval in [1, 2, 4, 31] {
+        Runner::new(config().with_global_queue_interval(interval)).start(|context| async move {
+            let polls = Arc::new(AtomicUsize::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let busy = requeuer(&context, &polls, &stop);
+            let (done, records) = oneshot::channel();
+            chain_foreign_spawns(context.child("chain"), polls, Vec::new(), 8, done);
+            let records = records.await.unwrap();
+            stop.store(true, Ordering::SeqCst);
+            busy.await.unwrap();
+            let gaps: Vec<usize> = records.windows(2).map(|pair| pair[1] - pair[0]).collect();
+            assert_eq!(
+                gaps,
+                vec![interval as usize - 1; 7],
+                "interval {interval}: polls between consecutive global tasks"
+            );
+        });
+    }
+}
+
+/// L: one take moves a share of the global queue when the local queue is low, and exactly one
+/// runnable when it is at least half full; either way no waiter starves.
+#[test]
+fn busy_worker_takes_a_share_of_the_global_queue_every_interval() {
+    const WAITERS: usize = 64;
+    for (requeuers, interval) in [(1, 31), (1, 4), (200, 31), (200, 4)] {
+        Runner::new(config().with_global_queue_interval(interval)).start(|context| async move {
+            let interval = interval as usize;
+            let polls = Arc::new(AtomicUsize::new(0));
+            let stop = Arc::new(AtomicBool::new(false));
+            let wakers = Arc::new(Mutex::new(Vec::new()));
+            let lags = Arc::new(Mutex::new(Vec::new()));
+            let waiters: Vec<_> = (0..WAITERS)
+                .map(|_| {
+                    let (polls, wakers, lags) = (polls.clone(), wakers.clone(), lags.clone());
+                    let mut polled = false;
+                    context.child("waiter").spawn(move |_| {
+                        poll_fn(move |cx| {
+                            if std::mem::replace(&mut polled, true) {
+                                lags.lock().unwrap().push(polls.load(Ordering::SeqCst));
+                                return Poll::Ready(());
+                            }
+                            wakers.lock().unwrap().push(cx.waker().clone());
+                            Poll::Pending
+                        })
+                    })
+                })
+                .collect();
+            while wakers.lock().unwrap().len() < WAITERS {
+                reschedule().await;
+            }
+            let busy: Vec<_> = (0..requeuers)
+                .map(|_| requeuer(&context, &polls, &stop))
+                .collect();
+            // Every requeuer is queued before the burst.
+            while polls.load(Ordering::SeqCst) < requeuers {
+                reschedule().await;
+            }
+            let burst = std::mem::take(&mut *wakers.lock().unwrap());
+            let start = polls.load(Ordering::SeqCst);
+            // All 64 wakes land in the global queue while the root polls.
+            thread::spawn(move || burst.into_iter().for_each(Waker::wake))
+                .join()
+                .unwrap();
+            let limit = if requeuers == 1 { 100_000 } else { 10_000_000 };
+            while lags.lock().unwrap().len() < WAITERS {
+                assert!(
+                    polls.load(Ordering::SeqCst) - start < limit,
+                    "a waiter starved"
+                );
+                reschedule().await;
+            }
+            stop.store(true, Ordering::SeqCst);
+            for task in busy.into_iter().chain(waiters) {
+                task.await.unwrap();
+            }
+            let mut lags: Vec<usize> = lags.lock().unwrap().iter().map(|at| at - start).collect();
+            lags.sort_unstable();
+            for (k, lag) in lags.into_iter().enumerate() {
+                let bound = if requeuers == 1 {
+                    2 * interval
+                } else {
+                    (k + 2) * interval
+                };
+                assert!(
+                    lag <= bound,
+                    "{requeuers} requeuers, interval {interval}: waiter {k} lagged {lag} polls, \
+                     at most {bound} allowed"
+                );
+            }
+        });
+    }
+}
+
+/// M: runnables queued behind a long poll wake a parked worker (the push that makes the queue
+/// stealable kicks it), which steals half each time it runs dry, so all but the lone last one
+/// run elsewhere while the poll lasts.
+#[test]
+fn tasks_queued_behind_a_long_poll_wake_a_parked_worker_to_steal() {
+    for count in [2, 8] {
+        Runner::new(config().with_worker_threads(2)).start(|context| async move {
+            let root = thread::current().id();
+            let pool = pool_of(&context);
+            let queued = Recorded::spawn(&context, count);
+            every_worker_waits(&pool).await;
+            queued.wake();
+            let threads = queued.threads.clone();
+            spin_until(
+                || {
+                    let threads = threads.lock().unwrap();
+                    threads.iter().filter(|(thread, _)| *thread != root).count() >= count - 1
+                },
+                "tasks queued behind the long poll must be stolen",
+            );
+            queued.join().await;
+        });
+    }
+}
+
+/// M: a run queue overflowing while a thief steals from its kept half and the pool closes:
+/// the refused batch is discarded, every future is dropped exactly once, at least one stolen
+/// task ran, and no runnable is left anywhere.
+#[test]
+fn overflow_racing_a_thief_and_shutdown_accounts_for_every_runnable() {
+    const TASKS: usize = CAPACITY + 1;
+    let drops = Drops::default();
+    let kept = KeptPool::default();
+    let ran = Arc::new(AtomicUsize::new(0));
+    Runner::new(config().with_worker_threads(3)).start(|context| {
+        let (drops, kept, ran) = (drops.clone(), kept.clone(), ran.clone());
+        async move {
+            kept.keep(&context);
+            let pool = pool_of(&context);
+            let wakers = Arc::new(Mutex::new(Vec::new()));
+            for _ in 0..TASKS {
+                let (wakers, ran, guard) = (wakers.clone(), ran.clone(), drops.guard());
+                let mut polled = false;
+                drop(context.child("idle").spawn(move |_| {
+                    poll_fn(move |cx| {
+                        let _guard = &guard;
+                        if std::mem::replace(&mut polled, true) {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            return Poll::Ready(());
+                        }
+                        wakers.lock().unwrap().push(cx.waker().clone());
+                        Poll::Pending
+                    })
+                }));
+            }
+            while wakers.lock().unwrap().len() < TASKS {
+                reschedule().await;
+            }
+            every_worker_waits(&pool).await;
+
+            // Worker one spins in a task until the overflow hook releases it.
+            let release = Arc::new(AtomicBool::new(false));
+            let (_, spinner) = spawn_elsewhere(&context, {
+                let release = release.clone();
+                async move { spin_until(|| release.load(Ordering::SeqCst), "released") }
+            });
+            let finish = Arc::new(AtomicBool::new(false));
+            on_next_overflow(&pool, {
+                let (pool, ran, finish) = (pool.clone(), ran.clone(), finish.clone());
+                move || {
+                    release.store(true, Ordering::SeqCst);
+                    spin_until(
+                        || ran.load(Ordering::SeqCst) > 0,
+                        "the thief must poll a task of the kept half",
+                    );
+                    finish.store(true, Ordering::SeqCst);
+                    spin_until(|| pool.is_closed(), "the pool must close");
+                }
+            });
+            // Worker two wakes every task into its own queue; the last push overflows.
+            let (_, driver) = spawn_elsewhere(&context, async move {
+                for waker in std::mem::take(&mut *wakers.lock().unwrap()) {
+                    waker.wake();
+                }
+            });
+            assert_ne!(spinner, driver);
+            spin_until(|| finish.load(Ordering::SeqCst), "the overflow must happen");
+        }
+    });
+    assert_eq!(drops.count(), TASKS, "every future is dropped exactly once");
+    assert!(ran.load(Ordering::SeqCst) > 0);
+    assert!(
+        ran.load(Ordering::SeqCst) < TASKS,
+        "the refused batch never ran"
+    );
+    kept.check();
+}
+
+/// M: a worker returns its search count before it runs callbacks. A kick claims worker one,
+/// which resumes holding that count with an expired timer; the timer's callback wakes two
+/// tasks into worker one's queue and blocks until parked worker two has run one.
+#[test]
+fn callback_waiting_for_a_stolen_task_makes_progress() {
+    Runner::new(config().with_worker_threads(3)).start(|context| async move {
+        let pool = pool_of(&context);
+        let woken = Recorded::spawn(&context, 2);
+        let trigger = WakeAndWait::new(&woken);
+        let kickers = Recorded::spawn(&context, 2);
+        every_worker_waits(&pool).await;
+
+        // Worker one registers a timer due in 20 ms whose waker is the trigger, then parks.
+        let registered = Arc::new(AtomicBool::new(false));
+        let (timer, _) = spawn_elsewhere(&context, {
+            let trigger = trigger.clone();
+            let registered = registered.clone();
+            async move {
+                assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                let mut sleep = Box::pin(Sleep::new(Duration::from_millis(20)));
+                {
+                    let waker = Waker::from(trigger);
+                    let mut cx = TaskContext::from_waker(&waker);
+                    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+                }
+                registered.store(true, Ordering::SeqCst);
+                pending::<()>().await;
+            }
+        });
+        // At its wait, worker one lets the timer expire and worker two park, then lets the
+        // root kick, and waits to be claimed: it resumes holding the kick's count.
+        let kick = Arc::new(AtomicBool::new(false));
+        arm_expired_wait(pool.clone(), registered, kick.clone());
+        spin_until(|| kick.load(Ordering::SeqCst), "worker one must park");
+        kickers.wake();
+        spin_until(|| trigger.is_done(), "the callback must finish");
+        woken.join().await;
+        kickers.join().await;
+        timer.abort();
+    });
+}
+
+/// Hooks worker one's next wait: once its timer is registered and expired and worker two
+/// waits, sets `kick` and blocks until a kick claims worker one. Re-arms itself for waits
+/// before the timer exists.
+fn arm_expired_wait(pool: Arc<Pool>, registered: Arc<AtomicBool>, kick: Arc<AtomicBool>) {
+    on_next_park(&pool.clone(), 1, ParkPoint::BeforeWait, move || {
+        if !registered.load(Ordering::SeqCst) {
+            return arm_expired_wait(pool, registered, kick);
+        }
+        thread::sleep(Duration::from_millis(25));
+        spin_until(|| is_waiting(&pool, 2), "worker two must park");
+        kick.store(true, Ordering::SeqCst);
+        spin_until(|| !pool.idle().is_idle(1), "a kick must claim worker one");
+    });
+}
+
+/// M: a worker claimed by a wake returns the count it inherited before it polls the task, so
+/// a kick from inside that poll reaches parked worker two.
+#[test]
+fn task_poll_returns_an_inherited_count() {
+    Runner::new(config().with_worker_threads(3)).start(|context| async move {
+        let pool = pool_of(&context);
+        let woken = Recorded::spawn(&context, 2);
+        every_worker_waits(&pool).await;
+        let (wakers, ran) = (woken.wakers.clone(), woken.ran.clone());
+        let (task, other) = spawn_elsewhere(&context, async move {
+            for waker in std::mem::take(&mut *wakers.lock().unwrap()) {
+                waker.wake();
+            }
+            spin_until(
+                || ran.load(Ordering::SeqCst) != 0,
+                "a parked worker must take the backlog behind the poll",
+            );
+        });
+        assert_ne!(other, thread::current().id());
+        spin_until(|| woken.ran() != 0, "a task must run");
+        task.await.unwrap();
+        woken.join().await;
+    });
+}
+
+/// M: a worker claimed by a wake returns its inherited count before it polls its root, so
+/// the root's kick reaches a parked worker. Two foreign spawns claim worker zero (published)
+/// and then worker one, which runs both; worker zero resumes with only its root to poll.
+#[test]
+fn root_poll_returns_an_inherited_count() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let pool = pool_of(&context);
+        let woken = Recorded::spawn(&context, 2);
+        every_worker_waits(&pool).await;
+        let root_waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let foreign_ran = Arc::new(AtomicUsize::new(0));
+        on_next_park(&pool, 0, ParkPoint::BeforeWait, {
+            let pool = pool.clone();
+            let context = context.child("foreign");
+            move || {
+                let spawned = foreign_ran.clone();
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        let spawned = spawned.clone();
+                        drop(context.child("spawned").spawn(move |_| async move {
+                            spawned.fetch_add(1, Ordering::SeqCst);
+                        }));
+                    }
+                })
+                .join()
+                .unwrap();
+                assert!(!pool.idle().is_idle(0), "the first push claims worker zero");
+                spin_until(
+                    || foreign_ran.load(Ordering::SeqCst) == 2,
+                    "worker one must run the foreign spawns",
+                );
+                spin_until(|| is_waiting(&pool, 1), "worker one must park again");
+                root_waker.wake_by_ref();
+            }
+        });
+        // Pending once: the hook wakes the root from worker zero's own park.
+        let mut yielded = false;
+        poll_fn(|_| {
+            if std::mem::replace(&mut yielded, true) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        woken.wake();
+        spin_until(
+            || woken.ran() != 0,
+            "a parked worker must take the backlog behind the root's poll",
+        );
+        woken.join().await;
+    });
+}
+
+/// Wakes the recorded tasks it holds when dropped, then waits a bounded time for one of them
+/// to run, recording whether it did. It never panics: it runs while its worker unwinds.
+struct WakeOnDrop {
+    wakers: Arc<Mutex<Vec<Waker>>>,
+    ran: Arc<AtomicUsize>,
+    progressed: Arc<AtomicBool>,
+}
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap());
+        for waker in wakers {
+            waker.wake();
+        }
+        let deadline = Instant::now() + TEST_TIMEOUT;
+        while self.ran.load(Ordering::SeqCst) == 0 {
+            if Instant::now() >= deadline {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        self.progressed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs a two-worker runner whose worker zero unwinds from `point` of its next park, with a
+/// root whose destructor wakes two idle tasks into worker zero's queue. Returns whether
+/// another worker ran one before the destructor's bounded wait ended.
+fn root_destructor_after_an_unwind_at(point: ParkPoint) -> bool {
+    let progressed = Arc::new(AtomicBool::new(false));
+    let kept = KeptPool::default();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let (progressed, kept) = (progressed.clone(), kept.clone());
+        Runner::new(config().with_worker_threads(2)).start(move |context| async move {
+            kept.keep(&context);
+            let pool = pool_of(&context);
+            let woken = Recorded::spawn(&context, 2);
+            let _guard = WakeOnDrop {
+                wakers: woken.wakers.clone(),
+                ran: woken.ran.clone(),
+                progressed,
+            };
+            every_worker_waits(&pool).await;
+            on_next_park(&pool, 0, point, || panic!("injected unwind of worker zero"));
+            pending::<()>().await;
+        })
+    }));
+    assert!(panic_text(result).contains("injected unwind of worker zero"));
+    kept.check();
+    progressed.load(Ordering::SeqCst)
+}
+
+/// M: a worker unwinding while published idle withdraws before it destroys its root, so the
+/// destructor's kick reaches a parked worker instead of the unwinding one.
+#[test]
+fn root_destructor_after_an_unwind_while_published_wakes_a_parked_worker() {
+    assert!(root_destructor_after_an_unwind_at(ParkPoint::BeforeWait));
+}
+
+/// M: a worker unwinding while it holds a failed search's count returns it before it
+/// destroys its root, so the destructor's kick is not suppressed.
+#[test]
+fn root_destructor_after_an_unwind_while_searching_wakes_a_parked_worker() {
+    assert!(root_destructor_after_an_unwind_at(ParkPoint::BeforeIdle));
+}
+
+/// M: a last look that finds a backlog while nobody searches takes a count and searches; when
+/// the backlog is gone by then, the worker publishes itself again and waits without a count.
+#[test]
+fn failed_search_after_the_last_look_publishes_again() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let pool = pool_of(&context);
+        let backlog = Recorded::spawn(&context, 2);
+        every_worker_waits(&pool).await;
+        let searching = Arc::new(AtomicBool::new(false));
+        let drain = Arc::new(AtomicBool::new(false));
+        let checked = Arc::new(AtomicBool::new(false));
+        on_next_park(&pool, 1, ParkPoint::BeforeIdle, {
+            let (pool, searching, drain) = (pool.clone(), searching.clone(), drain.clone());
+            let ran = backlog.ran.clone();
+            move || {
+                assert_eq!(
+                    pool.idle().search_count(),
+                    1,
+                    "a failed search keeps its count"
+                );
+                on_next_park(&pool, 1, ParkPoint::BeforeParkSearch, move || {
+                    drain.store(true, Ordering::SeqCst);
+                    spin_until(
+                        || ran.load(Ordering::SeqCst) == 2,
+                        "the root's worker must drain its run queue",
+                    );
+                });
+                searching.store(true, Ordering::SeqCst);
+                spin_until(
+                    || pool.queue(0).is_stealable(),
+                    "the root must queue a stealable backlog",
+                );
+            }
+        });
+        on_next_park(&pool, 1, ParkPoint::BeforeWait, {
+            let (pool, checked) = (pool.clone(), checked.clone());
+            move || {
+                assert!(pool.idle().is_idle(1), "worker one waits published");
+                assert_eq!(
+                    pool.idle().search_count(),
+                    0,
+                    "worker one waits without a count"
+                );
+                checked.store(true, Ordering::SeqCst);
+            }
+        });
+        let _ = spawn_elsewhere(&context, async {});
+        spin_until(
+            || searching.load(Ordering::SeqCst),
+            "worker one must search",
+        );
+        backlog.wake();
+        spin_until(
+            || drain.load(Ordering::SeqCst),
+            "worker one must take a count to search",
+        );
+        reschedule().await;
+        assert_eq!(backlog.ran(), 2);
+        spin_until(
+            || checked.load(Ordering::SeqCst),
+            "worker one must park again",
+        );
+        backlog.join().await;
+    });
+}
+
+/// Where a worker runs a catch-up service while it may hold a search count.
+#[derive(Clone, Copy, Debug)]
+enum CatchUp {
+    /// Going round again with a message pending.
+    GoRound,
+    /// Going round again because a timer deadline has passed.
+    Deadline,
+    /// Running again after the search before parking found work.
+    AfterSearch,
+}
+
+/// M: the count is returned before the catch-up service's callbacks. Worker one, holding a
+/// count, meets a timer registered already due after its turn's own service, so only the
+/// catch-up collects it; the callback wakes two tasks into worker one's queue and blocks until
+/// parked worker two has run one.
+fn catch_up_callback_after_the_count_returns(catch_up: CatchUp) {
+    Runner::new(config().with_worker_threads(3)).start(|context| async move {
+        let pool = pool_of(&context);
+        let backlog = Recorded::spawn(&context, 2);
+        let woken = Recorded::spawn(&context, 2);
+        let trigger = WakeAndWait::new(&woken);
+        every_worker_waits(&pool).await;
+
+        // Worker one keeps a read in its ring, so its waits are ring waits.
+        let (read, write) = pipe();
+        let _ = spawn_elsewhere(&context, async move {
+            assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+            let _ = Operation::register(Request::Read { fd: read, len: 1 }).await;
+        });
+        spin_until(
+            || is_waiting(&pool, 1) && is_waiting(&pool, 2) && pool.idle().search_count() == 0,
+            "workers one and two must park again",
+        );
+        let register = {
+            let trigger = trigger.clone();
+            move || {
+                let local = Local::current().unwrap();
+                local
+                    .state
+                    .borrow_mut()
+                    .timers
+                    .insert_due(Waker::from(trigger));
+                assert!(local.state.borrow().deferred.is_empty());
+            }
+        };
+        match catch_up {
+            CatchUp::GoRound | CatchUp::Deadline => {
+                on_next_park(&pool, 1, ParkPoint::AfterMessages, {
+                    let pool = pool.clone();
+                    move || {
+                        assert_eq!(
+                            pool.idle().search_count(),
+                            1,
+                            "worker one holds the count the kick took for it"
+                        );
+                        register();
+                        if let CatchUp::GoRound = catch_up {
+                            assert!(pool.mailbox(1).send(Message::WakeRoot).is_ok());
+                        }
+                    }
+                });
+                backlog.wake();
+            }
+            CatchUp::AfterSearch => {
+                let searching = Arc::new(AtomicBool::new(false));
+                on_next_park(&pool, 1, ParkPoint::BeforeIdle, {
+                    let (pool, searching) = (pool.clone(), searching.clone());
+                    move || {
+                        spin_until(
+                            || pool.idle().search_count() == 1 && is_waiting(&pool, 2),
+                            "worker two must park again",
+                        );
+                        searching.store(true, Ordering::SeqCst);
+                        spin_until(
+                            || pool.queue(0).is_stealable(),
+                            "the root must queue a stealable backlog",
+                        );
+                        register();
+                    }
+                });
+                let _ = spawn_elsewhere(&context, async {});
+                spin_until(
+                    || searching.load(Ordering::SeqCst),
+                    "worker one must search",
+                );
+                backlog.wake();
+            }
+        }
+        spin_until(|| trigger.is_done(), "the callback must finish");
+        backlog.join().await;
+        woken.join().await;
+        drop(write);
+    });
+}
+
+#[test]
+fn catch_up_callbacks_after_going_round_run_with_no_search_count() {
+    catch_up_callback_after_the_count_returns(CatchUp::GoRound);
+}
+
+#[test]
+fn catch_up_callbacks_after_an_expired_deadline_run_with_no_search_count() {
+    catch_up_callback_after_the_count_returns(CatchUp::Deadline);
+}
+
+#[test]
+fn catch_up_callbacks_after_a_search_finds_work_run_with_no_search_count() {
+    catch_up_callback_after_the_count_returns(CatchUp::AfterSearch);
+}
+
+/// Where worker one waits in [`push_racing_a_park_reaches_the_worker`].
+#[derive(Clone, Copy, Debug)]
+enum WaitKind {
+    Futex,
+    Ring,
+}
+
+/// N: a foreign push racing worker one's park reaches it. Before worker one publishes, the
+/// push finds no idle bit and the look after publishing finds the push; after it published,
+/// the push claims it and wakes it from its futex or ring wait. The task runs on worker one,
+/// which is not in the idle set while it runs.
+#[test]
+fn push_racing_a_park_reaches_the_worker() {
+    for point in [ParkPoint::BeforeIdle, ParkPoint::BeforeWait] {
+        for kind in [WaitKind::Futex, WaitKind::Ring] {
+            push_racing_a_park(point, kind);
+        }
+    }
+}
+
+fn push_racing_a_park(point: ParkPoint, kind: WaitKind) {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let pool = pool_of(&context);
+        let (read, write) = pipe();
+        let (_, worker_one) = spawn_elsewhere(&context, async move {
+            if let WaitKind::Ring = kind {
+                let _ = Operation::register(Request::Read { fd: read, len: 1 }).await;
+            }
+        });
+        every_worker_waits(&pool).await;
+        let ran = Arc::new(Mutex::new(None));
+        on_next_park(&pool, 1, point, {
+            let (context, pool, ran) = (context.child("raced"), pool.clone(), ran.clone());
+            move || {
+                let child = context.clone();
+                thread::spawn(move || {
+                    drop(child.spawn(move |_| async move {
+                        *ran.lock().unwrap() =
+                            Some((thread::current().id(), pool.idle().is_idle(1)));
+                    }))
+                })
+                .join()
+                .unwrap();
+            }
+        });
+        // Start worker one's next park: a foreign spawn claims it while the root holds worker
+        // zero.
+        let _ = spawn_elsewhere(&context, async {});
+        spin_until(|| ran.lock().unwrap().is_some(), "the raced push must run");
+        let (thread, idle) = ran.lock().unwrap().unwrap();
+        assert_eq!(
+            thread, worker_one,
+            "{point:?} {kind:?}: the push runs on worker one"
+        );
+        assert!(
+            !idle,
+            "{point:?} {kind:?}: a worker running a task is not idle"
+        );
+        drop(write);
+    });
+}
+
+/// A spin outlasting the test's timeout, so only a push's wake signal can end it.
+fn endless_spinner() -> SpinnerConfig {
+    SpinnerConfig {
+        budget_us: 60_000_000,
+        max_budget_us: 60_000_000,
+        quick_wake_us: 60_000_000,
+    }
+}
+
+/// N: a push into the global queue ends a spinning worker's spin through its wake signal:
+/// consecutive foreign spawns each start on worker one promptly, never waiting out the spin.
+#[test]
+fn push_ends_a_spin_through_the_wake_signal() {
+    let config = config()
+        .with_worker_threads(2)
+        .with_idle_spinner(endless_spinner());
+    Runner::new(config).start(|context| async move {
+        let mut threads = std::collections::HashSet::new();
+        for _ in 0..20 {
+            let (task, thread) = spawn_elsewhere(&context, async {});
+            task.await.unwrap();
+            threads.insert(thread);
+        }
+        assert_eq!(threads.len(), 1, "every spawn starts on worker one");
+    });
+}
+
+/// N: a worker whose spin ended on a push's signal consumes it: idle again, it spins out its
+/// budget and then sleeps on its futex instead of spinning on a stale signal.
+#[test]
+fn spinning_worker_sleeps_after_a_signalled_spin() {
+    let spinner = SpinnerConfig {
+        budget_us: 1_000,
+        max_budget_us: 1_000,
+        quick_wake_us: 1_000,
+    };
+    Runner::new(config().with_worker_threads(2).with_idle_spinner(spinner)).start(
+        |context| async move {
+            let pool = pool_of(&context);
+            for _ in 0..3 {
+                let (task, _) = spawn_elsewhere(&context, async {});
+                task.await.unwrap();
+                let watcher = {
+                    let pool = pool.clone();
+                    thread::spawn(move || {
+                        spin_until(
+                            || pool.idle().is_idle(1) && pool.mailbox(1).waker.bits() & 1 != 0,
+                            "worker one must sleep on its futex",
+                        )
+                    })
+                };
+                // The watcher runs on its own thread; the root waits for it without polling.
+                while !watcher.is_finished() {
+                    reschedule().await;
+                }
+                watcher.join().unwrap();
+            }
+        },
+    );
+}
+
+/// O: a registration stays with the worker that first polled it. A task registers a read and
+/// a one-hour sleep on worker zero, then a wake from worker one moves it there: polled on
+/// worker one both stay pending, and the read's result still arrives.
+#[test]
+fn operation_and_sleep_follow_their_task_to_another_worker() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let root = thread::current().id();
+        let (read, write) = pipe();
+        let (polled_tx, polled_rx) = mpsc::channel::<(ThreadId, Waker)>();
+        let task = context.clone().spawn(move |_| async move {
+            let mut operation = Box::pin(Operation::register(Request::Read { fd: read, len: 4 }));
+            let mut sleep = Box::pin(Sleep::new(Duration::from_secs(3600)));
+            poll_fn(move |cx| {
+                assert!(
+                    sleep.as_mut().poll(cx).is_pending(),
+                    "the sleep stays pending"
+                );
+                match operation.as_mut().poll(cx) {
+                    Poll::Ready(output) => Poll::Ready(output),
+                    Poll::Pending => {
+                        polled_tx
+                            .send((thread::current().id(), cx.waker().clone()))
+                            .unwrap();
+                        Poll::Pending
+                    }
+                }
+            })
+            .await
+        });
+        let next_poll = async || loop {
+            match polled_rx.try_recv() {
+                Ok(polled) => return polled,
+                Err(_) => reschedule().await,
+            }
+        };
+        let (first, waker) = next_poll().await;
+        assert_eq!(
+            first, root,
+            "a quiet worker keeps its spawn, and registers there"
+        );
+        // A wake from worker one moves the task onto worker one's queue.
+        let (mover, worker_one) = spawn_elsewhere(&context, async move { waker.wake() });
+        mover.await.unwrap();
+        let (second, _) = next_poll().await;
+        assert_eq!(second, worker_one, "the wake moved the task to worker one");
+        write_ping(&write);
+        match task.await.unwrap() {
+            RequestOutput::Read(Ok(data)) => assert_eq!(data, b"ping"),
+            other => panic!("the read must complete through its owner: {other:?}"),
+        }
+    });
+}
+
+/// Records, when dropped, which thread dropped it and whether a worker's `Local` was there.
+struct DropSite(Arc<Mutex<Option<DroppedAt>>>);
+
+/// The dropping thread's name, and whether a worker's `Local` was installed there.
+type DroppedAt = (Option<String>, bool);
+
+impl Drop for DropSite {
+    fn drop(&mut self) {
+        let name = thread::current().name().map(str::to_owned);
+        *self.0.lock().unwrap() = Some((name, Local::current().is_some()));
+    }
+}
+
+/// Polls `sleep` once with the current task's waker and says whether it is pending.
+async fn poll_once(sleep: &mut Pin<Box<Sleep>>) -> bool {
+    poll_fn(|cx| Poll::Ready(sleep.as_mut().poll(cx).is_pending())).await
+}
+
+/// O: a task mid-poll on worker one while the runner shuts down. Teardown clears it during
+/// the poll and leaves its future to the poller; a sleep owned by worker zero, polled after
+/// the clear, is still pending (worker zero keeps its registrations until every pool worker
+/// has stopped polling); the poller drops the future on its own thread after the poll. With
+/// `wake_root_first`, the task first wakes the root `BATCH_SIZE` times through worker zero's
+/// mailbox, so the root completes while registrations polled from worker one are live.
+fn shutdown_while_mid_poll_on_worker_one(wake_root_first: bool) {
+    let dropped = Arc::new(Mutex::new(None));
+    let pending_after_clear = Arc::new(Mutex::new(None));
+    let (site, seen) = (DropSite(dropped.clone()), pending_after_clear.clone());
+    Runner::new(config().with_worker_threads(2)).start(move |context| async move {
+        let shared = context.runtime().clone();
+        let pool = pool_of(&context);
+        let mut sleep = Box::pin(Sleep::new(Duration::from_secs(3600)));
+        assert!(poll_once(&mut sleep).await, "registered on worker zero");
+        let own: Arc<Mutex<Option<Task>>> = Arc::new(Mutex::new(None));
+        let started = Arc::new(AtomicBool::new(false));
+        let future = {
+            let (own, started, pool) = (own.clone(), started.clone(), pool.clone());
+            async move {
+                let _site = site;
+                assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                if wake_root_first {
+                    for _ in 0..BATCH_SIZE {
+                        assert!(pool.mailbox(0).send(Message::WakeRoot).is_ok());
+                    }
+                }
+                assert!(poll_once(&mut sleep).await, "pending through its owner");
+                started.store(true, Ordering::SeqCst);
+                spin_until(|| shared.tasks.is_closed(), "the runner must shut down");
+                let task = own.lock().unwrap().take().unwrap();
+                spin_until(
+                    || crate::task::cell::tests::cancelled(&task),
+                    "teardown must clear the task during its poll",
+                );
+                drop(task);
+                *seen.lock().unwrap() = Some(poll_once(&mut sleep).await);
+                pending::<()>().await
+            }
+        };
+        let (task, runnable) = Task::new(future, Arc::downgrade(&pool));
+        *own.lock().unwrap() = Some(task.clone());
+        assert!(context.runtime().tasks.insert(task).is_ok());
+        thread::spawn(move || runnable.spawn()).join().unwrap();
+        spin_until(|| started.load(Ordering::SeqCst), "the task must start");
+    });
+    assert_eq!(
+        *pending_after_clear.lock().unwrap(),
+        Some(true),
+        "a sleep owned by worker zero stays pending while pool workers poll"
+    );
+    assert_eq!(
+        *dropped.lock().unwrap(),
+        Some((Some("iouring-pool-1".to_owned()), true)),
+        "the poller drops the future on its own thread, with its worker state present"
+    );
+}
+
+#[test]
+fn shutdown_while_a_task_is_mid_poll_on_another_worker() {
+    shutdown_while_mid_poll_on_worker_one(false);
+}
+
+#[test]
+fn shutdown_retains_a_taken_forward_until_polling_ends() {
+    shutdown_while_mid_poll_on_worker_one(true);
+}
