@@ -623,8 +623,14 @@ fn callback_waiting_for_a_stolen_task_makes_progress() {
         let kickers = Recorded::spawn(&context, 2);
         every_worker_waits(&pool).await;
 
-        // Worker one registers a timer due in 20 ms whose waker is the trigger, then parks.
+        // At its wait, worker one lets the timer expire and worker two park, then lets the
+        // root kick, and waits to be claimed: it resumes holding the kick's count. Armed
+        // before the timer exists, so the timer cannot fire in an earlier wait.
         let registered = Arc::new(AtomicBool::new(false));
+        let kick = Arc::new(AtomicBool::new(false));
+        arm_expired_wait(pool.clone(), registered.clone(), kick.clone());
+
+        // Worker one registers a timer due in 20 ms whose waker is the trigger, then parks.
         let (timer, _) = spawn_elsewhere(&context, {
             let trigger = trigger.clone();
             let registered = registered.clone();
@@ -640,10 +646,6 @@ fn callback_waiting_for_a_stolen_task_makes_progress() {
                 pending::<()>().await;
             }
         });
-        // At its wait, worker one lets the timer expire and worker two park, then lets the
-        // root kick, and waits to be claimed: it resumes holding the kick's count.
-        let kick = Arc::new(AtomicBool::new(false));
-        arm_expired_wait(pool.clone(), registered, kick.clone());
         spin_until(|| kick.load(Ordering::SeqCst), "worker one must park");
         kickers.wake();
         spin_until(|| trigger.is_done(), "the callback must finish");
