@@ -1,1 +1,89 @@
-//! Side-by-side benchmarks; see `src/bin/`.
+//! The harness shared by the benchmark binaries: alternate the runtimes sample by sample in one
+//! process, take medians, and print a markdown table of medians and ratios.
+
+use std::time::Duration;
+
+/// One workload: a name and a timed run on each runtime. Each run returns the time it
+/// measured inside its root (runtime start and shutdown excluded).
+pub struct Workload {
+    pub name: &'static str,
+    pub ours: fn() -> Duration,
+    pub peer: fn() -> Duration,
+}
+
+/// The median of `samples`.
+pub fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    let middle = samples.len() / 2;
+    if samples.len() % 2 == 1 {
+        samples[middle]
+    } else {
+        (samples[middle - 1] + samples[middle]) / 2
+    }
+}
+
+/// Formats both medians of a row in one unit: microseconds if the larger is below 10 ms,
+/// milliseconds otherwise.
+pub fn format_pair(ours: Duration, peer: Duration) -> (String, String) {
+    let in_micros = ours.max(peer) < Duration::from_millis(10);
+    let format = |duration: Duration| {
+        let micros = duration.as_secs_f64() * 1e6;
+        if in_micros {
+            format!("{micros:.1} µs")
+        } else {
+            format!("{:.2} ms", micros / 1_000.0)
+        }
+    };
+    (format(ours), format(peer))
+}
+
+/// Runs every workload `warmups` times untimed and `samples` times timed on each runtime,
+/// alternating, and prints one table row per workload. `peer` names the other runtime.
+///
+/// `BENCH_FILTER=<text>` keeps only the workloads whose name contains `<text>`, and
+/// `BENCH_SIDE=ours` or `BENCH_SIDE=peer` runs only that side (both for profiling).
+pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: usize) {
+    let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
+    let side = std::env::var("BENCH_SIDE").unwrap_or_default();
+    let run_ours = side != "peer";
+    let run_peer = side != "ours";
+    println!("| workload | ours median | {peer} median | ratio (ours/{peer}) |");
+    println!("|---|---:|---:|---:|");
+    for workload in workloads
+        .iter()
+        .filter(|w| w.name.contains(filter.as_str()))
+    {
+        let ours = || {
+            if run_ours {
+                (workload.ours)()
+            } else {
+                Duration::ZERO
+            }
+        };
+        let peer = || {
+            if run_peer {
+                (workload.peer)()
+            } else {
+                Duration::ZERO
+            }
+        };
+        for _ in 0..warmups {
+            ours();
+            peer();
+        }
+        let mut ours_samples = Vec::with_capacity(samples);
+        let mut peer_samples = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            ours_samples.push(ours());
+            peer_samples.push(peer());
+        }
+        let ours_median = median(&mut ours_samples);
+        let peer_median = median(&mut peer_samples);
+        let ratio = ours_median.as_secs_f64() / peer_median.as_secs_f64();
+        let (ours_text, peer_text) = format_pair(ours_median, peer_median);
+        println!(
+            "| {} | {ours_text} | {peer_text} | {ratio:.2} |",
+            workload.name
+        );
+    }
+}

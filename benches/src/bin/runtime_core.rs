@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use benches::{Workload, run_table};
 use futures::channel::oneshot;
 use runtime::prelude::*;
 use runtime::{Config, Context, Runner};
@@ -22,13 +23,6 @@ const YIELD_TASKS: usize = 200;
 const YIELDS_PER_TASK: usize = 1_000;
 const SLEEPS: usize = 1_000;
 const TIMER_ROUND_TRIPS: usize = 100_000;
-
-/// One workload: a name and a timed run on each runtime.
-struct Workload {
-    name: &'static str,
-    ours: fn() -> Duration,
-    tokio: fn() -> Duration,
-}
 
 /// Runs `f` as the root of a fresh single-worker runtime of ours and returns what it measured.
 fn ours<F, Fut>(f: F) -> Duration
@@ -229,82 +223,34 @@ fn tokio_timer_churn() -> Duration {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Harness.
-
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort_unstable();
-    let middle = samples.len() / 2;
-    if samples.len() % 2 == 1 {
-        samples[middle]
-    } else {
-        (samples[middle - 1] + samples[middle]) / 2
-    }
-}
-
-/// Formats both medians of a row in one unit: microseconds if the larger is below 10 ms,
-/// milliseconds otherwise.
-fn format_pair(ours: Duration, tokio: Duration) -> (String, String) {
-    let in_micros = ours.max(tokio) < Duration::from_millis(10);
-    let format = |duration: Duration| {
-        let micros = duration.as_secs_f64() * 1e6;
-        if in_micros {
-            format!("{micros:.1} µs")
-        } else {
-            format!("{:.2} ms", micros / 1_000.0)
-        }
-    };
-    (format(ours), format(tokio))
-}
 
 fn main() {
     let workloads = [
         Workload {
             name: "spawn_await_100k",
             ours: ours_spawn_await,
-            tokio: tokio_spawn_await,
+            peer: tokio_spawn_await,
         },
         Workload {
             name: "chained_spawn_1000",
             ours: ours_chained_spawn,
-            tokio: tokio_chained_spawn,
+            peer: tokio_chained_spawn,
         },
         Workload {
             name: "yield_many_200x1000",
             ours: ours_yield_many,
-            tokio: tokio_yield_many,
+            peer: tokio_yield_many,
         },
         Workload {
             name: "timer_churn_100k",
             ours: ours_timer_churn,
-            tokio: tokio_timer_churn,
+            peer: tokio_timer_churn,
         },
         Workload {
             name: "sleep_zero_1k",
             ours: ours_sleep_zero,
-            tokio: tokio_sleep_zero,
+            peer: tokio_sleep_zero,
         },
     ];
-
-    println!("| workload | ours median | tokio median | ratio (ours/tokio) |");
-    println!("|---|---:|---:|---:|");
-    for workload in &workloads {
-        for _ in 0..WARMUPS {
-            (workload.ours)();
-            (workload.tokio)();
-        }
-        let mut ours_samples = Vec::with_capacity(SAMPLES);
-        let mut tokio_samples = Vec::with_capacity(SAMPLES);
-        for _ in 0..SAMPLES {
-            ours_samples.push((workload.ours)());
-            tokio_samples.push((workload.tokio)());
-        }
-        let ours_median = median(&mut ours_samples);
-        let tokio_median = median(&mut tokio_samples);
-        let ratio = ours_median.as_secs_f64() / tokio_median.as_secs_f64();
-        let (ours_text, tokio_text) = format_pair(ours_median, tokio_median);
-        println!(
-            "| {} | {ours_text} | {tokio_text} | {ratio:.2} |",
-            workload.name
-        );
-    }
+    run_table(&workloads, "tokio", WARMUPS, SAMPLES);
 }

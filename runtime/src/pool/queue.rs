@@ -84,6 +84,17 @@ impl<T> RunQueue<T> {
         self.len() == 0
     }
 
+    /// How many more items the owner can push before the queue overflows. Items a thief has
+    /// claimed but not yet copied out still occupy their slots, so this can be less than
+    /// `CAPACITY - len()`; it only grows while the owner does not push.
+    ///
+    /// Only meaningful to the owner (anyone else sees a snapshot).
+    pub(crate) fn room(&self) -> usize {
+        let (steal, _) = unpack(self.head.load(Ordering::Acquire));
+        let tail = self.tail.load(Ordering::Acquire);
+        CAPACITY - tail.wrapping_sub(steal) as usize
+    }
+
     /// Whether a thief may take from this queue: a lone item is never stolen.
     pub fn is_stealable(&self) -> bool {
         self.len() >= 2
@@ -201,6 +212,8 @@ impl<T> RunQueue<T> {
                 Err(actual) => head = actual,
             }
         };
+        #[cfg(all(test, not(loom)))]
+        tests::after_claim();
         for offset in 0..count {
             let item = self.buffer[(first.wrapping_add(offset) & MASK) as usize].with(|slot| {
                 // SAFETY: the claim gave us `[first, first + count)`; the owner neither pops
@@ -247,6 +260,64 @@ impl<T> Drop for RunQueue<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::sync::{Arc, Barrier};
+
+    thread_local! {
+        /// Runs on a thief's thread after it claimed a range and before it copies it out.
+        static AFTER_CLAIM: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_claim() {
+        if let Some(hook) = AFTER_CLAIM.with(|hook| hook.borrow_mut().take()) {
+            hook();
+        }
+    }
+
+    /// A thief's claimed range still occupies the owner's slots: a full queue with half of it
+    /// claimed has no room, and the next push overflows instead of overwriting the range.
+    #[test]
+    fn room_counts_the_range_a_thief_is_copying() {
+        let victim = Arc::new(filled(0..CAPACITY as u32));
+        assert_eq!(victim.room(), 0);
+        let claimed = Arc::new(Barrier::new(2));
+        let resume = Arc::new(Barrier::new(2));
+        let thief = {
+            let (victim, claimed, resume) = (victim.clone(), claimed.clone(), resume.clone());
+            std::thread::spawn(move || {
+                AFTER_CLAIM.with(|hook| {
+                    *hook.borrow_mut() = Some(Box::new(move || {
+                        claimed.wait();
+                        resume.wait();
+                    }))
+                });
+                let mine = RunQueue::default();
+                // SAFETY: this thread owns `mine`.
+                let stolen = unsafe { victim.steal_into(&mine) };
+                (stolen, drain(&mine))
+            })
+        };
+        claimed.wait();
+        assert_eq!(
+            victim.len(),
+            CAPACITY / 2,
+            "the claimed half left the count"
+        );
+        assert_eq!(victim.room(), 0, "but not the slots");
+        let mut overflowed = None;
+        // SAFETY: this thread owns the victim.
+        unsafe { victim.push_back(u32::MAX, |batch| overflowed = Some(batch)) };
+        assert_eq!(
+            overflowed,
+            Some(vec![u32::MAX]),
+            "a push with no room overflows alone"
+        );
+        resume.wait();
+        let (stolen, items) = thief.join().unwrap();
+        assert_eq!(stolen, CAPACITY / 2);
+        assert_eq!(items, (0..HALF).collect::<Vec<_>>());
+        assert_eq!(victim.room(), CAPACITY / 2);
+    }
 
     fn filled(items: std::ops::Range<u32>) -> RunQueue<u32> {
         let queue = RunQueue::default();

@@ -356,6 +356,15 @@ impl Worker {
         }
     }
 
+    /// How many runnables a take may push into the local queue: the share, capped by the
+    /// queue's room (a thief copying out a claimed range still holds its slots). The room
+    /// only grows until this worker pushes, so pushes under the global queue's lock never
+    /// overflow (an overflow would take that lock again).
+    fn pushable_share(&self) -> usize {
+        self.global_share()
+            .min(self.pool().queue(self.index).room())
+    }
+
     /// Takes a share from the global queue: the oldest is returned, the rest join the local
     /// queue.
     fn take_global(&mut self) -> Option<Runnable> {
@@ -364,7 +373,10 @@ impl Worker {
             return None;
         }
         let queue = pool.queue(self.index);
-        let first = pool.global().take(self.global_share(), |runnable| {
+        // The first runnable is returned, not pushed: the rest must fit the room (see
+        // `pushable_share`).
+        let max = self.global_share().min(queue.room() + 1);
+        let first = pool.global().take(max, |runnable| {
             // SAFETY: this thread is the queue's worker; the share leaves room, so this never
             // overflows (which would take the global queue's lock, held here).
             unsafe { queue.push_back(runnable, |_| unreachable!("the share leaves room")) };
@@ -453,7 +465,10 @@ impl Worker {
             }
         }
         self.victim = self.victim.wrapping_add(1);
-        let share = self.global_share();
+        let share = self.pushable_share();
+        if share == 0 {
+            return false;
+        }
         pool.global().take_into(share, |runnable| {
             // SAFETY: as in `take_global`.
             unsafe { mine.push_back(runnable, |_| unreachable!("the share leaves room")) };

@@ -1,0 +1,315 @@
+//! tokio's `rt_multi_threaded` workloads on two workers: ours (`Config::default()`, worker zero
+//! plus one pool thread) against tokio's `multi_thread` runtime with `worker_threads(2)`.
+//!
+//! Every sample builds a fresh runtime; only the workload is timed. On tokio the workload runs
+//! inside a spawned task, so "from inside" means from a worker on both sides (our root runs on
+//! worker zero). The runtimes alternate sample by sample in this one process.
+//!
+//! Run with `cargo run --release -p benches --bin runtime_multi`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use benches::{Workload, run_table};
+use futures::channel::oneshot;
+use parking_lot::Mutex;
+use runtime::prelude::*;
+use runtime::{Config, Context, Runner};
+
+const WARMUPS: usize = 3;
+const SAMPLES: usize = 21;
+
+const SPAWNS: usize = 10_000;
+const YIELD_TASKS: usize = 200;
+const YIELDS_PER_TASK: usize = 1_000;
+const PING_PONGS: usize = 1_000;
+const CHAIN_DEPTH: usize = 1_000;
+
+/// Runs `f` as the root of a fresh two-worker runtime of ours and returns what it measured.
+fn ours<F, Fut>(f: F) -> Duration
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future<Output = Duration>,
+{
+    let config = Config::default().with_worker_threads(2);
+    let storage = config.storage_directory().clone();
+    let elapsed = Runner::new(config).start(f);
+    let _ = std::fs::remove_dir_all(storage);
+    elapsed
+}
+
+/// Runs `future` inside a task of a fresh two-worker tokio runtime and returns what it
+/// measured.
+fn tokio_rt(future: impl Future<Output = Duration> + Send + 'static) -> Duration {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async { tokio::spawn(future).await.expect("workload") })
+}
+
+/// A countdown whose last decrement fires a oneshot.
+#[derive(Clone)]
+struct Countdown {
+    left: Arc<AtomicUsize>,
+    done: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+}
+
+impl Countdown {
+    fn new(count: usize) -> (Self, oneshot::Receiver<()>) {
+        let (done, finished) = oneshot::channel();
+        let countdown = Self {
+            left: Arc::new(AtomicUsize::new(count)),
+            done: Arc::new(Mutex::new(Some(done))),
+        };
+        (countdown, finished)
+    }
+
+    fn tick(&self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(done) = self.done.lock().take()
+        {
+            let _ = done.send(());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// spawn_many_local: 10 000 empty tasks spawned from a worker.
+
+fn ours_spawn_many_local() -> Duration {
+    ours(|context| async move {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(SPAWNS);
+        for _ in 0..SPAWNS {
+            let countdown = countdown.clone();
+            drop(
+                context
+                    .clone()
+                    .spawn(move |_| async move { countdown.tick() }),
+            );
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+fn tokio_spawn_many_local() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(SPAWNS);
+        for _ in 0..SPAWNS {
+            let countdown = countdown.clone();
+            drop(tokio::spawn(async move { countdown.tick() }));
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// spawn_many_remote: 10 000 empty tasks spawned from a thread outside the runtime.
+
+fn ours_spawn_many_remote() -> Duration {
+    ours(|context| async move {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(SPAWNS);
+        let spawner = std::thread::spawn(move || {
+            for _ in 0..SPAWNS {
+                let countdown = countdown.clone();
+                drop(
+                    context
+                        .clone()
+                        .spawn(move |_| async move { countdown.tick() }),
+                );
+            }
+        });
+        finished.await.expect("all ran");
+        let elapsed = start.elapsed();
+        spawner.join().expect("spawner");
+        elapsed
+    })
+}
+
+fn tokio_spawn_many_remote() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(SPAWNS);
+        let handle = tokio::runtime::Handle::current();
+        let spawner = std::thread::spawn(move || {
+            for _ in 0..SPAWNS {
+                let countdown = countdown.clone();
+                drop(handle.spawn(async move { countdown.tick() }));
+            }
+        });
+        finished.await.expect("all ran");
+        let elapsed = start.elapsed();
+        spawner.join().expect("spawner");
+        elapsed
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// yield_many: 200 tasks each yielding 1 000 times.
+
+fn ours_yield_many() -> Duration {
+    ours(|context| async move {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(YIELD_TASKS);
+        for _ in 0..YIELD_TASKS {
+            let countdown = countdown.clone();
+            drop(context.clone().spawn(move |_| async move {
+                for _ in 0..YIELDS_PER_TASK {
+                    runtime::reschedule().await;
+                }
+                countdown.tick();
+            }));
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+fn tokio_yield_many() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(YIELD_TASKS);
+        for _ in 0..YIELD_TASKS {
+            let countdown = countdown.clone();
+            drop(tokio::spawn(async move {
+                for _ in 0..YIELDS_PER_TASK {
+                    tokio::task::yield_now().await;
+                }
+                countdown.tick();
+            }));
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// ping_pong: 1 000 tasks, each spawning a partner and exchanging a ping and a pong with it
+// over oneshots.
+
+fn ours_ping_pong() -> Duration {
+    ours(|context| async move {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(PING_PONGS);
+        for _ in 0..PING_PONGS {
+            let countdown = countdown.clone();
+            drop(context.clone().spawn(move |context| async move {
+                let (ping, pinged) = oneshot::channel::<()>();
+                let (pong, ponged) = oneshot::channel::<()>();
+                drop(context.spawn(move |_| async move {
+                    pinged.await.expect("ping");
+                    pong.send(()).expect("pong");
+                }));
+                ping.send(()).expect("ping");
+                ponged.await.expect("pong");
+                countdown.tick();
+            }));
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+fn tokio_ping_pong() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let (countdown, finished) = Countdown::new(PING_PONGS);
+        for _ in 0..PING_PONGS {
+            let countdown = countdown.clone();
+            drop(tokio::spawn(async move {
+                let (ping, pinged) = oneshot::channel::<()>();
+                let (pong, ponged) = oneshot::channel::<()>();
+                drop(tokio::spawn(async move {
+                    pinged.await.expect("ping");
+                    pong.send(()).expect("pong");
+                }));
+                ping.send(()).expect("ping");
+                ponged.await.expect("pong");
+                countdown.tick();
+            }));
+        }
+        finished.await.expect("all ran");
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// chained_spawn: each task spawns the next, 1 000 deep; the last signals the root.
+
+fn ours_chain_link(root: Context, remaining: usize, done: oneshot::Sender<()>) {
+    drop(root.clone().spawn(move |_| async move {
+        if remaining == 0 {
+            let _ = done.send(());
+        } else {
+            ours_chain_link(root, remaining - 1, done);
+        }
+    }));
+}
+
+fn ours_chained_spawn() -> Duration {
+    ours(|context| async move {
+        let start = Instant::now();
+        let (done, finished) = oneshot::channel();
+        ours_chain_link(context, CHAIN_DEPTH - 1, done);
+        finished.await.expect("chain finished");
+        start.elapsed()
+    })
+}
+
+fn tokio_chain_link(remaining: usize, done: oneshot::Sender<()>) {
+    drop(tokio::spawn(async move {
+        if remaining == 0 {
+            let _ = done.send(());
+        } else {
+            tokio_chain_link(remaining - 1, done);
+        }
+    }));
+}
+
+fn tokio_chained_spawn() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let (done, finished) = oneshot::channel();
+        tokio_chain_link(CHAIN_DEPTH - 1, done);
+        finished.await.expect("chain finished");
+        start.elapsed()
+    })
+}
+
+fn main() {
+    let workloads = [
+        Workload {
+            name: "spawn_many_local_10k",
+            ours: ours_spawn_many_local,
+            peer: tokio_spawn_many_local,
+        },
+        Workload {
+            name: "spawn_many_remote_10k",
+            ours: ours_spawn_many_remote,
+            peer: tokio_spawn_many_remote,
+        },
+        Workload {
+            name: "yield_many_200x1000",
+            ours: ours_yield_many,
+            peer: tokio_yield_many,
+        },
+        Workload {
+            name: "ping_pong_1000",
+            ours: ours_ping_pong,
+            peer: tokio_ping_pong,
+        },
+        Workload {
+            name: "chained_spawn_1000",
+            ours: ours_chained_spawn,
+            peer: tokio_chained_spawn,
+        },
+    ];
+    run_table(&workloads, "tokio", WARMUPS, SAMPLES);
+}
