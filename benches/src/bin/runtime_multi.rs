@@ -32,7 +32,19 @@ where
     F: FnOnce(Context) -> Fut,
     Fut: Future<Output = Duration>,
 {
-    let config = Config::default().with_worker_threads(2);
+    let mut config = Config::default().with_worker_threads(2);
+    // `OURS_SPIN_US=budget,max,quick` overrides the idle spinner, for tuning its defaults.
+    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
+        let values: Vec<u64> = spin
+            .split(',')
+            .map(|v| v.parse().expect("microseconds"))
+            .collect();
+        config = config.with_idle_spinner(runtime::SpinnerConfig {
+            budget_us: values[0],
+            max_budget_us: values[1],
+            quick_wake_us: values[2],
+        });
+    }
     let storage = config.storage_directory().clone();
     let elapsed = Runner::new(config).start(f);
     let _ = std::fs::remove_dir_all(storage);
@@ -283,6 +295,60 @@ fn tokio_chained_spawn() -> Duration {
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// wake_latency: a thread outside the runtime wakes an idle task and waits for its answer, 1 000
+// times in a row: the round trip of waking a parked worker, where an idle spinner pays off.
+
+const ROUND_TRIPS: usize = 1_000;
+
+type Requests = futures::channel::mpsc::UnboundedSender<oneshot::Sender<()>>;
+type Inbox = futures::channel::mpsc::UnboundedReceiver<oneshot::Sender<()>>;
+
+/// The foreign side of `wake_latency`: sends a request (waking the server task), blocks until
+/// the answer, `ROUND_TRIPS` times, then reports how long that took; the root awaits the
+/// report without blocking its worker.
+fn wake_latency_client(requests: Requests) -> oneshot::Receiver<Duration> {
+    let (report, reported) = oneshot::channel();
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        for _ in 0..ROUND_TRIPS {
+            let (answer, answered) = oneshot::channel();
+            requests.unbounded_send(answer).expect("server");
+            futures::executor::block_on(answered).expect("answer");
+        }
+        let _ = report.send(start.elapsed());
+    });
+    reported
+}
+
+/// The server task: answers every request.
+async fn wake_latency_server(mut inbox: Inbox) {
+    use futures::StreamExt;
+    while let Some(answer) = inbox.next().await {
+        let _ = answer.send(());
+    }
+}
+
+fn ours_wake_latency() -> Duration {
+    ours(|context| async move {
+        let (requests, inbox) = futures::channel::mpsc::unbounded();
+        let server = context.spawn(move |_| wake_latency_server(inbox));
+        let elapsed = wake_latency_client(requests).await.expect("client");
+        server.await.expect("server");
+        elapsed
+    })
+}
+
+fn tokio_wake_latency() -> Duration {
+    tokio_rt(async {
+        let (requests, inbox) = futures::channel::mpsc::unbounded();
+        let server = tokio::spawn(wake_latency_server(inbox));
+        let elapsed = wake_latency_client(requests).await.expect("client");
+        server.await.expect("server");
+        elapsed
+    })
+}
+
 fn main() {
     let workloads = [
         Workload {
@@ -309,6 +375,11 @@ fn main() {
             name: "chained_spawn_1000",
             ours: ours_chained_spawn,
             peer: tokio_chained_spawn,
+        },
+        Workload {
+            name: "wake_latency_1000",
+            ours: ours_wake_latency,
+            peer: tokio_wake_latency,
         },
     ];
     run_table(&workloads, "tokio", WARMUPS, SAMPLES);

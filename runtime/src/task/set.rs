@@ -1,24 +1,34 @@
 //! The task set: every accepted task from registration until its final poll returns, or until
 //! teardown clears it.
 //!
+//! The set is split into [`SHARDS`] independently locked shards, each on its own cache line:
+//! a spawn inserts into the shard its thread rotates to, and a completion removes from the
+//! shard the task records, so spawners and completing workers rarely meet on one lock.
+//!
 //! Invariants:
-//! - Once [`Tasks::close`] has run, `insert` refuses everything, so teardown's
-//!   [`Tasks::drain`] sees every task that will ever exist.
-//! - A task's slot index is written under the lock before its first runnable is delivered, and
-//!   removal checks the entry is still that task, so a late removal never evicts another task.
-//! - No future is dropped under the lock: `drain` hands the tasks out and the caller clears
-//!   them with the lock released, because destructors run user code.
+//! - Once [`Tasks::close`] has run, `insert` refuses everything: `close` marks every shard
+//!   closed under that shard's lock, and `insert` checks the mark under the same lock, so
+//!   teardown's [`Tasks::drain`] sees every task that will ever exist.
+//! - A task's position (shard and slot) is written under the shard's lock before its first
+//!   runnable is delivered, and removal checks the entry is still that task, so a late
+//!   removal never evicts another task.
+//! - No future is dropped under a lock: `drain` hands the tasks out and the caller clears
+//!   them with the locks released, because destructors run user code.
 
 use super::cell::{Runnable, Task, TaskRef};
 #[cfg(test)]
 use crate::pool::Pool;
 use crate::slab::Slab;
 use parking_lot::Mutex;
+use std::cell::Cell;
 #[cfg(test)]
 use std::future::Future;
 #[cfg(test)]
 use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Number of shards (a power of two).
+const SHARDS: usize = 16;
 
 #[derive(Default)]
 struct Entries {
@@ -26,11 +36,34 @@ struct Entries {
     closed: bool,
 }
 
-/// The set of live tasks.
+/// One shard, alone on its cache lines so neighbouring locks do not share them.
 #[derive(Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Entries>);
+
+thread_local! {
+    /// The shard this thread inserts into next; each insert moves on by one.
+    static NEXT_SHARD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Encodes a task's position: the shard in the low bits, the slot above.
+fn position(shard: usize, slot: usize) -> usize {
+    slot * SHARDS + shard
+}
+
+/// The set of live tasks.
 pub struct Tasks {
-    entries: Mutex<Entries>,
+    shards: Box<[Shard]>,
     closed: AtomicBool,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            closed: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Tasks {
@@ -67,37 +100,52 @@ impl Tasks {
 
     /// Adds `task` unless the set is closed, in which case it is handed back.
     pub(crate) fn insert(&self, task: Task) -> Result<(), Task> {
-        let mut entries = self.entries.lock();
+        let shard = NEXT_SHARD
+            .try_with(|next| {
+                let shard = next.get();
+                next.set((shard + 1) % SHARDS);
+                shard
+            })
+            .unwrap_or(0);
+        let mut entries = self.shards[shard].0.lock();
         if entries.closed {
             return Err(task);
         }
-        let index = entries.tasks.insert(task);
-        if let Some(task) = entries.tasks.get(index) {
-            task.0.header_ref().slot.store(index, Ordering::Relaxed);
+        let slot = entries.tasks.insert(task);
+        if let Some(task) = entries.tasks.get(slot) {
+            task.0
+                .header_ref()
+                .slot
+                .store(position(shard, slot), Ordering::Relaxed);
         }
         Ok(())
     }
 
     /// Removes the task behind `runnable`'s cell after its final poll.
     pub(crate) fn remove(&self, task: &TaskRef) {
-        let index = task.header_ref().slot.load(Ordering::Relaxed);
-        let removed = self
-            .entries
+        let position = task.header_ref().slot.load(Ordering::Relaxed);
+        let removed = self.shards[position % SHARDS]
+            .0
             .lock()
             .tasks
-            .remove_if(index, |entry| entry.0.same(task));
+            .remove_if(position / SHARDS, |entry| entry.0.same(task));
         // The set's reference is released outside the lock.
         drop(removed);
     }
 
-    /// Number of tasks in the set.
+    /// Number of tasks in the set (a snapshot: shards are counted one after another).
     pub fn live(&self) -> usize {
-        self.entries.lock().tasks.len()
+        self.shards
+            .iter()
+            .map(|shard| shard.0.lock().tasks.len())
+            .sum()
     }
 
     /// Refuses every later insert.
     pub(crate) fn close(&self) {
-        self.entries.lock().closed = true;
+        for shard in self.shards.iter() {
+            shard.0.lock().closed = true;
+        }
         self.closed.store(true, Ordering::Release);
     }
 
@@ -108,9 +156,13 @@ impl Tasks {
 
     /// Takes every task out of a closed set, for teardown.
     pub(crate) fn drain(&self) -> Vec<Task> {
-        let mut entries = self.entries.lock();
-        debug_assert!(entries.closed, "drain only a closed set");
-        entries.tasks.drain().collect()
+        let mut drained = Vec::new();
+        for shard in self.shards.iter() {
+            let mut entries = shard.0.lock();
+            debug_assert!(entries.closed, "drain only a closed set");
+            drained.extend(entries.tasks.drain());
+        }
+        drained
     }
 }
 
@@ -118,19 +170,18 @@ impl Tasks {
 #[cfg(test)]
 pub(crate) fn contains(tasks: &Tasks, runnable: &Runnable) -> bool {
     let task = runnable.task_ref();
-    let index = task.header_ref().slot.load(Ordering::Relaxed);
-    tasks
-        .entries
+    let position = task.header_ref().slot.load(Ordering::Relaxed);
+    tasks.shards[position % SHARDS]
+        .0
         .lock()
         .tasks
-        .get(index)
+        .get(position / SHARDS)
         .is_some_and(|entry| entry.0.same(task))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::cell::Cell;
 
     thread_local! {
         /// Runs on the registering thread after the insert and before the first runnable is
@@ -177,7 +228,12 @@ pub(crate) mod tests {
         tasks.insert(first.clone()).ok().unwrap();
         assert!(contains(&tasks, &runnable));
         let (stranger, _) = Task::new(async {}, Weak::new());
-        stranger.0.header_ref().slot.store(0, Ordering::Relaxed);
+        let first_position = first.0.header_ref().slot.load(Ordering::Relaxed);
+        stranger
+            .0
+            .header_ref()
+            .slot
+            .store(first_position, Ordering::Relaxed);
         tasks.remove(&stranger.0);
         assert_eq!(
             tasks.live(),
@@ -187,5 +243,43 @@ pub(crate) mod tests {
         tasks.remove(&first.0);
         assert_eq!(tasks.live(), 0);
         assert!(!contains(&tasks, &runnable));
+    }
+}
+
+#[cfg(test)]
+mod sharding {
+    use super::*;
+
+    /// Inserts spread over every shard, and each task is found again and removed from the
+    /// shard it recorded; a closed set refuses on every shard.
+    #[test]
+    fn tasks_spread_over_the_shards_and_leave_from_their_own() {
+        let tasks = Tasks::default();
+        let inserted: Vec<_> = (0..3 * SHARDS)
+            .map(|_| {
+                let (task, runnable) = Task::new(async {}, Weak::new());
+                tasks.insert(task.clone()).ok().unwrap();
+                (task, runnable)
+            })
+            .collect();
+        assert_eq!(tasks.live(), 3 * SHARDS);
+        assert!(
+            tasks
+                .shards
+                .iter()
+                .all(|shard| shard.0.lock().tasks.len() == 3),
+            "a thread's inserts rotate over the shards"
+        );
+        for (task, runnable) in &inserted {
+            assert!(contains(&tasks, runnable));
+            tasks.remove(&task.0);
+            assert!(!contains(&tasks, runnable));
+        }
+        assert_eq!(tasks.live(), 0);
+        tasks.close();
+        for _ in 0..SHARDS {
+            let (task, _) = Task::new(async {}, Weak::new());
+            assert!(tasks.insert(task).is_err());
+        }
     }
 }
