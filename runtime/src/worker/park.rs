@@ -1,0 +1,252 @@
+//! What a pool worker does when a turn found nothing to poll: go round again for pending
+//! messages, callbacks or deadlines; search the other run queues and the global queue; then
+//! park: publish itself idle, take a last look (searching a backlog nobody else searches),
+//! spin within the [`Spinner`] budget and sleep on its futex or in its ring until claimed.
+//!
+//! Invariants (the protocol of [`crate::pool::idle`], seen from the worker):
+//! - `searching` is true exactly while this worker holds a search count; `published` while its
+//!   idle bit is (or was, until a claim cleared it) set. Publishing returns the count in the
+//!   same step, and a worker whose bit a claim cleared inherits the claim's count.
+//! - A failed search keeps its count until the worker publishes, so kicks for backlogs are
+//!   suppressed only while someone is actually looking.
+//! - The last look runs after publishing: a push that missed the idle bit is seen there, and a
+//!   push that saw it claims the worker.
+
+use super::{RootWake, Worker, wait};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Worker {
+    /// Step 5 and 7 to 11: with nothing polled this turn, go round again if something is
+    /// pending, otherwise search the other queues, and park if that finds nothing.
+    pub(super) fn idle(&mut self, root: Option<&Arc<RootWake>>) {
+        if self.has_work(root) || self.deadline_passed() {
+            // The next turn is the catch-up service; it returns the count before its callbacks.
+            return;
+        }
+        if self.search() {
+            return;
+        }
+        #[cfg(test)]
+        crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeIdle);
+        #[cfg(test)]
+        crate::hooks::before_park();
+        self.park(root);
+    }
+
+    /// Whether something this worker must handle has arrived: a message, a root wake, a
+    /// callback, local or global work, or the pool's closing.
+    fn has_work(&self, root: Option<&Arc<RootWake>>) -> bool {
+        let pool = self.pool();
+        pool.is_closed()
+            || pool.mailbox(self.index).has_pending()
+            || root.is_some_and(|root| root.is_woken())
+            || !pool.queue(self.index).is_empty()
+            || !pool.global().is_empty()
+            || !self.local.state.borrow().deferred.is_empty()
+    }
+
+    fn deadline_passed(&self) -> bool {
+        self.local
+            .state
+            .borrow()
+            .timers
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= Instant::now())
+    }
+
+    /// Looks for work in the other run queues and the global queue, holding a search count
+    /// (taken here, unless a claim left one; at most half the workers search at once).
+    /// Returns whether work was moved into the local queue. A failed search keeps the count:
+    /// publishing returns it.
+    fn search(&mut self) -> bool {
+        let workers = self.pool().workers();
+        if workers == 1 {
+            return false;
+        }
+        if !self.searching {
+            if !self
+                .pool()
+                .idle()
+                .take_count_if(|searching| 2 * searching < workers)
+            {
+                return false;
+            }
+            self.searching = true;
+        }
+        self.steal()
+    }
+
+    /// Steals half of another worker's backlog, or takes a share of the global queue, into
+    /// the local queue. Returns whether anything moved.
+    fn steal(&mut self) -> bool {
+        let pool = &self.shared.pool;
+        let workers = pool.workers();
+        let mine = pool.queue(self.index);
+        for offset in 0..workers {
+            let victim = (self.victim + offset) % workers;
+            if victim == self.index {
+                continue;
+            }
+            // SAFETY: this thread owns `mine`, and `victim != self.index`.
+            if unsafe { pool.queue(victim).steal_into(mine) } > 0 {
+                self.victim = victim;
+                return true;
+            }
+        }
+        self.victim = self.victim.wrapping_add(1);
+        let share = self.pushable_share();
+        if share == 0 {
+            return false;
+        }
+        pool.global().take_into(share, |runnable| {
+            // SAFETY: as in `take_global`.
+            unsafe { mine.push_back(runnable, |_| unreachable!("the share leaves room")) };
+        }) > 0
+    }
+
+    /// Returns the search count this worker holds, if any. The last searcher to stop, with a
+    /// backlog of its own, kicks a parked worker to share it, since kicks were suppressed
+    /// while it searched.
+    pub(super) fn return_count(&mut self) {
+        if !self.searching {
+            return;
+        }
+        self.searching = false;
+        let pool = self.pool();
+        if pool.idle().return_count() == 0 && pool.queue(self.index).is_stealable() {
+            pool.kick_for_backlog();
+        }
+    }
+
+    /// Publishes this worker idle, returning its count in the same step.
+    fn publish(&mut self) {
+        self.pool().idle().publish(self.index, self.searching);
+        self.searching = false;
+        self.published = true;
+    }
+
+    /// Takes this worker out of the idle set. If a claim took it out first, the worker now
+    /// holds the count the claim took for it.
+    fn unpublish(&mut self) {
+        if std::mem::take(&mut self.published) && !self.pool().idle().withdraw(self.index) {
+            self.searching = true;
+        }
+    }
+
+    /// Leaves the idle protocol entirely: unpublished, no count held.
+    pub(super) fn leave_idle(&mut self) {
+        self.unpublish();
+        if std::mem::take(&mut self.searching) {
+            self.pool().idle().return_count();
+        }
+    }
+
+    /// Steps 10 and 11: publish, take the last look, wait, and come back unpublished.
+    fn park(&mut self, root: Option<&Arc<RootWake>>) {
+        loop {
+            self.publish();
+            if self.has_work(root) {
+                self.unpublish();
+                return;
+            }
+            if self.pool().idle().search_count() != 0 || !self.backlog_elsewhere() {
+                break;
+            }
+            // A backlog nobody searches for (its kick may have found a count held): search it
+            // ourselves, with a count of our own.
+            self.unpublish();
+            if !self.searching {
+                if !self.pool().idle().take_count_if(|searching| searching == 0) {
+                    // Somebody started searching meanwhile; the backlog is theirs.
+                    continue;
+                }
+                self.searching = true;
+            }
+            #[cfg(test)]
+            crate::hooks::at_park(
+                self.pool(),
+                self.index,
+                crate::hooks::ParkPoint::BeforeParkSearch,
+            );
+            if self.steal() {
+                return;
+            }
+            // Found nothing: publish again, returning the count, and look once more.
+        }
+        #[cfg(test)]
+        crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeWait);
+        let waker = &self.shared.pool.mailbox(self.index).waker;
+        if !self
+            .spinner
+            .spin(waker, self.local.state.borrow().timers.next_deadline())
+        {
+            let slept = Instant::now();
+            wait(&self.local, waker);
+            self.spinner.adapt(slept.elapsed());
+        }
+        self.unpublish();
+    }
+
+    /// Whether another worker's run queue is stealable.
+    fn backlog_elsewhere(&self) -> bool {
+        let pool = self.pool();
+        (0..pool.workers()).any(|victim| victim != self.index && pool.queue(victim).is_stealable())
+    }
+}
+
+/// An idle worker's spin before it sleeps. The budget starts at `budget_us` and doubles (up to
+/// `max_budget_us`) after each sleep that a wake ended within `quick_wake_us`, since a
+/// spinning worker answers such a wake in well under a microsecond while waking a sleeping CPU
+/// costs tens; a longer sleep resets it.
+pub(super) struct Spinner {
+    budget: Duration,
+    base: Duration,
+    max: Duration,
+    quick: Duration,
+}
+
+impl Spinner {
+    pub(super) fn new(config: &crate::config::SpinnerConfig) -> Self {
+        let base = Duration::from_micros(config.budget_us);
+        Self {
+            budget: base,
+            base,
+            max: Duration::from_micros(config.max_budget_us),
+            quick: Duration::from_micros(config.quick_wake_us),
+        }
+    }
+
+    /// Spins until `waker` is signalled (consuming the signal; returns true) or the budget or
+    /// `deadline` runs out (returns false).
+    fn spin(&self, waker: &crate::pool::wake::WakeState, deadline: Option<Instant>) -> bool {
+        if self.budget.is_zero() {
+            return false;
+        }
+        let mut until = Instant::now() + self.budget;
+        if let Some(deadline) = deadline {
+            until = until.min(deadline);
+        }
+        loop {
+            if waker.is_signalled() {
+                waker.consume();
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Adapts the budget to how long the last sleep lasted.
+    fn adapt(&mut self, slept: Duration) {
+        self.budget = if slept < self.quick && !self.base.is_zero() {
+            (self.budget * 2).min(self.max).max(self.base)
+        } else {
+            self.base
+        };
+    }
+}
