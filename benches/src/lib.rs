@@ -1,7 +1,11 @@
 //! The harness shared by the benchmark binaries: alternate the runtimes sample by sample in one
 //! process, take medians, and print a markdown table of medians and ratios.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use runtime::Context;
+use runtime::prelude::*;
 
 /// One workload: a name and a timed run on each runtime. Each run returns the time it
 /// measured inside its root (runtime start and shutdown excluded).
@@ -86,4 +90,47 @@ pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: us
             workload.name
         );
     }
+}
+
+/// Spawns link `remaining` of a chain where each task spawns the next; the last link fires
+/// `done`. Every link is spawned from the root context, so the links are siblings and one
+/// finishing does not abort the next.
+fn ours_chain_link(root: Context, remaining: usize, done: oneshot::Sender<()>) {
+    // Dropping the handle detaches the task.
+    drop(root.clone().spawn(move |_| async move {
+        if remaining == 0 {
+            let _ = done.send(());
+        } else {
+            ours_chain_link(root, remaining - 1, done);
+        }
+    }));
+}
+
+/// The chained-spawn workload on ours: a chain `depth` tasks deep, timed from the first spawn
+/// to the last link's signal.
+pub async fn ours_chained_spawn(context: Context, depth: usize) -> Duration {
+    let start = Instant::now();
+    let (done, finished) = oneshot::channel();
+    ours_chain_link(context, depth - 1, done);
+    finished.await.expect("chain finished");
+    start.elapsed()
+}
+
+fn tokio_chain_link(remaining: usize, done: oneshot::Sender<()>) {
+    drop(tokio::spawn(async move {
+        if remaining == 0 {
+            let _ = done.send(());
+        } else {
+            tokio_chain_link(remaining - 1, done);
+        }
+    }));
+}
+
+/// The chained-spawn workload on tokio (inside a runtime).
+pub async fn tokio_chained_spawn(depth: usize) -> Duration {
+    let start = Instant::now();
+    let (done, finished) = oneshot::channel();
+    tokio_chain_link(depth - 1, done);
+    finished.await.expect("chain finished");
+    start.elapsed()
 }

@@ -10,7 +10,6 @@
 use std::time::{Duration, Instant};
 
 use benches::{Workload, run_table};
-use futures::channel::oneshot;
 use runtime::prelude::*;
 use runtime::{Config, Context, Runner};
 
@@ -83,47 +82,12 @@ fn tokio_spawn_await() -> Duration {
 // ---------------------------------------------------------------------------------------------
 // chained_spawn_1000: each task spawns the next; the last one signals the root.
 
-/// Spawns link `remaining` of the chain. Every link is spawned from the root context, so the
-/// links are siblings and one finishing does not abort the next.
-fn ours_chain_link(root: Context, remaining: usize, done: oneshot::Sender<()>) {
-    // Dropping the handle detaches the task.
-    drop(root.clone().spawn(move |_| async move {
-        if remaining == 0 {
-            let _ = done.send(());
-        } else {
-            ours_chain_link(root, remaining - 1, done);
-        }
-    }));
-}
-
 fn ours_chained_spawn() -> Duration {
-    ours(|context| async move {
-        let start = Instant::now();
-        let (done, finished) = oneshot::channel();
-        ours_chain_link(context, CHAIN_DEPTH - 1, done);
-        finished.await.expect("chain finished");
-        start.elapsed()
-    })
-}
-
-fn tokio_chain_link(remaining: usize, done: oneshot::Sender<()>) {
-    drop(tokio::spawn(async move {
-        if remaining == 0 {
-            let _ = done.send(());
-        } else {
-            tokio_chain_link(remaining - 1, done);
-        }
-    }));
+    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH))
 }
 
 fn tokio_chained_spawn() -> Duration {
-    tokio_rt(async {
-        let start = Instant::now();
-        let (done, finished) = oneshot::channel();
-        tokio_chain_link(CHAIN_DEPTH - 1, done);
-        finished.await.expect("chain finished");
-        start.elapsed()
-    })
+    tokio_rt(benches::tokio_chained_spawn(CHAIN_DEPTH))
 }
 
 // ---------------------------------------------------------------------------------------------

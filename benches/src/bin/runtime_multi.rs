@@ -255,44 +255,12 @@ fn tokio_ping_pong() -> Duration {
 // ---------------------------------------------------------------------------------------------
 // chained_spawn: each task spawns the next, 1 000 deep; the last signals the root.
 
-fn ours_chain_link(root: Context, remaining: usize, done: oneshot::Sender<()>) {
-    drop(root.clone().spawn(move |_| async move {
-        if remaining == 0 {
-            let _ = done.send(());
-        } else {
-            ours_chain_link(root, remaining - 1, done);
-        }
-    }));
-}
-
 fn ours_chained_spawn() -> Duration {
-    ours(|context| async move {
-        let start = Instant::now();
-        let (done, finished) = oneshot::channel();
-        ours_chain_link(context, CHAIN_DEPTH - 1, done);
-        finished.await.expect("chain finished");
-        start.elapsed()
-    })
-}
-
-fn tokio_chain_link(remaining: usize, done: oneshot::Sender<()>) {
-    drop(tokio::spawn(async move {
-        if remaining == 0 {
-            let _ = done.send(());
-        } else {
-            tokio_chain_link(remaining - 1, done);
-        }
-    }));
+    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH))
 }
 
 fn tokio_chained_spawn() -> Duration {
-    tokio_rt(async {
-        let start = Instant::now();
-        let (done, finished) = oneshot::channel();
-        tokio_chain_link(CHAIN_DEPTH - 1, done);
-        finished.await.expect("chain finished");
-        start.elapsed()
-    })
+    tokio_rt(benches::tokio_chained_spawn(CHAIN_DEPTH))
 }
 
 // ---------------------------------------------------------------------------------------------
