@@ -1252,3 +1252,141 @@ fn shutdown_while_a_task_is_mid_poll_on_another_worker() {
 fn shutdown_retains_a_taken_forward_until_polling_ends() {
     shutdown_while_mid_poll_on_worker_one(true);
 }
+
+/// A panic of a task polled on another worker follows the policy: caught, only its handle
+/// sees `Exited` and the runner goes on; uncaught, it fails the runner. Either way the pool
+/// ends clean.
+#[test]
+fn remote_task_panic_respects_policy() {
+    for catch in [false, true] {
+        let kept = KeptPool::default();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let kept = kept.clone();
+            let config = config().with_worker_threads(2).with_catch_panics(catch);
+            Runner::new(config).start(move |context| async move {
+                kept.keep(&context);
+                let (task, _) = spawn_elsewhere(&context, async {
+                    panic!("remote ordinary task failed");
+                });
+                if catch {
+                    assert_eq!(task.await, Err(Error::Exited));
+                    let survivor = context.child("survivor").spawn(|_| async { 7 });
+                    assert_eq!(survivor.await, Ok(7));
+                } else {
+                    pending::<()>().await;
+                }
+            })
+        }));
+        match result {
+            Ok(()) => assert!(catch, "an uncaught remote panic fails the runner"),
+            Err(payload) => {
+                assert!(!catch, "a caught remote panic leaves the runner running");
+                assert_eq!(message(&*payload), "remote ordinary task failed");
+            }
+        }
+        kept.check();
+    }
+}
+
+/// A task spawned on worker zero and completed on worker one leaves the task set once its
+/// final poll returns, wherever that poll ran.
+#[test]
+fn task_completing_away_from_its_spawner_retires() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let live = || context.runtime().tasks.live();
+        let baseline = live();
+        let (finish, finished) = oneshot::channel::<()>();
+        let task = context.child("traveller").spawn(|_| async move {
+            let spawned_on = thread::current().id();
+            finished.await.unwrap();
+            (spawned_on, thread::current().id())
+        });
+        reschedule().await;
+        assert_eq!(live(), baseline + 1);
+        let (waker, other) = spawn_elsewhere(&context, async move {
+            finish.send(()).unwrap();
+        });
+        waker.await.unwrap();
+        let (spawned_on, completed_on) = task.await.unwrap();
+        assert_eq!(spawned_on, thread::current().id());
+        assert_eq!(completed_on, other, "the wake moved it to worker one");
+        // The handle resolves inside the final poll; the worker removes the task after it.
+        let deadline = Instant::now() + TEST_TIMEOUT;
+        while live() != baseline {
+            assert!(Instant::now() < deadline, "a completed task must retire");
+            reschedule().await;
+        }
+    });
+}
+
+/// A pool worker that unwinds while published idle withdraws and fails the runner; the pool
+/// ends clean.
+#[test]
+fn unwind_while_published_restores_the_idle_state() {
+    let kept = KeptPool::default();
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let kept = kept.clone();
+        Runner::new(config().with_worker_threads(2)).start(move |context| async move {
+            kept.keep(&context);
+            let pool = pool_of(&context);
+            // Worker one must have parked once, or the push below could claim it before the
+            // hook is armed.
+            spin_until(|| is_waiting(&pool, 1), "worker one must park");
+            on_next_park(&pool, 1, ParkPoint::BeforeWait, || {
+                panic!("injected unwind while published")
+            });
+            let _ = spawn_elsewhere(&context, async {});
+            pending::<()>().await;
+        })
+    }));
+    assert!(panic_text(result).contains("injected unwind while published"));
+    kept.check();
+}
+
+/// Reads in flight on several workers count in one gauge, which returns to zero once
+/// shutdown has retired them all.
+#[test]
+fn pending_operations_gauge_returns_to_zero_across_workers() {
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    for _ in 0..6 {
+        let (read, write) = pipe();
+        readers.push(read);
+        writers.push(write);
+    }
+    let shared = Runner::new(config().with_worker_threads(4)).start(|context| async move {
+        let started = Arc::new(AtomicUsize::new(0));
+        let mut threads = std::collections::HashSet::new();
+        for (index, read) in readers.into_iter().enumerate() {
+            let started = started.clone();
+            let task = async move {
+                let operation = Operation::register(Request::Read { fd: read, len: 1 });
+                let mut operation = Box::pin(operation);
+                poll_fn(|cx| {
+                    assert!(operation.as_mut().poll(cx).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+                started.fetch_add(1, Ordering::SeqCst);
+                let _ = operation.await;
+            };
+            if index == 0 {
+                drop(context.child("here").spawn(move |_| task));
+                reschedule().await;
+                threads.insert(thread::current().id());
+            } else {
+                let (handle, thread) = spawn_elsewhere(&context, task);
+                drop(handle);
+                threads.insert(thread);
+            }
+        }
+        assert!(threads.len() > 1, "the reads live on several workers");
+        while started.load(Ordering::SeqCst) < 6 {
+            reschedule().await;
+        }
+        assert_eq!(context.runtime().metrics.pending_operations.get(), 6);
+        context.runtime().clone()
+    });
+    assert_eq!(shared.metrics.pending_operations.get(), 0);
+    drop(writers);
+}
