@@ -44,15 +44,24 @@ pub fn format_pair(ours: Duration, peer: Duration) -> (String, String) {
 /// Runs every workload `warmups` times untimed and `samples` times timed on each runtime,
 /// alternating, and prints one table row per workload. `peer` names the other runtime.
 ///
-/// `BENCH_FILTER=<text>` keeps only the workloads whose name contains `<text>`, and
-/// `BENCH_SIDE=ours` or `BENCH_SIDE=peer` runs only that side (both for profiling).
+/// Two ratios are printed: of the medians, and the median of the per-pair ratios (sample `i`
+/// of ours over sample `i` of the peer, taken back to back). The second cancels the slow
+/// drifts of a shared machine, which move both samples of a pair together.
+///
+/// `BENCH_FILTER=<text>` keeps only the workloads whose name contains `<text>`,
+/// `BENCH_SIDE=ours` or `BENCH_SIDE=peer` runs only that side (both for profiling), and
+/// `BENCH_SAMPLES=<n>` overrides `samples`.
 pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: usize) {
     let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
     let side = std::env::var("BENCH_SIDE").unwrap_or_default();
+    let samples = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(samples);
     let run_ours = side != "peer";
     let run_peer = side != "ours";
-    println!("| workload | ours median | {peer} median | ratio (ours/{peer}) |");
-    println!("|---|---:|---:|---:|");
+    println!("| workload | ours median | {peer} median | ratio of medians | median paired ratio |");
+    println!("|---|---:|---:|---:|---:|");
     for workload in workloads
         .iter()
         .filter(|w| w.name.contains(filter.as_str()))
@@ -77,16 +86,21 @@ pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: us
         }
         let mut ours_samples = Vec::with_capacity(samples);
         let mut peer_samples = Vec::with_capacity(samples);
+        let mut paired = Vec::with_capacity(samples);
         for _ in 0..samples {
-            ours_samples.push(ours());
-            peer_samples.push(peer());
+            let (ours, peer) = (ours(), peer());
+            ours_samples.push(ours);
+            peer_samples.push(peer);
+            paired.push(ours.as_secs_f64() / peer.as_secs_f64());
         }
         let ours_median = median(&mut ours_samples);
         let peer_median = median(&mut peer_samples);
         let ratio = ours_median.as_secs_f64() / peer_median.as_secs_f64();
+        paired.sort_by(f64::total_cmp);
+        let paired_median = paired[paired.len() / 2];
         let (ours_text, peer_text) = format_pair(ours_median, peer_median);
         println!(
-            "| {} | {ours_text} | {peer_text} | {ratio:.2} |",
+            "| {} | {ours_text} | {peer_text} | {ratio:.2} | {paired_median:.2} |",
             workload.name
         );
     }
