@@ -43,7 +43,11 @@ impl Default for RingConfig {
 /// How long an idle worker spins, watching its wake signal, before it sleeps in the kernel.
 ///
 /// Waking a sleeping CPU costs tens of microseconds on common machines while a spinning worker
-/// answers in well under one, so a short spin buys latency for bursty work.
+/// answers in well under one, so a spin buys latency for bursty work *when the machine has
+/// cores to spare*. The default does not spin: measured on two-core machines (see
+/// `benches/README.md`), a spinning worker takes the core that the thread feeding it (a spawner,
+/// a client) needs, and every workload of `runtime_multi` ran as fast or faster without it.
+/// Give it a budget when workers have cores of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpinnerConfig {
     /// Spin budget of an idle worker, in microseconds. `0` disables spinning.
@@ -56,12 +60,9 @@ pub struct SpinnerConfig {
 }
 
 impl Default for SpinnerConfig {
+    /// No spinning (the same as [`SpinnerConfig::disabled`]); see the type's documentation.
     fn default() -> Self {
-        Self {
-            budget_us: 20,
-            max_budget_us: 200,
-            quick_wake_us: 50,
-        }
+        Self::disabled()
     }
 }
 

@@ -863,7 +863,12 @@ fn task_panic_respects_policy() {
 /// callbacks until none are left and looks for work again.
 #[test]
 fn callback_generated_work_prevents_parking() {
-    for spinner in [SpinnerConfig::disabled(), SpinnerConfig::default()] {
+    let spinning = SpinnerConfig {
+        budget_us: 20,
+        max_budget_us: 200,
+        quick_wake_us: 50,
+    };
+    for spinner in [SpinnerConfig::disabled(), spinning] {
         for chain in [0, 2] {
             let config = config().with_idle_spinner(spinner);
             Runner::new(config).start(|context| async move {
