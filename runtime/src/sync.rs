@@ -36,13 +36,13 @@ impl<T> UnsafeCell<T> {
     }
 }
 
-/// Runs a loom model with a preemption bound (3 unless `LOOM_MAX_PREEMPTIONS` says otherwise),
+/// Runs a loom model with a preemption bound (5 unless `LOOM_MAX_PREEMPTIONS` says otherwise),
 /// which keeps the models to minutes while still covering the interleavings that matter.
 #[cfg(all(test, loom))]
 pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
+        builder.preemption_bound = Some(5);
     }
     builder.check(f);
 }

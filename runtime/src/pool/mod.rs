@@ -10,8 +10,9 @@
 //!   than there are searching workers, so work that arrives while every worker sleeps is never
 //!   stranded, and two quick pushes wake two workers.
 //! - A push that makes a run queue stealable claims a parked worker only when nobody searches:
-//!   a searching worker is expected to find that backlog, and a parked one re-checks for it in
-//!   its last look (see [`crate::worker`]).
+//!   a searching worker is expected to find that backlog, a parked one re-checks for it in its
+//!   last look, and the last searcher to stop replays the suppressed kicks
+//!   ([`Pool::kick_for_leftover_work`]), since it may have found other work instead.
 
 pub(crate) mod global;
 pub(crate) mod idle;
@@ -132,6 +133,16 @@ impl Pool {
     pub(crate) fn kick_for_backlog(&self) {
         if let Some(index) = self.idle.claim_if(|searching| searching == 0) {
             self.slots[index].mailbox.waker.wake();
+        }
+    }
+
+    /// Replays the kicks a search count suppressed, for the last searcher to stop: a global
+    /// queue with runnables, or a stealable run queue, claims a parked worker.
+    pub(crate) fn kick_for_leftover_work(&self) {
+        if !self.global.is_empty() {
+            self.kick_for_global();
+        } else if self.slots.iter().any(|slot| slot.queue.is_stealable()) {
+            self.kick_for_backlog();
         }
     }
 

@@ -15,10 +15,13 @@
 //! - A thief claims `floor(len / 2)` items, so a lone item is never stolen and the owner always
 //!   keeps at least as much as it gave away.
 //! - Overflow gives the **newest** half back from the tail, and only when the queue is full
-//!   and no steal is in progress (`steal == real`, `tail - real == CAPACITY`). A thief that
-//!   claims concurrently saw at most `CAPACITY` items and claims at most half of them from
-//!   `real`, so its range `[real, real + CAPACITY / 2)` and the owner's range
-//!   `[tail - CAPACITY / 2, tail)` never meet.
+//!   and no steal is in progress (`steal == real`, `tail - real == CAPACITY`); while a steal is
+//!   in progress, only the new item overflows. The owner lowers `tail`, then checks with a
+//!   compare-and-swap that `head` is still what it read: a thief claiming from that `head` saw
+//!   at most `CAPACITY` items and claims at most half, inside `[real, tail - CAPACITY / 2)`,
+//!   and every thief after the check reads the lowered tail. If `head` moved (a steal ended
+//!   and another could start from the new `real` with the old tail), the owner restores
+//!   `tail` and decides again.
 
 use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
 use crate::task::Runnable;
@@ -102,45 +105,64 @@ impl<T> RunQueue<T> {
 
     /// Appends `item` and returns the queue's length after the push. When the queue is full,
     /// the newest half (with `item`) is handed to `overflow` as one batch for the global queue
-    /// instead, and 0 is returned.
+    /// instead, or only `item` while a thief is copying out a range; 0 is returned then.
     ///
     /// # Safety
     /// Only the queue's owning worker may call this (single producer).
     pub(crate) unsafe fn push_back(&self, item: T, overflow: impl FnOnce(Vec<T>)) -> usize {
         // Only this thread writes `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
-        let (steal, real) = unpack(self.head.load(Ordering::Acquire));
-        if tail.wrapping_sub(steal) < CAPACITY as u32 {
-            self.buffer[(tail & MASK) as usize].with_mut(|slot| {
-                // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a thief
-                // or the owner reads, and only the owner (us) writes slots.
-                unsafe { (*slot).write(item) };
-            });
-            self.tail.store(tail.wrapping_add(1), Ordering::Release);
-            return tail.wrapping_sub(real) as usize + 1;
-        }
-        if steal != real {
-            // A thief is copying out a range and frees room soon; this one item goes to the
-            // global queue instead of waiting for it.
-            overflow(vec![item]);
+        loop {
+            let head = self.head.load(Ordering::Acquire);
+            let (steal, real) = unpack(head);
+            if tail.wrapping_sub(steal) < CAPACITY as u32 {
+                self.buffer[(tail & MASK) as usize].with_mut(|slot| {
+                    // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a
+                    // thief or the owner reads, and only the owner (us) writes slots.
+                    unsafe { (*slot).write(item) };
+                });
+                self.tail.store(tail.wrapping_add(1), Ordering::Release);
+                return tail.wrapping_sub(real) as usize + 1;
+            }
+            if steal != real {
+                // A thief is copying out a range and frees room soon; this one item goes to
+                // the global queue instead of waiting for it.
+                overflow(vec![item]);
+                return 0;
+            }
+            // Full, no steal in progress: give the newest half back from the tail. Lower the
+            // tail first, then check that `head` has not moved since we read it: a thief that
+            // finished a steal meanwhile moved `real`, and one starting after it could claim
+            // from the new `real` with the old tail, above `start`. The compare-and-swap also
+            // hands the lowered tail to every later thief, which reads `head` (through this
+            // RMW's release sequence) before `tail`. A thief still claiming from `head` as we
+            // read it saw at most `CAPACITY` items from `real` and claims at most half, below
+            // `start`.
+            let start = tail.wrapping_sub(HALF);
+            self.tail.store(start, Ordering::Release);
+            if self
+                .head
+                .compare_exchange(head, head, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                // A thief moved first: restore the tail and look again.
+                self.tail.store(tail, Ordering::Release);
+                continue;
+            }
+            let mut batch = Vec::with_capacity(HALF as usize + 1);
+            for index in 0..HALF {
+                let slot = start.wrapping_add(index) & MASK;
+                batch.push(self.buffer[slot as usize].with(|slot| {
+                    // SAFETY: slots `[start, tail)` were initialized by us; the check above
+                    // proved that no thief claimed into them (every claim lies below `start`),
+                    // and lowering `tail` returned them to the owner alone.
+                    unsafe { (*slot).assume_init_read() }
+                }));
+            }
+            batch.push(item);
+            overflow(batch);
             return 0;
         }
-        // Full, no steal in progress: give the newest half back from the tail. A thief that
-        // claims from now on sees at most the kept half (module invariants).
-        let start = tail.wrapping_sub(HALF);
-        self.tail.store(start, Ordering::Release);
-        let mut batch = Vec::with_capacity(HALF as usize + 1);
-        for index in 0..HALF {
-            let slot = start.wrapping_add(index) & MASK;
-            batch.push(self.buffer[slot as usize].with(|slot| {
-                // SAFETY: slots `[start, tail)` were initialized by us and lie beyond every
-                // thief's claim; lowering `tail` returned them to the owner alone.
-                unsafe { (*slot).assume_init_read() }
-            }));
-        }
-        batch.push(item);
-        overflow(batch);
-        0
     }
 
     /// Takes the oldest item.
@@ -457,6 +479,46 @@ mod models {
             seen.extend(thief.join().unwrap());
             seen.sort_unstable();
             assert_eq!(seen, (0..CAPACITY as u32 + 1).collect::<Vec<_>>());
+        });
+    }
+
+    /// An owner overflowing a full queue races a thief that steals twice: the second steal
+    /// starts from where the first left `real`, with the tail it saw before the overflow
+    /// lowered it, so the overflow must not hand out any slot that steal claimed.
+    #[test]
+    fn an_overflow_racing_repeated_steals_hands_out_every_item_once() {
+        crate::sync::model(|| {
+            let victim = Arc::new(RunQueue::<u32>::default());
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                for item in 0..CAPACITY as u32 {
+                    victim.push_back(item, |_| unreachable!("not full yet"));
+                }
+            }
+            let thief = {
+                let victim = victim.clone();
+                thread::spawn(move || {
+                    let mine = RunQueue::default();
+                    let mut items = Vec::new();
+                    for _ in 0..2 {
+                        // SAFETY: this thread owns `mine`.
+                        unsafe { victim.steal_into(&mine) };
+                        // SAFETY: as above.
+                        items.extend(std::iter::from_fn(|| unsafe { mine.pop() }));
+                    }
+                    items
+                })
+            };
+            let mut seen = Vec::new();
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                victim.push_back(CAPACITY as u32, |batch| seen.extend(batch));
+            }
+            seen.extend(thief.join().unwrap());
+            // SAFETY: as above.
+            seen.extend(std::iter::from_fn(|| unsafe { victim.pop() }));
+            seen.sort_unstable();
+            assert_eq!(seen, (0..=CAPACITY as u32).collect::<Vec<_>>());
         });
     }
 

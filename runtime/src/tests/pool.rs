@@ -1390,3 +1390,58 @@ fn pending_operations_gauge_returns_to_zero_across_workers() {
     assert_eq!(shared.metrics.pending_operations.get(), 0);
     drop(writers);
 }
+
+/// A callback that blocks until one of the recorded tasks has run elsewhere.
+struct WaitForRun {
+    ran: Arc<AtomicUsize>,
+    done: AtomicBool,
+}
+
+impl Wake for WaitForRun {
+    fn wake(self: Arc<Self>) {
+        spin_until(
+            || self.ran.load(Ordering::SeqCst) != 0,
+            "a parked worker must take the backlog",
+        );
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
+/// M: the last searcher to stop replays the kicks its count suppressed. The root's backlog
+/// claims worker one, which then returns the claim's count to run a callback instead of
+/// stealing; the callback waits for that backlog to run elsewhere while the root holds worker
+/// zero, so only a replayed kick (reaching parked worker two) lets it finish.
+#[test]
+fn a_suppressed_kick_is_replayed_when_the_last_search_stops() {
+    Runner::new(config().with_worker_threads(3)).start(|context| async move {
+        let pool = pool_of(&context);
+        let backlog = Recorded::spawn(&context, 2);
+        every_worker_waits(&pool).await;
+        let callback = Arc::new(WaitForRun {
+            ran: backlog.ran.clone(),
+            done: AtomicBool::new(false),
+        });
+        on_next_park(&pool, 1, ParkPoint::AfterMessages, {
+            let (pool, callback) = (pool.clone(), callback.clone());
+            move || {
+                assert_eq!(
+                    pool.idle().search_count(),
+                    1,
+                    "worker one holds the kick's count"
+                );
+                let local = Local::current().unwrap();
+                local
+                    .state
+                    .borrow_mut()
+                    .timers
+                    .insert_due(Waker::from(callback));
+            }
+        });
+        backlog.wake();
+        spin_until(
+            || callback.done.load(Ordering::SeqCst),
+            "the callback must finish",
+        );
+        backlog.join().await;
+    });
+}

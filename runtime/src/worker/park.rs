@@ -105,17 +105,17 @@ impl Worker {
         }) > 0
     }
 
-    /// Returns the search count this worker holds, if any. The last searcher to stop, with a
-    /// backlog of its own, kicks a parked worker to share it, since kicks were suppressed
-    /// while it searched.
+    /// Returns the search count this worker holds, if any. Kicks were suppressed while it
+    /// was held, and this worker may stop without having looked at that work (it found other
+    /// work, or it returns a claim's count to run callbacks), so the last searcher to stop
+    /// replays them.
     pub(super) fn return_count(&mut self) {
-        if !self.searching {
+        if !std::mem::take(&mut self.searching) {
             return;
         }
-        self.searching = false;
         let pool = self.pool();
-        if pool.idle().return_count() == 0 && pool.queue(self.index).is_stealable() {
-            pool.kick_for_backlog();
+        if pool.idle().return_count() == 0 {
+            pool.kick_for_leftover_work();
         }
     }
 
@@ -137,9 +137,7 @@ impl Worker {
     /// Leaves the idle protocol entirely: unpublished, no count held.
     pub(super) fn leave_idle(&mut self) {
         self.unpublish();
-        if std::mem::take(&mut self.searching) {
-            self.pool().idle().return_count();
-        }
+        self.return_count();
     }
 
     /// Steps 10 and 11: publish, take the last look, wait, and come back unpublished.
