@@ -106,7 +106,8 @@ pub(crate) enum ParkPoint {
     /// After a turn's service, messages and callbacks; reached on every turn.
     AfterMessages,
     /// After the last readiness check and the search of the other queues, before publishing
-    /// idle. A worker whose search found nothing still holds its count here.
+    /// idle. A worker whose search ran and found nothing still holds its count here (one whose
+    /// search was refused a count, or that has no other worker to search, holds none).
     BeforeIdle,
     /// Published idle, last look done, just before the wait.
     BeforeWait,

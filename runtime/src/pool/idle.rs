@@ -53,8 +53,10 @@ impl Idle {
     /// Marks worker `index` idle, returning the count it holds (if `holding`) in the same step.
     pub(crate) fn publish(&self, index: usize, holding: bool) {
         let returned = if holding { ONE_SEARCHER } else { 0 };
-        self.word
+        let previous = self
+            .word
             .fetch_add(bit(index).wrapping_sub(returned), Ordering::SeqCst);
+        debug_assert!(previous & bit(index) == 0, "a worker published twice");
     }
 
     /// Takes worker `index` out of the set. Returns whether it was still in it; `false` means

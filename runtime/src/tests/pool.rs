@@ -1445,3 +1445,31 @@ fn a_suppressed_kick_is_replayed_when_the_last_search_stops() {
         backlog.join().await;
     });
 }
+
+/// Worker zero leaves the pool once its root completes: a single task the root's destructor
+/// wakes goes to the global queue and runs on another worker, instead of waiting alone (and
+/// unstealable) in a queue nobody drains any more.
+#[test]
+fn a_task_woken_by_the_root_destructor_runs_on_another_worker() {
+    let progressed = Arc::new(AtomicBool::new(false));
+    Runner::new(config().with_worker_threads(2)).start(|context| {
+        let woken = Recorded::spawn(&context, 1);
+        // Dropped with the root future, after its last poll: the destructor's wake.
+        let guard = WakeOnDrop {
+            wakers: woken.wakers.clone(),
+            ran: woken.ran.clone(),
+            progressed: progressed.clone(),
+        };
+        let wakers = woken.wakers.clone();
+        let mut body = Box::pin(async move {
+            while wakers.lock().unwrap().is_empty() {
+                reschedule().await;
+            }
+        });
+        poll_fn(move |cx| {
+            let _ = &guard;
+            body.as_mut().poll(cx)
+        })
+    });
+    assert!(progressed.load(Ordering::SeqCst), "the woken task must run");
+}

@@ -79,6 +79,9 @@ pub struct Local {
     id: u64,
     seat: Option<Seat>,
     closing: Cell<bool>,
+    /// The worker's loop has ended: its run queue is no longer drained, so runnables woken or
+    /// spawned on this thread go to the global queue.
+    left_pool: Cell<bool>,
     /// The borrowable part.
     pub state: RefCell<WorkerState>,
 }
@@ -90,6 +93,7 @@ impl Local {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             seat,
             closing: Cell::new(false),
+            left_pool: Cell::new(false),
             state: RefCell::new(WorkerState {
                 driver: Some(driver),
                 ..WorkerState::default()
@@ -155,6 +159,18 @@ impl Local {
 
     pub(crate) fn set_closing(&self) {
         self.closing.set(true);
+    }
+
+    /// Whether this worker's loop has ended (see [`Local::leave_pool`]).
+    pub(crate) fn has_left_pool(&self) -> bool {
+        self.left_pool.get()
+    }
+
+    /// Marks the end of this worker's loop: from now on its own queue is not drained, so
+    /// deliveries on this thread (a root destructor's wakes and spawns) take the global queue,
+    /// where another worker can run them.
+    pub(crate) fn leave_pool(&self) {
+        self.left_pool.set(true);
     }
 }
 

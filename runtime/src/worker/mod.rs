@@ -70,6 +70,7 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
     Local::with_current(|local| {
         let Some(seat) = local.seat() else { return };
         if local.is_closing()
+            || local.has_left_pool()
             || seat.pool.is_closed()
             || !std::ptr::eq(pool, Arc::as_ptr(&seat.pool))
         {

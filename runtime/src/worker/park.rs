@@ -1,7 +1,8 @@
 //! What a pool worker does when a turn found nothing to poll: go round again for pending
 //! messages, callbacks or deadlines; search the other run queues and the global queue; then
 //! park: publish itself idle, take a last look (searching a backlog nobody else searches),
-//! spin within the [`Spinner`] budget and sleep on its futex or in its ring until claimed.
+//! spin within the [`Spinner`] budget and sleep on its futex or in its ring until a claim, a
+//! message, a root wake, a timer or the pool's closing wakes it.
 //!
 //! Invariants (the protocol of [`crate::pool::idle`], seen from the worker):
 //! - `searching` is true exactly while this worker holds a search count; `published` while its

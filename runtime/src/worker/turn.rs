@@ -69,9 +69,10 @@ impl Worker {
 
     /// Runs the loop with `root` until it completes. Worker zero only.
     ///
-    /// However it ends, the worker leaves the idle set and returns its count before this
-    /// returns or unwinds: the caller then destroys the root, whose destructor may push work
-    /// and kick, and that kick must reach another worker, not this one.
+    /// However it ends, the worker leaves the idle set, returns its count and leaves the pool
+    /// before this returns or unwinds: the caller then destroys the root, whose destructor may
+    /// wake or spawn tasks, and those must reach a worker that still polls (through the global
+    /// queue and a claim), not this one's queue, which nobody drains any more.
     pub(crate) fn block_on<F: Future>(
         &mut self,
         root: Pin<&mut F>,
@@ -80,6 +81,7 @@ impl Worker {
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.drive_root(root, wake)));
         self.leave_idle();
+        self.local.leave_pool();
         outcome.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
     }
 
@@ -124,6 +126,7 @@ impl Worker {
             }
         }));
         self.leave_idle();
+        self.local.leave_pool();
         if let Err(payload) = outcome {
             std::panic::resume_unwind(payload);
         }
