@@ -33,8 +33,11 @@ pub struct WakeState {
 
 impl WakeState {
     pub(crate) fn new() -> std::io::Result<Self> {
+        // Blocking on purpose: only the ring reads it, and an io_uring read of an `O_NONBLOCK`
+        // file may complete at once with EAGAIN on some kernels instead of waiting, which would
+        // turn every ring wait into a spin. A write blocks only if the counter would overflow.
         // SAFETY: eventfd has no memory preconditions; the result is checked below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -153,8 +156,8 @@ impl WakeState {
     fn eventfd_write(&self) {
         use std::os::fd::AsRawFd;
         let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a live u64 to our eventfd. A full counter (EAGAIN)
-        // already means "readable", which is all we need.
+        // SAFETY: writing 8 bytes from a live u64 to our eventfd. The counter only needs to be
+        // non-zero; it would take 2^64 wakes between two ring reads to fill it and block.
         unsafe {
             libc::write(
                 self.eventfd.as_raw_fd(),
