@@ -63,7 +63,8 @@ fn write_ping(write: &OwnedFd) {
 
 /// Spawns `body` from a foreign thread onto pool worker one. The caller, the root, keeps
 /// worker zero busy (blocked) until the body signals it, so the foreign push claims parked
-/// worker one.
+/// worker one. The foreign thread is joined before this returns, so its context clone (which
+/// keeps the runtime alive) is gone before the runner can finish.
 fn spawn_on_worker_one<F, Fut>(context: &Context, body: F)
 where
     F: FnOnce(Context) -> Fut + Send + 'static,
@@ -75,7 +76,9 @@ where
             assert_eq!(thread::current().name(), Some("iouring-pool-1"));
             body(context).await
         }))
-    });
+    })
+    .join()
+    .unwrap();
 }
 
 /// Makes the next ring service of this thread's worker that reaps a completion fail.
