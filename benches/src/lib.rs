@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
-use runtime::Context;
 use runtime::prelude::*;
+use runtime::{Config, Context, Runner};
 
 /// One workload: a name and a timed run on each runtime. Each run returns the time it
 /// measured inside its root (runtime start and shutdown excluded).
@@ -104,6 +104,32 @@ pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: us
             workload.name
         );
     }
+}
+
+/// Runs `f` as the root of a fresh runtime of ours with `workers` workers and returns what
+/// it measured. `OURS_SPIN_US=budget,max,quick` overrides the idle spinner (for tuning its
+/// defaults). The storage directory each default config picks is removed afterwards.
+pub fn ours<F, Fut>(workers: usize, f: F) -> Duration
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future<Output = Duration>,
+{
+    let mut config = Config::default().with_worker_threads(workers);
+    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
+        let values: Vec<u64> = spin
+            .split(',')
+            .map(|value| value.parse().expect("OURS_SPIN_US: microseconds"))
+            .collect();
+        config = config.with_idle_spinner(runtime::SpinnerConfig {
+            budget_us: values[0],
+            max_budget_us: values[1],
+            quick_wake_us: values[2],
+        });
+    }
+    let storage = config.storage_directory().clone();
+    let elapsed = Runner::new(config).start(f);
+    let _ = std::fs::remove_dir_all(storage);
+    elapsed
 }
 
 /// Spawns link `remaining` of a chain where each task spawns the next; the last link fires

@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use benches::{Workload, run_table};
+use runtime::Context;
 use runtime::prelude::*;
-use runtime::{Config, Context, Runner};
 
 const WARMUPS: usize = 2;
 const SAMPLES: usize = 15;
@@ -29,12 +29,7 @@ where
     F: FnOnce(Context) -> Fut,
     Fut: Future<Output = Duration>,
 {
-    let config = Config::default().with_worker_threads(1);
-    let storage = config.storage_directory().clone();
-    let elapsed = Runner::new(config).start(f);
-    // Each default config picks a fresh storage directory; do not leave them behind.
-    let _ = std::fs::remove_dir_all(storage);
-    elapsed
+    benches::ours(1, f)
 }
 
 /// Runs `future` on a fresh tokio `current_thread` runtime and returns what it measured.

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use benches::{Workload, run_table};
 use futures::channel::oneshot;
 use parking_lot::Mutex;
+use runtime::Context;
 use runtime::prelude::*;
-use runtime::{Config, Context, Runner};
 
 const WARMUPS: usize = 3;
 const SAMPLES: usize = 21;
@@ -32,23 +32,7 @@ where
     F: FnOnce(Context) -> Fut,
     Fut: Future<Output = Duration>,
 {
-    let mut config = Config::default().with_worker_threads(2);
-    // `OURS_SPIN_US=budget,max,quick` overrides the idle spinner, for tuning its defaults.
-    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
-        let values: Vec<u64> = spin
-            .split(',')
-            .map(|v| v.parse().expect("microseconds"))
-            .collect();
-        config = config.with_idle_spinner(runtime::SpinnerConfig {
-            budget_us: values[0],
-            max_budget_us: values[1],
-            quick_wake_us: values[2],
-        });
-    }
-    let storage = config.storage_directory().clone();
-    let elapsed = Runner::new(config).start(f);
-    let _ = std::fs::remove_dir_all(storage);
-    elapsed
+    benches::ours(2, f)
 }
 
 /// Runs `future` inside a task of a fresh two-worker tokio runtime and returns what it
