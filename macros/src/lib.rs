@@ -1,5 +1,53 @@
-//! Attribute macros for the runtime (`#[runtime::main]`, `#[runtime::test]`) and for actors
-//! (`#[actor]`).
+//! Attribute macros for the runtime: `#[runtime::main]` and `#[runtime::test]` (re-exported by
+//! the `runtime` crate; use them through it). `#[actor]` joins them with the actors issue.
 //!
-//! This crate is filled by the issue "#[runtime::main] and #[runtime::test], with compile-error
-//! tests" and the actors issue. Until then it exports no macro: nothing here pretends to work.
+//! Both attributes turn an `async fn` into a plain function that starts a
+//! [`Runner`](../runtime/struct.Runner.html) and runs the body as its root. The body keeps its
+//! own signature (it becomes an inner `async fn`), so `?`, `return` and the declared return type
+//! work as written. Generated code names the runtime only by absolute paths (`::runtime::...`).
+//!
+//! Every misuse is a compile error spanning the offending tokens and saying what is allowed;
+//! `ui-tests/` holds one case per error.
+
+// `main.rs` holds `#[runtime::main]` (the files are named after the attributes); a module
+// named `main` would read as a binary's entry point, hence the other name.
+#[path = "main.rs"]
+mod main_attribute;
+mod options;
+mod signature;
+mod test;
+
+use proc_macro::TokenStream;
+
+/// Runs `async fn main()` (or `async fn main(context: runtime::Context)`) on the runtime.
+///
+/// Options: `worker_threads = N`, `catch_panics = bool`, `storage_directory = "path"`,
+/// `config = path::to::fn` (a `fn() -> runtime::Config`; the other options apply on top).
+#[proc_macro_attribute]
+pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
+    main_attribute::expand(args.into(), item.clone().into())
+        .unwrap_or_else(|error| {
+            // With the error, a stand-in `main` when the item was one: the program's only
+            // error is then ours, not also "`main` function not found".
+            let mut tokens = error.into_compile_error();
+            if syn::parse::<syn::ItemFn>(item).is_ok_and(|function| function.sig.ident == "main") {
+                tokens.extend(quote::quote!(
+                    fn main() {}
+                ));
+            }
+            tokens
+        })
+        .into()
+}
+
+/// Runs an `async fn` test on a fresh runtime with its own storage directory, removed
+/// afterwards even when the test fails.
+///
+/// Options: those of `#[runtime::main]`, plus `timeout = "10s"` (also `"500ms"`, `"2m"`): the
+/// test fails, naming the timeout, if its future has not finished by then.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    test::expand(args.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}

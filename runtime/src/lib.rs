@@ -28,8 +28,14 @@
 mod config;
 mod context;
 mod driver;
+#[doc(hidden)]
+pub mod __private {
+    //! Support for the macros' expansions; not a public interface.
+    pub use crate::macro_support::run_test;
+}
 #[cfg(test)]
 mod hooks;
+mod macro_support;
 mod metrics;
 mod panic;
 mod pool;
@@ -50,6 +56,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
+
+/// Runs `async fn main` on the runtime; see the `runtime-macros` crate for its options.
+pub use runtime_macros::main;
+/// Runs an `async fn` test on a fresh runtime; see the `runtime-macros` crate for its options.
+pub use runtime_macros::test;
 
 pub use config::{Config, MAX_RING_SIZE, MAX_WORKERS, RingConfig, SpinnerConfig};
 pub use context::{Context, Execution};

@@ -8,7 +8,7 @@ use futures::channel::oneshot;
 use prometheus_client::metrics::counter::Counter;
 use runtime::prelude::*;
 use runtime::{
-    Config, Error, Handle, MAX_WORKERS, RingConfig, Runner, SpinnerConfig, TimeoutWheel,
+    Config, Context, Error, Handle, MAX_WORKERS, RingConfig, Runner, SpinnerConfig, TimeoutWheel,
 };
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -135,34 +135,31 @@ fn root_borrows_non_send_state_and_returns_borrowed_output() {
 
 /// `spawn` runs its factory synchronously on the calling thread and the factory has finished
 /// before `spawn` returns, whether the caller is the root or a task on a dedicated thread.
-#[test]
-fn spawn_runs_the_factory_synchronously_on_the_caller() {
-    let (cfg, _storage) = config(1);
-    Runner::new(cfg).start(|context| async move {
+#[runtime::test(worker_threads = 1)]
+async fn spawn_runs_the_factory_synchronously_on_the_caller(context: Context) {
+    let caller = thread::current().id();
+    let (tx, rx) = mpsc::channel();
+    let handle = context.clone().spawn(move |_| {
+        tx.send(thread::current().id()).unwrap();
+        async move { 1 }
+    });
+    // The factory already ran: its message is there without yielding.
+    assert_eq!(rx.try_recv(), Ok(caller));
+    assert_eq!(handle.await.unwrap(), 1);
+
+    let parent = context.clone().dedicated().spawn(|context| async move {
         let caller = thread::current().id();
         let (tx, rx) = mpsc::channel();
-        let handle = context.clone().spawn(move |_| {
+        let child = context.spawn(move |_| {
             tx.send(thread::current().id()).unwrap();
-            async move { 1 }
+            async move { 2 }
         });
-        // The factory already ran: its message is there without yielding.
-        assert_eq!(rx.try_recv(), Ok(caller));
-        assert_eq!(handle.await.unwrap(), 1);
-
-        let parent = context.clone().dedicated().spawn(|context| async move {
-            let caller = thread::current().id();
-            let (tx, rx) = mpsc::channel();
-            let child = context.spawn(move |_| {
-                tx.send(thread::current().id()).unwrap();
-                async move { 2 }
-            });
-            let factory_thread = rx.try_recv();
-            (caller, factory_thread, child.await)
-        });
-        let (dedicated, factory_thread, child) = parent.await.unwrap();
-        assert_eq!(factory_thread, Ok(dedicated));
-        assert_eq!(child.unwrap(), 2);
+        let factory_thread = rx.try_recv();
+        (caller, factory_thread, child.await)
     });
+    let (dedicated, factory_thread, child) = parent.await.unwrap();
+    assert_eq!(factory_thread, Ok(dedicated));
+    assert_eq!(child.unwrap(), 2);
 }
 
 /// A panic in a factory unwinds out of `spawn` into the caller, with its payload, under either
@@ -575,27 +572,24 @@ fn sleep_and_sleep_until_wait_at_least_their_duration() {
 
 /// `timeout(d, fut)` gives `Err(Error::Timeout)` when `d` passes first, and `Ok(output)` when
 /// the future finishes first.
-#[test]
-fn timeout_expires_or_passes_the_output_through() {
-    let (cfg, _storage) = config(1);
-    Runner::new(cfg).start(|context| async move {
-        let start = Instant::now();
-        let expired = context
-            .timeout(Duration::from_millis(10), futures::future::pending::<u32>())
-            .await;
-        assert_eq!(expired.unwrap_err(), Error::Timeout);
-        assert!(start.elapsed() >= Duration::from_millis(10));
+#[runtime::test(worker_threads = 1)]
+async fn timeout_expires_or_passes_the_output_through(context: Context) {
+    let start = Instant::now();
+    let expired = context
+        .timeout(Duration::from_millis(10), futures::future::pending::<u32>())
+        .await;
+    assert_eq!(expired.unwrap_err(), Error::Timeout);
+    assert!(start.elapsed() >= Duration::from_millis(10));
 
-        let ready = context.timeout(PROGRESS, async { 5 }).await;
-        assert_eq!(ready.unwrap(), 5);
+    let ready = context.timeout(PROGRESS, async { 5 }).await;
+    assert_eq!(ready.unwrap(), 5);
 
-        let task = context.clone().spawn(|context| async move {
-            context.sleep(Duration::from_millis(1)).await;
-            9
-        });
-        let joined = context.timeout(PROGRESS, task).await;
-        assert_eq!(joined.unwrap().unwrap(), 9);
+    let task = context.clone().spawn(|context| async move {
+        context.sleep(Duration::from_millis(1)).await;
+        9
     });
+    let joined = context.timeout(PROGRESS, task).await;
+    assert_eq!(joined.unwrap().unwrap(), 9);
 }
 
 /// `stop(value, timeout)` resolves every `stopped()` signal to the first value passed to stop
@@ -638,21 +632,18 @@ fn stop_resolves_signals_and_waits_for_their_release() {
 
 /// `stop` with a timeout returns `Err(Error::Timeout)` while a signal is still held, and the
 /// held signal has resolved to the stop value.
-#[test]
-fn stop_times_out_while_a_signal_is_held() {
-    let (cfg, _storage) = config(1);
-    Runner::new(cfg).start(|context| async move {
-        let mut held = context.stopped();
-        assert!((&mut held).now_or_never().is_none(), "resolved before stop");
-        let stopped = context
-            .clone()
-            .stop(9, Some(Duration::from_millis(10)))
-            .await;
-        assert_eq!(stopped.unwrap_err(), Error::Timeout);
-        assert_eq!(held.now_or_never(), Some(9));
-        let released = context.clone().stop(9, Some(PROGRESS)).await;
-        assert!(released.is_ok(), "{released:?}");
-    });
+#[runtime::test(worker_threads = 1)]
+async fn stop_times_out_while_a_signal_is_held(context: Context) {
+    let mut held = context.stopped();
+    assert!((&mut held).now_or_never().is_none(), "resolved before stop");
+    let stopped = context
+        .clone()
+        .stop(9, Some(Duration::from_millis(10)))
+        .await;
+    assert_eq!(stopped.unwrap_err(), Error::Timeout);
+    assert_eq!(held.now_or_never(), Some(9));
+    let released = context.clone().stop(9, Some(PROGRESS)).await;
+    assert!(released.is_ok(), "{released:?}");
 }
 
 /// `encode()` returns Prometheus text ending in `# EOF` with per-context task metrics:

@@ -1,0 +1,296 @@
+//! The options both attributes accept (`name = value`, comma separated), parsed and checked
+//! at compile time, and the `Config` expression they build.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, Meta, Token};
+
+/// Which attribute is parsing: the test attribute also accepts `timeout`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attribute {
+    Main,
+    Test,
+}
+
+impl Attribute {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Attribute::Main => "#[runtime::main]",
+            Attribute::Test => "#[runtime::test]",
+        }
+    }
+
+    fn options(self) -> &'static [&'static str] {
+        match self {
+            Attribute::Main => &[
+                "worker_threads",
+                "catch_panics",
+                "storage_directory",
+                "config",
+            ],
+            Attribute::Test => &[
+                "worker_threads",
+                "catch_panics",
+                "storage_directory",
+                "config",
+                "timeout",
+            ],
+        }
+    }
+}
+
+/// The parsed options.
+#[derive(Default)]
+pub(crate) struct Options {
+    worker_threads: Option<(usize, Span)>,
+    catch_panics: Option<(bool, Span)>,
+    storage_directory: Option<(String, Span)>,
+    config: Option<syn::Path>,
+    /// The timeout in milliseconds, with its source text for messages.
+    pub(crate) timeout: Option<(u64, String, Span)>,
+}
+
+impl Options {
+    pub(crate) fn parse(attribute: Attribute, args: TokenStream) -> syn::Result<Self> {
+        let metas = Punctuated::<Meta, Token![,]>::parse_terminated
+            .parse2(args)
+            .map_err(|error| {
+                syn::Error::new(
+                    error.span(),
+                    format!(
+                        "{} takes options as `name = value` pairs separated by commas; allowed: {}",
+                        attribute.name(),
+                        attribute.options().join(", ")
+                    ),
+                )
+            })?;
+        let mut options = Options::default();
+        let mut seen: Vec<String> = Vec::new();
+        for meta in metas {
+            let pair = match meta {
+                Meta::NameValue(pair) => pair,
+                Meta::Path(path) => {
+                    let name = path_name(&path);
+                    return Err(syn::Error::new(
+                        path.span(),
+                        format!("option `{name}` needs a value: write `{name} = ...`"),
+                    ));
+                }
+                Meta::List(list) => {
+                    return Err(syn::Error::new(
+                        list.span(),
+                        format!(
+                            "{} takes options as `name = value` pairs, not `{}(...)`",
+                            attribute.name(),
+                            path_name(&list.path)
+                        ),
+                    ));
+                }
+            };
+            let name = path_name(&pair.path);
+            if !attribute.options().contains(&name.as_str()) {
+                return Err(unknown_option(attribute, &pair.path, &name));
+            }
+            if seen.contains(&name) {
+                return Err(syn::Error::new(
+                    pair.path.span(),
+                    format!("duplicate option `{name}`: give each option at most once"),
+                ));
+            }
+            seen.push(name.clone());
+            let value = &pair.value;
+            match name.as_str() {
+                "worker_threads" => {
+                    let threads = int(value).filter(|threads| *threads >= 1).ok_or_else(|| {
+                        syn::Error::new(
+                            value.span(),
+                            "`worker_threads` must be a whole number of at least 1 (at most \
+                             runtime::MAX_WORKERS), such as `worker_threads = 2`",
+                        )
+                    })?;
+                    options.worker_threads = Some((threads, value.span()));
+                }
+                "catch_panics" => {
+                    let catch = boolean(value).ok_or_else(|| {
+                        syn::Error::new(value.span(), "`catch_panics` must be `true` or `false`")
+                    })?;
+                    options.catch_panics = Some((catch, value.span()));
+                }
+                "storage_directory" => {
+                    let path = string(value)
+                        .filter(|path| !path.is_empty())
+                        .ok_or_else(|| {
+                            syn::Error::new(
+                                value.span(),
+                                "`storage_directory` must be a non-empty string literal, such as \
+                             `storage_directory = \"/var/lib/app\"`",
+                            )
+                        })?;
+                    options.storage_directory = Some((path, value.span()));
+                }
+                "config" => match value {
+                    Expr::Path(path) if path.qself.is_none() => {
+                        options.config = Some(path.path.clone());
+                    }
+                    _ => {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            "`config` must be the path of a `fn() -> runtime::Config`, such as \
+                             `config = my_config`",
+                        ));
+                    }
+                },
+                "timeout" => {
+                    let text = string(value);
+                    let millis = text.as_deref().and_then(duration_millis).ok_or_else(|| {
+                        syn::Error::new(
+                            value.span(),
+                            "`timeout` must be a string literal with a positive whole number and \
+                             a unit `ms`, `s` or `m`, such as `timeout = \"10s\"`",
+                        )
+                    })?;
+                    options.timeout = Some((millis, text.unwrap_or_default(), value.span()));
+                }
+                _ => unreachable!("every allowed option is handled"),
+            }
+        }
+        Ok(options)
+    }
+
+    /// An expression building the runner's `Config`: the `config` function's (or the
+    /// default), with the other options applied on top.
+    pub(crate) fn config(&self) -> TokenStream {
+        let mut config = match &self.config {
+            Some(path) => quote_spanned!(path.span()=> {
+                let config: ::runtime::Config = #path();
+                config
+            }),
+            None => quote!(::runtime::Config::default()),
+        };
+        if let Some((threads, span)) = self.worker_threads {
+            config = quote_spanned!(span=> #config.with_worker_threads(#threads));
+        }
+        if let Some((catch, span)) = self.catch_panics {
+            config = quote_spanned!(span=> #config.with_catch_panics(#catch));
+        }
+        if let Some((path, span)) = &self.storage_directory {
+            config = quote_spanned!(*span=> #config.with_storage_directory(#path));
+        }
+        config
+    }
+
+    /// Whether a storage directory was given (tests otherwise get a fresh one each).
+    pub(crate) fn has_storage_directory(&self) -> bool {
+        self.storage_directory.is_some() || self.config.is_some()
+    }
+}
+
+fn path_name(path: &syn::Path) -> String {
+    path.get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| quote!(#path).to_string().replace(' ', ""))
+}
+
+fn lit(value: &Expr) -> Option<&Lit> {
+    match value {
+        Expr::Lit(ExprLit { lit, .. }) => Some(lit),
+        _ => None,
+    }
+}
+
+fn int(value: &Expr) -> Option<usize> {
+    match lit(value)? {
+        Lit::Int(int) => int.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+fn boolean(value: &Expr) -> Option<bool> {
+    match lit(value)? {
+        Lit::Bool(flag) => Some(flag.value),
+        _ => None,
+    }
+}
+
+fn string(value: &Expr) -> Option<String> {
+    match lit(value)? {
+        Lit::Str(text) => Some(text.value()),
+        _ => None,
+    }
+}
+
+/// Parses `"500ms"`, `"10s"` or `"2m"` into milliseconds (positive, whole numbers only).
+pub(crate) fn duration_millis(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, scale) = if let Some(number) = text.strip_suffix("ms") {
+        (number, 1)
+    } else if let Some(number) = text.strip_suffix('s') {
+        (number, 1_000)
+    } else if let Some(number) = text.strip_suffix('m') {
+        (number, 60_000)
+    } else {
+        return None;
+    };
+    let number: u64 = number.trim().parse().ok()?;
+    (number > 0).then_some(number)?.checked_mul(scale)
+}
+
+fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Error {
+    let allowed = attribute.options();
+    let nearest = allowed
+        .iter()
+        .map(|option| (edit_distance(name, option), *option))
+        .min()
+        .filter(|(distance, _)| *distance <= 3);
+    let hint = match nearest {
+        Some((_, suggestion)) => format!(" (did you mean `{suggestion}`?)"),
+        None if name == "timeout" => " (`timeout` is only for #[runtime::test])".to_owned(),
+        None => String::new(),
+    };
+    let message = format!(
+        "unknown option `{name}`{hint}; {} accepts: {}",
+        attribute.name(),
+        allowed.join(", ")
+    );
+    syn::Error::new(path.span(), message)
+}
+
+/// Levenshtein distance, for "did you mean" suggestions.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_positive_whole_number_and_a_unit() {
+        assert_eq!(duration_millis("10s"), Some(10_000));
+        assert_eq!(duration_millis("500ms"), Some(500));
+        assert_eq!(duration_millis("2m"), Some(120_000));
+        for bad in ["ten", "10", "0s", "1.5s", "-1s", "s", ""] {
+            assert_eq!(duration_millis(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn near_misses_are_within_three_edits() {
+        assert_eq!(edit_distance("worker_thread", "worker_threads"), 1);
+        assert_eq!(edit_distance("catch_panic", "catch_panics"), 1);
+        assert!(edit_distance("flavor", "worker_threads") > 3);
+    }
+}

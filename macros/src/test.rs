@@ -1,0 +1,31 @@
+//! `#[runtime::test]`: an `async fn` test runs as the root of a fresh runner, with a fresh
+//! storage directory that is removed afterwards, pass or fail, and an optional timeout.
+
+use crate::options::{Attribute, Options};
+use crate::signature::Entry;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let entry = Entry::parse(Attribute::Test, item)?;
+    let options = Options::parse(Attribute::Test, args)?;
+    let attrs = &entry.function.attrs;
+    let vis = &entry.function.vis;
+    let ident = &entry.function.sig.ident;
+    let output = entry.output();
+    let (body, call) = entry.body();
+    let config = options.config();
+    let fresh_directory = !options.has_storage_directory();
+    let timeout = match &options.timeout {
+        Some((millis, text, _)) => quote!(::core::option::Option::Some((#millis, #text))),
+        None => quote!(::core::option::Option::None),
+    };
+    Ok(quote! {
+        #[::core::prelude::v1::test]
+        #(#attrs)*
+        #vis fn #ident() #output {
+            #body
+            ::runtime::__private::run_test(#config, #fresh_directory, #timeout, #call)
+        }
+    })
+}

@@ -1,0 +1,2 @@
+#[runtime::main(catch_panics = "yes")]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[runtime::main(config = "my_config")]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[runtime::main]
+fn main() {}

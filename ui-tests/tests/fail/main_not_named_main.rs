@@ -1,0 +1,4 @@
+#[runtime::main]
+async fn start() {}
+
+fn main() {}

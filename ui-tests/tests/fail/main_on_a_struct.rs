@@ -1,0 +1,4 @@
+#[runtime::main]
+struct Main;
+
+fn main() {}

@@ -1,0 +1,2 @@
+#[runtime::main(worker_threads)]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[runtime::main]
+async fn main(context: String) {}

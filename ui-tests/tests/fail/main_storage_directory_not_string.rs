@@ -1,0 +1,2 @@
+#[runtime::main(storage_directory = 42)]
+async fn main() {}

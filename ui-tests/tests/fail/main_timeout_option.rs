@@ -1,0 +1,2 @@
+#[runtime::main(timeout = "10s")]
+async fn main() {}

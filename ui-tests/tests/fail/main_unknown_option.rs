@@ -1,0 +1,2 @@
+#[runtime::main(flavor = "multi_thread")]
+async fn main() {}

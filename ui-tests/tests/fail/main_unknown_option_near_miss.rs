@@ -1,0 +1,2 @@
+#[runtime::main(worker_thread = 2)]
+async fn main() {}

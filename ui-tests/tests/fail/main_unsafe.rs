@@ -1,0 +1,2 @@
+#[runtime::main]
+async unsafe fn main() {}

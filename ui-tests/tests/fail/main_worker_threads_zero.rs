@@ -1,0 +1,2 @@
+#[runtime::main(worker_threads = 0)]
+async fn main() {}

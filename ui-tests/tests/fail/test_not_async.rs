@@ -1,0 +1,4 @@
+#[runtime::test]
+fn checks_something() {}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[runtime::test(timeout = "ten")]
+async fn checks_something() {}
+
+fn main() {}
