@@ -18,6 +18,10 @@
 //! assert_eq!(output, 7);
 //! ```
 //!
+//! Programs and tests usually start it through the attributes `#[runtime::main]` (on
+//! `async fn main`) and `#[runtime::test]` (on `async fn` tests, each with a fresh storage
+//! directory and an optional `timeout`); both may take the root `Context`.
+//!
 //! Every native worker owns one io_uring ring (`SINGLE_ISSUER | DEFER_TASKRUN`, Linux 6.1+).
 //! No other executor runs underneath: the task cells, queues, timers and rings are this
 //! crate's own.
