@@ -19,14 +19,16 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
             ),
         ));
     }
-    let attrs = &entry.function.attrs;
+    let attrs = entry.outer_attributes();
     let vis = &entry.function.vis;
     let output = entry.output();
     let (body, call) = entry.body();
     let config = options.config();
+    let checks = options.checks();
     Ok(quote! {
         #(#attrs)*
         #vis fn main() #output {
+            #checks
             #body
             ::runtime::Runner::new(#config).start(#call)
         }

@@ -152,7 +152,8 @@ impl Options {
                              a unit `ms`, `s` or `m`, such as `timeout = \"10s\"`",
                         )
                     })?;
-                    options.timeout = Some((millis, text.unwrap_or_default(), value.span()));
+                    let text = text.unwrap_or_default().trim().to_owned();
+                    options.timeout = Some((millis, text, value.span()));
                 }
                 _ => unreachable!("every allowed option is handled"),
             }
@@ -182,9 +183,18 @@ impl Options {
         config
     }
 
-    /// Whether a storage directory was given (tests otherwise get a fresh one each).
-    pub(crate) fn has_storage_directory(&self) -> bool {
-        self.storage_directory.is_some() || self.config.is_some()
+    /// Compile-time checks the macro cannot make itself: `worker_threads` against
+    /// `runtime::MAX_WORKERS` (a constant of the runtime, not copied here).
+    pub(crate) fn checks(&self) -> TokenStream {
+        match self.worker_threads {
+            Some((threads, span)) => quote_spanned! {span=>
+                const _: () = ::core::assert!(
+                    #threads <= ::runtime::MAX_WORKERS,
+                    "`worker_threads` is above runtime::MAX_WORKERS"
+                );
+            },
+            None => TokenStream::new(),
+        }
     }
 }
 
@@ -234,7 +244,10 @@ pub(crate) fn duration_millis(text: &str) -> Option<u64> {
     } else {
         return None;
     };
-    let number: u64 = number.trim().parse().ok()?;
+    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let number: u64 = number.parse().ok()?;
     (number > 0).then_some(number)?.checked_mul(scale)
 }
 
@@ -282,7 +295,7 @@ mod tests {
         assert_eq!(duration_millis("10s"), Some(10_000));
         assert_eq!(duration_millis("500ms"), Some(500));
         assert_eq!(duration_millis("2m"), Some(120_000));
-        for bad in ["ten", "10", "0s", "1.5s", "-1s", "s", ""] {
+        for bad in ["ten", "10", "0s", "1.5s", "-1s", "+5s", "5 s", "s", ""] {
             assert_eq!(duration_millis(bad), None, "{bad}");
         }
     }

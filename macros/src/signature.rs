@@ -3,7 +3,7 @@
 
 use crate::options::Attribute;
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
@@ -57,8 +57,14 @@ impl Entry {
             ));
         }
         if !signature.generics.params.is_empty() || signature.generics.where_clause.is_some() {
+            // With no parameters the generics print no tokens, so point at the `where` clause.
+            let span = if signature.generics.params.is_empty() {
+                signature.generics.where_clause.span()
+            } else {
+                signature.generics.span()
+            };
             return Err(syn::Error::new(
-                signature.generics.span(),
+                span,
                 format!(
                     "{} does not allow generic parameters or `where` clauses",
                     attribute.name()
@@ -116,13 +122,22 @@ impl Entry {
     /// context.
     pub(crate) fn body(&self) -> (TokenStream, TokenStream) {
         let output = &self.function.sig.output;
-        let block = &self.function.block;
+        // syn hands a body's inner attributes (`#![allow(..)]`) over with the function's: they
+        // go back inside the body, the outer ones stay on the generated function.
+        let inner = self
+            .function
+            .attrs
+            .iter()
+            .filter(|attribute| matches!(attribute.style, syn::AttrStyle::Inner(_)));
+        let statements = &self.function.block.stmts;
+        let block = quote!({ #(#inner)* #(#statements)* });
         match &self.context {
             Some((pat, ty)) => (
                 quote! {
                     async fn __runtime_body(#pat: #ty) #output #block
                 },
-                quote!(|context: ::runtime::Context| __runtime_body(context)),
+                // Spanned on the user's type, so a type error points there.
+                quote_spanned!(ty.span()=> |context: #ty| __runtime_body(context)),
             ),
             None => (
                 quote! {
@@ -131,6 +146,15 @@ impl Entry {
                 quote!(|_: ::runtime::Context| __runtime_body()),
             ),
         }
+    }
+
+    /// The function's outer attributes (`#[doc]`, `#[should_panic]`, ...), for the generated
+    /// function.
+    pub(crate) fn outer_attributes(&self) -> impl Iterator<Item = &syn::Attribute> {
+        self.function
+            .attrs
+            .iter()
+            .filter(|attribute| matches!(attribute.style, syn::AttrStyle::Outer))
     }
 
     /// The declared return type.

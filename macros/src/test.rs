@@ -9,13 +9,13 @@ use quote::quote;
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let entry = Entry::parse(Attribute::Test, item)?;
     let options = Options::parse(Attribute::Test, args)?;
-    let attrs = &entry.function.attrs;
+    let attrs = entry.outer_attributes();
     let vis = &entry.function.vis;
     let ident = &entry.function.sig.ident;
     let output = entry.output();
     let (body, call) = entry.body();
     let config = options.config();
-    let fresh_directory = !options.has_storage_directory();
+    let checks = options.checks();
     let timeout = match &options.timeout {
         Some((millis, text, _)) => quote!(::core::option::Option::Some((#millis, #text))),
         None => quote!(::core::option::Option::None),
@@ -24,8 +24,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         #[::core::prelude::v1::test]
         #(#attrs)*
         #vis fn #ident() #output {
+            #checks
             #body
-            ::runtime::__private::run_test(#config, #fresh_directory, #timeout, #call)
+            ::runtime::__private::run_test(#config, #timeout, #call)
         }
     })
 }

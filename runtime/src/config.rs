@@ -86,6 +86,8 @@ pub struct Config {
     pub(crate) idle_spinner: SpinnerConfig,
     pub(crate) catch_panics: bool,
     pub(crate) storage_directory: PathBuf,
+    /// The directory is the fresh temporary one `new` picked (not one the user chose).
+    generated_directory: bool,
     pub(crate) connect_timeout: Duration,
     pub(crate) read_write_timeout: Duration,
 }
@@ -123,6 +125,7 @@ impl Config {
             idle_spinner: SpinnerConfig::default(),
             catch_panics: false,
             storage_directory: fresh_storage_directory(),
+            generated_directory: true,
             connect_timeout: Duration::from_secs(60),
             read_write_timeout: Duration::from_secs(30),
         }
@@ -162,6 +165,7 @@ impl Config {
     /// Where blobs live. `start` creates it and holds an exclusive lock on it while it runs.
     pub fn with_storage_directory(mut self, directory: impl Into<PathBuf>) -> Self {
         self.storage_directory = directory.into();
+        self.generated_directory = false;
         self
     }
 
@@ -193,6 +197,12 @@ impl Config {
     }
 
     /// The storage directory.
+    /// Whether the storage directory is the fresh temporary one this config picked, rather than
+    /// one set with [`Config::with_storage_directory`].
+    pub(crate) fn has_generated_storage_directory(&self) -> bool {
+        self.generated_directory
+    }
+
     pub fn storage_directory(&self) -> &PathBuf {
         &self.storage_directory
     }

@@ -11,14 +11,17 @@ use std::time::Duration;
 
 /// Runs one `#[runtime::test]` body as the root of a runner built from `config`.
 ///
-/// With `fresh_directory` (no storage directory was configured) the config's fresh temporary
-/// directory is removed afterwards, whatever the test left in it and whether it passed or
-/// failed. With `timeout` (milliseconds and the attribute's text), a body that has not finished
-/// by then fails the test with a panic naming the timeout; the runner then shuts down as for
-/// any root panic.
+/// When the config's storage directory is the fresh temporary one it picked itself (no
+/// `storage_directory` was set, directly or by a `config` function), it is removed afterwards,
+/// whatever the test left in it and whether it passed or failed; a directory the user chose is
+/// theirs and stays.
+///
+/// With `timeout` (milliseconds and the attribute's text), a body that has not finished by
+/// then fails the test with a panic naming the timeout; the runner then shuts down as for any
+/// root panic. The timeout races the body's future: a body that blocks its thread without
+/// yielding cannot be interrupted, and shutdown still waits for dedicated threads to finish.
 pub fn run_test<F, Fut>(
     config: Config,
-    fresh_directory: bool,
     timeout: Option<(u64, &'static str)>,
     body: F,
 ) -> Fut::Output
@@ -27,6 +30,7 @@ where
     Fut: Future,
 {
     let directory = config.storage_directory().clone();
+    let fresh_directory = config.has_generated_storage_directory();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config).start(move |context| async move {
             let test = body(context);
@@ -61,7 +65,7 @@ mod tests {
             let config = Config::new().with_worker_threads(1);
             let directory = config.storage_directory().clone();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                run_test(config, true, None, |context: Context| async move {
+                run_test(config, None, |context: Context| async move {
                     let kept = context.runtime().config.storage_directory().join("data");
                     std::fs::write(kept, b"left behind").unwrap();
                     if fail {
@@ -74,6 +78,24 @@ mod tests {
         }
     }
 
+    /// A config built elsewhere (a `config = path` function) that kept its fresh directory
+    /// still has it removed; only a chosen directory stays.
+    #[test]
+    fn a_generated_directory_from_a_config_function_is_removed() {
+        let built = || {
+            Config::default()
+                .with_worker_threads(1)
+                .with_global_queue_interval(7)
+        };
+        let config = built();
+        let directory = config.storage_directory().clone();
+        run_test(config, None, |context: Context| async move {
+            let kept = context.runtime().config.storage_directory().join("data");
+            std::fs::write(kept, b"left behind").unwrap();
+        });
+        assert!(!directory.exists());
+    }
+
     /// A configured directory belongs to the user and stays.
     #[test]
     fn a_configured_storage_directory_is_kept() {
@@ -83,7 +105,7 @@ mod tests {
         let config = Config::new()
             .with_worker_threads(1)
             .with_storage_directory(&directory);
-        run_test(config, false, None, |_: Context| async {});
+        run_test(config, None, |_: Context| async {});
         assert!(directory.exists());
         std::fs::remove_dir_all(&directory).unwrap();
     }
@@ -94,14 +116,9 @@ mod tests {
     fn the_timeout_names_itself() {
         let config = Config::new().with_worker_threads(1);
         let failure = catch_unwind(AssertUnwindSafe(|| {
-            run_test(
-                config,
-                true,
-                Some((20, "20ms")),
-                |context: Context| async move {
-                    context.sleep(Duration::from_secs(3600)).await;
-                },
-            )
+            run_test(config, Some((20, "20ms")), |context: Context| async move {
+                context.sleep(Duration::from_secs(3600)).await;
+            })
         }))
         .expect_err("the body outlives its timeout");
         assert_eq!(
@@ -111,7 +128,6 @@ mod tests {
         let config = Config::new().with_worker_threads(1);
         let output = run_test(
             config,
-            true,
             Some((10_000, "10s")),
             |context: Context| async move { context.spawn(|_| async { 5 }).await },
         );

@@ -47,3 +47,29 @@ async fn a_body_past_its_timeout_fails(context: Context) {
 async fn a_body_within_its_timeout_passes(context: Context) {
     context.sleep(Duration::from_millis(1)).await;
 }
+
+/// `#[should_panic]` works without a timeout: the body's panic fails the runner, and the test
+/// sees it with its original message.
+#[runtime::test]
+#[should_panic(expected = "the body fails on purpose")]
+async fn a_failing_body_fails_the_test() {
+    panic!("the body fails on purpose");
+}
+
+fn base_config() -> runtime::Config {
+    runtime::Config::default().with_global_queue_interval(7)
+}
+
+/// `config` builds the base config and the other options apply on top.
+#[runtime::test(config = base_config, worker_threads = 1, catch_panics = true)]
+async fn a_config_function_and_options_combine(context: Context) {
+    let failed = context.spawn(|_| async { panic!("caught by the option") });
+    assert_eq!(failed.await, Err(Error::Exited));
+}
+
+/// A body may start with inner attributes.
+#[runtime::test]
+async fn inner_attributes_stay_in_the_body() {
+    #![allow(unused_variables)]
+    let unused = 1;
+}

@@ -1,0 +1,2 @@
+#[runtime::main(worker_threads(2))]
+async fn main() {}

@@ -1,0 +1,4 @@
+use std::task::Context;
+
+#[runtime::main]
+async fn main(context: Context) {}

@@ -1,0 +1,4 @@
+#[runtime::main]
+async fn main() -> u32 {
+    7
+}

@@ -1,0 +1,6 @@
+#[runtime::main]
+async fn main()
+where
+    u8: Copy,
+{
+}

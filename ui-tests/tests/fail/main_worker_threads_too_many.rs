@@ -1,0 +1,2 @@
+#[runtime::main(worker_threads = 1000)]
+async fn main() {}

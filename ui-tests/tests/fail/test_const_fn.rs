@@ -1,0 +1,4 @@
+#[runtime::test]
+const async fn checks_something() {}
+
+fn main() {}

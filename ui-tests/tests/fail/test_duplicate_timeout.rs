@@ -1,0 +1,4 @@
+#[runtime::test(timeout = "1s", timeout = "2s")]
+async fn checks_something() {}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[runtime::test]
+async fn checks_something<T: Default>() {}
+
+fn main() {}

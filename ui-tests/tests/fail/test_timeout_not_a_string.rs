@@ -1,0 +1,4 @@
+#[runtime::test(timeout = 10)]
+async fn checks_something() {}
+
+fn main() {}
