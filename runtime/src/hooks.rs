@@ -115,11 +115,48 @@ pub(crate) enum ParkPoint {
     BeforeParkSearch,
 }
 
-type ParkHook = (usize, usize, ParkPoint, Box<dyn FnOnce() + Send>);
+/// One-shot callbacks keyed by `K`, each run once by the first caller of [`OneShot::fire`]
+/// with its key. Unarmed, `fire` costs one load; a callback runs with the list unlocked.
+struct OneShot<K> {
+    armed: AtomicBool,
+    hooks: Mutex<Vec<(K, Hook)>>,
+}
 
-/// Whether a park hook was ever armed: unarmed parks cost one load.
-static PARK_HOOKS_ARMED: AtomicBool = AtomicBool::new(false);
-static PARK_HOOKS: Mutex<Vec<ParkHook>> = Mutex::new(Vec::new());
+/// A callback armed in a [`OneShot`].
+type Hook = Box<dyn FnOnce() + Send>;
+
+impl<K: PartialEq> OneShot<K> {
+    const fn new() -> Self {
+        Self {
+            armed: AtomicBool::new(false),
+            hooks: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn arm(&self, key: K, hook: impl FnOnce() + Send + 'static) {
+        self.hooks.lock().push((key, Box::new(hook)));
+        self.armed.store(true, Ordering::Release);
+    }
+
+    fn fire(&self, key: K) {
+        if !self.armed.load(Ordering::Acquire) {
+            return;
+        }
+        let hook = {
+            let mut hooks = self.hooks.lock();
+            hooks
+                .iter()
+                .position(|(armed, _)| *armed == key)
+                .map(|at| hooks.swap_remove(at).1)
+        };
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+}
+
+/// Park hooks, keyed by the pool's address, the worker's index and the point.
+static PARK_HOOKS: OneShot<(usize, usize, ParkPoint)> = OneShot::new();
 
 /// Runs `hook` once, on worker `index` of `pool`, when it next reaches `point`. The hook runs
 /// with no lock held and no borrow of the worker's state.
@@ -129,61 +166,24 @@ pub(crate) fn on_next_park(
     point: ParkPoint,
     hook: impl FnOnce() + Send + 'static,
 ) {
-    PARK_HOOKS.lock().push((
-        std::ptr::from_ref(pool).addr(),
-        index,
-        point,
-        Box::new(hook),
-    ));
-    PARK_HOOKS_ARMED.store(true, Ordering::Release);
+    PARK_HOOKS.arm((std::ptr::from_ref(pool).addr(), index, point), hook);
 }
 
 /// Called by worker `index` of `pool` at `point`: runs the hook armed there, if any.
 pub(crate) fn at_park(pool: &Pool, index: usize, point: ParkPoint) {
-    if !PARK_HOOKS_ARMED.load(Ordering::Acquire) {
-        return;
-    }
-    let key = std::ptr::from_ref(pool).addr();
-    let hook = {
-        let mut hooks = PARK_HOOKS.lock();
-        hooks
-            .iter()
-            .position(|hook| hook.0 == key && hook.1 == index && hook.2 == point)
-            .map(|at| hooks.swap_remove(at).3)
-    };
-    if let Some(hook) = hook {
-        hook();
-    }
+    PARK_HOOKS.fire((std::ptr::from_ref(pool).addr(), index, point));
 }
 
-type OverflowHook = (usize, Box<dyn FnOnce() + Send>);
-
-static OVERFLOW_HOOKS_ARMED: AtomicBool = AtomicBool::new(false);
-static OVERFLOW_HOOKS: Mutex<Vec<OverflowHook>> = Mutex::new(Vec::new());
+/// Overflow hooks, keyed by the pool's address.
+static OVERFLOW_HOOKS: OneShot<usize> = OneShot::new();
 
 /// Runs `hook` once, when a run queue of `pool` next overflows: after the newest half was
 /// split off, before the batch reaches the global queue.
 pub(crate) fn on_next_overflow(pool: &Pool, hook: impl FnOnce() + Send + 'static) {
-    OVERFLOW_HOOKS
-        .lock()
-        .push((std::ptr::from_ref(pool).addr(), Box::new(hook)));
-    OVERFLOW_HOOKS_ARMED.store(true, Ordering::Release);
+    OVERFLOW_HOOKS.arm(std::ptr::from_ref(pool).addr(), hook);
 }
 
 /// Called by the overflowing worker before it pushes the batch to the global queue.
 pub(crate) fn before_overflow(pool: &Pool) {
-    if !OVERFLOW_HOOKS_ARMED.load(Ordering::Acquire) {
-        return;
-    }
-    let key = std::ptr::from_ref(pool).addr();
-    let hook = {
-        let mut hooks = OVERFLOW_HOOKS.lock();
-        hooks
-            .iter()
-            .position(|hook| hook.0 == key)
-            .map(|at| hooks.swap_remove(at).1)
-    };
-    if let Some(hook) = hook {
-        hook();
-    }
+    OVERFLOW_HOOKS.fire(std::ptr::from_ref(pool).addr());
 }

@@ -52,19 +52,12 @@ impl GlobalQueue {
     /// Takes up to `max` runnables (at least one if any), oldest first: the first is returned,
     /// the rest are given to `rest` in order.
     pub(crate) fn take(&self, max: usize, mut rest: impl FnMut(Runnable)) -> Option<Runnable> {
-        if self.is_empty() {
-            return None;
-        }
-        let mut inner = self.inner.lock();
-        let first = inner.queue.pop_front()?;
-        for _ in 1..max.max(1) {
-            match inner.queue.pop_front() {
-                Some(runnable) => rest(runnable),
-                None => break,
-            }
-        }
-        self.len.store(inner.queue.len(), Ordering::SeqCst);
-        Some(first)
+        let mut first = None;
+        self.take_into(max, |runnable| match first {
+            None => first = Some(runnable),
+            Some(_) => rest(runnable),
+        });
+        first
     }
 
     /// Takes up to `max` runnables (at least one if any), oldest first, handing each to `each`

@@ -120,18 +120,18 @@ impl Pool {
     /// Claims a parked worker for the global queue while it holds more runnables than there
     /// are searching workers to take them.
     fn kick_for_global(&self) {
-        if let Some(index) = self
-            .idle
-            .claim_if(|searching| self.global.len() > searching)
-        {
-            self.slots[index].mailbox.waker.wake();
-        }
+        self.claim_and_wake(|searching| self.global.len() > searching);
     }
 
     /// Claims a parked worker for a stealable run-queue backlog, unless a worker is searching
     /// already (it will find the backlog).
     pub(crate) fn kick_for_backlog(&self) {
-        if let Some(index) = self.idle.claim_if(|searching| searching == 0) {
+        self.claim_and_wake(|searching| searching == 0);
+    }
+
+    /// Claims the lowest parked worker if `allow(search_count)`, and wakes it.
+    fn claim_and_wake(&self, allow: impl Fn(usize) -> bool) {
+        if let Some(index) = self.idle.claim_if(allow) {
             self.slots[index].mailbox.waker.wake();
         }
     }
