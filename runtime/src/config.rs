@@ -196,13 +196,13 @@ impl Config {
         self.catch_panics
     }
 
-    /// The storage directory.
     /// Whether the storage directory is the fresh temporary one this config picked, rather than
     /// one set with [`Config::with_storage_directory`].
     pub(crate) fn has_generated_storage_directory(&self) -> bool {
         self.generated_directory
     }
 
+    /// The storage directory.
     pub fn storage_directory(&self) -> &PathBuf {
         &self.storage_directory
     }

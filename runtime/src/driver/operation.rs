@@ -29,12 +29,22 @@ use std::task::{Context, Poll, Waker};
 pub(crate) enum Request {
     /// Reads up to `len` bytes from `fd` at its current position.
     Read { fd: Arc<OwnedFd>, len: usize },
+    /// Writes `data` to `fd` at `offset`. A `sync` write is durable (`RWF_DSYNC`) once it
+    /// completes. Writes are never cancelled: a worker that closes waits for them.
+    Write {
+        fd: Arc<OwnedFd>,
+        offset: u64,
+        data: Vec<u8>,
+        sync: bool,
+    },
 }
 
 /// What the kernel answered.
 #[derive(Debug)]
 pub(crate) enum RequestOutput {
     Read(io::Result<Vec<u8>>),
+    /// Bytes written.
+    Write(io::Result<usize>),
 }
 
 #[derive(Default)]
@@ -57,6 +67,12 @@ pub(crate) struct InFlight {
 
 enum Kind {
     Read { _fd: Arc<OwnedFd>, buffer: Vec<u8> },
+    Write { _fd: Arc<OwnedFd>, _data: Vec<u8> },
+}
+
+/// A completion's result: bytes transferred, or the error the kernel reported.
+fn transferred(result: i32) -> io::Result<usize> {
+    usize::try_from(result).map_err(|_| io::Error::from_raw_os_error(-result))
 }
 
 impl InFlight {
@@ -68,12 +84,11 @@ impl InFlight {
     /// Publishes the kernel's `result` and returns the waker to notify.
     pub(crate) fn complete(self, result: i32) -> Option<Waker> {
         let output = match self.kind {
-            Kind::Read { mut buffer, .. } => RequestOutput::Read(if result < 0 {
-                Err(io::Error::from_raw_os_error(-result))
-            } else {
-                buffer.truncate(result as usize);
-                Ok(buffer)
-            }),
+            Kind::Read { mut buffer, .. } => RequestOutput::Read(transferred(result).map(|len| {
+                buffer.truncate(len);
+                buffer
+            })),
+            Kind::Write { .. } => RequestOutput::Write(transferred(result)),
         };
         self.shared.outcome.lock().result = Some(output);
         self.shared.waker.take()
@@ -92,6 +107,26 @@ impl Driver {
                         .offset(u64::MAX)
                         .build();
                 (entry, Kind::Read { _fd: fd, buffer })
+            }
+            Request::Write {
+                fd,
+                offset,
+                data,
+                sync,
+            } => {
+                let flags = if sync { libc::RWF_DSYNC } else { 0 };
+                let entry =
+                    opcode::Write::new(types::Fd(fd.as_raw_fd()), data.as_ptr(), data.len() as u32)
+                        .offset(offset)
+                        .rw_flags(flags)
+                        .build();
+                (
+                    entry,
+                    Kind::Write {
+                        _fd: fd,
+                        _data: data,
+                    },
+                )
             }
         };
         self.submit(
@@ -121,10 +156,12 @@ impl Operation {
     }
 }
 
-fn no_worker() -> RequestOutput {
-    RequestOutput::Read(Err(io::Error::other(
-        "io_uring operations must be polled on a runtime worker",
-    )))
+fn no_worker(request: &Request) -> RequestOutput {
+    let error = io::Error::other("io_uring operations must be polled on a runtime worker");
+    match request {
+        Request::Read { .. } => RequestOutput::Read(Err(error)),
+        Request::Write { .. } => RequestOutput::Write(Err(error)),
+    }
 }
 
 impl Future for Operation {
@@ -136,17 +173,19 @@ impl Future for Operation {
                 .request
                 .take()
                 .expect("Operation polled after completion");
+            let mut request = Some(request);
             let registered = Local::with_current(|local| {
                 let mut state = local.state.borrow_mut();
                 if local.is_closing() {
                     return None;
                 }
-                state.driver.as_mut().map(|driver| driver.register(request))
+                let driver = state.driver.as_mut()?;
+                Some(driver.register(request.take().expect("taken once")))
             })
             .flatten();
             match registered {
                 Some(shared) => self.shared = Some(shared),
-                None => return Poll::Ready(no_worker()),
+                None => return Poll::Ready(no_worker(&request.expect("not registered"))),
             }
         }
         let shared = self.shared.as_ref().expect("registered above");

@@ -1114,7 +1114,10 @@ fn a_ring_wait_is_interrupted_by_foreign_wakes_and_completions() {
     Runner::new(config()).start(|context| async move {
         let reader = context.clone().spawn(move |_| async move {
             let RequestOutput::Read(result) =
-                Operation::register(Request::Read { fd: read, len: 4 }).await;
+                Operation::register(Request::Read { fd: read, len: 4 }).await
+            else {
+                unreachable!("a read answers with a read")
+            };
             result.unwrap()
         });
         reschedule().await;
@@ -1178,39 +1181,7 @@ fn wake_root_message_polls_the_root() {
     });
 }
 
-/// Spawn and factory metrics: the attempt counts, the running gauge is 1 while the factory
-/// runs and 0 after a factory panic.
-#[test]
-fn factory_panic_finishes_metrics() {
-    Runner::new(config()).start(|context| async move {
-        let scope = context.child("factory");
-        let observed = Arc::new(Mutex::new(String::new()));
-        let seen = observed.clone();
-        let inner = scope.clone();
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            scope.clone().spawn(move |_| -> std::future::Ready<()> {
-                *seen.lock().unwrap() = inner.encode();
-                panic!("factory failed")
-            })
-        }));
-        assert_eq!(panic_text(result), "factory failed");
-        let during = observed.lock().unwrap().clone();
-        assert!(
-            during.contains("runtime_tasks_running{name=\"factory\",placement=\"shared\"} 1"),
-            "{during}"
-        );
-        let after = context.encode();
-        assert!(
-            after.contains("runtime_tasks_running{name=\"factory\",placement=\"shared\"} 0"),
-            "{after}"
-        );
-        assert!(
-            after.contains("runtime_tasks_spawned_total{name=\"factory\",placement=\"shared\"} 1"),
-            "{after}"
-        );
-    });
-}
-
+mod dedicated;
 mod failures;
 mod pool;
 mod shutdown;

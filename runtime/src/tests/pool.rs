@@ -1473,3 +1473,58 @@ fn a_task_woken_by_the_root_destructor_runs_on_another_worker() {
     });
     assert!(progressed.load(Ordering::SeqCst), "the woken task must run");
 }
+
+/// Writes registered and dropped unobserved, most of them queued behind a one-slot ring on
+/// worker zero and on worker one, all reach the file by the time `start` returns: every ring
+/// is drained at shutdown.
+#[test]
+fn shutdown_drains_queued_writes_on_every_ring() {
+    let directory = Config::new().storage_directory().clone();
+    std::fs::create_dir_all(&directory).unwrap();
+    let config = config()
+        .with_worker_threads(2)
+        .with_ring_config(crate::RingConfig {
+            size: 1,
+            ..crate::RingConfig::default()
+        });
+    let paths: Vec<_> = (0..4_u8)
+        .map(|actor| directory.join(format!("writer-{actor}")))
+        .collect();
+    Runner::new(config).start(|context| {
+        let paths = paths.clone();
+        async move {
+            for (actor, path) in (0_u8..).zip(paths) {
+                let write = async move {
+                    let file = Arc::new(std::os::fd::OwnedFd::from(
+                        std::fs::File::create(path).unwrap(),
+                    ));
+                    for offset in 0..8 {
+                        let mut write = std::pin::pin!(Operation::register(Request::Write {
+                            fd: file.clone(),
+                            offset,
+                            data: vec![actor + 1],
+                            sync: false,
+                        }));
+                        assert!(futures::poll!(&mut write).is_pending());
+                    }
+                    pending::<()>().await
+                };
+                // The first writer stays on worker zero; the others start on worker one.
+                if actor == 0 {
+                    drop(context.child("writer").spawn(move |_| write));
+                } else {
+                    drop(spawn_elsewhere(&context, write));
+                }
+            }
+            reschedule().await;
+        }
+    });
+    for (actor, path) in (0_u8..).zip(&paths) {
+        assert_eq!(
+            std::fs::read(path).unwrap(),
+            [actor + 1; 8],
+            "writer {actor}"
+        );
+    }
+    std::fs::remove_dir_all(&directory).unwrap();
+}
