@@ -246,7 +246,6 @@ impl Spawner for Context {
         let (task, runnable, handle) = prepared.install(future);
         match (lease, inbox) {
             (Some(active), Some(inbox)) => {
-                let name = format!("iouring-{}", self.execution.as_str());
                 dedicated::launch(
                     Launch {
                         task,
@@ -255,7 +254,7 @@ impl Spawner for Context {
                         shared: self.runtime().clone(),
                         active,
                     },
-                    name,
+                    self.execution == Execution::Shared(true),
                 );
             }
             _ => {

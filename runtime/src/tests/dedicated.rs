@@ -457,3 +457,116 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
     drop(contender);
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// Waits, yielding to the runtime, until `count` blocking threads are parked.
+async fn parked(context: &Context, count: usize) {
+    poll_fn(|cx| {
+        if context.runtime().workers.parked_threads() == count {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// A finished blocking task's thread parks with its drained ring and runs the next blocking
+/// task, which gets a fresh worker: a sleep the first task left registered is closed, and the
+/// second task's own sleeps work. A dedicated task never reuses a thread.
+#[test]
+fn blocking_threads_are_reused_with_a_fresh_worker_per_task() {
+    Runner::new(config()).start(|context| async move {
+        let first = context
+            .clone()
+            .shared(true)
+            .spawn(|_| async {
+                let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
+                let noop = &mut TaskContext::from_waker(Waker::noop());
+                assert!(sleep.poll_unpin(noop).is_pending());
+                (thread::current().id(), sleep)
+            })
+            .await
+            .unwrap();
+        let (first_thread, mut escaped) = first;
+        parked(&context, 1).await;
+
+        let second = context
+            .clone()
+            .shared(true)
+            .spawn(|context| async move {
+                context.sleep(Duration::from_millis(1)).await;
+                thread::current().id()
+            })
+            .await;
+        assert_eq!(second, Ok(first_thread), "the parked thread ran the task");
+        let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
+            let _ = escaped.poll_unpin(&mut TaskContext::from_waker(Waker::noop()));
+        })));
+        assert!(text.contains("polled after its worker closed"), "{text}");
+        parked(&context, 1).await;
+
+        let dedicated = context
+            .clone()
+            .dedicated()
+            .spawn(|_| async { thread::current().id() })
+            .await
+            .unwrap();
+        assert_ne!(dedicated, first_thread, "dedicated tasks get a new thread");
+        assert_eq!(context.runtime().workers.parked_threads(), 1);
+    });
+}
+
+/// Shutdown tells parked blocking threads to exit and waits until they have left.
+#[test]
+fn shutdown_waits_for_parked_blocking_threads_to_leave() {
+    let registry = Runner::new(config()).start(|context| async move {
+        // The barrier keeps all three running at once, so each gets a thread of its own.
+        let together = Arc::new(std::sync::Barrier::new(3));
+        for _ in 0..3 {
+            let together = together.clone();
+            let blocking = context.clone().shared(true);
+            drop(blocking.spawn(move |_| async move {
+                together.wait();
+            }));
+        }
+        leases_released(&context).await;
+        parked(&context, 3).await;
+        context.runtime().workers.clone()
+    });
+    assert_eq!(registry.parked_threads(), 0);
+    assert_eq!(registry.idle_threads(), 0);
+}
+
+/// A parked blocking thread with no task for its keep-alive exits; the next blocking task
+/// gets a new thread.
+#[test]
+fn an_idle_blocking_thread_exits_after_its_keep_alive() {
+    Runner::new(config()).start(|context| async move {
+        let registry = context.runtime().workers.clone();
+        registry.set_keep_alive(Duration::from_millis(1));
+        thread_local! {
+            /// Dropped when the thread exits, which cancels the receiver.
+            static EXITED: Cell<Option<oneshot::Sender<()>>> = const { Cell::new(None) };
+        }
+        let (exited, exit) = oneshot::channel::<()>();
+        let first = context
+            .clone()
+            .shared(true)
+            .spawn(|_| async move {
+                EXITED.set(Some(exited));
+                thread::current().id()
+            })
+            .await
+            .unwrap();
+        assert!(exit.await.is_err(), "the thread exited");
+        assert_eq!(registry.parked_threads(), 0);
+        let second = context
+            .clone()
+            .shared(true)
+            .spawn(|_| async { thread::current().id() })
+            .await
+            .unwrap();
+        assert_ne!(first, second);
+    });
+}

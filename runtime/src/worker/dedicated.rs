@@ -1,13 +1,21 @@
-//! Dedicated and blocking workers: one thread and one ring for one task.
+//! Dedicated and blocking workers: one thread and one ring for one task at a time.
 //!
 //! A dedicated worker has no run queue and no place in the task set: its task's runnables are
 //! delivered to its [`TaskInbox`], and it polls them until the task finishes. Then it cleans up
 //! (drains its ring, closes its timers, runs callbacks), drops every reference to the runner
 //! and, last, releases its registry lease. Wakes it issues for ordinary tasks go to the pool's
 //! global queue.
+//!
+//! A dedicated task's thread exits after that, so the task's thread-locals are destroyed
+//! right away. A blocking task's thread instead parks in the registry, with its drained ring,
+//! for a keep-alive of 10 s: the next blocking spawn runs there without creating a thread
+//! or a ring, as tokio's blocking pool does. Each task still gets a fresh `Local` (timer
+//! table, callbacks, identity), so nothing registered by one task is visible to the next;
+//! only the thread's own thread-locals carry over. Shutdown tells parked threads to exit and
+//! waits for them.
 
 use super::registry::Active;
-use super::{Local, close, run_deferred, service, wait};
+use super::{Local, close_keeping_ring, run_deferred, service, wait};
 use crate::driver::Driver;
 use crate::panic::{Panics, Payload};
 use crate::pool::wake::WakeState;
@@ -21,9 +29,9 @@ use std::sync::{Arc, OnceLock};
 /// Where a dedicated task's runnable waits for its worker.
 pub(crate) struct TaskInbox {
     runnable: Mutex<Option<Runnable>>,
-    /// Set by the worker once its thread is up; a delivery before that is found by the
+    /// Set by the worker once it runs the task; a delivery before that is found by the
     /// worker's first look at `runnable`.
-    state: OnceLock<WakeState>,
+    state: OnceLock<Arc<WakeState>>,
 }
 
 impl TaskInbox {
@@ -79,25 +87,40 @@ impl Launch {
     }
 }
 
-/// Starts a thread for `launch`. On failure the payload is disposed of (future first, then the
-/// lease) and the caller panics with "failed to spawn thread: ...".
-pub(crate) fn launch(launch: Launch, name: String) {
+/// Runs `launch` on a thread of its own: a parked blocking thread if `blocking` and one is
+/// parked, a new thread otherwise. If no thread can be created, the payload is disposed of
+/// (future first, then the lease) and the caller panics with "failed to spawn thread: ...".
+pub(crate) fn launch(launch: Launch, blocking: bool) {
     #[cfg(test)]
     if crate::hooks::launch_fails(&launch.shared) {
         launch.refuse();
         panic!("failed to spawn thread: injected worker launch failure");
     }
+    let launch = if blocking {
+        let registry = launch.active.0.clone();
+        match registry.hand_to_parked(launch) {
+            Ok(()) => return,
+            Err(launch) => launch,
+        }
+    } else {
+        launch
+    };
+    let name = if blocking {
+        "iouring-blocking"
+    } else {
+        "iouring-dedicated"
+    };
     // The payload travels through a slot rather than the closure itself, so that after a
     // failed launch it is disposed of here, with its destructor's panic contained, rather
     // than inside `spawn`.
     let slot = Arc::new(Mutex::new(Some(launch)));
-    let spawned = std::thread::Builder::new().name(name).spawn({
+    let spawned = std::thread::Builder::new().name(name.into()).spawn({
         let slot = slot.clone();
         move || {
             let launch = slot.lock().take();
             drop(slot);
             if let Some(launch) = launch {
-                run(launch);
+                thread_main(launch, blocking);
             }
         }
     });
@@ -133,15 +156,43 @@ fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
     Ok((state, driver))
 }
 
-fn run(launch: Launch) {
-    let (state, driver) = match start(&launch.shared) {
+/// A dedicated or blocking thread: start the ring, run the task, and, on a blocking thread,
+/// park for the next one while the ring is healthy.
+fn thread_main(first: Launch, blocking: bool) {
+    let registry = first.active.0.clone();
+    let (state, driver) = match start(&first.shared) {
         Ok(parts) => parts,
         Err(error) => {
-            report_startup_failure(&launch.shared, error);
-            launch.refuse();
+            report_startup_failure(&first.shared, error);
+            first.refuse();
             return;
         }
     };
+    // The eventfd the ring waits on belongs to `state`, which outlives the ring.
+    let state = Arc::new(state);
+    let mut ring = Some(driver);
+    let mut launch = first;
+    loop {
+        ring = run(launch, &state, ring.take().expect("a healthy ring"));
+        if !blocking || ring.is_none() {
+            break;
+        }
+        match registry.park() {
+            Some(next) => launch = next,
+            None => {
+                drop(ring.take());
+                registry.left();
+                break;
+            }
+        }
+    }
+    drop(ring);
+    drop(state);
+}
+
+/// Runs one task with `driver` to completion, cleans up, releases the lease, and hands back
+/// the drained ring if it is fit for another task.
+fn run(launch: Launch, state: &Arc<WakeState>, driver: Driver) -> Option<Driver> {
     let Launch {
         task,
         runnable,
@@ -149,7 +200,7 @@ fn run(launch: Launch) {
         shared,
         active,
     } = launch;
-    let state = inbox.state.get_or_init(|| state);
+    let state = inbox.state.get_or_init(|| state.clone());
     let local = Local::new(None, driver);
     Local::install(local.clone());
     let outcome: Result<(), Payload> = catch_unwind(AssertUnwindSafe(|| {
@@ -174,10 +225,11 @@ fn run(launch: Launch) {
     // After an unwind the future may still be there: drop it on this thread.
     Panics::contain(|| task.clear());
     drop(task);
-    let failure = close(&local);
+    let (failure, ring) = close_keeping_ring(&local);
     drop(Local::uninstall());
     drop(local);
     drop(inbox.take());
+    let healthy = outcome.is_ok() && failure.is_none();
     for payload in outcome.err().into_iter().chain(failure) {
         shared.panicker.worker_failed(payload);
     }
@@ -185,4 +237,5 @@ fn run(launch: Launch) {
     drop(active);
     #[cfg(test)]
     crate::hooks::after_release();
+    ring.filter(|_| healthy)
 }

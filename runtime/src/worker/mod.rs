@@ -214,18 +214,28 @@ pub(crate) fn wait(local: &Local, waker: &crate::pool::wake::WakeState) {
 /// drain the ring (queued writes complete, reads are cancelled), close the timer table, and
 /// run every callback that produced. The first callback panic is returned.
 pub(crate) fn close(local: &Local) -> Option<crate::panic::Payload> {
+    let (failure, ring) = close_keeping_ring(local);
+    drop(ring);
+    failure
+}
+
+/// [`close`], handing back the drained ring for another task's worker on this thread. The
+/// ring is `None` if draining it failed (the failure is returned): it is not reused then.
+pub(crate) fn close_keeping_ring(
+    local: &Local,
+) -> (Option<crate::panic::Payload>, Option<crate::driver::Driver>) {
     let mut panics = Panics::default();
     local.set_closing();
-    let driver = local.state.borrow_mut().driver.take();
-    if let Some(mut driver) = driver {
+    let mut driver = local.state.borrow_mut().driver.take();
+    if let Some(ring) = &mut driver {
         let mut wakes = Vec::new();
         if let Err(payload) =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| driver.close(&mut wakes)))
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.close(&mut wakes)))
         {
             panics.retain(payload);
+            driver = None;
         }
         local.state.borrow_mut().deferred.wakes.extend(wakes);
-        drop(driver);
     }
     run_deferred(local, &mut panics);
     {
@@ -234,5 +244,5 @@ pub(crate) fn close(local: &Local) -> Option<crate::panic::Payload> {
         state.timers.close(&mut state.deferred.wakes);
     }
     run_deferred(local, &mut panics);
-    panics.take()
+    (panics.take(), driver)
 }

@@ -1,5 +1,5 @@
 //! The registry of dedicated and blocking workers: a count of leases that shutdown closes and
-//! waits on.
+//! waits on, and the blocking threads parked between tasks.
 //!
 //! Invariants:
 //! - A lease ([`Active`]) is taken before a dedicated task's factory runs and released only
@@ -8,17 +8,55 @@
 //! - `reserve` after `close` returns `None` and counts nothing; leases taken before `close`
 //!   stay counted until dropped.
 //! - The lock is never held while user code runs (factories, destructors).
+//! - A parked blocking thread holds no lease and nothing of the runner but this registry (and
+//!   its own drained ring). A thread is in `parked` exactly while no task has been handed to
+//!   it: whoever removes it from the list, under the lock, decides what it does next (a
+//!   spawner hands it a task, `close` or its own keep-alive timeout tells it to exit), so a
+//!   task handed over is never lost to a thread that is leaving.
 
+use super::dedicated::Launch;
+
+/// How long a blocking thread waits for another blocking task before it exits (tokio's
+/// blocking pool waits as long).
+const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The registry's counters.
-#[derive(Debug, Default)]
 pub struct State {
     /// Leases outstanding.
     pub active: usize,
     /// Whether new leases are refused.
     pub closed: bool,
+    /// Blocking threads waiting for a task, the most recently parked last.
+    parked: Vec<Arc<Parked>>,
+    /// Blocking threads parked or leaving after their last park; `wait` waits for them too.
+    idle_threads: usize,
+    /// How long a parked blocking thread waits for a task before it exits.
+    keep_alive: Duration,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            active: 0,
+            closed: false,
+            parked: Vec::new(),
+            idle_threads: 0,
+            keep_alive: BLOCKING_KEEP_ALIVE,
+        }
+    }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("active", &self.active)
+            .field("closed", &self.closed)
+            .field("parked", &self.parked.len())
+            .finish()
+    }
 }
 
 /// The dedicated and blocking worker registry.
@@ -32,6 +70,26 @@ pub struct Workers {
 /// A lease on the registry; released on drop.
 pub struct Active(pub Arc<Workers>);
 
+/// What a parked blocking thread is told.
+enum Handoff {
+    Waiting,
+    Run(Box<Launch>),
+    Exit,
+}
+
+/// A parked blocking thread's mailbox.
+struct Parked {
+    handoff: Mutex<Handoff>,
+    changed: Condvar,
+}
+
+impl Parked {
+    fn tell(&self, handoff: Handoff) {
+        *self.handoff.lock() = handoff;
+        self.changed.notify_one();
+    }
+}
+
 impl Workers {
     /// Takes a lease unless the registry is closed.
     pub fn reserve(self: &Arc<Self>) -> Option<Active> {
@@ -43,17 +101,112 @@ impl Workers {
         Some(Active(self.clone()))
     }
 
-    /// Refuses every later lease.
+    /// Refuses every later lease and tells parked blocking threads to exit.
     pub fn close(&self) {
-        self.state.lock().closed = true;
+        let parked = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            std::mem::take(&mut state.parked)
+        };
+        for thread in parked {
+            thread.tell(Handoff::Exit);
+        }
     }
 
-    /// Blocks until every lease is released.
+    /// Blocks until every lease is released and every parked blocking thread has left.
     pub fn wait(&self) {
         let mut state = self.state.lock();
-        while state.active > 0 {
+        while state.active > 0 || state.idle_threads > 0 {
             self.released.wait(&mut state);
         }
+    }
+
+    /// Hands `launch` to the most recently parked blocking thread (its ring and caches are
+    /// the warmest), or gives it back if none is parked.
+    pub(crate) fn hand_to_parked(&self, launch: Launch) -> Result<(), Launch> {
+        let parked = self.state.lock().parked.pop();
+        match parked {
+            Some(thread) => {
+                thread.tell(Handoff::Run(Box::new(launch)));
+                Ok(())
+            }
+            None => Err(launch),
+        }
+    }
+
+    /// Parks the calling blocking thread until a spawner hands it a task, or until the
+    /// keep-alive passes or the registry closes (`None`: the thread should exit, and then
+    /// call [`Workers::left`]).
+    pub(crate) fn park(&self) -> Option<Launch> {
+        let me = Arc::new(Parked {
+            handoff: Mutex::new(Handoff::Waiting),
+            changed: Condvar::new(),
+        });
+        let deadline = {
+            let mut state = self.state.lock();
+            state.idle_threads += 1;
+            if state.closed {
+                return None;
+            }
+            state.parked.push(me.clone());
+            Instant::now() + state.keep_alive
+        };
+        let mut handoff = me.handoff.lock();
+        let mut leaving = false;
+        loop {
+            match std::mem::replace(&mut *handoff, Handoff::Waiting) {
+                Handoff::Run(launch) => {
+                    drop(handoff);
+                    self.state.lock().idle_threads -= 1;
+                    return Some(*launch);
+                }
+                Handoff::Exit => return None,
+                Handoff::Waiting => {}
+            }
+            if leaving {
+                // A spawner removed us from the list before our timeout could: its task is
+                // on its way.
+                me.changed.wait(&mut handoff);
+            } else if me.changed.wait_until(&mut handoff, deadline).timed_out() {
+                drop(handoff);
+                let mut state = self.state.lock();
+                if let Some(at) = state.parked.iter().position(|p| Arc::ptr_eq(p, &me)) {
+                    state.parked.swap_remove(at);
+                    return None;
+                }
+                drop(state);
+                leaving = true;
+                handoff = me.handoff.lock();
+            }
+        }
+    }
+
+    /// Called by a blocking thread that [`park`](Self::park) told to exit, once it has
+    /// dropped its ring: `wait` stops waiting for it.
+    pub(crate) fn left(&self) {
+        let mut state = self.state.lock();
+        state.idle_threads -= 1;
+        if state.active == 0 && state.idle_threads == 0 {
+            self.released.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+impl Workers {
+    /// Blocking threads parked now.
+    pub(crate) fn parked_threads(&self) -> usize {
+        self.state.lock().parked.len()
+    }
+
+    /// Blocking threads parked or leaving.
+    pub(crate) fn idle_threads(&self) -> usize {
+        self.state.lock().idle_threads
+    }
+
+    /// Sets how long blocking threads parked from now on wait for a task.
+    pub(crate) fn set_keep_alive(&self, keep_alive: Duration) {
+        self.state.lock().keep_alive = keep_alive;
     }
 }
 
@@ -61,7 +214,7 @@ impl Drop for Active {
     fn drop(&mut self) {
         let mut state = self.0.state.lock();
         state.active -= 1;
-        if state.active == 0 {
+        if state.active == 0 && state.idle_threads == 0 {
             self.0.released.notify_all();
         }
     }
