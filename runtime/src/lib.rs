@@ -123,9 +123,17 @@ pub trait Spawner: Clone + Send + Sync + 'static {
 
     /// The next spawn runs on the pool (`false`), or on a thread of its own because it blocks
     /// (`true`).
+    ///
+    /// A blocking task has its thread and ring to itself while it runs; when it ends, the
+    /// thread parks for 10 s with its drained ring, and the next blocking spawn runs there
+    /// instead of creating a thread and a ring (as tokio's `spawn_blocking` reuses its pool).
+    /// Each task still starts with fresh timers and registrations; only the thread's own
+    /// thread-locals carry over. Shutdown tells parked threads to leave and waits for them.
     fn shared(self, blocking: bool) -> Self;
 
-    /// The next spawn runs on a thread and ring of its own.
+    /// The next spawn runs on a thread and ring of its own, created for it and ended after
+    /// it: use it for long-lived work such as an actor that owns its thread. The thread's
+    /// thread-locals are destroyed when the task's worker has finished its cleanup.
     fn dedicated(self) -> Self;
 
     /// Runs `f` synchronously on the caller to build the task's future, then schedules it
