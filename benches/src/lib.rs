@@ -132,6 +132,20 @@ where
     elapsed
 }
 
+/// Runs `future` inside a task of a fresh tokio `multi_thread` runtime with `workers` workers
+/// and returns what it measured (so the workload runs on a worker, as our root does).
+pub fn tokio_multi(
+    workers: usize,
+    future: impl Future<Output = Duration> + Send + 'static,
+) -> Duration {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async { tokio::spawn(future).await.expect("workload") })
+}
+
 /// Spawns link `remaining` of a chain where each task spawns the next; the last link fires
 /// `done`. Every link is spawned from the root context, so the links are siblings and one
 /// finishing does not abort the next.

@@ -38,12 +38,7 @@ where
 /// Runs `future` inside a task of a fresh two-worker tokio runtime and returns what it
 /// measured.
 fn tokio_rt(future: impl Future<Output = Duration> + Send + 'static) -> Duration {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(async { tokio::spawn(future).await.expect("workload") })
+    benches::tokio_multi(2, future)
 }
 
 /// A countdown whose last decrement fires a oneshot.

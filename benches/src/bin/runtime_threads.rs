@@ -25,23 +25,6 @@ const BURST: usize = 16;
 /// Bursts per sample.
 const BURSTS: usize = 20;
 
-fn ours<F, Fut>(f: F) -> Duration
-where
-    F: FnOnce(Context) -> Fut,
-    Fut: Future<Output = Duration>,
-{
-    benches::ours(2, f)
-}
-
-fn tokio_rt(future: impl Future<Output = Duration> + Send + 'static) -> Duration {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(async { tokio::spawn(future).await.expect("workload") })
-}
-
 /// `ROUND_TRIPS` spawns through `place`, each awaited before the next.
 async fn ours_round_trips(context: Context, place: fn(Context) -> Context) -> Duration {
     let start = Instant::now();
@@ -129,12 +112,12 @@ fn main() {
         &[
             Workload {
                 name: "dedicated_round_trip_200",
-                ours: || ours(|context| ours_round_trips(context, dedicated)),
+                ours: || benches::ours(2, |context| ours_round_trips(context, dedicated)),
                 peer: thread_round_trips,
             },
             Workload {
                 name: "dedicated_burst_20x16",
-                ours: || ours(|context| ours_bursts(context, dedicated)),
+                ours: || benches::ours(2, |context| ours_bursts(context, dedicated)),
                 peer: thread_bursts,
             },
         ],
@@ -147,13 +130,13 @@ fn main() {
         &[
             Workload {
                 name: "blocking_round_trip_200",
-                ours: || ours(|context| ours_round_trips(context, blocking)),
-                peer: || tokio_rt(tokio_round_trips()),
+                ours: || benches::ours(2, |context| ours_round_trips(context, blocking)),
+                peer: || benches::tokio_multi(2, tokio_round_trips()),
             },
             Workload {
                 name: "blocking_burst_20x16",
-                ours: || ours(|context| ours_bursts(context, blocking)),
-                peer: || tokio_rt(tokio_bursts()),
+                ours: || benches::ours(2, |context| ours_bursts(context, blocking)),
+                peer: || benches::tokio_multi(2, tokio_bursts()),
             },
         ],
         "tokio",

@@ -230,34 +230,6 @@ fn startup_failure_survives_rejected_payload_destructor_panic() {
     assert_eq!(drops.count(), 1);
 }
 
-/// A thread that cannot be launched, with a payload whose destructor panics too: the caller
-/// sees the launch failure alone, the payload drops once before the lease goes, and the
-/// runner keeps running.
-#[test]
-fn launch_failure_survives_rejected_payload_destructor_panic() {
-    let config = config();
-    let directory = config.storage_directory().clone();
-    Runner::new(config).start(|context| async move {
-        let drops = Drops::default();
-        let payload = RejectedPayload {
-            workers: context.runtime().workers.clone(),
-            drops: drops.clone(),
-            explode: true,
-        };
-        inject(&directory, Fault::Launch);
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            context.clone().dedicated().spawn(move |_| async move {
-                let _payload = payload;
-            })
-        }));
-        let text = panic_text(result);
-        assert!(text.contains("failed to spawn thread"), "{text}");
-        assert_eq!(drops.count(), 1);
-        assert_eq!(context.runtime().workers.state.lock().active, 0);
-        assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
-    });
-}
-
 /// A finished dedicated worker leaves the shared registry open: a later sibling and a
 /// dedicated task nested in it still spawn.
 #[test]

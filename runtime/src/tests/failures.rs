@@ -67,13 +67,16 @@ fn partial_startup_failure_releases_all_workers() {
     }
 }
 
-/// A thread that cannot be created for a blocking spawn: the payload is dropped once while
-/// the reservation is still counted and the registry unlocked, then the reservation is
-/// released, and `spawn` panics in its caller. A payload destructor that panics too still
-/// yields a single panic, and the runner keeps running.
+/// A thread that cannot be created for a dedicated or blocking spawn: the payload is dropped
+/// once while the reservation is still counted and the registry unlocked, then the
+/// reservation is released, and `spawn` panics in its caller. A payload destructor that
+/// panics too still yields a single panic, and the runner keeps running.
 #[test]
 fn creation_failure_destroys_payload_before_releasing_tracking() {
-    for explode in [false, true] {
+    for (explode, place) in [false, true]
+        .into_iter()
+        .flat_map(|explode| threaded().map(|place| (explode, place)))
+    {
         let config = config();
         let directory = config.storage_directory().clone();
         Runner::new(config).start(|context| async move {
@@ -94,7 +97,7 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
             let payload = Payload(context.runtime().workers.clone(), drops.clone(), explode);
             inject(&directory, Fault::Launch);
             let result = catch_unwind(AssertUnwindSafe(|| {
-                context.clone().shared(true).spawn(move |_| async move {
+                place(context.clone()).spawn(move |_| async move {
                     let _payload = payload;
                 })
             }));
