@@ -17,15 +17,7 @@ const PROGRESS: Duration = Duration::from_secs(10);
 /// Waits, yielding to the runtime, until no dedicated or blocking lease is outstanding. A
 /// handle resolves inside the task's final poll, before its worker has cleaned up.
 async fn leases_released(context: &Context) {
-    poll_fn(|cx| {
-        if context.runtime().workers.state.lock().active == 0 {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await
+    yield_until(|| context.runtime().workers.state.lock().active == 0).await
 }
 
 /// A never-polled payload that records its drop, checks that the registry still counts its
@@ -432,15 +424,7 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
 
 /// Waits, yielding to the runtime, until `count` blocking threads are parked.
 async fn parked(context: &Context, count: usize) {
-    poll_fn(|cx| {
-        if context.runtime().workers.parked_threads() == count {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await
+    yield_until(|| context.runtime().workers.parked_threads() == count).await
 }
 
 /// A finished blocking task's thread parks with its drained ring and runs the next blocking

@@ -108,6 +108,20 @@ fn assert_refused(context: Context) {
     );
 }
 
+/// Yields to the runtime until `done` holds (for states that change on other threads without
+/// waking anyone, such as the registry's counts).
+async fn yield_until(mut done: impl FnMut() -> bool) {
+    futures::future::poll_fn(|cx| {
+        if done() {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
 fn tls_cleared() -> bool {
     Local::current().is_none()
 }

@@ -270,9 +270,7 @@ fn completed_workers_release_tracking_and_leave_the_registry_open() {
             let handle = context.clone().shared(true).spawn(|_| async { 1 });
             assert_eq!(handle.await, Ok(1));
             // The handle may resolve before the worker's cleanup: wait for the lease.
-            while context.runtime().workers.state.lock().active != 0 {
-                context.sleep(Duration::from_millis(1)).await;
-            }
+            yield_until(|| context.runtime().workers.state.lock().active == 0).await;
         }
         let nested = context
             .clone()

@@ -96,19 +96,13 @@ pub(crate) fn launch(launch: Launch, blocking: bool) {
         launch.refuse();
         panic!("failed to spawn thread: injected worker launch failure");
     }
-    let launch = if blocking {
-        let registry = launch.active.0.clone();
-        match registry.hand_to_parked(launch) {
+    let (launch, name) = if blocking {
+        match launch.active.0.clone().hand_to_parked(launch) {
             Ok(()) => return,
-            Err(launch) => launch,
+            Err(launch) => (launch, "iouring-blocking"),
         }
     } else {
-        launch
-    };
-    let name = if blocking {
-        "iouring-blocking"
-    } else {
-        "iouring-dedicated"
+        (launch, "iouring-dedicated")
     };
     // The payload travels through a slot rather than the closure itself, so that after a
     // failed launch it is disposed of here, with its destructor's panic contained, rather
@@ -168,25 +162,26 @@ fn thread_main(first: Launch, blocking: bool) {
             return;
         }
     };
-    // The eventfd the ring waits on belongs to `state`, which outlives the ring.
+    // The eventfd the ring waits on belongs to `state`, which outlives every ring below: each
+    // is dropped inside the loop.
     let state = Arc::new(state);
-    let mut ring = Some(driver);
-    let mut launch = first;
+    let (mut launch, mut ring) = (first, driver);
     loop {
-        ring = run(launch, &state, ring.take().expect("a healthy ring"));
-        if !blocking || ring.is_none() {
+        let Some(drained) = run(launch, &state, ring) else {
+            break;
+        };
+        if !blocking {
             break;
         }
         match registry.park() {
-            Some(next) => launch = next,
+            Some(next) => (launch, ring) = (next, drained),
             None => {
-                drop(ring.take());
+                drop(drained);
                 registry.left();
                 break;
             }
         }
     }
-    drop(ring);
     drop(state);
 }
 

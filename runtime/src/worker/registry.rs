@@ -15,13 +15,13 @@
 //!   task handed over is never lost to a thread that is leaving.
 
 use super::dedicated::Launch;
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How long a blocking thread waits for another blocking task before it exits (tokio's
 /// blocking pool waits as long).
 const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(10);
-use parking_lot::{Condvar, Mutex};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The registry's counters.
 pub struct State {
