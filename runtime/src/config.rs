@@ -207,6 +207,14 @@ impl Config {
         &self.storage_directory
     }
 
+    /// The I/O timeout wheel's tick and slot count (valid once the config is validated).
+    pub(crate) fn wheel_layout(&self) -> (Duration, u64) {
+        let tick = self.ring_config.timeout_wheel_tick;
+        let longest = self.connect_timeout.max(self.read_write_timeout);
+        let slots = TimeoutWheel::layout(tick, longest).expect("validated before use");
+        (tick, slots)
+    }
+
     /// Checks every setting and rounds the ring size up to a power of two.
     ///
     /// # Panics

@@ -29,6 +29,7 @@
 // Under `--cfg loom` only the models run; the rest of the crate is compiled but not exercised.
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
+mod buffer;
 mod config;
 mod context;
 mod driver;
@@ -41,11 +42,14 @@ pub mod __private {
 mod hooks;
 mod macro_support;
 mod metrics;
+pub mod net;
 mod panic;
 mod pool;
+mod resolver;
 mod runner;
 mod slab;
 mod stop;
+pub mod storage;
 mod supervision;
 mod sync;
 mod task;
@@ -57,6 +61,7 @@ mod tests;
 
 use std::fmt::Display;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
@@ -66,22 +71,36 @@ pub use runtime_macros::main;
 /// Runs an `async fn` test on a fresh runtime; see the `runtime-macros` crate for its options.
 pub use runtime_macros::test;
 
+pub use buffer::{IoBuf, IoBufMut, IoBufs, IoBufsMut};
 pub use config::{Config, MAX_RING_SIZE, MAX_WORKERS, RingConfig, SpinnerConfig};
 pub use context::{Context, Execution};
 pub use runner::Runner;
 pub use stop::Signal;
+pub use storage::{ReadOptions, WriteOptions};
 pub use task::Handle;
 pub use time::TimeoutWheel;
 
 /// The capability traits, imported anonymously so their methods work without clashing with
 /// other names.
 pub mod prelude {
+    pub use crate::Blob as _;
     pub use crate::Clock as _;
+    pub use crate::Listener as _;
     pub use crate::Metrics as _;
+    pub use crate::Network as _;
+    pub use crate::Resolver as _;
+    pub use crate::Sink as _;
     pub use crate::Spawner as _;
+    pub use crate::Storage as _;
+    pub use crate::Stream as _;
 }
 
 /// Errors of runtime operations.
+///
+/// Errors compare equal when they are the same variant, whatever they carry, so tests and
+/// callers can write `assert_eq!(result, Err(Error::Closed))`. Variants that carry an
+/// [`io::Error`](std::io::Error) keep the operating system's error (its `kind()` and
+/// `raw_os_error()`); an I/O timeout is an error of kind `TimedOut`.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -92,6 +111,44 @@ pub enum Error {
     Exited,
     /// The deadline passed first.
     Timeout,
+    /// A read could not be observed: the worker that issued it closed before its result was
+    /// taken, or it was polled where no runtime worker runs.
+    ReadFailed,
+    /// A write could not be issued: it was first polled where no runtime worker runs, or on a
+    /// worker that is closing.
+    WriteFailed,
+    /// A host name could not be resolved (or the runtime has shut down); says why.
+    ResolveFailed(String),
+    /// A partition name is empty or holds a byte outside `[A-Za-z0-9_-]`.
+    PartitionNameInvalid,
+    /// The partition does not exist.
+    PartitionMissing(String),
+    /// The blob (`partition/hex(name)`) does not exist.
+    BlobMissing(String),
+    /// A blob operation failed; names the blob (`partition/hex(name)`) and keeps the OS error.
+    BlobFailed(String, std::io::Error),
+    /// A read of `len` bytes at `offset` reaches past the blob's end, which is `end`.
+    BlobTooShort {
+        /// The blob, as `partition/hex(name)`.
+        blob: String,
+        /// Where the read started.
+        offset: u64,
+        /// How many bytes it asked for.
+        len: usize,
+        /// The blob's length when the read hit its end.
+        end: u64,
+    },
+    /// Binding a listener to the address failed.
+    BindFailed(std::net::SocketAddr, std::io::Error),
+    /// Connecting to the address failed or timed out.
+    DialFailed(std::net::SocketAddr, std::io::Error),
+    /// Accepting a connection failed.
+    AcceptFailed(std::io::Error),
+    /// Sending failed, timed out, or the peer reset the connection.
+    SendFailed(std::io::Error),
+    /// Receiving failed, timed out, or the peer closed the connection before the bytes asked
+    /// for arrived (kind `UnexpectedEof`).
+    RecvFailed(std::io::Error),
 }
 
 impl PartialEq for Error {
@@ -106,11 +163,55 @@ impl Display for Error {
             Error::Closed => f.write_str("closed: the task was aborted, cancelled or shut down"),
             Error::Exited => f.write_str("exited: the task panicked"),
             Error::Timeout => f.write_str("timed out"),
+            Error::ReadFailed => f.write_str(
+                "read failed: the worker that issued it closed before its result was taken, or \
+                 it was polled off the runtime's workers",
+            ),
+            Error::WriteFailed => f.write_str(
+                "write failed: it was first polled off the runtime's workers or on a closing \
+                 worker",
+            ),
+            Error::ResolveFailed(why) => write!(f, "resolve failed: {why}"),
+            Error::PartitionNameInvalid => f.write_str(
+                "partition name invalid: allowed are non-empty names of ASCII letters, digits, \
+                 '_' and '-'",
+            ),
+            Error::PartitionMissing(partition) => {
+                write!(f, "partition {partition:?} does not exist")
+            }
+            Error::BlobMissing(blob) => write!(f, "blob {blob} does not exist"),
+            Error::BlobFailed(blob, error) => write!(f, "blob {blob}: {error}"),
+            Error::BlobTooShort {
+                blob,
+                offset,
+                len,
+                end,
+            } => write!(
+                f,
+                "blob {blob}: reading {len} bytes at offset {offset} reaches past its end at {end}"
+            ),
+            Error::BindFailed(address, error) => write!(f, "bind to {address} failed: {error}"),
+            Error::DialFailed(address, error) => write!(f, "dial to {address} failed: {error}"),
+            Error::AcceptFailed(error) => write!(f, "accept failed: {error}"),
+            Error::SendFailed(error) => write!(f, "send failed: {error}"),
+            Error::RecvFailed(error) => write!(f, "recv failed: {error}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::BlobFailed(_, error)
+            | Error::BindFailed(_, error)
+            | Error::DialFailed(_, error)
+            | Error::AcceptFailed(error)
+            | Error::SendFailed(error)
+            | Error::RecvFailed(error) => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// Spawning supervised tasks, scoping them, and stopping the runtime gracefully.
 pub trait Spawner: Clone + Send + Sync + 'static {
@@ -193,6 +294,131 @@ pub trait Metrics: Clone + Send + Sync + 'static {
     /// The Prometheus text exposition of everything registered in the runtime, ending in
     /// `# EOF`.
     fn encode(&self) -> String;
+}
+
+/// TCP networking on the worker's ring.
+pub trait Network: Clone + Send + Sync + 'static {
+    /// What [`bind`](Self::bind) returns.
+    type Listener: Listener;
+
+    /// A listener on `address` (port 0 picks a free port; see [`Listener::local_addr`]).
+    fn bind(
+        &self,
+        address: SocketAddr,
+    ) -> impl Future<Output = Result<Self::Listener, Error>> + Send;
+
+    /// A connection to `address`, as its sending and receiving halves. Fails with
+    /// [`Error::DialFailed`] if it is refused or not made within the connect timeout.
+    #[allow(clippy::type_complexity)]
+    fn dial(
+        &self,
+        address: SocketAddr,
+    ) -> impl Future<
+        Output = Result<
+            (
+                <Self::Listener as Listener>::Sink,
+                <Self::Listener as Listener>::Stream,
+            ),
+            Error,
+        >,
+    > + Send;
+}
+
+/// A TCP listener.
+pub trait Listener: Send + 'static {
+    /// The sending half of a connection.
+    type Sink: Sink;
+    /// The receiving half of a connection.
+    type Stream: Stream;
+
+    /// The next connection: the peer's address and the connection's halves. Dropping the
+    /// future never loses a connection: one the kernel accepted for it is returned by the
+    /// next call.
+    fn accept(
+        &mut self,
+    ) -> impl Future<Output = Result<(SocketAddr, Self::Sink, Self::Stream), Error>> + Send;
+
+    /// The address the listener is bound to.
+    fn local_addr(&self) -> std::io::Result<SocketAddr>;
+}
+
+/// The sending half of a connection.
+pub trait Sink: Send + 'static {
+    /// Sends every byte of `bufs`, in order after earlier sends. Fails with
+    /// [`Error::SendFailed`] if the peer resets or the bytes do not go out within the
+    /// read/write timeout. Dropped after its first poll, the send still completes.
+    fn send(
+        &mut self,
+        bufs: impl Into<IoBufs> + Send,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
+/// The receiving half of a connection.
+pub trait Stream: Send + 'static {
+    /// Exactly `len` bytes. Fails with [`Error::RecvFailed`] if the peer closes first (kind
+    /// `UnexpectedEof`), resets, or no byte arrives within the read/write timeout. Dropping
+    /// the future loses no bytes: what arrived for it is returned by the next call.
+    fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send;
+}
+
+/// Host name resolution.
+pub trait Resolver: Clone + Send + Sync + 'static {
+    /// The addresses of `host`: a numeric address is returned as is, without a lookup; a
+    /// name is looked up by the system resolver on a blocking thread, never on a pool worker.
+    fn resolve(&self, host: &str) -> impl Future<Output = Result<Vec<IpAddr>, Error>> + Send;
+}
+
+/// Blob storage under the runner's storage directory.
+pub trait Storage: Clone + Send + Sync + 'static {
+    /// What [`open`](Self::open) returns.
+    type Blob: Blob;
+
+    /// Opens the blob `name` of `partition`, creating both if needed; returns it and its
+    /// length. The blob lives at `<storage_directory>/<partition>/<hex(name)>`.
+    fn open(
+        &self,
+        partition: &str,
+        name: &[u8],
+    ) -> impl Future<Output = Result<(Self::Blob, u64), Error>> + Send;
+
+    /// Removes the blob `name` of `partition`, or the whole partition with `None`.
+    fn remove(
+        &self,
+        partition: &str,
+        name: Option<&[u8]>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// The names of the blobs in `partition`, sorted.
+    fn scan(&self, partition: &str) -> impl Future<Output = Result<Vec<Vec<u8>>, Error>> + Send;
+}
+
+/// An open blob: a file of bytes read and written at offsets on the ring of the worker that
+/// polls the operation. Clones share the file.
+pub trait Blob: Clone + Send + Sync + 'static {
+    /// Exactly `len` bytes at `offset`; a read reaching past the end is
+    /// [`Error::BlobTooShort`], never a short read.
+    fn read_at(
+        &self,
+        offset: u64,
+        len: usize,
+        options: ReadOptions,
+    ) -> impl Future<Output = Result<IoBufs, Error>> + Send;
+
+    /// Writes every byte of `bufs` at `offset`. Registered at its first poll: dropped after
+    /// that, the write still completes (shutdown waits for it). With [`WriteOptions::SYNC`]
+    /// the bytes are durable when the future resolves.
+    fn write_at(
+        &self,
+        offset: u64,
+        bufs: impl Into<IoBufs> + Send,
+        options: WriteOptions,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Sets the blob's length, cutting or zero-extending it.
+    fn resize(&self, len: u64) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Makes every completed write durable.
+    fn sync(&self) -> impl Future<Output = Result<(), Error>> + Send;
 }
 
 /// A future that yields once: it wakes itself and returns `Pending`, so the task runs again

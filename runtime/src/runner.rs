@@ -246,6 +246,7 @@ fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
         shared.config.ring_config.size,
         shared.pool.mailbox(index).waker.eventfd().as_raw_fd(),
         shared.metrics.pending_operations.clone(),
+        shared.config.wheel_layout(),
     )
 }
 

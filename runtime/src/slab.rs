@@ -46,6 +46,11 @@ impl<T> Slab<T> {
         self.slots.get(index).and_then(Option::as_ref)
     }
 
+    /// The value in `index`, mutably, if any.
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+        self.slots.get_mut(index).and_then(Option::as_mut)
+    }
+
     /// Takes the value out of `index` if `matches` accepts it, freeing the slot.
     pub(crate) fn remove_if(
         &mut self,

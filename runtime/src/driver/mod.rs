@@ -13,19 +13,21 @@
 //! - Wakers are never called with the worker's state borrowed: completions push them to the
 //!   caller's list, which the worker runs as deferred callbacks.
 
+mod deadlines;
 pub(crate) mod operation;
+mod sockaddr;
 
 use crate::slab::Slab;
+use deadlines::{Deadlines, Expired};
 use io_uring::{IoUring, opcode, squeue, types};
-use operation::InFlight;
+use operation::{InFlight, Step};
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::task::Waker;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-#[cfg(test)]
 pub(crate) use operation::{Operation, Request, RequestOutput};
 
 /// The `user_data` of the eventfd read; operations use their slot index.
@@ -44,13 +46,25 @@ pub struct Driver {
     eventfd_armed: bool,
     eventfd_buffer: Box<u64>,
     pending_operations: Gauge,
+    /// Deadlines of operations that time out (connects, sends, receives).
+    deadlines: Deadlines,
+    /// The id the next operation gets.
+    next_id: u64,
+    /// Reused buffer of reaped completions (`user_data`, result).
+    completions: Vec<(u64, i32)>,
     #[cfg(test)]
     pub(crate) fail_next_service: Option<&'static str>,
 }
 
 impl Driver {
-    /// Creates the ring. `eventfd` is the worker's wake eventfd, which must outlive the driver.
-    pub(crate) fn new(size: u32, eventfd: RawFd, pending_operations: Gauge) -> io::Result<Self> {
+    /// Creates the ring. `eventfd` is the worker's wake eventfd, which must outlive the driver;
+    /// `wheel` is the timeout wheel's tick and slot count.
+    pub(crate) fn new(
+        size: u32,
+        eventfd: RawFd,
+        pending_operations: Gauge,
+        wheel: (Duration, u64),
+    ) -> io::Result<Self> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -66,6 +80,9 @@ impl Driver {
             eventfd_armed: false,
             eventfd_buffer: Box::new(0),
             pending_operations,
+            deadlines: Deadlines::new(wheel.0, wheel.1),
+            next_id: 0,
+            completions: Vec::new(),
             #[cfg(test)]
             fail_next_service: None,
         })
@@ -76,12 +93,72 @@ impl Driver {
         self.operations.len()
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
-    /// Queues `entry`, whose resources `in_flight` keeps alive until completion.
-    pub(crate) fn submit(&mut self, entry: squeue::Entry, in_flight: InFlight) {
+    /// Queues `in_flight`, which keeps its resources alive until it is done; with a
+    /// `deadline`, it is cancelled (and fails with `TimedOut`) if it is not done by then.
+    pub(crate) fn submit(&mut self, mut in_flight: InFlight, deadline: Option<Instant>) {
+        self.next_id += 1;
+        in_flight.id = self.next_id;
+        let entry = in_flight.entry();
         let index = self.operations.insert(in_flight);
+        if let Some(deadline) = deadline {
+            let position = self.deadlines.insert(deadline, index, self.next_id);
+            self.operations
+                .get_mut(index)
+                .expect("just inserted")
+                .deadline = Some(position);
+        }
         self.pending_operations.inc();
         self.push(entry.user_data(index as u64));
+    }
+
+    /// When the earliest operation deadline comes due, if any.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.next_deadline()
+    }
+
+    /// Cancels every operation whose deadline has passed at `now`.
+    pub(crate) fn expire(&mut self, now: Instant) {
+        if self.deadlines.len() == 0 {
+            return;
+        }
+        let (mut expired, mut moved) = (Vec::new(), Vec::new());
+        self.deadlines.expire(now, &mut expired, &mut moved);
+        for (token, position) in moved {
+            if let Some(operation) = self.operations.get_mut(token) {
+                operation.deadline = Some(position);
+            }
+        }
+        for Expired { token, id } in expired {
+            let Some(operation) = self.operations.get_mut(token) else {
+                continue;
+            };
+            if operation.id != id {
+                continue;
+            }
+            operation.deadline = None;
+            operation.timed_out = true;
+            self.push(
+                opcode::AsyncCancel::new(token as u64)
+                    .build()
+                    .user_data(CANCEL_TOKEN),
+            );
+        }
+    }
+
+    /// Forgets the deadline of the operation in slot `index`.
+    fn clear_deadline(&mut self, index: usize) {
+        let Some(position) = self
+            .operations
+            .get_mut(index)
+            .and_then(|operation| operation.deadline.take())
+        else {
+            return;
+        };
+        if let Some(moved) = self.deadlines.remove(position)
+            && let Some(operation) = self.operations.get_mut(moved)
+        {
+            operation.deadline = Some(position);
+        }
     }
 
     fn push(&mut self, entry: squeue::Entry) {
@@ -140,25 +217,41 @@ impl Driver {
 
     fn reap(&mut self, wakes: &mut Vec<Waker>) -> usize {
         let mut reaped = 0;
-        let completions: Vec<(u64, i32)> = self
-            .ring
-            .completion()
-            .map(|cqe| (cqe.user_data(), cqe.result()))
-            .collect();
-        for (token, result) in completions {
+        // Reaped first, handled after: handling pushes submissions, which needs the ring.
+        let mut completions = std::mem::take(&mut self.completions);
+        completions.clear();
+        completions.extend(
+            self.ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result())),
+        );
+        for &(token, result) in &completions {
             reaped += 1;
             match token {
                 EVENTFD_TOKEN => self.eventfd_armed = false,
                 CANCEL_TOKEN => {}
                 index => {
                     let index = index as usize;
-                    if let Some(in_flight) = self.operations.remove_if(index, |_| true) {
-                        self.pending_operations.dec();
-                        wakes.extend(in_flight.complete(result));
+                    let Some(operation) = self.operations.get_mut(index) else {
+                        continue;
+                    };
+                    match operation.step(result) {
+                        Step::Again => {
+                            let entry = operation.entry().user_data(index as u64);
+                            self.push(entry);
+                        }
+                        Step::Done(output) => {
+                            self.clear_deadline(index);
+                            let operation =
+                                self.operations.remove_if(index, |_| true).expect("present");
+                            self.pending_operations.dec();
+                            wakes.extend(operation.publish(output));
+                        }
                     }
                 }
             }
         }
+        self.completions = completions;
         if !self.backlog.is_empty() {
             self.flush_backlog();
         }

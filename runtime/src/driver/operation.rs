@@ -1,97 +1,581 @@
 //! A registered io_uring operation and the future that observes it.
 //!
-//! Only the tests register operations until networking and storage land on this module.
-#![cfg_attr(not(test), allow(dead_code))]
-//!
 //! A registration lives on the worker that first polled it. Its result travels through a
 //! shared slot ([`Shared`]) that any thread may poll: polled elsewhere, the future leaves its
-//! waker in the slot for the owner to wake, and the registration itself never moves.
+//! waker in the slot for the owner to wake (the latest waker wins), and the registration itself
+//! never moves.
 //!
 //! Invariants:
-//! - The driver's [`InFlight`] owns every resource the kernel uses (fd, buffer) until the
-//!   completion is reaped; the future owns none of them, so dropping it early is safe.
-//! - When the owner's driver closes, every registration still in flight is cancelled and
-//!   completes with an error, and its waker is woken.
+//! - The driver's [`InFlight`] owns every resource the kernel uses (fd, buffers, iovecs,
+//!   addresses) until the operation is done; the future owns none of them, so dropping it early
+//!   is safe. Everything the kernel points at lives on the heap, so the slab holding `InFlight`
+//!   may move it.
+//! - A send or a write is finished by the driver, not by its future: a short transfer is
+//!   resubmitted for the rest, so a dropped future's bytes still all go out, in order.
+//! - When the owner's driver closes, every cancellable registration (receives, accepts,
+//!   connects, reads) is cancelled and completes with an error; writes, syncs and opens run to
+//!   completion. Either way the waker is woken.
 
 use super::Driver;
+use super::sockaddr::RawAddress;
+use crate::buffer::{IoBufMut, IoBufs};
 use crate::worker::Local;
 use futures::task::AtomicWaker;
 use io_uring::{opcode, squeue, types};
 use parking_lot::Mutex;
+use std::ffi::CString;
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+/// `RWF_DONTCACHE` (Linux 6.14): buffered I/O that drops its pages from the cache once done.
+const RWF_DONTCACHE: i32 = 0x80;
 
 /// What to ask the kernel for.
 pub(crate) enum Request {
     /// Reads up to `len` bytes from `fd` at its current position.
+    #[cfg_attr(not(test), allow(dead_code))]
     Read { fd: Arc<OwnedFd>, len: usize },
-    /// Writes `data` to `fd` at `offset`. A `sync` write is durable (`RWF_DSYNC`) once it
-    /// completes. Writes are never cancelled: a worker that closes waits for them.
+    /// Receives up to `buf`'s spare capacity from a socket (one receive: it completes with
+    /// whatever arrived first).
+    Recv {
+        fd: Arc<OwnedFd>,
+        buf: IoBufMut,
+        deadline: Option<Instant>,
+    },
+    /// Sends every byte of `bufs`.
+    Send {
+        fd: Arc<OwnedFd>,
+        bufs: IoBufs,
+        deadline: Option<Instant>,
+    },
+    /// Accepts a connection on a listening socket.
+    Accept { fd: Arc<OwnedFd> },
+    /// Connects a socket to `address`.
+    Connect {
+        fd: Arc<OwnedFd>,
+        address: SocketAddr,
+        deadline: Option<Instant>,
+    },
+    /// Reads into `buf` until it holds `want` bytes or the file ends; `buf`'s first byte is the
+    /// file's byte at `offset`, and its spare capacity must hold `want` bytes.
+    ReadAt {
+        fd: Arc<OwnedFd>,
+        offset: u64,
+        buf: IoBufMut,
+        want: usize,
+        dont_cache: bool,
+    },
+    /// Writes every byte of `bufs` to `fd` at `offset`. A `sync` write is durable
+    /// (`RWF_DSYNC`) once it completes. Writes are never cancelled: a closing worker waits for
+    /// them.
     Write {
         fd: Arc<OwnedFd>,
         offset: u64,
-        data: Vec<u8>,
+        bufs: IoBufs,
         sync: bool,
+    },
+    /// Makes a file's data (and the metadata needed to read it) durable.
+    Sync { fd: Arc<OwnedFd> },
+    /// Sets a file's length.
+    Truncate { fd: Arc<OwnedFd>, len: u64 },
+    /// Opens `path` (`openat(AT_FDCWD, path, flags, mode)`).
+    Open {
+        path: CString,
+        flags: i32,
+        mode: u32,
     },
 }
 
 /// What the kernel answered.
 #[derive(Debug)]
 pub(crate) enum RequestOutput {
+    #[cfg_attr(not(test), allow(dead_code))]
     Read(io::Result<Vec<u8>>),
+    /// The buffer (with what it held before plus what arrived) and the bytes received.
+    Recv(IoBufMut, io::Result<usize>),
+    Send(io::Result<()>),
+    Accept(io::Result<(OwnedFd, Option<SocketAddr>)>),
+    Connect(io::Result<()>),
+    /// The buffer (with what it held before plus what was read) and the bytes read.
+    ReadAt(IoBufMut, io::Result<usize>),
     /// Bytes written.
     Write(io::Result<usize>),
-}
-
-#[derive(Default)]
-struct Outcome {
-    result: Option<RequestOutput>,
+    Sync(io::Result<()>),
+    Truncate(io::Result<()>),
+    Open(io::Result<OwnedFd>),
 }
 
 /// The slot an operation's observer and its owner share.
 #[derive(Default)]
 pub(crate) struct Shared {
-    outcome: Mutex<Outcome>,
+    outcome: Mutex<Option<RequestOutput>>,
     waker: AtomicWaker,
+}
+
+impl Shared {
+    /// Takes the result if it has landed, leaving `waker` to be woken when it does.
+    pub(crate) fn poll(&self, waker: &Waker) -> Poll<RequestOutput> {
+        self.waker.register(waker);
+        match self.outcome.lock().take() {
+            Some(output) => Poll::Ready(output),
+            None => Poll::Pending,
+        }
+    }
 }
 
 /// What the driver keeps for an operation in flight.
 pub(crate) struct InFlight {
     shared: Arc<Shared>,
     kind: Kind,
+    /// Unique per driver: tells a deadline entry whether its operation is still this one.
+    pub(super) id: u64,
+    /// Where its deadline sits in the driver's wheel, if it has one.
+    pub(super) deadline: Option<super::deadlines::Position>,
+    /// Its deadline passed and a cancellation was sent: a cancelled completion is a timeout.
+    pub(super) timed_out: bool,
 }
 
 enum Kind {
-    Read { _fd: Arc<OwnedFd>, buffer: Vec<u8> },
-    Write { _fd: Arc<OwnedFd>, _data: Vec<u8> },
+    Read {
+        fd: Arc<OwnedFd>,
+        buffer: Vec<u8>,
+    },
+    Recv {
+        fd: Arc<OwnedFd>,
+        buf: IoBufMut,
+    },
+    Send {
+        fd: Arc<OwnedFd>,
+        bufs: IoBufs,
+        vectored: Vectored,
+    },
+    Accept {
+        fd: Arc<OwnedFd>,
+        address: Box<RawAddress>,
+    },
+    Connect {
+        fd: Arc<OwnedFd>,
+        address: Box<RawAddress>,
+    },
+    ReadAt {
+        fd: Arc<OwnedFd>,
+        offset: u64,
+        buf: IoBufMut,
+        want: usize,
+        dont_cache: bool,
+    },
+    Write {
+        fd: Arc<OwnedFd>,
+        offset: u64,
+        bufs: IoBufs,
+        written: usize,
+        sync: bool,
+        vectored: Vectored,
+    },
+    Sync {
+        fd: Arc<OwnedFd>,
+    },
+    Truncate {
+        fd: Arc<OwnedFd>,
+        len: u64,
+    },
+    Open {
+        path: CString,
+        flags: i32,
+        mode: u32,
+    },
+}
+
+/// The iovec array (and message header) of a vectored send or write, rebuilt from the bytes
+/// still to go before each submission; heap-allocated, so the kernel's pointers stay valid
+/// wherever the operation moves.
+struct Vectored {
+    iovecs: Vec<libc::iovec>,
+    message: Box<libc::msghdr>,
+}
+
+// SAFETY: the raw pointers in `iovecs` and `message` point into buffers owned by the same
+// operation (`IoBufs`, which is `Send`) and into `iovecs` itself; they are only dereferenced
+// by the kernel while the operation is in flight on its owner's ring.
+unsafe impl Send for Vectored {}
+
+impl Vectored {
+    fn new() -> Self {
+        Self {
+            iovecs: Vec::new(),
+            // SAFETY: `msghdr` is plain data; all zeroes is an empty message.
+            message: Box::new(unsafe { std::mem::zeroed() }),
+        }
+    }
+
+    /// Points the iovecs at every chunk of `bufs` (at most `IOV_MAX` of them).
+    fn point_at(&mut self, bufs: &IoBufs) {
+        self.iovecs.clear();
+        self.iovecs
+            .extend(bufs.chunks().iter().take(1024).map(|chunk| libc::iovec {
+                iov_base: chunk.as_ptr().cast_mut().cast(),
+                iov_len: chunk.len(),
+            }));
+        self.message.msg_iov = self.iovecs.as_mut_ptr();
+        self.message.msg_iovlen = self.iovecs.len();
+    }
 }
 
 /// A completion's result: bytes transferred, or the error the kernel reported.
-fn transferred(result: i32) -> io::Result<usize> {
+pub(crate) fn transferred(result: i32) -> io::Result<usize> {
     usize::try_from(result).map_err(|_| io::Error::from_raw_os_error(-result))
 }
 
+/// What a completion means for its operation.
+pub(super) enum Step {
+    /// The operation is done: publish this.
+    Done(RequestOutput),
+    /// More to do: submit the operation's next entry.
+    Again,
+}
+
 impl InFlight {
-    /// Whether closing the driver may cancel it (reads may; durable writes may not).
+    /// Whether closing the driver may cancel it: what waits for a peer or reads may; writes,
+    /// syncs, truncations and opens may not (a write must become durable without an observer,
+    /// and an opened descriptor must not leak).
     pub(crate) fn is_cancellable(&self) -> bool {
-        matches!(self.kind, Kind::Read { .. })
+        matches!(
+            self.kind,
+            Kind::Read { .. }
+                | Kind::Recv { .. }
+                | Kind::Send { .. }
+                | Kind::Accept { .. }
+                | Kind::Connect { .. }
+                | Kind::ReadAt { .. }
+        )
     }
 
-    /// Publishes the kernel's `result` and returns the waker to notify.
-    pub(crate) fn complete(self, result: i32) -> Option<Waker> {
-        let output = match self.kind {
-            Kind::Read { mut buffer, .. } => RequestOutput::Read(transferred(result).map(|len| {
-                buffer.truncate(len);
-                buffer
-            })),
-            Kind::Write { .. } => RequestOutput::Write(transferred(result)),
+    /// The submission for what is left to do, pointing at resources this operation owns.
+    pub(super) fn entry(&mut self) -> squeue::Entry {
+        match &mut self.kind {
+            Kind::Read { fd, buffer } => opcode::Read::new(
+                types::Fd(fd.as_raw_fd()),
+                buffer.as_mut_ptr(),
+                buffer.len() as u32,
+            )
+            .offset(u64::MAX)
+            .build(),
+            Kind::Recv { fd, buf } => {
+                let room = (buf.capacity() - buf.len()).min(u32::MAX as usize) as u32;
+                opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room).build()
+            }
+            Kind::Send { fd, bufs, vectored } => {
+                if bufs.chunks().len() == 1 {
+                    let chunk = &bufs.chunks()[0];
+                    opcode::Send::new(
+                        types::Fd(fd.as_raw_fd()),
+                        chunk.as_ptr(),
+                        chunk.len().min(u32::MAX as usize) as u32,
+                    )
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build()
+                } else {
+                    vectored.point_at(bufs);
+                    opcode::SendMsg::new(types::Fd(fd.as_raw_fd()), &raw const *vectored.message)
+                        .flags(libc::MSG_NOSIGNAL as u32)
+                        .build()
+                }
+            }
+            Kind::Accept { fd, address } => {
+                address.len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                opcode::Accept::new(
+                    types::Fd(fd.as_raw_fd()),
+                    (&raw mut address.storage).cast(),
+                    &raw mut address.len,
+                )
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+            }
+            Kind::Connect { fd, address } => opcode::Connect::new(
+                types::Fd(fd.as_raw_fd()),
+                (&raw const address.storage).cast(),
+                address.len,
+            )
+            .build(),
+            Kind::ReadAt {
+                fd,
+                offset,
+                buf,
+                want,
+                dont_cache,
+            } => {
+                let room = (buf.capacity() - buf.len())
+                    .min(*want - buf.len())
+                    .min(u32::MAX as usize) as u32;
+                let flags = if *dont_cache { RWF_DONTCACHE } else { 0 };
+                opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room)
+                    .offset(*offset + buf.len() as u64)
+                    .rw_flags(flags)
+                    .build()
+            }
+            Kind::Write {
+                fd,
+                offset,
+                bufs,
+                written,
+                sync,
+                vectored,
+            } => {
+                let flags = if *sync { libc::RWF_DSYNC } else { 0 };
+                vectored.point_at(bufs);
+                opcode::Writev::new(
+                    types::Fd(fd.as_raw_fd()),
+                    vectored.iovecs.as_ptr(),
+                    vectored.iovecs.len() as u32,
+                )
+                .offset(*offset + *written as u64)
+                .rw_flags(flags)
+                .build()
+            }
+            Kind::Sync { fd } => opcode::Fsync::new(types::Fd(fd.as_raw_fd()))
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            Kind::Truncate { fd, len } => {
+                opcode::Ftruncate::new(types::Fd(fd.as_raw_fd()), *len).build()
+            }
+            Kind::Open { path, flags, mode } => {
+                opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
+                    .flags(*flags | libc::O_CLOEXEC)
+                    .mode(*mode)
+                    .build()
+            }
+        }
+    }
+
+    /// Applies the kernel's `result`: either the operation is done, or it resubmits the rest
+    /// (a short send or write, or a read that must drop an unsupported flag).
+    pub(super) fn step(&mut self, result: i32) -> Step {
+        let timed_out = self.timed_out;
+        let error = |result: i32| {
+            if timed_out && result == -libc::ECANCELED {
+                io::Error::new(io::ErrorKind::TimedOut, "the operation timed out")
+            } else {
+                io::Error::from_raw_os_error(-result)
+            }
         };
-        self.shared.outcome.lock().result = Some(output);
-        self.shared.waker.take()
+        let output = match &mut self.kind {
+            Kind::Read { buffer, .. } => RequestOutput::Read(match transferred(result) {
+                Ok(len) => {
+                    buffer.truncate(len);
+                    Ok(std::mem::take(buffer))
+                }
+                Err(_) => Err(error(result)),
+            }),
+            Kind::Recv { buf, .. } => {
+                let received = transferred(result).map_err(|_| error(result));
+                if let Ok(len) = received {
+                    // SAFETY: the kernel wrote `len` bytes into the spare capacity.
+                    unsafe { buf.filled(len) };
+                }
+                RequestOutput::Recv(std::mem::take(buf), received)
+            }
+            Kind::Send { bufs, .. } => match transferred(result) {
+                Ok(sent) if sent < bufs.len() && sent > 0 && timed_out => {
+                    RequestOutput::Send(Err(error(-libc::ECANCELED)))
+                }
+                Ok(sent) if sent < bufs.len() && sent > 0 => {
+                    bufs.advance(sent);
+                    return Step::Again;
+                }
+                Ok(0) if !bufs.is_empty() => RequestOutput::Send(Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the socket accepted no bytes",
+                ))),
+                Ok(_) => RequestOutput::Send(Ok(())),
+                Err(_) => RequestOutput::Send(Err(error(result))),
+            },
+            Kind::Accept { address, .. } => RequestOutput::Accept(match transferred(result) {
+                Ok(fd) => {
+                    // SAFETY: the kernel returned a fresh descriptor that nobody else owns.
+                    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+                    Ok((fd, address.to_socket_addr()))
+                }
+                Err(_) => Err(error(result)),
+            }),
+            Kind::Connect { .. } => {
+                RequestOutput::Connect(transferred(result).map(drop).map_err(|_| error(result)))
+            }
+            Kind::ReadAt {
+                buf,
+                want,
+                dont_cache,
+                ..
+            } => {
+                if *dont_cache && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
+                    // This file system (or kernel) has no uncached buffered reads: read
+                    // through the cache.
+                    *dont_cache = false;
+                    return Step::Again;
+                }
+                let read = transferred(result).map_err(|_| error(result));
+                if let Ok(len) = read {
+                    // SAFETY: the kernel wrote `len` bytes into the spare capacity.
+                    unsafe { buf.filled(len) };
+                    if len > 0 && buf.len() < *want {
+                        return Step::Again;
+                    }
+                }
+                RequestOutput::ReadAt(std::mem::take(buf), read)
+            }
+            Kind::Write { bufs, written, .. } => match transferred(result) {
+                Ok(count) if count > 0 && count < bufs.len() => {
+                    bufs.advance(count);
+                    *written += count;
+                    return Step::Again;
+                }
+                Ok(0) if !bufs.is_empty() => RequestOutput::Write(Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the file accepted no bytes",
+                ))),
+                Ok(count) => RequestOutput::Write(Ok(*written + count)),
+                Err(_) => RequestOutput::Write(Err(error(result))),
+            },
+            Kind::Sync { .. } => {
+                RequestOutput::Sync(transferred(result).map(drop).map_err(|_| error(result)))
+            }
+            Kind::Truncate { .. } => {
+                RequestOutput::Truncate(transferred(result).map(drop).map_err(|_| error(result)))
+            }
+            Kind::Open { .. } => RequestOutput::Open(match transferred(result) {
+                // SAFETY: the kernel returned a fresh descriptor that nobody else owns.
+                Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+                Err(_) => Err(error(result)),
+            }),
+        };
+        Step::Done(output)
+    }
+
+    /// Publishes `output` and returns the waker to notify.
+    pub(super) fn publish(self, output: RequestOutput) -> Option<Waker> {
+        let InFlight { shared, kind, .. } = self;
+        // The observer may take the output at once: it must find every resource released
+        // (a connect's caller unwraps its socket).
+        drop(kind);
+        *shared.outcome.lock() = Some(output);
+        shared.waker.take()
+    }
+}
+
+impl Request {
+    fn into_kind(self) -> (Kind, Option<Instant>) {
+        match self {
+            Request::Read { fd, len } => (
+                Kind::Read {
+                    fd,
+                    buffer: vec![0; len],
+                },
+                None,
+            ),
+            Request::Recv { fd, buf, deadline } => (Kind::Recv { fd, buf }, deadline),
+            Request::Send { fd, bufs, deadline } => (
+                Kind::Send {
+                    fd,
+                    bufs,
+                    vectored: Vectored::new(),
+                },
+                deadline,
+            ),
+            Request::Accept { fd } => (
+                Kind::Accept {
+                    fd,
+                    address: Box::new(RawAddress::empty()),
+                },
+                None,
+            ),
+            Request::Connect {
+                fd,
+                address,
+                deadline,
+            } => (
+                Kind::Connect {
+                    fd,
+                    address: Box::new(RawAddress::from_socket_addr(address)),
+                },
+                deadline,
+            ),
+            Request::ReadAt {
+                fd,
+                offset,
+                mut buf,
+                want,
+                dont_cache,
+            } => {
+                buf.reserve(want.saturating_sub(buf.len()));
+                (
+                    Kind::ReadAt {
+                        fd,
+                        offset,
+                        buf,
+                        want,
+                        dont_cache,
+                    },
+                    None,
+                )
+            }
+            Request::Write {
+                fd,
+                offset,
+                bufs,
+                sync,
+            } => (
+                Kind::Write {
+                    fd,
+                    offset,
+                    bufs,
+                    written: 0,
+                    sync,
+                    vectored: Vectored::new(),
+                },
+                None,
+            ),
+            Request::Sync { fd } => (Kind::Sync { fd }, None),
+            Request::Truncate { fd, len } => (Kind::Truncate { fd, len }, None),
+            Request::Open { path, flags, mode } => (Kind::Open { path, flags, mode }, None),
+        }
+    }
+
+    /// The answer for a request that found no worker to run it; buffers are handed back.
+    fn refuse(self) -> RequestOutput {
+        let error = io::Error::other(
+            "io_uring operations must be polled on a runtime worker that is not closing",
+        );
+        match self {
+            Request::Recv { buf, .. } => RequestOutput::Recv(buf, Err(error)),
+            Request::ReadAt { buf, .. } => RequestOutput::ReadAt(buf, Err(error)),
+            other => other.refused(),
+        }
+    }
+
+    fn refused(&self) -> RequestOutput {
+        let error = || {
+            io::Error::other(
+                "io_uring operations must be polled on a runtime worker that is not closing",
+            )
+        };
+        match self {
+            Request::Read { .. } => RequestOutput::Read(Err(error())),
+            Request::Recv { .. } | Request::ReadAt { .. } => {
+                unreachable!("refused reads hand their buffer back through `refuse`")
+            }
+            Request::Send { .. } => RequestOutput::Send(Err(error())),
+            Request::Accept { .. } => RequestOutput::Accept(Err(error())),
+            Request::Connect { .. } => RequestOutput::Connect(Err(error())),
+            Request::Write { .. } => RequestOutput::Write(Err(error())),
+            Request::Sync { .. } => RequestOutput::Sync(Err(error())),
+            Request::Truncate { .. } => RequestOutput::Truncate(Err(error())),
+            Request::Open { .. } => RequestOutput::Open(Err(error())),
+        }
     }
 }
 
@@ -99,49 +583,64 @@ impl Driver {
     /// Registers `request` on this ring and returns the slot its result lands in.
     pub(crate) fn register(&mut self, request: Request) -> Arc<Shared> {
         let shared = Arc::new(Shared::default());
-        let (entry, kind): (squeue::Entry, Kind) = match request {
-            Request::Read { fd, len } => {
-                let mut buffer = vec![0; len];
-                let entry =
-                    opcode::Read::new(types::Fd(fd.as_raw_fd()), buffer.as_mut_ptr(), len as u32)
-                        .offset(u64::MAX)
-                        .build();
-                (entry, Kind::Read { _fd: fd, buffer })
-            }
-            Request::Write {
-                fd,
-                offset,
-                data,
-                sync,
-            } => {
-                let flags = if sync { libc::RWF_DSYNC } else { 0 };
-                let entry =
-                    opcode::Write::new(types::Fd(fd.as_raw_fd()), data.as_ptr(), data.len() as u32)
-                        .offset(offset)
-                        .rw_flags(flags)
-                        .build();
-                (
-                    entry,
-                    Kind::Write {
-                        _fd: fd,
-                        _data: data,
-                    },
-                )
-            }
-        };
+        let (kind, deadline) = request.into_kind();
         self.submit(
-            entry,
             InFlight {
                 shared: shared.clone(),
                 kind,
+                id: 0,
+                deadline: None,
+                timed_out: false,
             },
+            deadline,
         );
         shared
     }
 }
 
+/// The closing flag of a worker: set once its cleanup has drained its ring. Whoever holds
+/// results of that worker's registrations can tell whether they were observed in its life.
+pub(crate) type Life = Arc<std::sync::atomic::AtomicBool>;
+
+/// Registers every request on the worker running on this thread, in order, and returns their
+/// slots with the worker's closing flag; `None` if there is no worker or it is closing.
+pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Shared>>, Life)> {
+    let mut requests = Some(requests);
+    Local::with_current(|local| {
+        if local.is_closing() {
+            return None;
+        }
+        let mut state = local.state.borrow_mut();
+        let driver = state.driver.as_mut()?;
+        let slots = requests
+            .take()
+            .expect("taken once")
+            .into_iter()
+            .map(|request| driver.register(request))
+            .collect();
+        Some((slots, local.life()))
+    })
+    .flatten()
+}
+
+/// Registers `request` on the worker running on this thread, or hands it back if there is
+/// none (a foreign thread) or that worker is closing.
+pub(crate) fn register_here(request: Request) -> Result<Arc<Shared>, Request> {
+    let mut request = Some(request);
+    let registered = Local::with_current(|local| {
+        if local.is_closing() {
+            return None;
+        }
+        let mut state = local.state.borrow_mut();
+        let driver = state.driver.as_mut()?;
+        Some(driver.register(request.take().expect("taken once")))
+    })
+    .flatten();
+    registered.ok_or_else(|| request.expect("not registered"))
+}
+
 /// A future that registers `request` on the worker that first polls it and resolves to the
-/// kernel's answer.
+/// kernel's answer. Dropped after its first poll, the operation still runs to its end.
 pub(crate) struct Operation {
     request: Option<Request>,
     shared: Option<Arc<Shared>>,
@@ -154,13 +653,10 @@ impl Operation {
             shared: None,
         }
     }
-}
 
-fn no_worker(request: &Request) -> RequestOutput {
-    let error = io::Error::other("io_uring operations must be polled on a runtime worker");
-    match request {
-        Request::Read { .. } => RequestOutput::Read(Err(error)),
-        Request::Write { .. } => RequestOutput::Write(Err(error)),
+    /// Whether the request reached a ring (its first poll found a worker).
+    pub(crate) fn is_registered(&self) -> bool {
+        self.shared.is_some()
     }
 }
 
@@ -173,26 +669,14 @@ impl Future for Operation {
                 .request
                 .take()
                 .expect("Operation polled after completion");
-            let mut request = Some(request);
-            let registered = Local::with_current(|local| {
-                let mut state = local.state.borrow_mut();
-                if local.is_closing() {
-                    return None;
-                }
-                let driver = state.driver.as_mut()?;
-                Some(driver.register(request.take().expect("taken once")))
-            })
-            .flatten();
-            match registered {
-                Some(shared) => self.shared = Some(shared),
-                None => return Poll::Ready(no_worker(&request.expect("not registered"))),
+            match register_here(request) {
+                Ok(shared) => self.shared = Some(shared),
+                Err(request) => return Poll::Ready(request.refuse()),
             }
         }
-        let shared = self.shared.as_ref().expect("registered above");
-        shared.waker.register(cx.waker());
-        match shared.outcome.lock().result.take() {
-            Some(output) => Poll::Ready(output),
-            None => Poll::Pending,
-        }
+        self.shared
+            .as_ref()
+            .expect("registered above")
+            .poll(cx.waker())
     }
 }

@@ -262,13 +262,12 @@ impl Wake for Counter {
 /// A registration first polled on a dedicated worker lives there. Observed through
 /// `futures::Shared`, a second observer registers while the first poll is still running; when
 /// the worker exits, it closes the registration and wakes that observer, whose next poll sees
-/// the closure: a read reports an error, a sleep panics. If the observer was dropped first,
+/// the closure: an accept reports an error, a sleep panics. If the observer was dropped first,
 /// the exiting worker drops the last clone itself, finishes its cleanup, and wakes nobody.
 #[test]
 fn worker_closure_wakes_shared_observers_before_forwarding() {
     for timer in [false, true] {
         for cancel in [false, true] {
-            let (read, write) = pipe();
             Runner::new(config()).start(|context| async move {
                 let mut future = if timer {
                     let sleep = context.sleep(Duration::from_secs(60));
@@ -278,13 +277,14 @@ fn worker_closure_wakes_shared_observers_before_forwarding() {
                     }
                     .boxed()
                 } else {
-                    let operation = Operation::register(Request::Read { fd: read, len: 4 });
+                    let address = "127.0.0.1:0".parse().unwrap();
+                    let mut listener = context.bind(address).await.unwrap();
                     async move {
-                        match operation.await {
-                            RequestOutput::Read(result) => result.map(drop),
-                            RequestOutput::Write(result) => result.map(drop),
-                        }
-                        .map_err(|error| error.to_string())
+                        listener
+                            .accept()
+                            .await
+                            .map(drop)
+                            .map_err(|error| error.to_string())
                     }
                     .boxed()
                 };
@@ -350,7 +350,6 @@ fn worker_closure_wakes_shared_observers_before_forwarding() {
                     None => assert_eq!(counter.0.load(Ordering::SeqCst), 0),
                 }
             });
-            drop(write);
         }
     }
 }
@@ -391,7 +390,7 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
                         let mut write = Operation::register(Request::Write {
                             fd: file.clone(),
                             offset: offset.into(),
-                            data: vec![b'a' + offset],
+                            bufs: vec![b'a' + offset].into(),
                             sync: true,
                         });
                         // Registered, then dropped unobserved: the worker must finish it.

@@ -1502,7 +1502,7 @@ fn shutdown_drains_queued_writes_on_every_ring() {
                         let mut write = std::pin::pin!(Operation::register(Request::Write {
                             fd: file.clone(),
                             offset,
-                            data: vec![actor + 1],
+                            bufs: vec![actor + 1].into(),
                             sync: false,
                         }));
                         assert!(futures::poll!(&mut write).is_pending());

@@ -146,6 +146,7 @@ fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
         shared.config.ring_config.size,
         state.eventfd().as_raw_fd(),
         shared.metrics.pending_operations.clone(),
+        shared.config.wheel_layout(),
     )?;
     Ok((state, driver))
 }

@@ -68,6 +68,19 @@ pub struct WorkerState {
     pub driver: Option<Driver>,
 }
 
+impl WorkerState {
+    /// The earliest moment the worker must look again on its own: a timer's deadline or an
+    /// I/O operation's timeout.
+    pub(crate) fn next_deadline(&self) -> Option<std::time::Instant> {
+        let timer = self.timers.next_deadline();
+        let io = self.driver.as_ref().and_then(Driver::next_deadline);
+        match (timer, io) {
+            (Some(timer), Some(io)) => Some(timer.min(io)),
+            (timer, io) => timer.or(io),
+        }
+    }
+}
+
 /// Where a pool worker sits in its pool.
 pub(crate) struct Seat {
     pub(crate) pool: Arc<Pool>,
@@ -82,6 +95,8 @@ pub struct Local {
     /// The worker's loop has ended: its run queue is no longer drained, so runnables woken or
     /// spawned on this thread go to the global queue.
     left_pool: Cell<bool>,
+    /// Set when the worker's cleanup has drained its ring (see [`Local::life`]).
+    closed: crate::driver::operation::Life,
     /// The borrowable part.
     pub state: RefCell<WorkerState>,
 }
@@ -94,6 +109,7 @@ impl Local {
             seat,
             closing: Cell::new(false),
             left_pool: Cell::new(false),
+            closed: Default::default(),
             state: RefCell::new(WorkerState {
                 driver: Some(driver),
                 ..WorkerState::default()
@@ -159,6 +175,18 @@ impl Local {
 
     pub(crate) fn set_closing(&self) {
         self.closing.set(true);
+    }
+
+    /// A flag set once this worker's cleanup has drained its ring: results of its
+    /// registrations first observed after that are reported lost.
+    pub(crate) fn life(&self) -> crate::driver::operation::Life {
+        self.closed.clone()
+    }
+
+    /// Marks the worker's ring drained (see [`Local::life`]).
+    pub(crate) fn set_closed(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether this worker's loop has ended (see [`Local::leave_pool`]).

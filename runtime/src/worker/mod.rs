@@ -167,10 +167,13 @@ pub(crate) fn service(local: &Local, timers: bool) {
             .driver
             .as_mut()
             .and_then(|driver| driver.service(&mut state.deferred.wakes).err());
-        if timers && let Some(deadline) = state.timers.next_deadline() {
+        if timers && let Some(deadline) = state.next_deadline() {
             let now = Instant::now();
             if deadline <= now {
                 state.timers.fire_due(now, &mut state.deferred.wakes);
+                if let Some(driver) = state.driver.as_mut() {
+                    driver.expire(now);
+                }
             }
         }
         failure
@@ -185,7 +188,6 @@ pub(crate) fn service(local: &Local, timers: bool) {
 pub(crate) fn wait(local: &Local, waker: &crate::pool::wake::WakeState) {
     let mut state = local.state.borrow_mut();
     let timeout = state
-        .timers
         .next_deadline()
         .map(|deadline| deadline.saturating_duration_since(Instant::now()));
     if timeout == Some(Duration::ZERO) {
@@ -237,6 +239,7 @@ pub(crate) fn close_keeping_ring(
         }
         local.state.borrow_mut().deferred.wakes.extend(wakes);
     }
+    local.set_closed();
     run_deferred(local, &mut panics);
     {
         let mut state = local.state.borrow_mut();

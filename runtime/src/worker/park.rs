@@ -51,7 +51,6 @@ impl Worker {
         self.local
             .state
             .borrow()
-            .timers
             .next_deadline()
             .is_some_and(|deadline| deadline <= Instant::now())
     }
@@ -178,7 +177,7 @@ impl Worker {
         let waker = &self.shared.pool.mailbox(self.index).waker;
         if !self
             .spinner
-            .spin(waker, self.local.state.borrow().timers.next_deadline())
+            .spin(waker, self.local.state.borrow().next_deadline())
         {
             let slept = Instant::now();
             wait(&self.local, waker);

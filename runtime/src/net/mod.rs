@@ -1,0 +1,340 @@
+//! TCP on the rings: [`Listener`], and a connection's halves [`Sink`] and [`Stream`].
+//!
+//! Every accept, connect, send and receive is an operation registered on the ring of the
+//! worker that first polls it. The halves keep the operation they started until it is done,
+//! which gives the guarantees the traits promise:
+//!
+//! - A dropped `accept` or `recv` future loses nothing: its operation stays with the listener
+//!   or stream, and the next call takes its result first (a connection, or bytes kept in the
+//!   stream's buffer for the calls that follow).
+//! - Sends go out in call order: a send whose future was dropped finishes before the next one
+//!   starts, and the driver resubmits short sends, so every byte goes out.
+//! - A stream dropped with a receive in flight shuts its reading side down, and a listener
+//!   dropped with an accept in flight shuts the socket down, so the pending operation ends and
+//!   the socket closes instead of waiting forever for a peer.
+//!
+//! Sockets are created with `SOCK_CLOEXEC` and left blocking (the ring never blocks on them:
+//! it arms a poll and retries). Connections have `TCP_NODELAY` set: messages of an actor
+//! system are small and latency-bound. Connect timeouts and read/write timeouts come from the
+//! runner's `Config` and run on each ring's timeout wheel.
+
+use crate::buffer::{IoBufMut, IoBufs};
+use crate::context::Context;
+use crate::driver::{Operation, Request, RequestOutput};
+use crate::{Error, Network};
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// The smallest buffer a receive asks the kernel to fill: bytes beyond what the call wants are
+/// kept for the next calls, so reading a header and then a body costs one receive.
+const RECEIVE_AHEAD: usize = 4096;
+
+/// The listen backlog: enough for bursts of hundreds of connects.
+const BACKLOG: i32 = 1024;
+
+/// A TCP listener.
+pub struct Listener {
+    fd: Arc<OwnedFd>,
+    /// An accept registered by an earlier call that has not been taken yet.
+    pending: Option<Operation>,
+    timeouts: Timeouts,
+}
+
+/// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
+/// reads end-of-stream) once no send is in flight.
+pub struct Sink {
+    fd: Arc<OwnedFd>,
+    /// A send registered by an earlier call that has not finished yet.
+    pending: Option<Operation>,
+    timeouts: Timeouts,
+}
+
+/// The receiving half of a TCP connection.
+pub struct Stream {
+    fd: Arc<OwnedFd>,
+    /// A receive registered by an earlier call; it holds `buffer` while in flight.
+    pending: Option<Operation>,
+    /// Bytes received and not yet returned.
+    buffer: IoBufMut,
+    timeouts: Timeouts,
+}
+
+#[derive(Clone, Copy)]
+struct Timeouts {
+    connect: Duration,
+    read_write: Duration,
+}
+
+impl Timeouts {
+    fn of(context: &Context) -> Self {
+        let config = &context.runtime().config;
+        Self {
+            connect: config.connect_timeout,
+            read_write: config.read_write_timeout,
+        }
+    }
+}
+
+fn shutdown(fd: &OwnedFd, how: i32) {
+    // SAFETY: `fd` is a live socket we own; shutdown has no memory preconditions. Errors (a
+    // socket never connected) leave nothing to undo.
+    unsafe { libc::shutdown(fd.as_raw_fd(), how) };
+}
+
+/// The halves of a connected socket, with `TCP_NODELAY` set.
+fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
+    let stream = std::net::TcpStream::from(fd);
+    // Best effort: a socket that refuses it still works, only with Nagle's delays.
+    let _ = stream.set_nodelay(true);
+    let fd = Arc::new(OwnedFd::from(stream));
+    (
+        Sink {
+            fd: fd.clone(),
+            pending: None,
+            timeouts,
+        },
+        Stream {
+            fd,
+            pending: None,
+            buffer: IoBufMut::default(),
+            timeouts,
+        },
+    )
+}
+
+fn bind(address: SocketAddr, timeouts: Timeouts) -> io::Result<Listener> {
+    let listener = std::net::TcpListener::bind(address)?;
+    // std listens with a small backlog; a second `listen` only raises it.
+    // SAFETY: a live listening socket; no memory preconditions.
+    if unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Listener {
+        fd: Arc::new(OwnedFd::from(listener)),
+        pending: None,
+        timeouts,
+    })
+}
+
+fn socket_for(address: SocketAddr) -> io::Result<OwnedFd> {
+    let family = match address {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: no memory preconditions; the result is checked.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+async fn dial(address: SocketAddr, timeouts: Timeouts) -> Result<(Sink, Stream), Error> {
+    let fd = Arc::new(socket_for(address).map_err(|error| Error::DialFailed(address, error))?);
+    let connected = Operation::register(Request::Connect {
+        fd: fd.clone(),
+        address,
+        deadline: Some(Instant::now() + timeouts.connect),
+    })
+    .await;
+    match connected {
+        RequestOutput::Connect(Ok(())) => {}
+        RequestOutput::Connect(Err(error)) => return Err(Error::DialFailed(address, error)),
+        other => unreachable!("a connect answered {other:?}"),
+    }
+    let fd = Arc::try_unwrap(fd).expect("the connect is done and holds the socket no more");
+    Ok(connection(fd, timeouts))
+}
+
+impl Network for Context {
+    type Listener = Listener;
+
+    fn bind(&self, address: SocketAddr) -> impl Future<Output = Result<Listener, Error>> + Send {
+        let bound = bind(address, Timeouts::of(self)).map_err(|e| Error::BindFailed(address, e));
+        std::future::ready(bound)
+    }
+
+    fn dial(
+        &self,
+        address: SocketAddr,
+    ) -> impl Future<Output = Result<(Sink, Stream), Error>> + Send {
+        dial(address, Timeouts::of(self))
+    }
+}
+
+impl crate::Listener for Listener {
+    type Sink = Sink;
+    type Stream = Stream;
+
+    fn accept(&mut self) -> impl Future<Output = Result<(SocketAddr, Sink, Stream), Error>> + Send {
+        poll_fn(move |cx| {
+            let fd = &self.fd;
+            let operation = self
+                .pending
+                .get_or_insert_with(|| Operation::register(Request::Accept { fd: fd.clone() }));
+            let output = match Pin::new(operation).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(output) => output,
+            };
+            self.pending = None;
+            Poll::Ready(match output {
+                RequestOutput::Accept(Ok((fd, peer))) => {
+                    let (sink, stream) = connection(fd, self.timeouts);
+                    let peer = match peer {
+                        Some(peer) => Ok(peer),
+                        None => peer_address(&sink.fd),
+                    };
+                    peer.map(|peer| (peer, sink, stream))
+                        .map_err(Error::AcceptFailed)
+                }
+                RequestOutput::Accept(Err(error)) => Err(Error::AcceptFailed(error)),
+                other => unreachable!("an accept answered {other:?}"),
+            })
+        })
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        with_std_listener(&self.fd, |listener| listener.local_addr())
+    }
+}
+
+fn peer_address(fd: &Arc<OwnedFd>) -> io::Result<SocketAddr> {
+    let duplicate = fd.try_clone()?;
+    std::net::TcpStream::from(duplicate).peer_addr()
+}
+
+fn with_std_listener<R>(fd: &OwnedFd, f: impl FnOnce(&std::net::TcpListener) -> R) -> R {
+    // SAFETY: the descriptor stays owned by `fd`: the borrowed listener is never dropped (it is
+    // wrapped in ManuallyDrop) and does not outlive this call.
+    let listener =
+        std::mem::ManuallyDrop::new(unsafe { std::net::TcpListener::from_raw_fd(fd.as_raw_fd()) });
+    f(&listener)
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if self.pending.as_ref().is_some_and(Operation::is_registered) {
+            // Ends the accept in flight (with an error), so the socket closes.
+            shutdown(&self.fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
+impl crate::Sink for Sink {
+    fn send(
+        &mut self,
+        bufs: impl Into<IoBufs> + Send,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let mut bufs = Some(bufs.into()).filter(|bufs| !bufs.is_empty());
+        let mut deadline = None;
+        poll_fn(move |cx| {
+            loop {
+                if let Some(operation) = &mut self.pending {
+                    let output = match Pin::new(operation).poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(output) => output,
+                    };
+                    self.pending = None;
+                    let sent = match output {
+                        RequestOutput::Send(result) => result.map_err(Error::SendFailed),
+                        other => unreachable!("a send answered {other:?}"),
+                    };
+                    // An earlier send's failure is this one's too: the bytes before ours
+                    // did not all go out.
+                    if sent.is_err() || bufs.is_none() {
+                        return Poll::Ready(sent);
+                    }
+                }
+                let Some(next) = bufs.take() else {
+                    return Poll::Ready(Ok(()));
+                };
+                let deadline =
+                    *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
+                self.pending = Some(Operation::register(Request::Send {
+                    fd: self.fd.clone(),
+                    bufs: next,
+                    deadline: Some(deadline),
+                }));
+            }
+        })
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if !self.pending.as_ref().is_some_and(Operation::is_registered) {
+            shutdown(&self.fd, libc::SHUT_WR);
+        }
+    }
+}
+
+impl crate::Stream for Stream {
+    fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+        let mut deadline = None;
+        poll_fn(move |cx| {
+            loop {
+                if let Some(operation) = &mut self.pending {
+                    let output = match Pin::new(operation).poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(output) => output,
+                    };
+                    self.pending = None;
+                    let (buffer, received) = match output {
+                        RequestOutput::Recv(buffer, received) => (buffer, received),
+                        other => unreachable!("a receive answered {other:?}"),
+                    };
+                    self.buffer = buffer;
+                    match received {
+                        Ok(0) if self.buffer.len() < len => {
+                            return Poll::Ready(Err(Error::RecvFailed(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                format!(
+                                    "the peer closed the connection with {} of {len} bytes \
+                                     received",
+                                    self.buffer.len()
+                                ),
+                            ))));
+                        }
+                        Ok(_) => {}
+                        // A timeout of a receive an earlier, dropped call started is not this
+                        // call's, unless this call's own deadline has passed too.
+                        Err(error)
+                            if error.kind() == io::ErrorKind::TimedOut
+                                && deadline.is_some_and(|deadline| Instant::now() < deadline) => {}
+                        Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
+                    }
+                }
+                if self.buffer.len() >= len {
+                    let received = self.buffer.split_to(len);
+                    return Poll::Ready(Ok(received.freeze().into()));
+                }
+                let deadline =
+                    *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
+                let mut buffer = std::mem::take(&mut self.buffer);
+                let missing = len - buffer.len();
+                buffer.reserve(missing.max(RECEIVE_AHEAD));
+                self.pending = Some(Operation::register(Request::Recv {
+                    fd: self.fd.clone(),
+                    buf: buffer,
+                    deadline: Some(deadline),
+                }));
+            }
+        })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.pending.as_ref().is_some_and(Operation::is_registered) {
+            // Ends the receive in flight (it reads end-of-stream), so the socket closes.
+            shutdown(&self.fd, libc::SHUT_RD);
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! Blob storage on the rings: partitions are folders of the runner's storage directory, and a
+//! blob is the file `<partition>/<hex(name)>` in one of them.
+//!
+//! Reads, writes, syncs, resizes and opens are operations on the ring of the worker that
+//! polls them. Guarantees:
+//! - A partition name is `[A-Za-z0-9_-]+`, checked before anything touches the file system,
+//!   so no path ever leaves the storage directory.
+//! - A write is registered at its first poll and then belongs to the ring: dropping its
+//!   future does not stop it, the driver finishes short writes, and a closing worker (or
+//!   shutdown) waits for it. A [`WriteOptions::SYNC`] write is durable (`RWF_DSYNC`) when it
+//!   resolves; [`Blob::sync`](crate::Blob::sync) makes every completed write durable.
+//! - A created blob's directory entry is made durable before `open` returns, so a synced blob
+//!   is found again after a crash.
+//! - `read_at` returns exactly the bytes asked for, or [`Error::BlobTooShort`].
+//! - [`Blob::start_read_many`] issues a batch of reads on this worker and hands back a
+//!   [`ReadMany`] that any thread may await. Its results belong to the issuing worker's life:
+//!   first observed after that worker finished its cleanup (or after the runner shut down),
+//!   it reports [`Error::ReadFailed`]; a pending handle does not keep the worker alive.
+
+use crate::buffer::{IoBufMut, IoBufs, IoBufsMut};
+use crate::context::Context;
+use crate::driver::operation::{Life, Shared, register_batch};
+use crate::driver::{Operation, Request, RequestOutput};
+use crate::{Error, Storage};
+use std::ffi::CString;
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context as TaskContext, Poll};
+
+/// How a read uses the page cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    dont_cache: bool,
+}
+
+impl ReadOptions {
+    /// Read without keeping the pages in the page cache (`RWF_DONTCACHE`, Linux 6.14+; any
+    /// offset and length). Where the file system cannot, the read goes through the cache.
+    pub const DONT_CACHE: Self = Self { dont_cache: true };
+}
+
+/// How a write reaches the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    sync: bool,
+}
+
+impl WriteOptions {
+    /// The write is durable when its future resolves (`RWF_DSYNC`).
+    pub const SYNC: Self = Self { sync: true };
+}
+
+/// Lowercase hex of `bytes`: a blob's file name.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 0xf)] as char);
+    }
+    out
+}
+
+/// The bytes a lowercase hex file name stands for, if it is one.
+fn unhex(name: &str) -> Option<Vec<u8>> {
+    if !name.len().is_multiple_of(2) || name.is_empty() {
+        return None;
+    }
+    let digit = |byte: u8| match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        _ => None,
+    };
+    name.as_bytes()
+        .chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+fn check_partition(partition: &str) -> Result<(), Error> {
+    let valid = !partition.is_empty()
+        && partition
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::PartitionNameInvalid)
+    }
+}
+
+/// An open blob. Clones share the file; it closes when the last clone (and the last
+/// operation using it) is gone.
+#[derive(Clone)]
+pub struct Blob {
+    file: Arc<File>,
+}
+
+struct File {
+    fd: Arc<OwnedFd>,
+    /// `partition/hex(name)`, for errors.
+    label: String,
+}
+
+impl Blob {
+    fn failed(&self, error: io::Error) -> Error {
+        Error::BlobFailed(self.file.label.clone(), error)
+    }
+
+    /// Issues reads of every `(offset, len)` range on the ring of the worker polling the
+    /// returned future, and resolves to a handle for their results, in range order. The
+    /// handle may be awaited anywhere; see the [module](self) for what happens when the
+    /// issuing worker closes first. A range reaching past the blob's end fails the batch with
+    /// [`Error::BlobTooShort`].
+    // The future resolves to a handle that is itself awaited later, maybe on another thread.
+    #[allow(clippy::async_yields_async)]
+    pub fn start_read_many(
+        &self,
+        ranges: &[(u64, usize)],
+        options: ReadOptions,
+    ) -> impl Future<Output = ReadMany> + Send + use<> {
+        let blob = self.clone();
+        let ranges = ranges.to_vec();
+        async move {
+            let requests = ranges
+                .iter()
+                .filter(|(_, len)| *len > 0)
+                .map(|&(offset, len)| Request::ReadAt {
+                    fd: blob.file.fd.clone(),
+                    offset,
+                    buf: IoBufMut::with_capacity(len),
+                    want: len,
+                    dont_cache: options.dont_cache,
+                })
+                .collect();
+            let registered = register_batch(requests);
+            ReadMany {
+                blob,
+                slots: registered.as_ref().map(|(slots, _)| slots.clone()),
+                life: registered.map(|(_, life)| life),
+                results: ranges
+                    .into_iter()
+                    .map(|(offset, len)| Range {
+                        offset,
+                        len,
+                        data: (len == 0).then(IoBufMut::default),
+                    })
+                    .collect(),
+            }
+        }
+    }
+}
+
+struct Range {
+    offset: u64,
+    len: usize,
+    /// The bytes, once taken from the ring's slot (empty ranges start with theirs).
+    data: Option<IoBufMut>,
+}
+
+/// The results of [`Blob::start_read_many`]: a future any thread may await.
+pub struct ReadMany {
+    blob: Blob,
+    /// The reads' slots, one per non-empty range in order; `None` if no worker took them.
+    slots: Option<Vec<Arc<Shared>>>,
+    life: Option<Life>,
+    results: Vec<Range>,
+}
+
+impl Future for ReadMany {
+    type Output = Result<Vec<IoBufsMut>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let (Some(slots), Some(life)) = (&this.slots, &this.life) else {
+            return Poll::Ready(Err(Error::ReadFailed));
+        };
+        if life.load(Ordering::Acquire) {
+            // The issuing worker is gone: what it read went with it.
+            return Poll::Ready(Err(Error::ReadFailed));
+        }
+        let mut slot_index = 0;
+        let mut ready = true;
+        for range in this.results.iter_mut() {
+            if range.len == 0 {
+                continue;
+            }
+            let slot = &slots[slot_index];
+            slot_index += 1;
+            if range.data.is_some() {
+                continue;
+            }
+            match slot.poll(cx.waker()) {
+                Poll::Pending => ready = false,
+                Poll::Ready(RequestOutput::ReadAt(data, Ok(_))) => {
+                    if data.len() < range.len {
+                        return Poll::Ready(Err(Error::BlobTooShort {
+                            blob: this.blob.file.label.clone(),
+                            offset: range.offset,
+                            len: range.len,
+                            end: range.offset + data.len() as u64,
+                        }));
+                    }
+                    range.data = Some(data);
+                }
+                Poll::Ready(RequestOutput::ReadAt(_, Err(error))) => {
+                    if life.load(Ordering::Acquire) {
+                        return Poll::Ready(Err(Error::ReadFailed));
+                    }
+                    return Poll::Ready(Err(this.blob.failed(error)));
+                }
+                Poll::Ready(other) => unreachable!("a read answered {other:?}"),
+            }
+        }
+        if !ready {
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(this
+            .results
+            .iter_mut()
+            .map(|range| IoBufsMut::from(range.data.take().expect("every range is read")))
+            .collect()))
+    }
+}
+
+impl crate::Blob for Blob {
+    fn read_at(
+        &self,
+        offset: u64,
+        len: usize,
+        options: ReadOptions,
+    ) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+        let blob = self.clone();
+        async move {
+            if len == 0 {
+                return Ok(IoBufs::default());
+            }
+            let read = Operation::register(Request::ReadAt {
+                fd: blob.file.fd.clone(),
+                offset,
+                buf: IoBufMut::with_capacity(len),
+                want: len,
+                dont_cache: options.dont_cache,
+            })
+            .await;
+            match read {
+                RequestOutput::ReadAt(data, Ok(_)) if data.len() == len => Ok(data.freeze().into()),
+                RequestOutput::ReadAt(data, Ok(_)) => Err(Error::BlobTooShort {
+                    blob: blob.file.label.clone(),
+                    offset,
+                    len,
+                    end: offset + data.len() as u64,
+                }),
+                RequestOutput::ReadAt(_, Err(error)) => Err(blob.failed(error)),
+                other => unreachable!("a read answered {other:?}"),
+            }
+        }
+    }
+
+    fn write_at(
+        &self,
+        offset: u64,
+        bufs: impl Into<IoBufs> + Send,
+        options: WriteOptions,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let blob = self.clone();
+        let bufs = bufs.into();
+        async move {
+            if bufs.is_empty() {
+                return Ok(());
+            }
+            let written = Operation::register(Request::Write {
+                fd: blob.file.fd.clone(),
+                offset,
+                bufs,
+                sync: options.sync,
+            })
+            .await;
+            match written {
+                RequestOutput::Write(Ok(_)) => Ok(()),
+                RequestOutput::Write(Err(error)) => Err(blob.failed(error)),
+                other => unreachable!("a write answered {other:?}"),
+            }
+        }
+    }
+
+    fn resize(&self, len: u64) -> impl Future<Output = Result<(), Error>> + Send {
+        let blob = self.clone();
+        async move {
+            let request = Request::Truncate {
+                fd: blob.file.fd.clone(),
+                len,
+            };
+            match Operation::register(request).await {
+                RequestOutput::Truncate(result) => result.map_err(|error| blob.failed(error)),
+                other => unreachable!("a truncate answered {other:?}"),
+            }
+        }
+    }
+
+    fn sync(&self) -> impl Future<Output = Result<(), Error>> + Send {
+        let blob = self.clone();
+        async move {
+            let request = Request::Sync {
+                fd: blob.file.fd.clone(),
+            };
+            match Operation::register(request).await {
+                RequestOutput::Sync(result) => result.map_err(|error| blob.failed(error)),
+                other => unreachable!("a sync answered {other:?}"),
+            }
+        }
+    }
+}
+
+fn partition_path(context: &Context, partition: &str) -> Result<PathBuf, Error> {
+    check_partition(partition)?;
+    Ok(context.runtime().config.storage_directory().join(partition))
+}
+
+/// Makes `directory`'s entries durable, through the ring.
+async fn sync_directory(directory: &Path) -> io::Result<()> {
+    let fd = Arc::new(OwnedFd::from(std::fs::File::open(directory)?));
+    match Operation::register(Request::Sync { fd }).await {
+        RequestOutput::Sync(result) => result,
+        other => unreachable!("a sync answered {other:?}"),
+    }
+}
+
+async fn open(context: Context, partition: String, name: Vec<u8>) -> Result<(Blob, u64), Error> {
+    let directory = partition_path(&context, &partition)?;
+    let label = format!("{partition}/{}", hex(&name));
+    let failed = |error: io::Error| Error::BlobFailed(label.clone(), error);
+    if name.is_empty() {
+        return Err(failed(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a blob name must not be empty",
+        )));
+    }
+    let new_partition = !directory.exists();
+    if new_partition {
+        std::fs::create_dir_all(&directory).map_err(failed)?;
+        if let Some(parent) = directory.parent() {
+            sync_directory(parent).await.map_err(failed)?;
+        }
+    }
+    let path = directory.join(hex(&name));
+    let created = new_partition || !path.exists();
+    let path_bytes = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        failed(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the storage directory's path contains a NUL byte",
+        ))
+    })?;
+    let opened = Operation::register(Request::Open {
+        path: path_bytes,
+        flags: libc::O_RDWR | libc::O_CREAT,
+        mode: 0o644,
+    })
+    .await;
+    let fd = match opened {
+        RequestOutput::Open(result) => result.map_err(failed)?,
+        other => unreachable!("an open answered {other:?}"),
+    };
+    if created {
+        sync_directory(&directory).await.map_err(failed)?;
+    }
+    let len = file_len(&fd).map_err(failed)?;
+    Ok((
+        Blob {
+            file: Arc::new(File {
+                fd: Arc::new(fd),
+                label,
+            }),
+        },
+        len,
+    ))
+}
+
+fn file_len(fd: &OwnedFd) -> io::Result<u64> {
+    // SAFETY: `stat` is plain data, filled by `fstat` on a live descriptor.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stat.st_size as u64)
+}
+
+impl Storage for Context {
+    type Blob = Blob;
+
+    fn open(
+        &self,
+        partition: &str,
+        name: &[u8],
+    ) -> impl Future<Output = Result<(Blob, u64), Error>> + Send {
+        open(self.clone(), partition.to_owned(), name.to_vec())
+    }
+
+    fn remove(
+        &self,
+        partition: &str,
+        name: Option<&[u8]>,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let result = partition_path(self, partition).and_then(|directory| match name {
+            Some(name) => {
+                let label = format!("{partition}/{}", hex(name));
+                match std::fs::remove_file(directory.join(hex(name))) {
+                    Ok(()) => Ok(()),
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                        Err(Error::BlobMissing(label))
+                    }
+                    Err(error) => Err(Error::BlobFailed(label, error)),
+                }
+            }
+            None => match std::fs::remove_dir_all(&directory) {
+                Ok(()) => Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                    Err(Error::PartitionMissing(partition.to_owned()))
+                }
+                Err(error) => Err(Error::BlobFailed(partition.to_owned(), error)),
+            },
+        });
+        std::future::ready(result)
+    }
+
+    fn scan(&self, partition: &str) -> impl Future<Output = Result<Vec<Vec<u8>>, Error>> + Send {
+        let result = partition_path(self, partition).and_then(|directory| {
+            let entries = match std::fs::read_dir(&directory) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                    return Err(Error::PartitionMissing(partition.to_owned()));
+                }
+                Err(error) => return Err(Error::BlobFailed(partition.to_owned(), error)),
+            };
+            let mut names = Vec::new();
+            for entry in entries {
+                let entry =
+                    entry.map_err(|error| Error::BlobFailed(partition.to_owned(), error))?;
+                if let Some(name) = entry.file_name().to_str().and_then(unhex) {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            Ok(names)
+        });
+        std::future::ready(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_lowercase_hex_both_ways() {
+        assert_eq!(hex(b"retained"), "72657461696e6564");
+        assert_eq!(hex(&[0, 255, 16]), "00ff10");
+        assert_eq!(unhex("00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(unhex("0"), None);
+        assert_eq!(unhex("zz"), None);
+        assert_eq!(unhex("FF"), None, "only the lowercase form is a blob name");
+    }
+
+    #[test]
+    fn partition_names_allow_only_letters_digits_underscore_and_dash() {
+        for good in ["a", "Z_9-x", "retained"] {
+            assert_eq!(check_partition(good), Ok(()));
+        }
+        for bad in ["", "..", "a/b", "/", "a b", "é", ".hold"] {
+            assert_eq!(
+                check_partition(bad),
+                Err(Error::PartitionNameInvalid),
+                "{bad:?}"
+            );
+        }
+    }
+}
