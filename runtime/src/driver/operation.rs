@@ -13,8 +13,8 @@
 //! - A send or a write is finished by the driver, not by its future: a short transfer is
 //!   resubmitted for the rest, so a dropped future's bytes still all go out, in order.
 //! - When the owner's driver closes, every cancellable registration (receives, accepts,
-//!   connects, reads) is cancelled and completes with an error; writes, syncs and opens run to
-//!   completion. Either way the waker is woken.
+//!   connects, reads) is cancelled and completes with an error; writes, syncs and truncations
+//!   run to completion. Either way the waker is woken.
 
 use super::Driver;
 use super::sockaddr::RawAddress;
@@ -23,7 +23,6 @@ use crate::worker::Local;
 use futures::task::AtomicWaker;
 use io_uring::{opcode, squeue, types};
 use parking_lot::Mutex;
-use std::ffi::CString;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -84,12 +83,6 @@ pub(crate) enum Request {
     Sync { fd: Arc<OwnedFd> },
     /// Sets a file's length.
     Truncate { fd: Arc<OwnedFd>, len: u64 },
-    /// Opens `path` (`openat(AT_FDCWD, path, flags, mode)`).
-    Open {
-        path: CString,
-        flags: i32,
-        mode: u32,
-    },
 }
 
 /// What the kernel answered.
@@ -108,7 +101,6 @@ pub(crate) enum RequestOutput {
     Write(io::Result<usize>),
     Sync(io::Result<()>),
     Truncate(io::Result<()>),
-    Open(io::Result<OwnedFd>),
 }
 
 /// The slot an operation's observer and its owner share.
@@ -185,11 +177,6 @@ enum Kind {
         fd: Arc<OwnedFd>,
         len: u64,
     },
-    Open {
-        path: CString,
-        flags: i32,
-        mode: u32,
-    },
 }
 
 /// The iovec array (and message header) of a vectored send or write, rebuilt from the bytes
@@ -242,8 +229,7 @@ pub(super) enum Step {
 
 impl InFlight {
     /// Whether closing the driver may cancel it: what waits for a peer or reads may; writes,
-    /// syncs, truncations and opens may not (a write must become durable without an observer,
-    /// and an opened descriptor must not leak).
+    /// syncs and truncations may not (a write must become durable without an observer).
     pub(crate) fn is_cancellable(&self) -> bool {
         matches!(
             self.kind,
@@ -344,12 +330,6 @@ impl InFlight {
             Kind::Truncate { fd, len } => {
                 opcode::Ftruncate::new(types::Fd(fd.as_raw_fd()), *len).build()
             }
-            Kind::Open { path, flags, mode } => {
-                opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
-                    .flags(*flags | libc::O_CLOEXEC)
-                    .mode(*mode)
-                    .build()
-            }
         }
     }
 
@@ -447,11 +427,6 @@ impl InFlight {
             Kind::Truncate { .. } => {
                 RequestOutput::Truncate(transferred(result).map(drop).map_err(|_| error(result)))
             }
-            Kind::Open { .. } => RequestOutput::Open(match transferred(result) {
-                // SAFETY: the kernel returned a fresh descriptor that nobody else owns.
-                Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-                Err(_) => Err(error(result)),
-            }),
         };
         Step::Done(output)
     }
@@ -541,7 +516,6 @@ impl Request {
             ),
             Request::Sync { fd } => (Kind::Sync { fd }, None),
             Request::Truncate { fd, len } => (Kind::Truncate { fd, len }, None),
-            Request::Open { path, flags, mode } => (Kind::Open { path, flags, mode }, None),
         }
     }
 
@@ -574,7 +548,6 @@ impl Request {
             Request::Write { .. } => RequestOutput::Write(Err(error())),
             Request::Sync { .. } => RequestOutput::Sync(Err(error())),
             Request::Truncate { .. } => RequestOutput::Truncate(Err(error())),
-            Request::Open { .. } => RequestOutput::Open(Err(error())),
         }
     }
 }

@@ -9,8 +9,9 @@
 //!   future does not stop it, the driver finishes short writes, and a closing worker (or
 //!   shutdown) waits for it. A [`WriteOptions::SYNC`] write is durable (`RWF_DSYNC`) when it
 //!   resolves; [`Blob::sync`](crate::Blob::sync) makes every completed write durable.
-//! - A created blob's directory entry is made durable before `open` returns, so a synced blob
-//!   is found again after a crash.
+//! - `open` resolves in its first poll (no ring round trip), so writes issued right after it
+//!   are registered at once. A created blob's directory entries (and its partition's) become
+//!   durable with its first `sync` or `SYNC` write, so a synced blob is found after a crash.
 //! - `read_at` returns exactly the bytes asked for, or [`Error::BlobTooShort`].
 //! - [`Blob::start_read_many`] issues a batch of reads on this worker and hands back a
 //!   [`ReadMany`] that any thread may await. Its results belong to the issuing worker's life:
@@ -22,12 +23,11 @@ use crate::context::Context;
 use crate::driver::operation::{Life, Shared, register_batch};
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::{Error, Storage};
-use std::ffi::CString;
+use parking_lot::Mutex;
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -106,6 +106,33 @@ struct File {
     fd: Arc<OwnedFd>,
     /// `partition/hex(name)`, for errors.
     label: String,
+    /// Directories whose entries for this blob (or its partition) are not known to be durable
+    /// yet: the first sync or `SYNC` write syncs them too.
+    unsynced_directories: Mutex<Vec<PathBuf>>,
+}
+
+impl File {
+    /// Makes the directory entries leading to this blob durable, once.
+    async fn sync_directories(&self) -> io::Result<()> {
+        let directories = std::mem::take(&mut *self.unsynced_directories.lock());
+        for (done, directory) in directories.iter().enumerate() {
+            let synced = async {
+                let fd = Arc::new(OwnedFd::from(std::fs::File::open(directory)?));
+                match Operation::register(Request::Sync { fd }).await {
+                    RequestOutput::Sync(result) => result,
+                    other => unreachable!("a sync answered {other:?}"),
+                }
+            };
+            if let Err(error) = synced.await {
+                // Not durable yet: the next sync tries again.
+                self.unsynced_directories
+                    .lock()
+                    .extend(directories[done..].iter().cloned());
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Blob {
@@ -283,6 +310,11 @@ impl crate::Blob for Blob {
             })
             .await;
             match written {
+                RequestOutput::Write(Ok(_)) if options.sync => blob
+                    .file
+                    .sync_directories()
+                    .await
+                    .map_err(|error| blob.failed(error)),
                 RequestOutput::Write(Ok(_)) => Ok(()),
                 RequestOutput::Write(Err(error)) => Err(blob.failed(error)),
                 other => unreachable!("a write answered {other:?}"),
@@ -311,9 +343,13 @@ impl crate::Blob for Blob {
                 fd: blob.file.fd.clone(),
             };
             match Operation::register(request).await {
-                RequestOutput::Sync(result) => result.map_err(|error| blob.failed(error)),
+                RequestOutput::Sync(result) => result.map_err(|error| blob.failed(error))?,
                 other => unreachable!("a sync answered {other:?}"),
             }
+            blob.file
+                .sync_directories()
+                .await
+                .map_err(|error| blob.failed(error))
         }
     }
 }
@@ -323,18 +359,12 @@ fn partition_path(context: &Context, partition: &str) -> Result<PathBuf, Error> 
     Ok(context.runtime().config.storage_directory().join(partition))
 }
 
-/// Makes `directory`'s entries durable, through the ring.
-async fn sync_directory(directory: &Path) -> io::Result<()> {
-    let fd = Arc::new(OwnedFd::from(std::fs::File::open(directory)?));
-    match Operation::register(Request::Sync { fd }).await {
-        RequestOutput::Sync(result) => result,
-        other => unreachable!("a sync answered {other:?}"),
-    }
-}
-
-async fn open(context: Context, partition: String, name: Vec<u8>) -> Result<(Blob, u64), Error> {
-    let directory = partition_path(&context, &partition)?;
-    let label = format!("{partition}/{}", hex(&name));
+/// Opens (creating if needed) the blob file, without a ring round trip: `open` resolves in its
+/// first poll, so writes issued right after it are registered in that same poll. Returns the
+/// directories whose entries must become durable with the blob's first sync.
+fn open(context: &Context, partition: &str, name: &[u8]) -> Result<(Blob, u64), Error> {
+    let directory = partition_path(context, partition)?;
+    let label = format!("{partition}/{}", hex(name));
     let failed = |error: io::Error| Error::BlobFailed(label.clone(), error);
     if name.is_empty() {
         return Err(failed(io::Error::new(
@@ -342,54 +372,37 @@ async fn open(context: Context, partition: String, name: Vec<u8>) -> Result<(Blo
             "a blob name must not be empty",
         )));
     }
-    let new_partition = !directory.exists();
-    if new_partition {
+    let mut unsynced = Vec::new();
+    if !directory.exists() {
         std::fs::create_dir_all(&directory).map_err(failed)?;
         if let Some(parent) = directory.parent() {
-            sync_directory(parent).await.map_err(failed)?;
+            unsynced.push(parent.to_path_buf());
         }
     }
-    let path = directory.join(hex(&name));
-    let created = new_partition || !path.exists();
-    let path_bytes = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        failed(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the storage directory's path contains a NUL byte",
-        ))
-    })?;
-    let opened = Operation::register(Request::Open {
-        path: path_bytes,
-        flags: libc::O_RDWR | libc::O_CREAT,
-        mode: 0o644,
-    })
-    .await;
-    let fd = match opened {
-        RequestOutput::Open(result) => result.map_err(failed)?,
-        other => unreachable!("an open answered {other:?}"),
-    };
-    if created {
-        sync_directory(&directory).await.map_err(failed)?;
+    let path = directory.join(hex(name));
+    let existed = path.exists();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path);
+    let file = file.map_err(failed)?;
+    let len = file.metadata().map_err(failed)?.len();
+    // A new name (or a new partition) is durable only once its directory is synced.
+    if !existed || !unsynced.is_empty() {
+        unsynced.push(directory);
     }
-    let len = file_len(&fd).map_err(failed)?;
     Ok((
         Blob {
             file: Arc::new(File {
-                fd: Arc::new(fd),
+                fd: Arc::new(OwnedFd::from(file)),
                 label,
+                unsynced_directories: Mutex::new(unsynced),
             }),
         },
         len,
     ))
-}
-
-fn file_len(fd: &OwnedFd) -> io::Result<u64> {
-    // SAFETY: `stat` is plain data, filled by `fstat` on a live descriptor.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a live descriptor and a valid out-pointer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(stat.st_size as u64)
 }
 
 impl Storage for Context {
@@ -400,7 +413,7 @@ impl Storage for Context {
         partition: &str,
         name: &[u8],
     ) -> impl Future<Output = Result<(Blob, u64), Error>> + Send {
-        open(self.clone(), partition.to_owned(), name.to_vec())
+        std::future::ready(open(self, partition, name))
     }
 
     fn remove(

@@ -1197,6 +1197,7 @@ fn wake_root_message_polls_the_root() {
 
 mod dedicated;
 mod failures;
+mod io;
 mod pool;
 mod shutdown;
 

@@ -65,7 +65,7 @@ async fn every_worker_waits(pool: &Arc<Pool>) {
 /// Spawns `future` from a thread outside the pool, so its runnable goes to the global queue,
 /// and keeps the calling worker busy until another worker has started it. Returns the
 /// handle and the thread that started it.
-fn spawn_elsewhere<T, Fut>(context: &Context, future: Fut) -> (Handle<T>, ThreadId)
+pub(super) fn spawn_elsewhere<T, Fut>(context: &Context, future: Fut) -> (Handle<T>, ThreadId)
 where
     T: Send + 'static,
     Fut: std::future::Future<Output = T> + Send + 'static,

@@ -1,0 +1,271 @@
+//! Network, storage and resolver operations on the rings (SPEC §1 Q, R, S and the storage
+//! parts of F): they work from any worker, registered writes outlive their futures and are
+//! drained at shutdown on every ring, batched reads belong to the life of the worker that
+//! issued them, and resolution needs a live runtime.
+
+use super::pool::spawn_elsewhere;
+use super::*;
+use crate::RingConfig;
+use crate::hooks::AFTER_RELEASE;
+use crate::storage::{ReadOptions, WriteOptions, hex};
+use crate::{IoBufs, IoBufsMut, reschedule};
+use futures::executor::block_on;
+use futures::future::pending;
+use std::fs::File;
+use std::net::IpAddr;
+use std::pin::pin;
+
+/// How long a test waits for progress that must come.
+const PROGRESS: Duration = Duration::from_secs(10);
+
+/// A client on worker one pings a server task over TCP, stores the echo in a blob, syncs it
+/// and reads it back: network and storage work on a worker other than worker zero.
+#[test]
+fn network_and_storage_on_multiple_workers() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = context.child("server").spawn(move |_| async move {
+            let (_, mut sink, mut stream) = listener.accept().await.unwrap();
+            let received = stream.recv(4).await.unwrap();
+            assert_eq!(received.clone().coalesce().as_ref(), b"ping");
+            sink.send(received).await.unwrap();
+        });
+        let client = context.child("client");
+        let (client, ran_on) = spawn_elsewhere(&context, async move {
+            let (mut sink, mut stream) = client.dial(address).await.unwrap();
+            sink.send(b"ping".to_vec()).await.unwrap();
+            let received = stream.recv(4).await.unwrap();
+            let (blob, _) = client.open("multi", b"blob").await.unwrap();
+            blob.write_at(0, received, WriteOptions::default())
+                .await
+                .unwrap();
+            blob.sync().await.unwrap();
+            let data = blob.read_at(0, 4, ReadOptions::default()).await.unwrap();
+            assert_eq!(data.coalesce().as_ref(), b"ping");
+            thread::current().id()
+        });
+        assert_eq!(
+            client.await.unwrap(),
+            ran_on,
+            "the client ran on worker one"
+        );
+        server.await.unwrap();
+    });
+}
+
+/// Writers on worker zero and worker one register eight one-byte writes each behind one-slot
+/// rings and drop them after a single poll. Shutdown completes all of them on every ring, so
+/// a second runner on the same directory reads every byte back.
+#[test]
+fn shutdown_drains_queued_blob_writes_on_every_ring() {
+    let directory = Config::new().storage_directory().clone();
+    let config = config()
+        .with_worker_threads(2)
+        .with_storage_directory(&directory)
+        .with_ring_config(RingConfig {
+            size: 1,
+            ..RingConfig::default()
+        });
+    Runner::new(config.clone()).start(|context| async move {
+        for actor in 0_u8..4 {
+            let writer = context.child("writer");
+            let write = async move {
+                let (blob, _) = writer.open("retained", &[actor]).await.unwrap();
+                for offset in 0..8 {
+                    let write = blob.write_at(offset, vec![actor + 1], WriteOptions::default());
+                    let mut write = pin!(write);
+                    // Registered, then dropped: the ring keeps the kernel work.
+                    assert!(futures::poll!(&mut write).is_pending());
+                }
+                pending::<()>().await;
+            };
+            if actor == 0 {
+                context.child("writer").spawn(move |_| write);
+            } else {
+                let _ = spawn_elsewhere(&context, write);
+            }
+        }
+        // The first writer runs once the root yields.
+        reschedule().await;
+    });
+    Runner::new(config).start(|context| async move {
+        for actor in 0_u8..4 {
+            let (blob, size) = context.open("retained", &[actor]).await.unwrap();
+            assert_eq!(size, 8);
+            let data = blob.read_at(0, 8, ReadOptions::default()).await.unwrap();
+            assert_eq!(data.coalesce().as_ref(), &[actor + 1; 8]);
+        }
+    });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// Reads started on a dedicated worker complete when a plain thread observes them while the
+/// worker lives. A pending batch does not keep its worker alive: first observed after that
+/// worker finished its cleanup, or after the runner shut down, it reports `ReadFailed`.
+#[test]
+#[allow(clippy::async_yields_async)]
+fn direct_reads_outlive_their_origin_worker() {
+    static RANGES: [(u64, usize); 4] = [(0, 4096), (100, 5000), (4096, 0), (8000, 4288)];
+    let data: Vec<u8> = (0..3 * 4096).map(|i| (i % 251) as u8).collect();
+    let check = |bufs: Vec<IoBufsMut>| {
+        assert_eq!(bufs.len(), RANGES.len());
+        for (bufs, &(offset, len)) in bufs.into_iter().zip(&RANGES) {
+            let offset = offset as usize;
+            assert_eq!(bufs.coalesce().as_ref(), &data[offset..offset + len]);
+        }
+    };
+    let written = data.clone();
+    let unobserved = Runner::new(config()).start(|context| async move {
+        let (blob, _) = context.open("partition", b"direct").await.unwrap();
+        blob.write_at(0, written, WriteOptions::default())
+            .await
+            .unwrap();
+
+        // Observed from a plain thread while the origin worker services the reads.
+        let origin = blob.clone();
+        let bufs = context
+            .clone()
+            .dedicated()
+            .spawn(move |context| async move {
+                let handle = origin
+                    .start_read_many(&RANGES, ReadOptions::DONT_CACHE)
+                    .await;
+                let observer = thread::spawn(move || block_on(handle));
+                while !observer.is_finished() {
+                    context.sleep(Duration::from_millis(1)).await;
+                }
+                observer.join().unwrap()
+            })
+            .await
+            .unwrap();
+        check(bufs.unwrap());
+
+        // First observed after the origin worker finished its cleanup.
+        let origin = blob.clone();
+        let handle = context
+            .clone()
+            .dedicated()
+            .spawn(move |_| async move {
+                origin
+                    .start_read_many(&RANGES, ReadOptions::DONT_CACHE)
+                    .await
+            })
+            .await
+            .unwrap();
+        yield_until(|| context.runtime().workers.state.lock().active == 0).await;
+        let result = thread::spawn(move || block_on(handle)).join().unwrap();
+        assert_eq!(result, Err(Error::ReadFailed));
+
+        // First observed after the runner shut down.
+        blob.start_read_many(&RANGES, ReadOptions::DONT_CACHE).await
+    });
+    assert_eq!(block_on(unobserved), Err(Error::ReadFailed));
+}
+
+/// Numeric hosts resolve without a lookup, a NUL byte is refused, and a context that escaped
+/// its finished runner resolves nothing.
+#[test]
+fn resolver_handles_numeric_hosts_and_invalid_input() {
+    let escaped = Runner::new(config()).start(|context| async move {
+        for host in ["127.0.0.1", "::1"] {
+            assert_eq!(
+                context.resolve(host).await.unwrap(),
+                vec![host.parse::<IpAddr>().unwrap()]
+            );
+        }
+        assert!(matches!(
+            context.resolve("\0").await,
+            Err(Error::ResolveFailed(_))
+        ));
+        context
+    });
+    assert!(matches!(
+        block_on(escaped.resolve("127.0.0.1")),
+        Err(Error::ResolveFailed(_))
+    ));
+}
+
+/// A name goes to the system resolver on a blocking thread, never on the pool worker that
+/// asked: the worker keeps running other tasks meanwhile.
+#[test]
+fn names_resolve_off_the_pool() {
+    Runner::new(config()).start(|context| async move {
+        let addresses = context.resolve("localhost").await.unwrap();
+        assert!(
+            addresses.iter().all(IpAddr::is_loopback) && !addresses.is_empty(),
+            "{addresses:?}"
+        );
+        let spawned = context.runtime().metrics.encode();
+        assert!(
+            spawned.contains("placement=\"blocking\""),
+            "the lookup ran as a blocking task: {spawned}"
+        );
+    });
+}
+
+/// A dedicated worker finishes a durable blob write it dropped unobserved, and releases the
+/// runner and the storage lock, before its lease is released: inside `after_release`, with the
+/// thread's own locals still alive, the bytes are in the blob's file (named by the hex of its
+/// name) and the lock is free.
+#[test]
+fn worker_releases_storage_and_durable_io_before_tracking_ends() {
+    let directory = Config::new().storage_directory().clone();
+    let (released, after_release) = mpsc::channel();
+    let (finish, finished) = mpsc::channel::<()>();
+    let (shared, registry) =
+        Runner::new(config().with_storage_directory(&directory)).start(|context| async move {
+            let shared = Arc::downgrade(context.runtime());
+            let registry = context.runtime().workers.clone();
+            context
+                .child("durable_worker")
+                .dedicated()
+                .spawn(move |context| async move {
+                    AFTER_RELEASE.with(|hook| {
+                        *hook.borrow_mut() = Some(Box::new(move || {
+                            released.send(()).unwrap();
+                            let _ = finished.recv_timeout(PROGRESS);
+                        }))
+                    });
+                    let (blob, _) = context.open("partition", b"retained").await.unwrap();
+                    let write = blob.write_at(0, b"durable", WriteOptions::SYNC);
+                    assert!(write.now_or_never().is_none(), "registered, then dropped");
+                    drop(blob);
+                })
+                .await
+                .unwrap();
+            (shared, registry)
+        });
+    after_release.recv_timeout(PROGRESS).unwrap();
+    assert_eq!(registry.state.lock().active, 0);
+    assert!(shared.upgrade().is_none(), "the worker released the runner");
+    let contender = File::options()
+        .write(true)
+        .open(directory.join(".hold"))
+        .unwrap();
+    contender.try_lock().expect("the storage lock is free");
+    let bytes = std::fs::read(directory.join("partition").join(hex(b"retained"))).unwrap();
+    assert!(bytes.ends_with(b"durable"), "{bytes:?}");
+    finish.send(()).unwrap();
+    drop(contender);
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A receive polled on one worker and then observed elsewhere completes there: the owner
+/// wakes the latest waker with the bytes.
+#[test]
+fn a_receive_observed_on_another_worker_gets_its_bytes() {
+    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(address).unwrap();
+        let (_, _sink, mut stream) = listener.accept().await.unwrap();
+        // Registered here, on worker zero, and then moved to worker one.
+        let mut receive = Box::pin(async move { stream.recv(4).await.map(IoBufs::coalesce) });
+        let noop = &mut TaskContext::from_waker(Waker::noop());
+        assert!(receive.as_mut().poll(noop).is_pending());
+        let (observer, _) = spawn_elsewhere(&context, receive);
+        std::io::Write::write_all(&mut peer, b"ping").unwrap();
+        assert_eq!(observer.await.unwrap().unwrap().as_ref(), b"ping");
+    });
+}

@@ -1,0 +1,258 @@
+//! Blob storage through the public API: the on-disk layout, exact reads, resizes, scans and
+//! removals, bad partition names refused before anything is created, and acknowledged writes
+//! that survive the process being killed.
+
+use runtime::prelude::*;
+use runtime::{Config, Context, Error, ReadOptions, Runner, WriteOptions};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Every entry under `directory`, recursively, relative to it.
+fn tree(directory: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![directory.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            found.push(path.strip_prefix(directory).unwrap().display().to_string());
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn blobs_live_at_partition_slash_hex_name_and_round_trip() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(|context| async move {
+        let directory = inside;
+        let (blob, len) = context.open("my-part_1", b"\x00key").await.unwrap();
+        assert_eq!(len, 0, "a new blob is empty");
+        blob.write_at(0, b"hello world", WriteOptions::default())
+            .await
+            .unwrap();
+        blob.write_at(6, b"there", WriteOptions::SYNC)
+            .await
+            .unwrap();
+        blob.sync().await.unwrap();
+        let path = directory.join("my-part_1").join(hex(b"\x00key"));
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello there");
+        let read = blob.read_at(6, 5, ReadOptions::default()).await.unwrap();
+        assert_eq!(read.coalesce().as_ref(), b"there");
+        let uncached = blob.read_at(0, 5, ReadOptions::DONT_CACHE).await.unwrap();
+        assert_eq!(uncached.coalesce().as_ref(), b"hello");
+        let (again, len) = context.open("my-part_1", b"\x00key").await.unwrap();
+        assert_eq!(len, 11, "open returns the length");
+        drop(again);
+        assert_eq!(
+            tree(&directory),
+            vec![
+                ".hold".to_string(),
+                "my-part_1".to_string(),
+                format!("my-part_1/{}", hex(b"\x00key"))
+            ]
+        );
+    });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[runtime::test(timeout = "20s")]
+async fn reading_past_the_end_is_an_error_not_a_short_read(context: Context) {
+    let (blob, _) = context.open("partition", b"short").await.unwrap();
+    blob.write_at(0, vec![7; 100], WriteOptions::default())
+        .await
+        .unwrap();
+    match blob.read_at(90, 20, ReadOptions::default()).await {
+        Err(Error::BlobTooShort {
+            offset, len, end, ..
+        }) => {
+            assert_eq!((offset, len, end), (90, 20, 100));
+        }
+        other => panic!("expected BlobTooShort, got {other:?}"),
+    }
+    let whole = blob.read_at(0, 100, ReadOptions::default()).await.unwrap();
+    assert_eq!(whole.len(), 100);
+}
+
+#[runtime::test(timeout = "20s")]
+async fn resize_cuts_and_zero_extends(context: Context) {
+    let (blob, _) = context.open("partition", b"resized").await.unwrap();
+    blob.write_at(0, b"abcdef", WriteOptions::default())
+        .await
+        .unwrap();
+    blob.resize(3).await.unwrap();
+    assert!(matches!(
+        blob.read_at(0, 4, ReadOptions::default()).await,
+        Err(Error::BlobTooShort { end: 3, .. })
+    ));
+    blob.resize(5).await.unwrap();
+    let read = blob.read_at(0, 5, ReadOptions::default()).await.unwrap();
+    assert_eq!(read.coalesce().as_ref(), b"abc\0\0");
+    let (_, len) = context.open("partition", b"resized").await.unwrap();
+    assert_eq!(len, 5);
+}
+
+#[runtime::test(timeout = "20s")]
+async fn scan_lists_sorted_names_and_remove_deletes_blobs_and_partitions(context: Context) {
+    for name in [&b"b"[..], b"a", b"\xff\x00"] {
+        context.open("listed", name).await.unwrap();
+    }
+    assert_eq!(
+        context.scan("listed").await.unwrap(),
+        vec![b"a".to_vec(), b"b".to_vec(), b"\xff\x00".to_vec()]
+    );
+    context.remove("listed", Some(b"b")).await.unwrap();
+    assert_eq!(
+        context.scan("listed").await.unwrap(),
+        vec![b"a".to_vec(), b"\xff\x00".to_vec()]
+    );
+    assert!(matches!(
+        context.remove("listed", Some(b"b")).await,
+        Err(Error::BlobMissing(_))
+    ));
+    context.remove("listed", None).await.unwrap();
+    assert!(matches!(
+        context.scan("listed").await,
+        Err(Error::PartitionMissing(_))
+    ));
+    assert!(matches!(
+        context.remove("listed", None).await,
+        Err(Error::PartitionMissing(_))
+    ));
+}
+
+#[test]
+fn invalid_partition_names_are_refused_and_create_nothing() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let outside = directory.parent().unwrap().to_path_buf();
+    let before = std::fs::read_dir(&outside).unwrap().count();
+    Runner::new(config).start(|context| async move {
+        for bad in ["", "..", "../escape", "a/b", "/", ".", "with space", "ünï"] {
+            let opened = context.open(bad, b"blob").await;
+            assert!(
+                matches!(opened, Err(Error::PartitionNameInvalid)),
+                "{bad:?} must be refused"
+            );
+            let message = Error::PartitionNameInvalid.to_string();
+            assert!(message.contains("letters, digits"), "{message}");
+            assert_eq!(
+                context.remove(bad, None).await,
+                Err(Error::PartitionNameInvalid)
+            );
+            assert!(matches!(
+                context.scan(bad).await,
+                Err(Error::PartitionNameInvalid)
+            ));
+        }
+        let empty_name = context.open("partition", b"").await;
+        assert!(matches!(empty_name, Err(Error::BlobFailed(..))));
+        assert_eq!(tree(&directory), vec![".hold".to_string()]);
+    });
+    // Nothing appeared next to the storage directory either (the runner removed its own
+    // directory, which held nothing but its lock).
+    assert!(std::fs::read_dir(&outside).unwrap().count() <= before + 1);
+}
+
+/// Which records the child writes, and how it makes each durable.
+const RECORDS: u64 = 64;
+const RECORD: usize = 512;
+const CHILD: &str = "RUNTIME_STORAGE_KILL_CHILD";
+
+fn record(index: u64) -> Vec<u8> {
+    (0..RECORD)
+        .map(|i| (index as usize * 31 + i) as u8)
+        .collect()
+}
+
+/// The child: writes records, half with `WriteOptions::SYNC` and half followed by `sync()`,
+/// printing each index once it is acknowledged, and then waits to be killed.
+fn child(directory: &str) {
+    Runner::new(Config::new().with_storage_directory(directory)).start(|context| async move {
+        let (synced, _) = context.open("durable", b"sync-writes").await.unwrap();
+        let (flushed, _) = context.open("durable", b"then-sync").await.unwrap();
+        for index in 0..RECORDS {
+            let offset = index * RECORD as u64;
+            if index % 2 == 0 {
+                synced
+                    .write_at(offset, record(index), WriteOptions::SYNC)
+                    .await
+                    .unwrap();
+            } else {
+                flushed
+                    .write_at(offset, record(index), WriteOptions::default())
+                    .await
+                    .unwrap();
+                flushed.sync().await.unwrap();
+            }
+            println!("acked {index}");
+        }
+        println!("done");
+        futures::future::pending::<()>().await;
+    });
+}
+
+/// A child process acknowledges durable writes and is killed with SIGKILL while it still runs;
+/// a new runner on its directory reads back every acknowledged record.
+#[test]
+fn acknowledged_durable_writes_survive_sigkill() {
+    if let Ok(directory) = std::env::var(CHILD) {
+        child(&directory);
+        return;
+    }
+    let directory = Config::new().storage_directory().clone();
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "acknowledged_durable_writes_survive_sigkill",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &directory)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut acked = Vec::new();
+    let lines = BufReader::new(process.stdout.take().unwrap()).lines();
+    for line in lines {
+        let line = line.unwrap();
+        if let Some(index) = line.strip_prefix("acked ") {
+            acked.push(index.parse::<u64>().unwrap());
+            // Killed mid-stream, while later writes are still being issued.
+            if acked.len() == (RECORDS / 2) as usize {
+                break;
+            }
+        }
+    }
+    process.kill().unwrap();
+    process.wait().unwrap();
+    assert_eq!(acked.len(), (RECORDS / 2) as usize);
+
+    Runner::new(Config::new().with_storage_directory(&directory)).start(|context| async move {
+        let (synced, _) = context.open("durable", b"sync-writes").await.unwrap();
+        let (flushed, _) = context.open("durable", b"then-sync").await.unwrap();
+        for index in acked {
+            let blob = if index % 2 == 0 { &synced } else { &flushed };
+            let read = blob
+                .read_at(index * RECORD as u64, RECORD, ReadOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(
+                read.coalesce().as_ref(),
+                &record(index)[..],
+                "record {index}"
+            );
+        }
+    });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
