@@ -1,8 +1,11 @@
 //! A native io_uring, work-stealing async runtime with supervised task trees.
 //!
 //! Start a runtime with [`Runner::start`]; the root future runs on the calling thread (worker
-//! zero) and receives a [`Context`], whose capability traits ([`Spawner`], [`Clock`],
-//! [`Metrics`]) spawn supervised tasks, tell time and export Prometheus metrics:
+//! zero) and receives a [`Context`], whose capability traits spawn supervised tasks
+//! ([`Spawner`]), tell time ([`Clock`]), speak TCP ([`Network`], [`Listener`], [`Sink`],
+//! [`Stream`]), resolve host names ([`Resolver`]), store durable blobs ([`Storage`], [`Blob`])
+//! and export Prometheus metrics ([`Metrics`]). `use runtime::prelude::*` brings them all into
+//! scope:
 //!
 //! ```
 //! use runtime::prelude::*;

@@ -244,6 +244,37 @@ async fn a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context: Contex
 }
 
 #[runtime::test(config = short_timeouts, timeout = "20s")]
+async fn a_listener_that_never_answers_times_the_dial_out(context: Context) {
+    use std::os::fd::AsRawFd;
+    let full = std::net::TcpListener::bind(loopback()).unwrap();
+    // A backlog of 0 holds one connection; once it is taken, the kernel drops further SYNs,
+    // so a dial waits for an answer that never comes.
+    // SAFETY: a live listening socket; no memory preconditions.
+    assert_eq!(unsafe { libc::listen(full.as_raw_fd(), 0) }, 0);
+    let address = full.local_addr().unwrap();
+    let mut held = Vec::new();
+    let mut timed_out = None;
+    for _ in 0..8 {
+        let started = Instant::now();
+        match context.dial(address).await {
+            Ok(connection) => held.push(connection),
+            Err(Error::DialFailed(at, error)) => {
+                assert_eq!(at, address);
+                timed_out = Some((error, started.elapsed()));
+                break;
+            }
+            Err(other) => panic!("expected DialFailed, got {other:?}"),
+        }
+    }
+    let (error, waited) = timed_out.expect("a dial to a full listener times out");
+    assert_eq!(error.kind(), ErrorKind::TimedOut, "{error}");
+    assert!(
+        waited >= Duration::from_millis(200),
+        "not before the timeout"
+    );
+}
+
+#[runtime::test(config = short_timeouts, timeout = "20s")]
 async fn a_peer_that_never_reads_times_the_send_out(context: Context) {
     let (mut listener, client) = listener_and_client(&context).await;
     let (_, mut sink, _stream) = listener.accept().await.unwrap();

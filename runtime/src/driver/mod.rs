@@ -12,6 +12,12 @@
 //!   ring is dropped with nothing in flight.
 //! - Wakers are never called with the worker's state borrowed: completions push them to the
 //!   caller's list, which the worker runs as deferred callbacks.
+//! - An operation with a deadline has exactly one entry in the timeout wheel while it is in
+//!   flight: the entry goes when the operation is done, and an entry that expires first sends
+//!   a cancellation, which the operation reports as `TimedOut`. The worker's waits end by the
+//!   wheel's next deadline.
+//! - Sends and writes are finished here, not by their futures: a short transfer is
+//!   resubmitted for the rest under the same slot, so an observer-less write still completes.
 
 mod deadlines;
 pub(crate) mod operation;

@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Poll, ready};
 use std::time::{Duration, Instant};
 
 /// The smallest buffer a receive asks the kernel to fill: bytes beyond what the call wants are
@@ -79,6 +79,20 @@ impl Timeouts {
             read_write: config.read_write_timeout,
         }
     }
+}
+
+/// Polls the operation an earlier call left in `pending`: once it is done, clears the slot
+/// and returns its output; `None` at once if nothing is pending.
+fn finish_pending(
+    pending: &mut Option<Operation>,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<Option<RequestOutput>> {
+    let Some(operation) = pending else {
+        return Poll::Ready(None);
+    };
+    let output = ready!(Pin::new(operation).poll(cx));
+    *pending = None;
+    Poll::Ready(Some(output))
 }
 
 fn shutdown(fd: &OwnedFd, how: i32) {
@@ -175,15 +189,11 @@ impl crate::Listener for Listener {
 
     fn accept(&mut self) -> impl Future<Output = Result<(SocketAddr, Sink, Stream), Error>> + Send {
         poll_fn(move |cx| {
-            let fd = &self.fd;
-            let operation = self
-                .pending
-                .get_or_insert_with(|| Operation::register(Request::Accept { fd: fd.clone() }));
-            let output = match Pin::new(operation).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(output) => output,
-            };
-            self.pending = None;
+            if self.pending.is_none() {
+                let fd = self.fd.clone();
+                self.pending = Some(Operation::register(Request::Accept { fd }));
+            }
+            let output = ready!(finish_pending(&mut self.pending, cx)).expect("registered above");
             Poll::Ready(match output {
                 RequestOutput::Accept(Ok((fd, peer))) => {
                     let (sink, stream) = connection(fd, self.timeouts);
@@ -236,12 +246,7 @@ impl crate::Sink for Sink {
         let mut deadline = None;
         poll_fn(move |cx| {
             loop {
-                if let Some(operation) = &mut self.pending {
-                    let output = match Pin::new(operation).poll(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(output) => output,
-                    };
-                    self.pending = None;
+                if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
                     let sent = match output {
                         RequestOutput::Send(result) => result.map_err(Error::SendFailed),
                         other => unreachable!("a send answered {other:?}"),
@@ -320,12 +325,7 @@ impl crate::Stream for Stream {
         let mut deadline = None;
         poll_fn(move |cx| {
             loop {
-                if let Some(operation) = &mut self.pending {
-                    let output = match Pin::new(operation).poll(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(output) => output,
-                    };
-                    self.pending = None;
+                if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
                     let (buffer, received) = match output {
                         RequestOutput::Recv(buffer, received) => (buffer, received),
                         other => unreachable!("a receive answered {other:?}"),

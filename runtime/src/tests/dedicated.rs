@@ -410,11 +410,7 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
     after_release.recv_timeout(PROGRESS).unwrap();
     assert_eq!(registry.state.lock().active, 0);
     assert!(shared.upgrade().is_none(), "the worker released the runner");
-    let contender = File::options()
-        .write(true)
-        .open(directory.join(".hold"))
-        .unwrap();
-    contender.try_lock().expect("the storage lock is free");
+    let contender = assert_storage_lock_free(&directory);
     assert_eq!(std::fs::read(&path).unwrap(), b"abcdefgh");
     finish.send(()).unwrap();
     drop(contender);

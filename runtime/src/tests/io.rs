@@ -11,7 +11,6 @@ use crate::storage::{ReadOptions, WriteOptions, hex};
 use crate::{IoBufs, IoBufsMut, reschedule};
 use futures::executor::block_on;
 use futures::future::pending;
-use std::fs::File;
 use std::net::IpAddr;
 use std::pin::pin;
 
@@ -239,11 +238,7 @@ fn worker_releases_storage_and_durable_io_before_tracking_ends() {
     after_release.recv_timeout(PROGRESS).unwrap();
     assert_eq!(registry.state.lock().active, 0);
     assert!(shared.upgrade().is_none(), "the worker released the runner");
-    let contender = File::options()
-        .write(true)
-        .open(directory.join(".hold"))
-        .unwrap();
-    contender.try_lock().expect("the storage lock is free");
+    let contender = assert_storage_lock_free(&directory);
     let bytes = std::fs::read(directory.join("partition").join(hex(b"retained"))).unwrap();
     assert!(bytes.ends_with(b"durable"), "{bytes:?}");
     finish.send(()).unwrap();

@@ -48,6 +48,17 @@ fn pipe() -> (Arc<OwnedFd>, OwnedFd) {
     (Arc::new(read), write)
 }
 
+/// Takes the storage directory's `.hold` lock, which must be free, and returns the file that
+/// holds it.
+fn assert_storage_lock_free(directory: &std::path::Path) -> std::fs::File {
+    let contender = std::fs::File::options()
+        .write(true)
+        .open(directory.join(".hold"))
+        .unwrap();
+    contender.try_lock().expect("the storage lock is free");
+    contender
+}
+
 /// Writes `b"ping"` into a pipe's write end.
 fn write_ping(write: &OwnedFd) {
     // SAFETY: writing 4 bytes from a live buffer to a descriptor we own.
