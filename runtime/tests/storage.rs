@@ -2,6 +2,7 @@
 //! removals, bad partition names refused before anything is created, and acknowledged writes
 //! that survive the process being killed.
 
+use futures::FutureExt;
 use runtime::prelude::*;
 use runtime::{Config, Context, Error, ReadOptions, Runner, WriteOptions};
 use std::io::{BufRead, BufReader};
@@ -64,6 +65,35 @@ fn blobs_live_at_partition_slash_hex_name_and_round_trip() {
         );
     });
     std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// On a dedicated task a plain write and a sync are made by the task's own thread: both are
+/// done in their first poll, with the bytes in the file. On the pool a write is a ring
+/// registration, pending after its first poll.
+#[runtime::test(timeout = "20s")]
+async fn dedicated_tasks_write_and_sync_from_their_own_thread(context: Context) {
+    let (blob, _) = context.open("partition", b"direct").await.unwrap();
+    let pooled = blob.clone();
+    let mut on_pool = Box::pin(pooled.write_at(0, b"ring", WriteOptions::default()));
+    let noop = &mut std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        on_pool.as_mut().poll(noop).is_pending(),
+        "a ring registration"
+    );
+    on_pool.await.unwrap();
+    let done = context
+        .dedicated()
+        .spawn(move |_| async move {
+            let write = blob.write_at(4, b"-direct", WriteOptions::default());
+            let written = write.now_or_never().expect("done in its first poll");
+            let synced = blob.sync().now_or_never().expect("done in its first poll");
+            written.and(synced).map(|()| blob)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let read = done.read_at(0, 11, ReadOptions::default()).await.unwrap();
+    assert_eq!(read.coalesce().as_ref(), b"ring-direct");
 }
 
 #[runtime::test(timeout = "20s")]
@@ -175,28 +205,41 @@ fn record(index: u64) -> Vec<u8> {
         .collect()
 }
 
-/// The child: writes records, half with `WriteOptions::SYNC` and half followed by `sync()`,
-/// printing each index once it is acknowledged, and then waits to be killed.
+/// Writes records `indices`, even ones with `WriteOptions::SYNC` and odd ones followed by
+/// `sync()`, printing each index once it is acknowledged.
+async fn write_records(context: &Context, indices: std::ops::Range<u64>) {
+    let (synced, _) = context.open("durable", b"sync-writes").await.unwrap();
+    let (flushed, _) = context.open("durable", b"then-sync").await.unwrap();
+    for index in indices {
+        let offset = index * RECORD as u64;
+        if index % 2 == 0 {
+            synced
+                .write_at(offset, record(index), WriteOptions::SYNC)
+                .await
+                .unwrap();
+        } else {
+            flushed
+                .write_at(offset, record(index), WriteOptions::default())
+                .await
+                .unwrap();
+            flushed.sync().await.unwrap();
+        }
+        println!("acked {index}");
+    }
+}
+
+/// The child: the first half of the records from the root (on the pool, through the ring),
+/// the second half from a dedicated task (whose plain writes and syncs its own thread makes),
+/// and then it waits to be killed.
 fn child(directory: &str) {
     Runner::new(Config::new().with_storage_directory(directory)).start(|context| async move {
-        let (synced, _) = context.open("durable", b"sync-writes").await.unwrap();
-        let (flushed, _) = context.open("durable", b"then-sync").await.unwrap();
-        for index in 0..RECORDS {
-            let offset = index * RECORD as u64;
-            if index % 2 == 0 {
-                synced
-                    .write_at(offset, record(index), WriteOptions::SYNC)
-                    .await
-                    .unwrap();
-            } else {
-                flushed
-                    .write_at(offset, record(index), WriteOptions::default())
-                    .await
-                    .unwrap();
-                flushed.sync().await.unwrap();
-            }
-            println!("acked {index}");
-        }
+        write_records(&context, 0..RECORDS / 2).await;
+        context
+            .clone()
+            .dedicated()
+            .spawn(|context| async move { write_records(&context, RECORDS / 2..RECORDS).await })
+            .await
+            .unwrap();
         println!("done");
         futures::future::pending::<()>().await;
     });
@@ -228,15 +271,15 @@ fn acknowledged_durable_writes_survive_sigkill() {
         let line = line.unwrap();
         if let Some(index) = line.strip_prefix("acked ") {
             acked.push(index.parse::<u64>().unwrap());
-            // Killed mid-stream, while later writes are still being issued.
-            if acked.len() == (RECORDS / 2) as usize {
+            // Killed mid-stream, in the dedicated half, while later writes are issued.
+            if acked.len() == (RECORDS * 3 / 4) as usize {
                 break;
             }
         }
     }
     process.kill().unwrap();
     process.wait().unwrap();
-    assert_eq!(acked.len(), (RECORDS / 2) as usize);
+    assert_eq!(acked.len(), (RECORDS * 3 / 4) as usize);
 
     Runner::new(Config::new().with_storage_directory(&directory)).start(|context| async move {
         let (synced, _) = context.open("durable", b"sync-writes").await.unwrap();

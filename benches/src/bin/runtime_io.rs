@@ -20,8 +20,8 @@
 //! Run with `cargo run --release -p benches --bin runtime_io`.
 
 use std::fs::File;
-use std::io::{Read, SeekFrom, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{SeekFrom, Write};
+use std::net::SocketAddr;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -41,11 +41,9 @@ const SAMPLES: usize = 5;
 /// Bytes of a ping and of its pong.
 const MESSAGE: usize = 1024;
 /// Round trips of a sample, split evenly across its connections.
-const ROUND_TRIPS: usize = 20_000;
+const ROUND_TRIPS: usize = 50_000;
 /// Connections of each ping-pong row.
 const CONNECTIONS: [usize; 4] = [1, 16, 64, 256];
-/// Stack of a client thread: it holds two messages and its latencies.
-const CLIENT_STACK: usize = 256 * 1024;
 
 /// Bytes of a blob read or write.
 const BLOCK: usize = 4096;
@@ -125,6 +123,38 @@ fn format_durations(durations: &[Duration]) -> Vec<String> {
 struct NetSample {
     requests_per_second: f64,
     p99: Duration,
+    /// CPU time the server's threads spent per round trip while the clients were timed.
+    server_cpu_per_request: Duration,
+}
+
+/// CPU time consumed so far by the server threads of this process: the main thread (worker
+/// zero for ours; parked in `block_on` or `join` for the peers) and the threads named
+/// `iouring-pool-*`, `tokio-rt-worker` or `monoio-*` (read from `schedstat`, in nanoseconds).
+fn server_cpu() -> Duration {
+    let pid = std::process::id().to_string();
+    let mut total = 0u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        let server = task.file_name().to_str() == Some(pid.as_str())
+            || comm.starts_with("iouring-pool")
+            || comm.starts_with("tokio-rt-worker")
+            || comm.starts_with("monoio-");
+        if !server {
+            continue;
+        }
+        let schedstat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        total += schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|nanos| nanos.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Duration::from_nanos(total)
 }
 
 /// The address every server binds: loopback, a port the kernel picks.
@@ -132,56 +162,68 @@ fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
-/// One round trip: sends `request` and reads its echo into `response`.
-fn round_trip(socket: &mut TcpStream, request: &[u8], response: &mut [u8]) {
-    socket.write_all(request).expect("send");
-    socket.read_exact(response).expect("recv");
-    assert_eq!(request, &response[..], "echo");
-}
-
-/// The client: `connections` threads, connection `i` to `servers[i % servers.len()]`, each
-/// making its share of `ROUND_TRIPS` round trips once all are connected and have made one.
+/// The client: one thread running a tokio `current_thread` event loop that drives every
+/// connection (connection `i` to `servers[i % servers.len()]`), each making its share of
+/// `ROUND_TRIPS` round trips once all are connected and have made one. An event loop rather
+/// than a thread per connection, so that the client's own cost (context switches of hundreds
+/// of threads on two cores) does not drown what the servers differ in.
 fn run_clients(servers: &[SocketAddr], connections: usize) -> NetSample {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let per_connection = (ROUND_TRIPS / connections).max(1);
-    let barrier = Arc::new(Barrier::new(connections + 1));
-    let clients: Vec<_> = (0..connections)
-        .map(|index| {
-            let server = servers[index % servers.len()];
-            let barrier = barrier.clone();
-            std::thread::Builder::new()
-                .stack_size(CLIENT_STACK)
-                .spawn(move || {
-                    let mut socket = TcpStream::connect(server).expect("connect");
-                    socket.set_nodelay(true).expect("nodelay");
+    let servers = servers.to_vec();
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    client.block_on(async move {
+        let mut sockets = Vec::with_capacity(connections);
+        for index in 0..connections {
+            let mut socket = tokio::net::TcpStream::connect(servers[index % servers.len()])
+                .await
+                .expect("connect");
+            socket.set_nodelay(true).expect("nodelay");
+            // Untimed: the server has accepted this connection once it answers.
+            let request = [index as u8; MESSAGE];
+            let mut response = [0u8; MESSAGE];
+            socket.write_all(&request).await.expect("send");
+            socket.read_exact(&mut response).await.expect("recv");
+            sockets.push(socket);
+        }
+        let start = Instant::now();
+        let cpu_before = server_cpu();
+        let tasks: Vec<_> = sockets
+            .into_iter()
+            .enumerate()
+            .map(|(index, mut socket)| {
+                tokio::spawn(async move {
                     let request = [index as u8; MESSAGE];
                     let mut response = [0u8; MESSAGE];
-                    // Untimed: the server has accepted this connection once it answers.
-                    round_trip(&mut socket, &request, &mut response);
-                    barrier.wait();
                     let mut latencies = Vec::with_capacity(per_connection);
                     for _ in 0..per_connection {
-                        let start = Instant::now();
-                        round_trip(&mut socket, &request, &mut response);
-                        latencies.push(start.elapsed());
+                        let sent = Instant::now();
+                        socket.write_all(&request).await.expect("send");
+                        socket.read_exact(&mut response).await.expect("recv");
+                        latencies.push(sent.elapsed());
+                        assert_eq!(request, response, "echo");
                     }
                     latencies
                 })
-                .expect("client thread")
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    let mut latencies = Vec::with_capacity(per_connection * connections);
-    for client in clients {
-        latencies.extend(client.join().expect("client"));
-    }
-    let elapsed = start.elapsed();
-    latencies.sort_unstable();
-    let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
-    NetSample {
-        requests_per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
-        p99,
-    }
+            })
+            .collect();
+        let mut latencies = Vec::with_capacity(per_connection * connections);
+        for task in tasks {
+            latencies.extend(task.await.expect("client"));
+        }
+        let elapsed = start.elapsed();
+        let cpu = server_cpu().saturating_sub(cpu_before);
+        latencies.sort_unstable();
+        let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
+        NetSample {
+            requests_per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+            p99,
+            server_cpu_per_request: cpu / latencies.len() as u32,
+        }
+    })
 }
 
 /// Runs the clients on a thread of their own and reports their sample on a oneshot, so that a
@@ -191,9 +233,12 @@ fn spawn_clients(
     connections: usize,
 ) -> (std::thread::JoinHandle<()>, oneshot::Receiver<NetSample>) {
     let (report, reported) = oneshot::channel();
-    let clients = std::thread::spawn(move || {
-        let _ = report.send(run_clients(&[server], connections));
-    });
+    let clients = std::thread::Builder::new()
+        .name("client".into())
+        .spawn(move || {
+            let _ = report.send(run_clients(&[server], connections));
+        })
+        .expect("client thread");
     (clients, reported)
 }
 
@@ -275,25 +320,28 @@ fn monoio_ping_pong(connections: usize) -> NetSample {
         .map(|worker| {
             let accepts = (worker..connections).step_by(WORKERS).count();
             let bound = bound.clone();
-            std::thread::spawn(move || {
-                let mut runtime = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-                    .build()
-                    .expect("monoio runtime");
-                runtime.block_on(async move {
-                    let listener = monoio::net::TcpListener::bind(loopback()).expect("bind");
-                    let server = listener.local_addr().expect("local address");
-                    bound.send((worker, server)).expect("report the address");
-                    let mut echoes = Vec::with_capacity(accepts);
-                    for _ in 0..accepts {
-                        let (socket, _) = listener.accept().await.expect("accept");
-                        socket.set_nodelay(true).expect("nodelay");
-                        echoes.push(monoio::spawn(monoio_echo(socket)));
-                    }
-                    for echo in echoes {
-                        echo.await;
-                    }
-                });
-            })
+            let thread = std::thread::Builder::new().name(format!("monoio-{worker}"));
+            thread
+                .spawn(move || {
+                    let mut runtime = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                        .build()
+                        .expect("monoio runtime");
+                    runtime.block_on(async move {
+                        let listener = monoio::net::TcpListener::bind(loopback()).expect("bind");
+                        let server = listener.local_addr().expect("local address");
+                        bound.send((worker, server)).expect("report the address");
+                        let mut echoes = Vec::with_capacity(accepts);
+                        for _ in 0..accepts {
+                            let (socket, _) = listener.accept().await.expect("accept");
+                            socket.set_nodelay(true).expect("nodelay");
+                            echoes.push(monoio::spawn(monoio_echo(socket)));
+                        }
+                        for echo in echoes {
+                            echo.await;
+                        }
+                    });
+                })
+                .expect("monoio thread")
         })
         .collect();
     drop(bound);
@@ -301,7 +349,13 @@ fn monoio_ping_pong(connections: usize) -> NetSample {
     for (worker, server) in listening.iter().take(WORKERS) {
         addresses[worker] = server;
     }
-    let sample = run_clients(&addresses, connections);
+    // On a thread of its own, as for the other servers: the main thread counts as a server's.
+    let clients = std::thread::Builder::new().name("client".into());
+    let sample = clients
+        .spawn(move || run_clients(&addresses, connections))
+        .expect("client thread")
+        .join()
+        .expect("clients");
     for server in servers {
         server.join().expect("monoio server");
     }
@@ -316,9 +370,9 @@ fn ping_pong_table(storage: &Path) {
     let samples = samples();
     println!(
         "| workload | ours req/s | tokio req/s | monoio req/s | ours/tokio | ours/monoio | \
-         p99 ours / tokio / monoio |"
+         p99 ours / tokio / monoio | server CPU per request ours / tokio / monoio |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for connections in CONNECTIONS {
         let name = ping_pong_name(connections);
         if !selected(&name) {
@@ -336,17 +390,21 @@ fn ping_pong_table(storage: &Path) {
         }
         let mut rates: [Vec<f64>; 3] = Default::default();
         let mut p99s: [Vec<Duration>; 3] = Default::default();
+        let mut cpus: [Vec<Duration>; 3] = Default::default();
         for _ in 0..samples {
             for (index, run) in runs.iter().enumerate() {
                 let sample = run();
                 rates[index].push(sample.requests_per_second);
                 p99s[index].push(sample.p99);
+                cpus[index].push(sample.server_cpu_per_request);
             }
         }
+        let cpus = cpus.map(|mut cpus| median(&mut cpus).as_secs_f64() * 1e6);
         let rates = rates.map(|mut rates| median_f64(&mut rates));
         let p99s = p99s.map(|mut p99s| median(&mut p99s).as_secs_f64() * 1e6);
         println!(
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} / {:.0} / {:.0} µs |",
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} / {:.0} / {:.0} µs | \
+             {:.1} / {:.1} / {:.1} µs |",
             rates[0],
             rates[1],
             rates[2],
@@ -355,6 +413,9 @@ fn ping_pong_table(storage: &Path) {
             p99s[0],
             p99s[1],
             p99s[2],
+            cpus[0],
+            cpus[1],
+            cpus[2],
         );
     }
 }
@@ -546,37 +607,51 @@ fn write_offset(index: usize) -> u64 {
     (index * BLOCK) as u64
 }
 
-/// Ours: `write_at`, then `sync`, `WRITES` times.
-fn ours_write_sync(files: &Files) -> Duration {
-    ours(&files.ours, |context| async move {
-        let (blob, _) = context.open(PARTITION, b"write").await.expect("open");
-        let start = Instant::now();
-        for index in 0..WRITES {
-            blob.write_at(
-                write_offset(index),
-                &WRITE_BLOCK[..],
-                WriteOptions::default(),
-            )
-            .await
-            .expect("write");
-            blob.sync().await.expect("sync");
+/// Ours: `write_at`, then `sync` (or a `WriteOptions::SYNC` write alone, with `dsync`),
+/// `WRITES` times, from the root on the pool or from a dedicated task.
+fn ours_durable_writes(files: &Files, dsync: bool, dedicated: bool) -> Duration {
+    ours(&files.ours, move |context| async move {
+        let writes = move |context: Context| async move {
+            let name: &[u8] = if dsync { b"dsync" } else { b"write" };
+            let (blob, _) = context.open(PARTITION, name).await.expect("open");
+            let options = if dsync {
+                WriteOptions::SYNC
+            } else {
+                WriteOptions::default()
+            };
+            let start = Instant::now();
+            for index in 0..WRITES {
+                blob.write_at(write_offset(index), &WRITE_BLOCK[..], options)
+                    .await
+                    .expect("write");
+                if !dsync {
+                    blob.sync().await.expect("sync");
+                }
+            }
+            start.elapsed()
+        };
+        if dedicated {
+            context.dedicated().spawn(writes).await.expect("writer")
+        } else {
+            writes(context).await
         }
-        start.elapsed()
     })
 }
 
-/// Ours: `write_at` with `WriteOptions::SYNC`, `WRITES` times.
+fn ours_write_sync(files: &Files) -> Duration {
+    ours_durable_writes(files, false, false)
+}
+
 fn ours_write_dsync(files: &Files) -> Duration {
-    ours(&files.ours, |context| async move {
-        let (blob, _) = context.open(PARTITION, b"dsync").await.expect("open");
-        let start = Instant::now();
-        for index in 0..WRITES {
-            blob.write_at(write_offset(index), &WRITE_BLOCK[..], WriteOptions::SYNC)
-                .await
-                .expect("write");
-        }
-        start.elapsed()
-    })
+    ours_durable_writes(files, true, false)
+}
+
+fn ours_write_sync_dedicated(files: &Files) -> Duration {
+    ours_durable_writes(files, false, true)
+}
+
+fn ours_write_dsync_dedicated(files: &Files) -> Duration {
+    ours_durable_writes(files, true, true)
 }
 
 /// Opens a peer's write file for `tokio::fs`, with `O_DSYNC` if `dsync`.
@@ -665,7 +740,7 @@ struct BlobRow {
     plain: fn(&Files) -> Duration,
 }
 
-fn blob_rows() -> [BlobRow; 4] {
+fn blob_rows() -> [BlobRow; 6] {
     [
         BlobRow {
             name: "blob_read_4k_random_20k",
@@ -688,6 +763,18 @@ fn blob_rows() -> [BlobRow; 4] {
         BlobRow {
             name: "blob_write_4k_dsync_500",
             ours: ours_write_dsync,
+            tokio: tokio_write_dsync,
+            plain: plain_write_dsync,
+        },
+        BlobRow {
+            name: "blob_write_4k_sync_500_dedicated",
+            ours: ours_write_sync_dedicated,
+            tokio: tokio_write_sync,
+            plain: plain_write_sync,
+        },
+        BlobRow {
+            name: "blob_write_4k_dsync_500_dedicated",
+            ours: ours_write_dsync_dedicated,
             tokio: tokio_write_dsync,
             plain: plain_write_dsync,
         },

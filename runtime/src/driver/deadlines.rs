@@ -14,6 +14,9 @@
 //!   found without visiting empty slots one by one.
 //! - Every entry's position is mirrored in its operation (`Position`), so removal is O(1):
 //!   the entry moved into the hole by `swap_remove` has its position rewritten by the caller.
+//! - `earliest` is never later than the earliest filed tick: inserts lower it, removals leave it
+//!   (at worst early, which costs one early look), and advancing past it rescans, so a worker
+//!   asking for its next deadline on every idle turn does not scan the wheel each time.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +50,8 @@ pub(crate) struct Deadlines {
     slots: Vec<Vec<Entry>>,
     occupied: Vec<u64>,
     len: usize,
+    /// A tick no later than the earliest filed one (see the module invariants).
+    earliest: Option<u64>,
 }
 
 impl Deadlines {
@@ -60,6 +65,7 @@ impl Deadlines {
             slots: (0..slots).map(|_| Vec::new()).collect(),
             occupied: vec![0; slots.div_ceil(64)],
             len: 0,
+            earliest: None,
         }
     }
 
@@ -92,6 +98,10 @@ impl Deadlines {
         entries.push(entry);
         self.occupied[slot / 64] |= 1 << (slot % 64);
         self.len += 1;
+        self.earliest = Some(
+            self.earliest
+                .map_or(filed_tick, |tick| tick.min(filed_tick)),
+        );
         Position {
             slot: slot as u32,
             index: (entries.len() - 1) as u32,
@@ -124,6 +134,7 @@ impl Deadlines {
         let current = self.tick_of(now);
         if current <= self.now_tick || self.len == 0 {
             self.now_tick = self.now_tick.max(current);
+            self.rescan_if_passed();
             return;
         }
         let span = self.slots.len() as u64;
@@ -154,10 +165,29 @@ impl Deadlines {
             let position = self.file(entry);
             moved.push((entry.token, position));
         }
+        self.rescan_if_passed();
     }
 
-    /// When the earliest slot holding a deadline comes due, if any.
+    /// Recomputes `earliest` once the wheel has advanced past it.
+    fn rescan_if_passed(&mut self) {
+        if self.earliest.is_some_and(|tick| tick <= self.now_tick) {
+            self.earliest = self.scan();
+        }
+    }
+
+    /// When the earliest slot holding a deadline comes due, if any (possibly a little early:
+    /// see the module invariants).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        let tick = self.earliest?;
+        let nanos = self.tick.as_nanos().saturating_mul(u128::from(tick));
+        Some(self.origin + Duration::from_nanos(nanos.min(u128::from(u64::MAX)) as u64))
+    }
+
+    /// The tick of the first occupied slot after the current tick, cyclically.
+    fn scan(&self) -> Option<u64> {
         if self.len == 0 {
             return None;
         }
@@ -184,9 +214,7 @@ impl Deadlines {
         }
         let slot = found? as u64;
         let distance = (slot + span - start % span) % span;
-        let tick = start + distance;
-        let nanos = self.tick.as_nanos().saturating_mul(u128::from(tick));
-        Some(self.origin + Duration::from_nanos(nanos.min(u128::from(u64::MAX)) as u64))
+        Some(start + distance)
     }
 }
 
@@ -235,6 +263,28 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(wheel.len(), 0);
         assert_eq!(wheel.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_removed_earliest_deadline_costs_one_early_look_then_the_next_is_found() {
+        let tick = Duration::from_millis(10);
+        let mut wheel = Deadlines::new(tick, 101);
+        let origin = wheel.origin;
+        let soon = wheel.insert(origin + Duration::from_millis(20), 1, 1);
+        wheel.insert(origin + Duration::from_millis(500), 2, 2);
+        wheel.remove(soon);
+        // Early, never late.
+        assert_eq!(
+            wheel.next_deadline(),
+            Some(origin + Duration::from_millis(20))
+        );
+        let (mut expired, mut moved) = (Vec::new(), Vec::new());
+        wheel.expire(origin + Duration::from_millis(20), &mut expired, &mut moved);
+        assert!(expired.is_empty());
+        assert_eq!(
+            wheel.next_deadline(),
+            Some(origin + Duration::from_millis(500))
+        );
     }
 
     #[test]

@@ -56,8 +56,8 @@ pub struct Driver {
     deadlines: Deadlines,
     /// The id the next operation gets.
     next_id: u64,
-    /// Reused buffer of reaped completions (`user_data`, result).
-    completions: Vec<(u64, i32)>,
+    /// Reused buffer of reaped completions (`user_data`, result, flags).
+    completions: Vec<(u64, i32, u32)>,
     #[cfg(test)]
     pub(crate) fail_next_service: Option<&'static str>,
 }
@@ -229,9 +229,9 @@ impl Driver {
         completions.extend(
             self.ring
                 .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result())),
+                .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
         );
-        for &(token, result) in &completions {
+        for &(token, result, flags) in &completions {
             reaped += 1;
             match token {
                 EVENTFD_TOKEN => self.eventfd_armed = false,
@@ -241,7 +241,7 @@ impl Driver {
                     let Some(operation) = self.operations.get_mut(index) else {
                         continue;
                     };
-                    match operation.step(result) {
+                    match operation.step(result, flags) {
                         Step::Again => {
                             let entry = operation.entry().user_data(index as u64);
                             self.push(entry);

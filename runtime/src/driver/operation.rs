@@ -32,6 +32,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+/// `IORING_RECVSEND_POLL_FIRST`: a receive waits for data before its first try.
+const RECVSEND_POLL_FIRST: u16 = 1;
+
 /// `RWF_DONTCACHE` (Linux 6.14): buffered I/O that drops its pages from the cache once done.
 const RWF_DONTCACHE: i32 = 0x80;
 
@@ -41,10 +44,12 @@ pub(crate) enum Request {
     #[cfg_attr(not(test), allow(dead_code))]
     Read { fd: Arc<OwnedFd>, len: usize },
     /// Receives up to `buf`'s spare capacity from a socket (one receive: it completes with
-    /// whatever arrived first).
+    /// whatever arrived first). With `poll_first`, the ring waits for data before trying,
+    /// which saves a try that would find the socket empty.
     Recv {
         fd: Arc<OwnedFd>,
         buf: IoBufMut,
+        poll_first: bool,
         deadline: Option<Instant>,
     },
     /// Sends every byte of `bufs`.
@@ -90,8 +95,9 @@ pub(crate) enum Request {
 pub(crate) enum RequestOutput {
     #[cfg_attr(not(test), allow(dead_code))]
     Read(io::Result<Vec<u8>>),
-    /// The buffer (with what it held before plus what arrived) and the bytes received.
-    Recv(IoBufMut, io::Result<usize>),
+    /// The buffer (with what it held before plus what arrived), the bytes received, and
+    /// whether the socket had more bytes queued after this receive (`SOCK_NONEMPTY`).
+    Recv(IoBufMut, io::Result<usize>, bool),
     Send(io::Result<()>),
     Accept(io::Result<(OwnedFd, Option<SocketAddr>)>),
     Connect(io::Result<()>),
@@ -141,6 +147,7 @@ enum Kind {
     Recv {
         fd: Arc<OwnedFd>,
         buf: IoBufMut,
+        poll_first: bool,
     },
     Send {
         fd: Arc<OwnedFd>,
@@ -252,9 +259,16 @@ impl InFlight {
             )
             .offset(u64::MAX)
             .build(),
-            Kind::Recv { fd, buf } => {
+            Kind::Recv {
+                fd,
+                buf,
+                poll_first,
+            } => {
                 let room = (buf.capacity() - buf.len()).min(u32::MAX as usize) as u32;
-                opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room).build()
+                let ioprio = if *poll_first { RECVSEND_POLL_FIRST } else { 0 };
+                opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room)
+                    .ioprio(ioprio)
+                    .build()
             }
             Kind::Send { fd, bufs, vectored } => {
                 if bufs.chunks().len() == 1 {
@@ -335,7 +349,7 @@ impl InFlight {
 
     /// Applies the kernel's `result`: either the operation is done, or it resubmits the rest
     /// (a short send or write, or a read that must drop an unsupported flag).
-    pub(super) fn step(&mut self, result: i32) -> Step {
+    pub(super) fn step(&mut self, result: i32, flags: u32) -> Step {
         let timed_out = self.timed_out;
         let error = |result: i32| {
             if timed_out && result == -libc::ECANCELED {
@@ -358,7 +372,8 @@ impl InFlight {
                     // SAFETY: the kernel wrote `len` bytes into the spare capacity.
                     unsafe { buf.filled(len) };
                 }
-                RequestOutput::Recv(std::mem::take(buf), received)
+                let more = io_uring::cqueue::sock_nonempty(flags);
+                RequestOutput::Recv(std::mem::take(buf), received, more)
             }
             Kind::Send { bufs, .. } => match transferred(result) {
                 Ok(sent) if sent < bufs.len() && sent > 0 && timed_out => {
@@ -452,7 +467,19 @@ impl Request {
                 },
                 None,
             ),
-            Request::Recv { fd, buf, deadline } => (Kind::Recv { fd, buf }, deadline),
+            Request::Recv {
+                fd,
+                buf,
+                poll_first,
+                deadline,
+            } => (
+                Kind::Recv {
+                    fd,
+                    buf,
+                    poll_first,
+                },
+                deadline,
+            ),
             Request::Send { fd, bufs, deadline } => (
                 Kind::Send {
                     fd,
@@ -525,7 +552,7 @@ impl Request {
             "io_uring operations must be polled on a runtime worker that is not closing",
         );
         match self {
-            Request::Recv { buf, .. } => RequestOutput::Recv(buf, Err(error)),
+            Request::Recv { buf, .. } => RequestOutput::Recv(buf, Err(error), false),
             Request::ReadAt { buf, .. } => RequestOutput::ReadAt(buf, Err(error)),
             other => other.refused(),
         }

@@ -62,6 +62,9 @@ pub struct Stream {
     pending: Option<Operation>,
     /// Bytes received and not yet returned.
     buffer: IoBufMut,
+    /// The last receive left the socket empty: the next one is likely to wait, so it asks the
+    /// ring to wait for data first instead of trying (and failing) at once.
+    drained: bool,
     timeouts: Timeouts,
 }
 
@@ -117,6 +120,7 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
             fd,
             pending: None,
             buffer: IoBufMut::default(),
+            drained: false,
             timeouts,
         },
     )
@@ -327,7 +331,10 @@ impl crate::Stream for Stream {
             loop {
                 if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
                     let (buffer, received) = match output {
-                        RequestOutput::Recv(buffer, received) => (buffer, received),
+                        RequestOutput::Recv(buffer, received, more) => {
+                            self.drained = !more;
+                            (buffer, received)
+                        }
                         other => unreachable!("a receive answered {other:?}"),
                     };
                     self.buffer = buffer;
@@ -363,6 +370,7 @@ impl crate::Stream for Stream {
                 self.pending = Some(Operation::register(Request::Recv {
                     fd: self.fd.clone(),
                     buf: buffer,
+                    poll_first: self.drained,
                     deadline: Some(deadline),
                 }));
             }
