@@ -169,13 +169,18 @@ impl Config {
         self
     }
 
-    /// How long a dial may take (`(0, TimeoutWheel::MAX_TIMEOUT]`).
+    /// How long a dial may take (`(0, TimeoutWheel::MAX_TIMEOUT]`); past it the dial fails
+    /// with an error of kind `TimedOut`. Counted on the ring's timeout wheel, so it ends within
+    /// one `timeout_wheel_tick` after the deadline.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
-    /// How long one socket read or write may take (`(0, TimeoutWheel::MAX_TIMEOUT]`).
+    /// How long one `send` or `recv` call may take, from its first poll
+    /// (`(0, TimeoutWheel::MAX_TIMEOUT]`); past it the call fails with an error of kind
+    /// `TimedOut`, and bytes already received stay for the next `recv`. Counted on the ring's
+    /// timeout wheel, so it ends within one `timeout_wheel_tick` after the deadline.
     pub fn with_read_write_timeout(mut self, timeout: Duration) -> Self {
         self.read_write_timeout = timeout;
         self

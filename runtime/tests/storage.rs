@@ -114,6 +114,40 @@ async fn reading_past_the_end_is_an_error_not_a_short_read(context: Context) {
     assert_eq!(whole.len(), 100);
 }
 
+/// A read of pages the page cache does not hold (dropped with `POSIX_FADV_DONTNEED` after a
+/// sync) goes to the ring and returns the same bytes as a cached one.
+#[test]
+fn reads_of_uncached_pages_take_the_ring() {
+    use std::os::fd::AsRawFd;
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let path = directory.join("partition").join(hex(b"cold"));
+    Runner::new(config).start(|context| async move {
+        let (blob, _) = context.open("partition", b"cold").await.unwrap();
+        let data: Vec<u8> = (0..64 * 1024).map(|i| (i % 241) as u8).collect();
+        blob.write_at(0, data.clone(), WriteOptions::default())
+            .await
+            .unwrap();
+        blob.sync().await.unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a live descriptor; advice has no memory preconditions.
+        let advised =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(advised, 0);
+        let read = blob
+            .read_at(1000, 60_000, ReadOptions::default())
+            .await
+            .unwrap();
+        assert!(read.coalesce().as_ref() == &data[1000..61_000]);
+        let cached = blob
+            .read_at(1000, 10, ReadOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(cached.coalesce().as_ref(), &data[1000..1010]);
+    });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
 #[runtime::test(timeout = "20s")]
 async fn resize_cuts_and_zero_extends(context: Context) {
     let (blob, _) = context.open("partition", b"resized").await.unwrap();

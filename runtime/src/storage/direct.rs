@@ -1,4 +1,5 @@
-//! Writes and syncs issued straight from a dedicated or blocking worker's thread.
+//! System calls made by the task's own thread instead of the ring: writes and syncs on a
+//! dedicated or blocking worker, and reads that the page cache answers at once.
 //!
 //! On the ring, `fsync` and `RWF_DSYNC` writes always run on the kernel's io-wq threads, and
 //! their completion must then wake the worker: two cross-thread hops per durable write, which
@@ -7,7 +8,7 @@
 //! and wait for the disk itself: the same durability, no hop. Pool workers keep using the ring,
 //! since blocking one would stall every task queued behind it.
 
-use crate::buffer::IoBufs;
+use crate::buffer::{IoBufMut, IoBufs};
 use crate::worker::Local;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -72,4 +73,51 @@ pub(super) fn datasync(fd: &OwnedFd) -> io::Result<()> {
             return Err(error);
         }
     }
+}
+
+/// How far a read from the page cache got.
+pub(super) enum Cached {
+    /// `want` bytes are in the buffer.
+    Complete,
+    /// The file ends before `want` bytes.
+    Ended,
+    /// Some pages are not cached (or the file system cannot tell without blocking): the ring
+    /// reads the rest.
+    Partial,
+}
+
+/// Reads into `buf` (whose first byte is the file's byte at `offset`) from the page cache
+/// only (`RWF_NOWAIT`): a read that would wait for the disk stops at once, so any thread, a
+/// pool worker's included, may make it. Saves a ring round trip for cached data.
+pub(super) fn read_cached(fd: &OwnedFd, buf: &mut IoBufMut, offset: u64, want: usize) -> Cached {
+    buf.reserve(want.saturating_sub(buf.len()));
+    while buf.len() < want {
+        let room = (want - buf.len()).min(buf.capacity() - buf.len());
+        let iovec = libc::iovec {
+            iov_base: buf.spare_ptr().cast(),
+            iov_len: room,
+        };
+        // SAFETY: the iovec covers `room` bytes of `buf`'s spare capacity, which nobody else
+        // touches during the call.
+        let read = unsafe {
+            libc::preadv2(
+                fd.as_raw_fd(),
+                &iovec,
+                1,
+                (offset + buf.len() as u64) as libc::off_t,
+                libc::RWF_NOWAIT,
+            )
+        };
+        match read {
+            0 => return Cached::Ended,
+            count if count > 0 => {
+                // SAFETY: the kernel wrote `count` bytes into the spare capacity.
+                unsafe { buf.filled(count as usize) };
+            }
+            // EAGAIN (not cached), EOPNOTSUPP (no RWF_NOWAIT here) or a real error, which the
+            // ring's read reports.
+            _ => return Cached::Partial,
+        }
+    }
+    Cached::Complete
 }

@@ -16,7 +16,12 @@
 //! - `open` resolves in its first poll (no ring round trip), so writes issued right after it
 //!   are registered at once. A created blob's directory entries (and its partition's) become
 //!   durable with its first `sync` or `SYNC` write, so a synced blob is found after a crash.
-//! - `read_at` returns exactly the bytes asked for, or [`Error::BlobTooShort`].
+//! - `read_at` returns exactly the bytes asked for, or [`Error::BlobTooShort`]. It first asks
+//!   the page cache (`RWF_NOWAIT`, which never waits for the disk) and takes the ring only for
+//!   what is not cached, so a cached read costs one system call and no task wake.
+//! - `open`, `remove` and `scan` are directory operations made by the calling thread (creating
+//!   a directory entry, unlinking, listing): they take microseconds on a local file system and
+//!   complete in their first poll.
 //! - [`Blob::start_read_many`] issues a batch of reads on this worker and hands back a
 //!   [`ReadMany`] that any thread may await. Its results belong to the issuing worker's life:
 //!   first observed after that worker finished its cleanup (or after the runner shut down),
@@ -271,10 +276,25 @@ impl crate::Blob for Blob {
             if len == 0 {
                 return Ok(IoBufs::default());
             }
+            let mut buf = IoBufMut::with_capacity(len);
+            if !options.dont_cache {
+                match direct::read_cached(&blob.file.fd, &mut buf, offset, len) {
+                    direct::Cached::Complete => return Ok(buf.freeze().into()),
+                    direct::Cached::Ended => {
+                        return Err(Error::BlobTooShort {
+                            blob: blob.file.label.clone(),
+                            offset,
+                            len,
+                            end: offset + buf.len() as u64,
+                        });
+                    }
+                    direct::Cached::Partial => {}
+                }
+            }
             let read = Operation::register(Request::ReadAt {
                 fd: blob.file.fd.clone(),
                 offset,
-                buf: IoBufMut::with_capacity(len),
+                buf,
                 want: len,
                 dont_cache: options.dont_cache,
             })
