@@ -68,6 +68,37 @@ async fn send_delivers_every_byte_of_every_chunk_in_order(context: Context) {
 }
 
 #[runtime::test(timeout = "20s")]
+async fn a_sink_dropped_with_a_send_in_flight_ends_the_stream_after_its_bytes(context: Context) {
+    let (mut listener, client) = listener_and_client(&context).await;
+    let (_, mut sink, _stream) = listener.accept().await.unwrap();
+    let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let expected = big.clone();
+    {
+        // More than the socket takes at once: the rest is a send in flight on the ring.
+        let mut send = pin!(sink.send(big));
+        assert!(send.as_mut().poll(&mut noop()).is_pending());
+    }
+    drop(sink);
+    // The stream half is still open, yet the peer reads every byte and then end-of-stream.
+    let reader = std::thread::spawn(move || {
+        let mut client = client;
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut received = Vec::new();
+        client.read_to_end(&mut received).map(|_| received)
+    });
+    while !reader.is_finished() {
+        context.sleep(Duration::from_millis(1)).await;
+    }
+    let received = reader
+        .join()
+        .unwrap()
+        .expect("end-of-stream, not a timeout");
+    assert!(received == expected, "every byte, then end-of-stream");
+}
+
+#[runtime::test(timeout = "20s")]
 async fn a_dropped_recv_loses_no_bytes(context: Context) {
     let (mut listener, mut client) = listener_and_client(&context).await;
     let (_, _sink, mut stream) = listener.accept().await.unwrap();

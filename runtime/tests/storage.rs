@@ -149,6 +149,36 @@ fn reads_of_uncached_pages_take_the_ring() {
 }
 
 #[runtime::test(timeout = "20s")]
+async fn ranges_past_the_largest_file_offset_are_refused(context: Context) {
+    let (blob, _) = context.open("partition", b"edge").await.unwrap();
+    blob.write_at(0, b"start", WriteOptions::default())
+        .await
+        .unwrap();
+    let beyond = [
+        blob.read_at(u64::MAX, 1, ReadOptions::default())
+            .await
+            .map(drop),
+        blob.write_at(i64::MAX as u64, b"x", WriteOptions::default())
+            .await,
+        blob.resize(u64::MAX).await,
+        blob.start_read_many(&[(u64::MAX - 1, 4)], ReadOptions::default())
+            .await
+            .await
+            .map(drop),
+    ];
+    for result in beyond {
+        match result {
+            Err(Error::BlobFailed(_, error)) => {
+                assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");
+            }
+            other => panic!("expected an invalid-input BlobFailed, got {other:?}"),
+        }
+    }
+    let untouched = blob.read_at(0, 5, ReadOptions::default()).await.unwrap();
+    assert_eq!(untouched.coalesce().as_ref(), b"start");
+}
+
+#[runtime::test(timeout = "20s")]
 async fn resize_cuts_and_zero_extends(context: Context) {
     let (blob, _) = context.open("partition", b"resized").await.unwrap();
     blob.write_at(0, b"abcdef", WriteOptions::default())

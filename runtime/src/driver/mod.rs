@@ -143,6 +143,7 @@ impl Driver {
             }
             operation.deadline = None;
             operation.timed_out = true;
+            operation.cancelled = true;
             self.push(
                 opcode::AsyncCancel::new(token as u64)
                     .build()
@@ -319,6 +320,11 @@ impl Driver {
             .filter(|(_, operation)| operation.is_cancellable())
             .map(|(index, _)| index as u64)
             .collect();
+        for &token in &cancellable {
+            if let Some(operation) = self.operations.get_mut(token as usize) {
+                operation.cancelled = true;
+            }
+        }
         for token in cancellable {
             self.push(
                 opcode::AsyncCancel::new(token)

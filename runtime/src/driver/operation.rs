@@ -11,7 +11,9 @@
 //!   is safe. Everything the kernel points at lives on the heap, so the slab holding `InFlight`
 //!   may move it.
 //! - A send or a write is finished by the driver, not by its future: a short transfer is
-//!   resubmitted for the rest, so a dropped future's bytes still all go out, in order.
+//!   resubmitted for the rest, so a dropped future's bytes still all go out, in order (a
+//!   send's unless its deadline passes or its worker closes first: a peer that stops reading
+//!   must not hold a worker's shutdown).
 //! - When the owner's driver closes, every cancellable registration (receives, accepts,
 //!   connects, reads) is cancelled and completes with an error; writes, syncs and truncations
 //!   run to completion. Either way the waker is woken.
@@ -112,18 +114,36 @@ pub(crate) enum RequestOutput {
 /// The slot an operation's observer and its owner share.
 #[derive(Default)]
 pub(crate) struct Shared {
-    outcome: Mutex<Option<RequestOutput>>,
+    outcome: Mutex<Outcome>,
     waker: AtomicWaker,
+}
+
+#[derive(Default)]
+struct Outcome {
+    output: Option<RequestOutput>,
+    /// Whether the operation is done (its output may have been taken since).
+    done: bool,
+    /// For a send: shut the socket's writing side once it is done (its sink was dropped).
+    shut_write_after: bool,
 }
 
 impl Shared {
     /// Takes the result if it has landed, leaving `waker` to be woken when it does.
     pub(crate) fn poll(&self, waker: &Waker) -> Poll<RequestOutput> {
         self.waker.register(waker);
-        match self.outcome.lock().take() {
+        match self.outcome.lock().output.take() {
             Some(output) => Poll::Ready(output),
             None => Poll::Pending,
         }
+    }
+
+    /// Asks that the socket's writing side be shut once this send is done. Returns true if it
+    /// is done already, in which case the caller shuts it. Both sides decide under the same
+    /// lock, so exactly one of them does it.
+    pub(crate) fn shut_write_after(&self) -> bool {
+        let mut outcome = self.outcome.lock();
+        outcome.shut_write_after = true;
+        outcome.done
     }
 }
 
@@ -137,6 +157,9 @@ pub(crate) struct InFlight {
     pub(super) deadline: Option<super::deadlines::Position>,
     /// Its deadline passed and a cancellation was sent: a cancelled completion is a timeout.
     pub(super) timed_out: bool,
+    /// A cancellation was sent (its deadline passed, or its worker is closing): it is not
+    /// resubmitted after a partial transfer.
+    pub(super) cancelled: bool,
 }
 
 enum Kind {
@@ -311,7 +334,7 @@ impl InFlight {
                 dont_cache,
             } => {
                 let room = (buf.capacity() - buf.len())
-                    .min(*want - buf.len())
+                    .min(want.saturating_sub(buf.len()))
                     .min(u32::MAX as usize) as u32;
                 let flags = if *dont_cache { RWF_DONTCACHE } else { 0 };
                 opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room)
@@ -351,6 +374,7 @@ impl InFlight {
     /// (a short send or write, or a read that must drop an unsupported flag).
     pub(super) fn step(&mut self, result: i32, flags: u32) -> Step {
         let timed_out = self.timed_out;
+        let cancelled = self.cancelled;
         let error = |result: i32| {
             if timed_out && result == -libc::ECANCELED {
                 io::Error::new(io::ErrorKind::TimedOut, "the operation timed out")
@@ -376,7 +400,7 @@ impl InFlight {
                 RequestOutput::Recv(std::mem::take(buf), received, more)
             }
             Kind::Send { bufs, .. } => match transferred(result) {
-                Ok(sent) if sent < bufs.len() && sent > 0 && timed_out => {
+                Ok(sent) if sent < bufs.len() && sent > 0 && cancelled => {
                     RequestOutput::Send(Err(error(-libc::ECANCELED)))
                 }
                 Ok(sent) if sent < bufs.len() && sent > 0 => {
@@ -407,7 +431,7 @@ impl InFlight {
                 dont_cache,
                 ..
             } => {
-                if *dont_cache && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
+                if *dont_cache && !cancelled && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
                     // This file system (or kernel) has no uncached buffered reads: read
                     // through the cache.
                     *dont_cache = false;
@@ -417,7 +441,7 @@ impl InFlight {
                 if let Ok(len) = read {
                     // SAFETY: the kernel wrote `len` bytes into the spare capacity.
                     unsafe { buf.filled(len) };
-                    if len > 0 && buf.len() < *want {
+                    if len > 0 && buf.len() < *want && !cancelled {
                         return Step::Again;
                     }
                 }
@@ -449,10 +473,23 @@ impl InFlight {
     /// Publishes `output` and returns the waker to notify.
     pub(super) fn publish(self, output: RequestOutput) -> Option<Waker> {
         let InFlight { shared, kind, .. } = self;
+        let sent_on = match &kind {
+            Kind::Send { fd, .. } => Some(fd.clone()),
+            _ => None,
+        };
         // The observer may take the output at once: it must find every resource released
         // (a connect's caller unwraps its socket).
         drop(kind);
-        *shared.outcome.lock() = Some(output);
+        let shut_write = {
+            let mut outcome = shared.outcome.lock();
+            outcome.output = Some(output);
+            outcome.done = true;
+            outcome.shut_write_after
+        };
+        if shut_write && let Some(fd) = sent_on {
+            // SAFETY: a live socket; shutdown has no memory preconditions.
+            unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+        }
         shared.waker.take()
     }
 }
@@ -591,6 +628,7 @@ impl Driver {
                 id: 0,
                 deadline: None,
                 timed_out: false,
+                cancelled: false,
             },
             deadline,
         );
@@ -657,6 +695,11 @@ impl Operation {
     /// Whether the request reached a ring (its first poll found a worker).
     pub(crate) fn is_registered(&self) -> bool {
         self.shared.is_some()
+    }
+
+    /// The slot of a registered operation.
+    pub(crate) fn slot(&self) -> Option<&Arc<Shared>> {
+        self.shared.as_ref()
     }
 }
 

@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 /// kept for the next calls, so reading a header and then a body costs one receive.
 const RECEIVE_AHEAD: usize = 4096;
 
+/// The most a single receive asks the kernel for: larger receives take several.
+const RECEIVE_CHUNK: usize = 1 << 20;
+
 /// The listen backlog: enough for bursts of hundreds of connects.
 const BACKLOG: i32 = 1024;
 
@@ -47,7 +50,7 @@ pub struct Listener {
 }
 
 /// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
-/// reads end-of-stream) once no send is in flight.
+/// reads end-of-stream), after a send still in flight is done.
 pub struct Sink {
     fd: Arc<OwnedFd>,
     /// A send registered by an earlier call that has not finished yet.
@@ -318,7 +321,10 @@ fn send_now(fd: &OwnedFd, bufs: &IoBufs) -> io::Result<usize> {
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        if !self.pending.as_ref().is_some_and(Operation::is_registered) {
+        // With a send in flight, the driver shuts the writing side once the send is done, so
+        // the peer still reads every byte before end-of-stream.
+        let in_flight = self.pending.as_ref().and_then(Operation::slot);
+        if in_flight.is_none_or(|slot| slot.shut_write_after()) {
             shutdown(&self.fd, libc::SHUT_WR);
         }
     }
@@ -354,7 +360,7 @@ impl crate::Stream for Stream {
                         // call's, unless this call's own deadline has passed too.
                         Err(error)
                             if error.kind() == io::ErrorKind::TimedOut
-                                && deadline.is_some_and(|deadline| Instant::now() < deadline) => {}
+                                && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
                         Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
                     }
                 }
@@ -366,7 +372,9 @@ impl crate::Stream for Stream {
                     *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
                 let mut buffer = std::mem::take(&mut self.buffer);
                 let missing = len - buffer.len();
-                buffer.reserve(missing.max(RECEIVE_AHEAD));
+                // Room for what is missing, but never more than one chunk at a time: a
+                // length a peer announced is not trusted with memory before its bytes arrive.
+                buffer.reserve(missing.clamp(RECEIVE_AHEAD, RECEIVE_CHUNK));
                 self.pending = Some(Operation::register(Request::Recv {
                     fd: self.fd.clone(),
                     buf: buffer,

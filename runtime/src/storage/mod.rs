@@ -34,7 +34,6 @@ use crate::context::Context;
 use crate::driver::operation::{Life, Shared, register_batch};
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::{Error, Storage};
-use parking_lot::Mutex;
 use std::future::Future;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -94,6 +93,23 @@ fn unhex(name: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Refuses a range that does not fit in a file offset (`i64`): the kernel would read an offset
+/// of -1 as "the file's current position".
+fn check_range(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
+    let end = offset.checked_add(len as u64);
+    if end.is_some_and(|end| end <= i64::MAX as u64) {
+        return Ok(());
+    }
+    Err(blob.failed(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "the range of {len} bytes at offset {offset} ends past the largest file offset \
+             ({})",
+            i64::MAX
+        ),
+    )))
+}
+
 fn check_partition(partition: &str) -> Result<(), Error> {
     let valid = !partition.is_empty()
         && partition
@@ -119,25 +135,20 @@ struct File {
     label: String,
     /// Directories whose entries for this blob (or its partition) are not known to be durable
     /// yet: the first sync or `SYNC` write syncs them too.
-    unsynced_directories: Mutex<Vec<PathBuf>>,
+    unsynced_directories: futures::lock::Mutex<Vec<PathBuf>>,
 }
 
 impl File {
     /// Makes the directory entries leading to this blob durable, once.
     async fn sync_directories(&self) -> io::Result<()> {
-        let directories = std::mem::take(&mut *self.unsynced_directories.lock());
-        for (done, directory) in directories.iter().enumerate() {
-            let synced = async {
-                let fd = Arc::new(OwnedFd::from(std::fs::File::open(directory)?));
-                sync_fd(fd).await
-            };
-            if let Err(error) = synced.await {
-                // Not durable yet: the next sync tries again.
-                self.unsynced_directories
-                    .lock()
-                    .extend(directories[done..].iter().cloned());
-                return Err(error);
-            }
+        // Held across the syncs: a concurrent sync waits rather than finding the list empty
+        // and claiming durability early; a directory leaves the list only once it is synced,
+        // so a sync dropped half-way leaves the rest for the next one.
+        let mut directories = self.unsynced_directories.lock().await;
+        while let Some(directory) = directories.first() {
+            let fd = Arc::new(OwnedFd::from(std::fs::File::open(directory)?));
+            sync_fd(fd).await?;
+            directories.remove(0);
         }
         Ok(())
     }
@@ -163,8 +174,12 @@ impl Blob {
         let blob = self.clone();
         let ranges = ranges.to_vec();
         async move {
+            let invalid = ranges
+                .iter()
+                .find_map(|&(offset, len)| check_range(&blob, offset, len).err());
             let requests = ranges
                 .iter()
+                .filter(|_| invalid.is_none())
                 .filter(|(_, len)| *len > 0)
                 .map(|&(offset, len)| Request::ReadAt {
                     fd: blob.file.fd.clone(),
@@ -177,6 +192,7 @@ impl Blob {
             let registered = register_batch(requests);
             ReadMany {
                 blob,
+                invalid,
                 slots: registered.as_ref().map(|(slots, _)| slots.clone()),
                 life: registered.map(|(_, life)| life),
                 results: ranges
@@ -202,6 +218,8 @@ struct Range {
 /// The results of [`Blob::start_read_many`]: a future any thread may await.
 pub struct ReadMany {
     blob: Blob,
+    /// A range that cannot be read (it ends past the largest file offset).
+    invalid: Option<Error>,
     /// The reads' slots, one per non-empty range in order; `None` if no worker took them.
     slots: Option<Vec<Arc<Shared>>>,
     life: Option<Life>,
@@ -213,6 +231,17 @@ impl Future for ReadMany {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
+        if let Some(invalid) = this.invalid.take() {
+            return Poll::Ready(Err(invalid));
+        }
+        if this.results.iter().all(|range| range.len == 0) {
+            // Nothing to read: nothing a closed worker could have lost.
+            return Poll::Ready(Ok(this
+                .results
+                .iter()
+                .map(|_| IoBufsMut::from(IoBufMut::default()))
+                .collect()));
+        }
         let (Some(slots), Some(life)) = (&this.slots, &this.life) else {
             return Poll::Ready(Err(Error::ReadFailed));
         };
@@ -273,6 +302,7 @@ impl crate::Blob for Blob {
     ) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         let blob = self.clone();
         async move {
+            check_range(&blob, offset, len)?;
             if len == 0 {
                 return Ok(IoBufs::default());
             }
@@ -322,6 +352,7 @@ impl crate::Blob for Blob {
         let blob = self.clone();
         let bufs = bufs.into();
         async move {
+            check_range(&blob, offset, bufs.len())?;
             if bufs.is_empty() {
                 return Ok(());
             }
@@ -354,6 +385,7 @@ impl crate::Blob for Blob {
     fn resize(&self, len: u64) -> impl Future<Output = Result<(), Error>> + Send {
         let blob = self.clone();
         async move {
+            check_range(&blob, len, 0)?;
             let request = Request::Truncate {
                 fd: blob.file.fd.clone(),
                 len,
@@ -435,7 +467,7 @@ fn open(context: &Context, partition: &str, name: &[u8]) -> Result<(Blob, u64), 
             file: Arc::new(File {
                 fd: Arc::new(OwnedFd::from(file)),
                 label,
-                unsynced_directories: Mutex::new(unsynced),
+                unsynced_directories: futures::lock::Mutex::new(unsynced),
             }),
         },
         len,
