@@ -242,6 +242,14 @@ fn chatty_pair_converges_onto_one_worker() {
             }
         });
         assert_ne!(first, root, "the responder's first poll is elsewhere");
+        // `spawn_elsewhere` returns once that poll has started; a wake while it still runs
+        // would leave the responder with its poller (worker one). Wait until worker one has
+        // finished it and gone idle, so the pair starts out with the requester.
+        let pool = pool_of(&context);
+        spin_until(
+            || pool.idle().is_idle(1),
+            "worker one ends the responder's first poll and goes idle",
+        );
         let requester = context.clone().spawn(move |_| async move {
             use futures::{SinkExt, StreamExt};
             let mut requests = requests;
