@@ -230,7 +230,7 @@ fn invalid_partition_names_are_refused_and_create_nothing() {
     let config = Config::new();
     let directory = config.storage_directory().clone();
     let outside = directory.parent().unwrap().to_path_buf();
-    let before = std::fs::read_dir(&outside).unwrap().count();
+    let inside = directory.clone();
     Runner::new(config).start(|context| async move {
         for bad in ["", "..", "../escape", "a/b", "/", ".", "with space", "ünï"] {
             let opened = context.open(bad, b"blob").await;
@@ -251,11 +251,14 @@ fn invalid_partition_names_are_refused_and_create_nothing() {
         }
         let empty_name = context.open("partition", b"").await;
         assert!(matches!(empty_name, Err(Error::BlobFailed(..))));
-        assert_eq!(tree(&directory), vec![".hold".to_string()]);
+        assert_eq!(tree(&inside), vec![".hold".to_string()]);
     });
-    // Nothing appeared next to the storage directory either (the runner removed its own
-    // directory, which held nothing but its lock).
-    assert!(std::fs::read_dir(&outside).unwrap().count() <= before + 1);
+    // Nothing appeared where an escaping name would have put it either.
+    assert!(!outside.join("escape").exists());
+    assert!(!outside.join(hex(b"blob")).exists());
+    assert!(!Path::new("/").join(hex(b"blob")).exists());
+    // The runner removed its own directory, which held nothing but its lock.
+    assert!(!directory.exists());
 }
 
 /// Which records the child writes, and how it makes each durable.
