@@ -3,7 +3,7 @@
 //! goes silent) reported as an error carrying the OS error, within the configured timeout.
 
 use runtime::prelude::*;
-use runtime::{Config, Context, Error, IoBufs};
+use runtime::{Config, Context, Error, IoBufs, SpinnerConfig};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::pin::pin;
@@ -246,6 +246,42 @@ fn socket_linger_zero(stream: TcpStream) -> TcpStream {
     };
     assert_eq!(result, 0);
     stream
+}
+
+/// One worker whose idle spin lasts a minute, far past the test's timeout.
+fn spinning_worker() -> Config {
+    Config::new()
+        .with_worker_threads(1)
+        .with_idle_spinner(SpinnerConfig {
+            budget_us: 60_000_000,
+            max_budget_us: 60_000_000,
+            quick_wake_us: 0,
+        })
+}
+
+/// A completion on the ring ends an idle worker's spin: nobody signals the worker for it, so
+/// a spin that watched only its wake signal would hold each echo for a minute.
+#[runtime::test(config = spinning_worker, timeout = "20s")]
+async fn a_spinning_worker_reaps_its_ring_completions(context: Context) {
+    let (mut listener, client) = listener_and_client(&context).await;
+    let (_, mut sink, mut stream) = listener.accept().await.unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut client = client;
+        let mut echo = [0u8; 4];
+        for round in 0..20_u32 {
+            client.write_all(&round.to_le_bytes()).unwrap();
+            client.read_exact(&mut echo).unwrap();
+            assert_eq!(u32::from_le_bytes(echo), round);
+        }
+    });
+    for _ in 0..20 {
+        let message = stream.recv(4).await.unwrap();
+        sink.send(message).await.unwrap();
+    }
+    while !peer.is_finished() {
+        runtime::reschedule().await;
+    }
+    peer.join().unwrap();
 }
 
 fn short_timeouts() -> Config {

@@ -94,6 +94,15 @@ impl Driver {
         })
     }
 
+    /// Whether completions wait to be reaped: posted already, or pending as deferred task
+    /// work (which only an enter posts). Reads shared ring memory, no system call.
+    pub(crate) fn has_completions(&mut self) -> bool {
+        if self.operations.is_empty() {
+            return false;
+        }
+        self.ring.submission().taskrun() || !self.ring.completion().is_empty()
+    }
+
     /// Number of operations in flight (submitted or waiting in the backlog).
     pub(crate) fn in_flight(&self) -> usize {
         self.operations.len()

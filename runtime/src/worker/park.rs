@@ -14,6 +14,7 @@
 //!   push that saw it claims the worker.
 
 use super::{RootWake, Worker, wait};
+use crate::driver::Driver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -175,10 +176,14 @@ impl Worker {
         #[cfg(test)]
         crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeWait);
         let waker = &self.shared.pool.mailbox(self.index).waker;
-        if !self
-            .spinner
-            .spin(waker, self.local.state.borrow().next_deadline())
-        {
+        let deadline = self.local.state.borrow().next_deadline();
+        // A completion of this worker's ring ends the spin too: nobody signals it, and it
+        // would otherwise wait for the budget to run out.
+        let ring_ready = || {
+            let mut state = self.local.state.borrow_mut();
+            state.driver.as_mut().is_some_and(Driver::has_completions)
+        };
+        if !self.spinner.spin(waker, deadline, ring_ready) {
             let slept = Instant::now();
             wait(&self.local, waker);
             self.spinner.adapt(slept.elapsed());
@@ -215,9 +220,15 @@ impl Spinner {
         }
     }
 
-    /// Spins until `waker` is signalled (consuming the signal; returns true) or the budget or
-    /// `deadline` runs out (returns false).
-    fn spin(&self, waker: &crate::pool::wake::WakeState, deadline: Option<Instant>) -> bool {
+    /// Spins until `waker` is signalled (consuming the signal; returns true), `ready` says the
+    /// ring has completions to reap (returns true), or the budget or `deadline` runs out
+    /// (returns false).
+    fn spin(
+        &self,
+        waker: &crate::pool::wake::WakeState,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+    ) -> bool {
         if self.budget.is_zero() {
             return false;
         }
@@ -228,6 +239,9 @@ impl Spinner {
         loop {
             if waker.is_signalled() {
                 waker.consume();
+                return true;
+            }
+            if ready() {
                 return true;
             }
             if Instant::now() >= until {
