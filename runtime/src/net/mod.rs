@@ -1,8 +1,12 @@
 //! TCP on the rings: [`Listener`], and a connection's halves [`Sink`] and [`Stream`].
 //!
-//! Every accept, connect, send and receive is an operation registered on the ring of the
-//! worker that first polls it. The halves keep the operation they started until it is done,
-//! which gives the guarantees the traits promise:
+//! Every accept, connect and receive is an operation registered on the ring of the worker that
+//! first polls it. A send first offers its bytes to the socket with one non-blocking
+//! `sendmsg` (what the socket takes at once needs no completion and no second wake of the
+//! task) and registers the rest. A receive that follows one which drained the socket asks the
+//! ring to wait for data before trying (`IORING_RECVSEND_POLL_FIRST`), saving a try that would
+//! find nothing. The halves keep the operation they started until it is done, which gives the
+//! guarantees the traits promise:
 //!
 //! - A dropped `accept` or `recv` future loses nothing: its operation stays with the listener
 //!   or stream, and the next call takes its result first (a connection, or bytes kept in the
@@ -11,7 +15,10 @@
 //!   starts, and the driver resubmits short sends, so every byte goes out.
 //! - A stream dropped with a receive in flight shuts its reading side down, and a listener
 //!   dropped with an accept in flight shuts the socket down, so the pending operation ends and
-//!   the socket closes instead of waiting forever for a peer.
+//!   the socket closes instead of waiting forever for a peer. A sink dropped with a send in
+//!   flight has its writing side shut once that send is done.
+//! - A receive never reserves more than 1 MiB ahead of the bytes it holds: a
+//!   length a peer announces gets memory only as its bytes arrive.
 //!
 //! Sockets are created with `SOCK_CLOEXEC` and left blocking (the ring never blocks on them:
 //! it arms a poll and retries). Connections have `TCP_NODELAY` set: messages of an actor

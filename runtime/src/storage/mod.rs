@@ -8,7 +8,7 @@
 //! - A write is registered at its first poll and then belongs to the ring: dropping its
 //!   future does not stop it, the driver finishes short writes, and a closing worker (or
 //!   shutdown) waits for it. On a dedicated or blocking worker, plain writes and `sync` are
-//!   instead made by the task's own thread during that first poll ([`direct`]): a `sync`
+//!   instead made by the task's own thread during that first poll (the `direct` module): a `sync`
 //!   skips the kernel's io-wq hop, and a plain write is complete before its future can be
 //!   dropped. `SYNC` writes stay registrations everywhere (pending after their first poll);
 //!   for the fastest durable writes on a dedicated worker, write and then `sync`. A [`WriteOptions::SYNC`] write is durable (`RWF_DSYNC`) when it
@@ -412,7 +412,7 @@ impl crate::Blob for Blob {
 }
 
 /// Makes `fd`'s data durable: on the ring, or straight from a dedicated or blocking worker's
-/// own thread (see [`direct`]).
+/// own thread (see the `direct` module).
 async fn sync_fd(fd: Arc<OwnedFd>) -> io::Result<()> {
     if direct::on_own_thread() {
         return direct::datasync(&fd);
