@@ -133,11 +133,11 @@ where
 }
 
 /// Runs `future` inside a task of a fresh tokio `multi_thread` runtime with `workers` workers
-/// and returns what it measured (so the workload runs on a worker, as our root does).
-pub fn tokio_multi(
+/// and returns its output (so the workload runs on a worker, as our root does).
+pub fn tokio_multi<T: Send + 'static>(
     workers: usize,
-    future: impl Future<Output = Duration> + Send + 'static,
-) -> Duration {
+    future: impl Future<Output = T> + Send + 'static,
+) -> T {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

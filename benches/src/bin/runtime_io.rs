@@ -88,17 +88,6 @@ where
     Runner::new(config).start(f)
 }
 
-/// Runs `future` inside a task of a fresh two-worker tokio runtime (so it runs on a worker, as
-/// our root does) and returns its output.
-fn tokio_rt<T: Send + 'static>(future: impl Future<Output = T> + Send + 'static) -> T {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    runtime.block_on(async { tokio::spawn(future).await.expect("workload") })
-}
-
 /// Formats durations in one unit: microseconds if the largest is below 10 ms, milliseconds
 /// otherwise (as `benches::format_pair` does for two).
 fn format_durations(durations: &[Duration]) -> Vec<String> {
@@ -273,7 +262,7 @@ fn ours_ping_pong(storage: &Path, connections: usize) -> NetSample {
 
 /// tokio: the same on a two-worker `multi_thread` runtime.
 fn tokio_ping_pong(connections: usize) -> NetSample {
-    tokio_rt(async move {
+    benches::tokio_multi(WORKERS, async move {
         let listener = tokio::net::TcpListener::bind(loopback())
             .await
             .expect("bind");
@@ -548,7 +537,7 @@ fn ours_reads(files: &Files, tasks: usize) -> Duration {
 fn tokio_reads(files: &Files, tasks: usize) -> Duration {
     let path = files.read.clone();
     let offsets = files.offsets.clone();
-    tokio_rt(async move {
+    benches::tokio_multi(WORKERS, async move {
         let mut opened = Vec::with_capacity(tasks);
         for _ in 0..tasks {
             opened.push(tokio::fs::File::open(path.as_path()).await.expect("open"));
@@ -670,39 +659,39 @@ async fn tokio_open_write(path: &Path, dsync: bool) -> tokio::fs::File {
     options.open(path).await.expect("open")
 }
 
-/// tokio: seek, `write_all`, then `sync_data` (which first waits for the buffered write).
-fn tokio_write_sync(files: &Files) -> Duration {
-    let path = files.write.clone();
-    tokio_rt(async move {
-        let mut file = tokio_open_write(&path, false).await;
+/// tokio: seek, `write_all`, then `sync_data` (which first waits for the buffered write); or,
+/// with `dsync`, on an `O_DSYNC` file, seek, `write_all` and `flush` (a tokio `File` returns
+/// from `write_all` before the write ran; `flush` waits for it).
+fn tokio_durable_writes(files: &Files, dsync: bool) -> Duration {
+    let path = if dsync {
+        files.dsync.clone()
+    } else {
+        files.write.clone()
+    };
+    benches::tokio_multi(WORKERS, async move {
+        let mut file = tokio_open_write(&path, dsync).await;
         let start = Instant::now();
         for index in 0..WRITES {
             file.seek(SeekFrom::Start(write_offset(index)))
                 .await
                 .expect("seek");
             file.write_all(&WRITE_BLOCK).await.expect("write");
-            file.sync_data().await.expect("sync");
+            if dsync {
+                file.flush().await.expect("flush");
+            } else {
+                file.sync_data().await.expect("sync");
+            }
         }
         start.elapsed()
     })
 }
 
-/// tokio on an `O_DSYNC` file: seek, `write_all`, then `flush` (a tokio `File` returns from
-/// `write_all` before the write ran; `flush` waits for it).
+fn tokio_write_sync(files: &Files) -> Duration {
+    tokio_durable_writes(files, false)
+}
+
 fn tokio_write_dsync(files: &Files) -> Duration {
-    let path = files.dsync.clone();
-    tokio_rt(async move {
-        let mut file = tokio_open_write(&path, true).await;
-        let start = Instant::now();
-        for index in 0..WRITES {
-            file.seek(SeekFrom::Start(write_offset(index)))
-                .await
-                .expect("seek");
-            file.write_all(&WRITE_BLOCK).await.expect("write");
-            file.flush().await.expect("flush");
-        }
-        start.elapsed()
-    })
+    tokio_durable_writes(files, true)
 }
 
 /// Opens a peer's write file for plain writes, with `O_DSYNC` if `dsync`.
