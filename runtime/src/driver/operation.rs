@@ -640,41 +640,38 @@ impl Driver {
 /// results of that worker's registrations can tell whether they were observed in its life.
 pub(crate) type Life = Arc<std::sync::atomic::AtomicBool>;
 
-/// Registers every request on the worker running on this thread, in order, and returns their
-/// slots with the worker's closing flag; `None` if there is no worker or it is closing.
-pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Shared>>, Life)> {
-    let mut requests = Some(requests);
+/// Runs `f` with the ring of the worker running on this thread; `None` if there is none (a
+/// foreign thread) or that worker is closing.
+fn with_open_driver<R>(f: impl FnOnce(&mut Driver, &Local) -> R) -> Option<R> {
     Local::with_current(|local| {
         if local.is_closing() {
             return None;
         }
         let mut state = local.state.borrow_mut();
         let driver = state.driver.as_mut()?;
+        Some(f(driver, local))
+    })
+    .flatten()
+}
+
+/// Registers every request on the worker running on this thread, in order, and returns their
+/// slots with the worker's closing flag; `None` if there is no worker or it is closing.
+pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Shared>>, Life)> {
+    with_open_driver(|driver, local| {
         let slots = requests
-            .take()
-            .expect("taken once")
             .into_iter()
             .map(|request| driver.register(request))
             .collect();
-        Some((slots, local.life()))
+        (slots, local.life())
     })
-    .flatten()
 }
 
 /// Registers `request` on the worker running on this thread, or hands it back if there is
 /// none (a foreign thread) or that worker is closing.
 pub(crate) fn register_here(request: Request) -> Result<Arc<Shared>, Request> {
     let mut request = Some(request);
-    let registered = Local::with_current(|local| {
-        if local.is_closing() {
-            return None;
-        }
-        let mut state = local.state.borrow_mut();
-        let driver = state.driver.as_mut()?;
-        Some(driver.register(request.take().expect("taken once")))
-    })
-    .flatten();
-    registered.ok_or_else(|| request.expect("not registered"))
+    with_open_driver(|driver, _| driver.register(request.take().expect("taken once")))
+        .ok_or_else(|| request.expect("not registered"))
 }
 
 /// A future that registers `request` on the worker that first polls it and resolves to the
