@@ -32,7 +32,7 @@
 // Under `--cfg loom` only the models run; the rest of the crate is compiled but not exercised.
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
-mod buffer;
+pub mod buffer;
 mod config;
 mod context;
 mod driver;
@@ -141,6 +141,15 @@ pub enum Error {
         /// The blob's length when the read hit its end.
         end: u64,
     },
+    /// A page of a paged blob fails its checksum (or is shorter than its place requires): the
+    /// bytes were damaged after they were written. Names the blob and the page's offset in it;
+    /// the page's bytes are never returned as data.
+    BlobCorrupt {
+        /// The blob, as `partition/hex(name)`.
+        blob: String,
+        /// Where the damaged page starts in the blob (its physical offset).
+        offset: u64,
+    },
     /// Binding a listener to the address failed.
     BindFailed(std::net::SocketAddr, std::io::Error),
     /// Connecting to the address failed or timed out.
@@ -192,6 +201,11 @@ impl Display for Error {
             } => write!(
                 f,
                 "blob {blob}: reading {len} bytes at offset {offset} reaches past its end at {end}"
+            ),
+            Error::BlobCorrupt { blob, offset } => write!(
+                f,
+                "blob {blob}: the page at offset {offset} is corrupt (no checksum in its \
+                 trailer matches its bytes)"
             ),
             Error::BindFailed(address, error) => write!(f, "bind to {address} failed: {error}"),
             Error::DialFailed(address, error) => write!(f, "dial to {address} failed: {error}"),

@@ -9,6 +9,8 @@
 //!   `len() == 0` exactly when it is empty and iterating it never yields zero-length slices to
 //!   the kernel.
 
+pub mod paged;
+
 use bytes::{Bytes, BytesMut};
 use std::ops::{Deref, DerefMut};
 

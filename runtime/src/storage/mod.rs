@@ -155,8 +155,13 @@ impl File {
 }
 
 impl Blob {
-    fn failed(&self, error: io::Error) -> Error {
+    pub(crate) fn failed(&self, error: io::Error) -> Error {
         Error::BlobFailed(self.file.label.clone(), error)
+    }
+
+    /// The blob as `partition/hex(name)`, as errors name it.
+    pub(crate) fn label(&self) -> &str {
+        &self.file.label
     }
 
     /// Issues reads of every `(offset, len)` range on the ring of the worker polling the
@@ -224,6 +229,18 @@ pub struct ReadMany {
     slots: Option<Vec<Arc<Shared>>>,
     life: Option<Life>,
     results: Vec<Range>,
+}
+
+impl ReadMany {
+    /// Whether these reads can no longer be observed: no worker took them, or the worker that
+    /// issued them closed. Polling then reports [`Error::ReadFailed`], and the same reads
+    /// issued again (from a live worker) would succeed.
+    pub(crate) fn is_orphaned(&self) -> bool {
+        match &self.life {
+            Some(life) => life.load(Ordering::Acquire),
+            None => self.invalid.is_none(),
+        }
+    }
 }
 
 impl Future for ReadMany {

@@ -162,6 +162,64 @@ fn direct_reads_outlive_their_origin_worker() {
     assert_eq!(block_on(unobserved), Err(Error::ReadFailed));
 }
 
+/// A paged replay keeps reads in flight between fills. The task that issued them may close its
+/// worker before they are observed, which discards them whether they are still pending or
+/// have landed unobserved; the replay then reads those pages again on demand, so a partly
+/// consumed replay handed to another task still yields every byte. Cases: the origin worker is
+/// dedicated or blocking, and the reads have landed or not when it closes.
+#[rstest::rstest]
+fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
+    #[values(false, true)] dedicated: bool,
+    #[values(false, true)] landed: bool,
+) {
+    use crate::buffer::paged::{CHECKSUM_SIZE, CacheRef, Writer};
+    use bytes::Buf as _;
+    use std::num::{NonZeroU16, NonZeroUsize};
+
+    Runner::new(config()).start(|context| async move {
+        // A sixteen page replay buffer over sixty-four pages reads in batches of four pages,
+        // so the child's first fill leaves three batches in flight on its worker.
+        const PAGE: u16 = 64;
+        let physical = usize::from(PAGE) + usize::from(CHECKSUM_SIZE);
+        let buffer = 16 * physical;
+        let data: Vec<u8> = (0..64 * usize::from(PAGE)).map(|i| (i % 251) as u8).collect();
+        let (blob, size) = context.open("partition", b"replay").await.unwrap();
+        let cache = CacheRef::new(NonZeroU16::new(PAGE).unwrap(), NonZeroUsize::new(4).unwrap());
+        let writer = Writer::new(blob, size, buffer, cache).await.unwrap();
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let (sealed, sync) = writer.seal().await.unwrap();
+        sync.await.unwrap();
+
+        let child = context.child("child");
+        let child = if dedicated {
+            child.dedicated()
+        } else {
+            child.shared(true)
+        };
+        let mut replay = child
+            .spawn(move |context| async move {
+                let mut replay = sealed
+                    .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::default())
+                    .unwrap();
+                assert!(replay.ensure(1).await.unwrap());
+                if landed {
+                    context.sleep(Duration::from_millis(50)).await;
+                }
+                replay
+            })
+            .await
+            .unwrap();
+
+        // The handle can complete before the worker's cleanup: wait for it to retire, so its
+        // registrations are gone before the replay is driven again.
+        yield_until(|| context.runtime().workers.state.lock().active == 0).await;
+
+        assert!(replay.ensure(data.len()).await.unwrap());
+        assert_eq!(replay.copy_to_bytes(data.len()).as_ref(), data);
+        assert!(!replay.ensure(1).await.unwrap());
+    });
+}
+
 /// Numeric hosts resolve without a lookup, a NUL byte is refused, and a context that escaped
 /// its finished runner resolves nothing.
 #[test]

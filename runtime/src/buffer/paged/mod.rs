@@ -1,0 +1,190 @@
+//! Paged blobs: an append-only layout of fixed-size pages, each followed by a checksum, with
+//! a shared page cache, recovery of a torn tail, and a replay that streams every byte back.
+//!
+//! # Layout
+//! A paged blob is a sequence of physical pages of `page_size + CHECKSUM_SIZE` bytes: the
+//! page's data, then a trailer of two slots, each a length (`u16`) and a CRC-32C of the
+//! page's first `length` bytes, the length and the page number. Every page but the last is
+//! full; the last holds `1..=page_size` bytes, zero padded. The blob's length is always a
+//! whole number of physical pages.
+//!
+//! # Guarantees
+//! - **Acknowledged bytes survive a crash.** Bytes are acknowledged once
+//!   [`Writer::sync`] returns, or the durability future [`Writer::seal`] returns resolves.
+//!   After a crash (a killed process or a lost machine), [`Writer::new`] on the same blob
+//!   recovers every acknowledged byte, in order.
+//! - **A torn tail is cut, never read.** Writes after the last sync may be lost or torn. On
+//!   opening, a trailing fragment shorter than a page is dropped, and so are trailing pages
+//!   that no checksum validates; the blob is truncated to the valid prefix. A partial last page
+//!   is rewritten when bytes are added to it, and its trailer keeps the slot of the state
+//!   last written beside the new one, so a rewrite torn by a crash still validates as the
+//!   previous, durable state.
+//! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
+//!   validates (or that is shorter than its place requires) fails the read with
+//!   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt), naming the blob and the page's offset.
+//! - **Replays survive their workers.** A [`Replay`] keeps page reads in flight between calls.
+//!   If the worker that issued them closes before they are observed, the replay issues them
+//!   again from the worker that asks next, so a replay handed from one task to another still
+//!   yields every byte.
+//!
+//! # Costs
+//! Appends copy into a buffer of whole physical pages and write it with one system call when
+//! it fills; checksums run at several gigabytes per second (SSE 4.2, three lanes). Reads go
+//! through the [`CacheRef`]; replays read batches of pages directly, bypassing it.
+
+mod cache;
+mod checksum;
+mod replay;
+mod writer;
+
+pub use cache::CacheRef;
+pub use checksum::CHECKSUM_SIZE;
+pub use replay::Replay;
+pub use writer::{Sealed, Writer};
+
+use crate::Error;
+use crate::storage::Blob;
+use checksum::Trailer;
+use std::io;
+
+/// The sizes of a paged blob's pages.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// Logical bytes per page.
+    page_size: usize,
+    /// Bytes per page in the blob: the page and its trailer.
+    physical: usize,
+}
+
+impl Layout {
+    fn new(cache: &CacheRef) -> Self {
+        let page_size = usize::from(cache.page_size().get());
+        Self {
+            page_size,
+            physical: page_size + usize::from(CHECKSUM_SIZE),
+        }
+    }
+
+    /// Where page `page` starts in the blob.
+    fn offset(self, page: u64) -> u64 {
+        page * self.physical as u64
+    }
+
+    /// How many whole pages a buffer of `bytes` holds, or an error saying what is allowed.
+    fn pages_in(self, blob: &Blob, bytes: usize, what: &str) -> Result<usize, Error> {
+        match bytes / self.physical {
+            0 => Err(blob.failed(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a {what} buffer of {bytes} bytes holds no page: it needs at least {} \
+                     bytes (a page of {} bytes and its {CHECKSUM_SIZE}-byte checksum)",
+                    self.physical, self.page_size
+                ),
+            ))),
+            pages => Ok(pages),
+        }
+    }
+
+    /// Checks physical page `page` (its data and trailer) and returns how many bytes it holds,
+    /// at least `expected`: the page's latest durable state must cover its place in the blob.
+    fn verify(self, blob: &Blob, page: u64, bytes: &[u8], expected: usize) -> Result<usize, Error> {
+        debug_assert_eq!(bytes.len(), self.physical);
+        let (data, trailer) = bytes.split_at(self.page_size);
+        match Trailer::decode(trailer).best(page, data) {
+            Some((_, slot)) if usize::from(slot.len) >= expected => Ok(usize::from(slot.len)),
+            _ => Err(Error::BlobCorrupt {
+                blob: blob.label().to_owned(),
+                offset: self.offset(page),
+            }),
+        }
+    }
+}
+
+/// What a writer and the blob it seals share: the blob, its layout, and its place in the cache.
+#[derive(Clone)]
+struct Paged {
+    blob: Blob,
+    layout: Layout,
+    cache: CacheRef,
+    /// This paged blob's identity in the cache.
+    id: u64,
+}
+
+impl Paged {
+    fn new(blob: Blob, cache: CacheRef) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        Self {
+            blob,
+            layout: Layout::new(&cache),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cache,
+        }
+    }
+
+    /// Fills `out` with the logical bytes at `offset` from the stored pages `0..pages`, the
+    /// last of which holds `last_len` bytes: from the cache where it has them, otherwise with
+    /// one read of the remaining pages, each verified and then cached.
+    async fn read_stored(
+        &self,
+        offset: u64,
+        out: &mut [u8],
+        pages: u64,
+        last_len: usize,
+    ) -> Result<(), Error> {
+        use crate::Blob as _;
+        let page_size = self.layout.page_size as u64;
+        let end = offset + out.len() as u64;
+        let expected = |page: u64| {
+            if page + 1 == pages {
+                last_len
+            } else {
+                self.layout.page_size
+            }
+        };
+        let mut position = offset;
+        while position < end {
+            let page = position / page_size;
+            let within = (position % page_size) as usize;
+            let len = (self.layout.page_size - within).min((end - position) as usize);
+            let at = (position - offset) as usize;
+            if self
+                .cache
+                .read((self.id, page), within, &mut out[at..at + len])
+            {
+                position += len as u64;
+                continue;
+            }
+            // Read every page from here to the range's end at once, verify and cache them.
+            let last_page = (end - 1) / page_size;
+            let count = (last_page - page + 1) as usize;
+            let physical = self.layout.physical;
+            let bytes = self
+                .blob
+                .read_at(
+                    self.layout.offset(page),
+                    count * physical,
+                    crate::ReadOptions::default(),
+                )
+                .await?
+                .coalesce();
+            for (index, bytes) in bytes.chunks_exact(physical).enumerate() {
+                let page = page + index as u64;
+                let held = self.layout.verify(&self.blob, page, bytes, expected(page))?;
+                let held = held.min(expected(page));
+                self.cache.insert((self.id, page), &bytes[..held]);
+                let start = (page * page_size).max(position);
+                let stop = ((page + 1) * page_size).min(end);
+                let within = (start - page * page_size) as usize;
+                let at = (start - offset) as usize;
+                let len = (stop - start) as usize;
+                out[at..at + len].copy_from_slice(&bytes[within..within + len]);
+            }
+            position = end;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+//! [`Replay`]: every byte of a sealed paged blob, in order, with page reads kept in flight.
+//!
+//! Invariants:
+//! - Pages are verified and handed out in order: `ready` holds verified bytes of pages
+//!   before `in_flight`'s, which hold pages before `next`. A page is never handed out twice
+//!   and never skipped: a batch leaves `in_flight` only once all its pages are verified.
+//! - A batch whose read fails, or whose origin worker closed before it was observed, stays in
+//!   place with no read, and is issued again from the worker that polls the replay next.
+//!   A batch that fails verification hands out the pages before the damaged one and keeps the
+//!   rest, so a caller can consume everything up to the damage.
+//! - Read-ahead is bounded: reads are issued only while the bytes held and in flight are
+//!   short of the larger of the buffer and the amount an `ensure` asks for.
+//! - All state is in the replay, not in an `ensure` future, so dropping one loses nothing.
+
+use super::Layout;
+use crate::Error;
+use crate::storage::{Blob, ReadMany, ReadOptions};
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
+
+/// Reads a sealed paged blob from the start (made by
+/// [`Sealed::replay`](super::Sealed::replay)). [`ensure`](Self::ensure) makes bytes
+/// available; [`bytes::Buf`] hands them out (`chunk` is at most one page, and
+/// `copy_to_bytes` within a page shares the read's memory instead of copying).
+pub struct Replay {
+    blob: Blob,
+    layout: Layout,
+    /// Pages in the blob, and the bytes of the last one.
+    pages: u64,
+    last_len: usize,
+    options: ReadOptions,
+    /// Pages per read, and the pages to keep read ahead.
+    batch_pages: usize,
+    ahead_pages: usize,
+    /// The next page to issue a read for.
+    next: u64,
+    in_flight: VecDeque<Batch>,
+    in_flight_pages: usize,
+    /// Verified bytes not yet consumed, one entry per page (or its unconsumed rest).
+    ready: VecDeque<Bytes>,
+    remaining: usize,
+    /// Counts `ensure` calls: a read issued during this call that reports its worker closed is
+    /// an error, not a reason to issue it again.
+    call: u64,
+}
+
+struct Batch {
+    first: u64,
+    count: usize,
+    /// `None` when it must be issued (again).
+    read: Option<ReadMany>,
+    issued_in: u64,
+}
+
+impl Replay {
+    pub(super) fn new(
+        blob: Blob,
+        layout: Layout,
+        pages: u64,
+        last_len: usize,
+        ahead_pages: usize,
+        options: ReadOptions,
+    ) -> Self {
+        Self {
+            blob,
+            layout,
+            pages,
+            last_len,
+            options,
+            batch_pages: (ahead_pages / 4).max(1),
+            ahead_pages,
+            next: 0,
+            in_flight: VecDeque::new(),
+            in_flight_pages: 0,
+            ready: VecDeque::new(),
+            remaining: 0,
+            call: 0,
+        }
+    }
+
+    /// Waits until at least `n` bytes are available through [`Buf`], reading and verifying
+    /// pages as needed. Returns `false` if the blob ends first (the bytes up to its end are
+    /// then available). Fails with [`Error::BlobCorrupt`] at a damaged page (the bytes before
+    /// it stay available), or with the read's error; calling again retries.
+    pub async fn ensure(&mut self, n: usize) -> Result<bool, Error> {
+        self.call += 1;
+        loop {
+            if self.remaining >= n {
+                return Ok(true);
+            }
+            self.issue(n).await;
+            let Some(batch) = self.in_flight.front_mut() else {
+                return Ok(false);
+            };
+            let read = batch.read.as_mut().expect("issued just above");
+            match read.await {
+                Ok(bufs) => {
+                    let bytes = bufs
+                        .into_iter()
+                        .next()
+                        .expect("one range per batch")
+                        .coalesce()
+                        .into_bytes_mut()
+                        .freeze();
+                    self.accept(bytes)?;
+                }
+                Err(Error::ReadFailed) if batch.issued_in != self.call => {
+                    // The worker that issued it closed: so did every read it issued.
+                    for batch in &mut self.in_flight {
+                        if batch.read.as_ref().is_some_and(ReadMany::is_orphaned) {
+                            batch.read = None;
+                        }
+                    }
+                }
+                Err(error) => {
+                    batch.read = None;
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Issues the reads that were lost, then new ones until enough is held or in flight.
+    async fn issue(&mut self, n: usize) {
+        for batch in &mut self.in_flight {
+            if batch.read.is_none() {
+                let range = (self.layout.offset(batch.first), batch.count * self.layout.physical);
+                batch.read = Some(self.blob.start_read_many(&[range], self.options).await);
+                batch.issued_in = self.call;
+            }
+        }
+        let wanted = n.max(self.ahead_pages * self.layout.page_size);
+        while self.next < self.pages
+            && self.remaining + self.in_flight_pages * self.layout.page_size < wanted
+        {
+            let count = (self.pages - self.next).min(self.batch_pages as u64) as usize;
+            let range = (self.layout.offset(self.next), count * self.layout.physical);
+            let read = self.blob.start_read_many(&[range], self.options).await;
+            self.in_flight.push_back(Batch {
+                first: self.next,
+                count,
+                read: Some(read),
+                issued_in: self.call,
+            });
+            self.next += count as u64;
+            self.in_flight_pages += count;
+        }
+    }
+
+    /// Verifies the front batch's pages (`bytes`) and makes them available. At a damaged page,
+    /// keeps the pages before it and leaves the rest in flight, to be read again.
+    fn accept(&mut self, bytes: Bytes) -> Result<(), Error> {
+        let batch = self.in_flight.front_mut().expect("the batch just read");
+        for index in 0..batch.count {
+            let page = batch.first + index as u64;
+            let expected = if page + 1 == self.pages {
+                self.last_len
+            } else {
+                self.layout.page_size
+            };
+            let start = index * self.layout.physical;
+            let physical = &bytes[start..start + self.layout.physical];
+            if let Err(error) = self.layout.verify(&self.blob, page, physical, expected) {
+                batch.first = page;
+                batch.count -= index;
+                batch.read = None;
+                self.in_flight_pages -= index;
+                return Err(error);
+            }
+            self.ready.push_back(bytes.slice(start..start + expected));
+            self.remaining += expected;
+        }
+        self.in_flight_pages -= batch.count;
+        self.in_flight.pop_front();
+        Ok(())
+    }
+}
+
+impl Buf for Replay {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.ready.front().map_or(&[], |bytes| bytes)
+    }
+
+    fn advance(&mut self, mut count: usize) {
+        assert!(
+            count <= self.remaining,
+            "advancing {count} bytes past the {} available",
+            self.remaining
+        );
+        self.remaining -= count;
+        while count > 0 {
+            let front = self.ready.front_mut().expect("counted in remaining");
+            if front.len() > count {
+                front.advance(count);
+                return;
+            }
+            count -= front.len();
+            self.ready.pop_front();
+        }
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        assert!(
+            len <= self.remaining,
+            "taking {len} bytes of the {} available",
+            self.remaining
+        );
+        if let Some(front) = self.ready.front_mut()
+            && front.len() >= len
+        {
+            let taken = front.split_to(len);
+            if front.is_empty() {
+                self.ready.pop_front();
+            }
+            self.remaining -= len;
+            return taken;
+        }
+        let mut out = BytesMut::with_capacity(len);
+        while out.len() < len {
+            let chunk = self.chunk();
+            let take = chunk.len().min(len - out.len());
+            out.extend_from_slice(&chunk[..take]);
+            self.advance(take);
+        }
+        out.freeze()
+    }
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay")
+            .field("blob", &self.blob.label())
+            .field("remaining", &self.remaining)
+            .field("next_page", &self.next)
+            .field("pages", &self.pages)
+            .finish()
+    }
+}

@@ -1,0 +1,397 @@
+//! The append side of a paged blob: [`Writer`] lays bytes out in pages and writes them when
+//! its buffer fills, and [`Sealed`] is the finished blob, read through the cache or replayed.
+//!
+//! Invariants:
+//! - Pages `0..stored` are full on the blob and never written again. The buffer holds the
+//!   pages from `stored` on, in their physical layout: `buffered` logical bytes, of which all
+//!   but the last `buffered % page_size` fill whole pages.
+//! - The buffer is written only when it is full of whole pages (an append) or on `sync` and
+//!   `seal`, which also write the partial last page. One write is in flight at a time, and
+//!   writes go out in blob order, so a killed process leaves a prefix of what it wrote.
+//! - `partial` is the trailer slot last written for page `stored` (a partial page written by a
+//!   `sync`) and which of the two it occupies. Rewriting that page keeps the slot where it is
+//!   and puts the new one in the other, so a torn rewrite falls back to the synced state.
+//! - Every method that writes takes the writer by value: if it fails, or its future is
+//!   dropped, the writer is gone with it, and no half-updated writer is ever used again.
+//!   A fresh `Writer::new` on the blob recovers the durable state.
+
+use super::checksum::{Slot, Trailer};
+use super::{CacheRef, Paged, Replay};
+use crate::buffer::IoBuf;
+use crate::storage::{Blob, ReadOptions, WriteOptions};
+use crate::{Blob as _, Error};
+use bytes::BytesMut;
+use std::future::Future;
+use std::num::NonZeroUsize;
+
+/// Appends bytes to a paged blob. See the [module](super) for the layout and what is durable
+/// when.
+pub struct Writer {
+    paged: Paged,
+    /// Full pages on the blob.
+    stored: u64,
+    /// Whole physical pages; pages `stored..` in their layout.
+    buffer: BytesMut,
+    /// Logical bytes in the buffer.
+    buffered: usize,
+    /// The slot last written for page `stored` while it was partial, and its index.
+    partial: Option<(usize, Slot)>,
+}
+
+impl Writer {
+    /// A writer appending to `blob`, whose length is `size` (as
+    /// [`Storage::open`](crate::Storage::open) returns it), with a buffer of `buffer` bytes of
+    /// blob (whole physical pages: `page_size +` [`CHECKSUM_SIZE`](super::CHECKSUM_SIZE) each,
+    /// the page size being the cache's).
+    ///
+    /// An existing blob is recovered first: a trailing fragment and trailing pages that fail
+    /// their checksums (a tail torn by a crash) are cut, the blob is truncated to what remains,
+    /// and appends continue after its last valid byte. Fails if `buffer` holds no page, or if
+    /// reading or truncating the blob fails.
+    pub async fn new(
+        blob: Blob,
+        size: u64,
+        buffer: usize,
+        cache: CacheRef,
+    ) -> Result<Writer, Error> {
+        let paged = Paged::new(blob, cache);
+        let layout = paged.layout;
+        let pages = layout.pages_in(&paged.blob, buffer, "writer")?;
+        let mut writer = Writer {
+            buffer: BytesMut::zeroed(pages * layout.physical),
+            paged,
+            stored: 0,
+            buffered: 0,
+            partial: None,
+        };
+        writer.recover(size).await?;
+        Ok(writer)
+    }
+
+    /// Finds the last page that validates, cuts what follows it, and loads it if partial.
+    async fn recover(&mut self, size: u64) -> Result<(), Error> {
+        let layout = self.paged.layout;
+        let blob = &self.paged.blob;
+        let mut pages = size / layout.physical as u64;
+        let mut last = None;
+        while pages > 0 {
+            let page = pages - 1;
+            let bytes = blob
+                .read_at(layout.offset(page), layout.physical, ReadOptions::default())
+                .await?
+                .coalesce();
+            let (data, trailer) = bytes.split_at(layout.page_size);
+            if let Some(best) = Trailer::decode(trailer).best(page, data) {
+                last = Some((bytes, best));
+                break;
+            }
+            pages -= 1;
+        }
+        if layout.offset(pages) != size {
+            blob.resize(layout.offset(pages)).await?;
+        }
+        match last {
+            Some((_, (_, slot))) if usize::from(slot.len) == layout.page_size => {
+                self.stored = pages;
+            }
+            Some((bytes, (index, slot))) => {
+                let len = usize::from(slot.len);
+                self.stored = pages - 1;
+                self.buffer[..len].copy_from_slice(&bytes[..len]);
+                self.buffered = len;
+                self.partial = Some((index, slot));
+            }
+            None => self.stored = 0,
+        }
+        Ok(())
+    }
+
+    /// The logical length: every byte appended so far, written or still buffered.
+    pub fn size(&self) -> u64 {
+        self.stored * self.paged.layout.page_size as u64 + self.buffered as u64
+    }
+
+    /// The blob this writer appends to.
+    pub fn blob(&self) -> &Blob {
+        &self.paged.blob
+    }
+
+    /// Appends `data` and returns the writer with the logical offset where `data` starts.
+    /// Writes the buffer each time it fills; the bytes are durable only after the next
+    /// [`sync`](Self::sync) (or the durability future of [`seal`](Self::seal)).
+    pub async fn append(mut self, data: &[u8]) -> Result<(Writer, u64), Error> {
+        let offset = self.size();
+        self.check_room(data.len())?;
+        let mut data = data;
+        while !data.is_empty() {
+            let copied = self.copy_in(data);
+            data = &data[copied..];
+            if self.buffered == self.capacity() {
+                self.write(false).await?;
+            }
+        }
+        Ok((self, offset))
+    }
+
+    /// Makes every byte appended so far durable: writes the buffer, including the partial
+    /// last page, and syncs the blob.
+    pub async fn sync(mut self) -> Result<Writer, Error> {
+        self.write(true).await?;
+        self.paged.blob.sync().await?;
+        Ok(self)
+    }
+
+    /// Writes every byte appended so far and returns the sealed blob, with a future that makes
+    /// it durable. Until that future resolves, a crash may lose the bytes appended since the
+    /// last [`sync`](Self::sync).
+    pub async fn seal(
+        mut self,
+    ) -> Result<
+        (
+            Sealed,
+            impl Future<Output = Result<(), Error>> + Send + 'static,
+        ),
+        Error,
+    > {
+        self.write(true).await?;
+        let size = self.size();
+        let blob = self.paged.blob.clone();
+        let sealed = Sealed {
+            paged: self.paged,
+            size,
+        };
+        Ok((sealed, async move { blob.sync().await }))
+    }
+
+    /// Reads `len` bytes at logical `offset`: buffered bytes from the buffer, written ones
+    /// through the cache. Fails with [`Error::BlobTooShort`] past the end.
+    pub async fn read_at(&self, offset: u64, len: usize) -> Result<IoBuf, Error> {
+        check_within(&self.paged, offset, len, self.size())?;
+        let mut out = vec![0; len];
+        let layout = self.paged.layout;
+        let boundary = self.stored * layout.page_size as u64;
+        let stored_len = boundary.saturating_sub(offset).min(len as u64) as usize;
+        if stored_len > 0 {
+            self.paged
+                .read_stored(offset, &mut out[..stored_len], self.stored, layout.page_size)
+                .await?;
+        }
+        let mut position = offset + stored_len as u64;
+        while position < offset + len as u64 {
+            let logical = (position - boundary) as usize;
+            let within = logical % layout.page_size;
+            let at = logical / layout.page_size * layout.physical + within;
+            let count = (layout.page_size - within).min((offset + len as u64 - position) as usize);
+            let into = (position - offset) as usize;
+            out[into..into + count].copy_from_slice(&self.buffer[at..at + count]);
+            position += count as u64;
+        }
+        Ok(IoBuf::from(out))
+    }
+
+    /// Refuses an append whose pages would end past the largest file offset (`i64::MAX`).
+    fn check_room(&self, len: usize) -> Result<(), Error> {
+        let layout = self.paged.layout;
+        let end = self
+            .size()
+            .checked_add(len as u64)
+            .and_then(|end| end.div_ceil(layout.page_size as u64).checked_mul(layout.physical as u64));
+        if end.is_some_and(|end| end <= i64::MAX as u64) {
+            return Ok(());
+        }
+        Err(self.paged.blob.failed(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "appending {len} bytes to {} would end past the largest file offset ({})",
+                self.size(),
+                i64::MAX
+            ),
+        )))
+    }
+
+    /// Logical bytes the buffer holds when full.
+    fn capacity(&self) -> usize {
+        self.buffer.len() / self.paged.layout.physical * self.paged.layout.page_size
+    }
+
+    /// Copies as much of `data` as fits into the buffer's pages; returns how much.
+    fn copy_in(&mut self, data: &[u8]) -> usize {
+        let layout = self.paged.layout;
+        let mut copied = 0;
+        while copied < data.len() && self.buffered < self.capacity() {
+            let within = self.buffered % layout.page_size;
+            let at = self.buffered / layout.page_size * layout.physical + within;
+            let count = (layout.page_size - within).min(data.len() - copied);
+            self.buffer[at..at + count].copy_from_slice(&data[copied..copied + count]);
+            copied += count;
+            self.buffered += count;
+        }
+        copied
+    }
+
+    /// Writes the buffer's full pages, and with `partial` its partial last page too (unless
+    /// that page was already written at this length), in one write.
+    async fn write(&mut self, partial: bool) -> Result<(), Error> {
+        let layout = self.paged.layout;
+        let full = self.buffered / layout.page_size;
+        let rest = self.buffered % layout.page_size;
+        let unchanged = full == 0 && self.partial.is_some_and(|(_, slot)| usize::from(slot.len) == rest);
+        let write_partial = partial && rest > 0 && !unchanged;
+        if full == 0 && !write_partial {
+            return Ok(());
+        }
+        for index in 0..full {
+            let keep = if index == 0 { self.partial } else { None };
+            self.seal_page(index, layout.page_size, keep);
+        }
+        let mut partial_slot = None;
+        if write_partial {
+            let start = full * layout.physical;
+            self.buffer[start + rest..start + layout.page_size].fill(0);
+            let keep = if full == 0 { self.partial } else { None };
+            partial_slot = Some(self.seal_page(full, rest, keep));
+        }
+        let len = (full + usize::from(write_partial)) * layout.physical;
+        let frozen = std::mem::take(&mut self.buffer).freeze();
+        let written = self
+            .paged
+            .blob
+            .write_at(
+                layout.offset(self.stored),
+                IoBuf::from(frozen.slice(..len)),
+                WriteOptions::default(),
+            )
+            .await;
+        // The write's buffers are gone once it resolves (almost always): take the memory back.
+        self.buffer = frozen.try_into_mut().unwrap_or_else(|frozen| {
+            let mut fresh = BytesMut::zeroed(frozen.len());
+            let start = full * layout.physical;
+            fresh[start..start + rest].copy_from_slice(&frozen[start..start + rest]);
+            fresh
+        });
+        written?;
+        if full > 0 {
+            if rest > 0 {
+                let start = full * layout.physical;
+                self.buffer.copy_within(start..start + rest, 0);
+            }
+            self.stored += full as u64;
+            self.buffered = rest;
+            self.partial = None;
+        }
+        if let Some(slot) = partial_slot {
+            self.partial = Some(slot);
+        }
+        Ok(())
+    }
+
+    /// Fills the trailer of buffer page `index` for its first `len` bytes, keeping `keep` in
+    /// its slot; returns the new slot and its index.
+    fn seal_page(&mut self, index: usize, len: usize, keep: Option<(usize, Slot)>) -> (usize, Slot) {
+        let layout = self.paged.layout;
+        let start = index * layout.physical;
+        let page = self.stored + index as u64;
+        let slot = Slot::compute(page, &self.buffer[start..start + len]);
+        let mut trailer = Trailer::default();
+        let position = match keep {
+            Some((kept, old)) => {
+                trailer.slots[kept] = Some(old);
+                1 - kept
+            }
+            None => 0,
+        };
+        trailer.slots[position] = Some(slot);
+        trailer.encode(&mut self.buffer[start + layout.page_size..start + layout.physical]);
+        (position, slot)
+    }
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("blob", &self.paged.blob.label())
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+/// A paged blob whose writing is finished: read it through the cache, or replay it.
+#[derive(Clone)]
+pub struct Sealed {
+    paged: Paged,
+    size: u64,
+}
+
+impl Sealed {
+    /// The logical length.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The blob.
+    pub fn blob(&self) -> &Blob {
+        &self.paged.blob
+    }
+
+    /// Reads `len` bytes at logical `offset` through the cache. Fails with
+    /// [`Error::BlobTooShort`] past the end and [`Error::BlobCorrupt`] on a damaged page.
+    pub async fn read_at(&self, offset: u64, len: usize) -> Result<IoBuf, Error> {
+        check_within(&self.paged, offset, len, self.size)?;
+        let mut out = vec![0; len];
+        if len > 0 {
+            let (pages, last_len) = self.pages();
+            self.paged
+                .read_stored(offset, &mut out, pages, last_len)
+                .await?;
+        }
+        Ok(IoBuf::from(out))
+    }
+
+    /// A reader of every byte from the start, keeping up to `buffer` bytes of blob (whole
+    /// physical pages) read ahead, in four batches. `options` applies to its reads
+    /// ([`ReadOptions::DONT_CACHE`] keeps a long replay out of the page cache). Fails if
+    /// `buffer` holds no page.
+    pub fn replay(&self, buffer: NonZeroUsize, options: ReadOptions) -> Result<Replay, Error> {
+        let layout = self.paged.layout;
+        let pages = layout.pages_in(&self.paged.blob, buffer.get(), "replay")?;
+        let (stored, last_len) = self.pages();
+        Ok(Replay::new(
+            self.paged.blob.clone(),
+            layout,
+            stored,
+            last_len,
+            pages,
+            options,
+        ))
+    }
+
+    /// How many pages the blob holds, and how many bytes its last one holds.
+    fn pages(&self) -> (u64, usize) {
+        let page_size = self.paged.layout.page_size as u64;
+        let pages = self.size.div_ceil(page_size);
+        let last_len = (self.size - pages.saturating_sub(1) * page_size) as usize;
+        (pages, last_len)
+    }
+}
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealed")
+            .field("blob", &self.paged.blob.label())
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// Refuses a logical range reaching past `size`.
+fn check_within(paged: &Paged, offset: u64, len: usize, size: u64) -> Result<(), Error> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::BlobTooShort {
+            blob: paged.blob.label().to_owned(),
+            offset,
+            len,
+            end: size,
+        }),
+    }
+}
