@@ -182,9 +182,14 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
         const PAGE: u16 = 64;
         let physical = usize::from(PAGE) + usize::from(CHECKSUM_SIZE);
         let buffer = 16 * physical;
-        let data: Vec<u8> = (0..64 * usize::from(PAGE)).map(|i| (i % 251) as u8).collect();
+        let data: Vec<u8> = (0..64 * usize::from(PAGE))
+            .map(|i| (i % 251) as u8)
+            .collect();
         let (blob, size) = context.open("partition", b"replay").await.unwrap();
-        let cache = CacheRef::new(NonZeroU16::new(PAGE).unwrap(), NonZeroUsize::new(4).unwrap());
+        let cache = CacheRef::new(
+            NonZeroU16::new(PAGE).unwrap(),
+            NonZeroUsize::new(4).unwrap(),
+        );
         let writer = Writer::new(blob, size, buffer, cache).await.unwrap();
         let (writer, _) = writer.append(&data).await.unwrap();
         let (sealed, sync) = writer.seal().await.unwrap();

@@ -100,7 +100,10 @@ impl CacheRef {
     /// copy.
     pub(crate) fn insert(&self, key: Key, page: &[u8]) {
         let page_size = self.inner.page_size;
-        assert!(page.len() <= page_size, "a page holds at most the page size");
+        assert!(
+            page.len() <= page_size,
+            "a page holds at most the page size"
+        );
         let mut clock = self.inner.state.lock();
         let clock = &mut *clock;
         let frame = match clock.index.get(&key) {
@@ -165,7 +168,10 @@ mod tests {
     use super::*;
 
     fn cache(pages: usize) -> CacheRef {
-        CacheRef::new(NonZeroU16::new(4).unwrap(), NonZeroUsize::new(pages).unwrap())
+        CacheRef::new(
+            NonZeroU16::new(4).unwrap(),
+            NonZeroUsize::new(pages).unwrap(),
+        )
     }
 
     #[test]
@@ -199,7 +205,10 @@ mod tests {
         // Page 0 is read again; 1 and 2 are not.
         assert!(cache.read((1, 0), 0, &mut [0; 4]));
         cache.insert((1, 3), &[3; 4]);
-        assert!(cache.contains((1, 0)), "a referenced page gets a second chance");
+        assert!(
+            cache.contains((1, 0)),
+            "a referenced page gets a second chance"
+        );
         assert!(!cache.contains((1, 1)), "the first unreferenced page goes");
         assert!(cache.contains((1, 2)));
         cache.insert((1, 4), &[4; 4]);

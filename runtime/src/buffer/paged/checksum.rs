@@ -75,7 +75,11 @@ mod software {
             let mut crc = byte as u32;
             let mut bit = 0;
             while bit < 8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ POLY
+                } else {
+                    crc >> 1
+                };
                 bit += 1;
             }
             tables[0][byte] = crc;
@@ -162,7 +166,10 @@ mod hardware {
             if cached == lane {
                 return (two_lanes, one_lane);
             }
-            let constants = (super::x_pow_8n(2 * lane as u64), super::x_pow_8n(lane as u64));
+            let constants = (
+                super::x_pow_8n(2 * lane as u64),
+                super::x_pow_8n(lane as u64),
+            );
             last.set((lane, constants.0, constants.1));
             constants
         })
@@ -268,7 +275,11 @@ mod tests {
         for &byte in data {
             crc ^= u32::from(byte);
             for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ POLY
+                } else {
+                    crc >> 1
+                };
             }
         }
         !crc
@@ -325,15 +336,24 @@ mod tests {
         assert!(!slot.is_valid_for(3, &flipped), "a flipped bit");
         flipped = data.clone();
         flipped[40] ^= 1;
-        assert!(slot.is_valid_for(3, &flipped), "bytes past the slot's length are not covered");
-        assert!(!slot.is_valid_for(3, &data[..39]), "a page shorter than the slot");
+        assert!(
+            slot.is_valid_for(3, &flipped),
+            "bytes past the slot's length are not covered"
+        );
+        assert!(
+            !slot.is_valid_for(3, &data[..39]),
+            "a page shorter than the slot"
+        );
     }
 
     #[test]
     fn trailers_round_trip_and_zeros_never_validate() {
         let data = pattern(64);
         let trailer = Trailer {
-            slots: [Some(Slot::compute(0, &data[..10])), Some(Slot::compute(0, &data))],
+            slots: [
+                Some(Slot::compute(0, &data[..10])),
+                Some(Slot::compute(0, &data)),
+            ],
         };
         let mut bytes = [0u8; CHECKSUM_SIZE as usize];
         trailer.encode(&mut bytes);

@@ -170,7 +170,9 @@ impl Paged {
                 .coalesce();
             for (index, bytes) in bytes.chunks_exact(physical).enumerate() {
                 let page = page + index as u64;
-                let held = self.layout.verify(&self.blob, page, bytes, expected(page))?;
+                let held = self
+                    .layout
+                    .verify(&self.blob, page, bytes, expected(page))?;
                 let held = held.min(expected(page));
                 self.cache.insert((self.id, page), &bytes[..held]);
                 let start = (page * page_size).max(position);

@@ -124,7 +124,10 @@ impl Replay {
     async fn issue(&mut self, n: usize) {
         for batch in &mut self.in_flight {
             if batch.read.is_none() {
-                let range = (self.layout.offset(batch.first), batch.count * self.layout.physical);
+                let range = (
+                    self.layout.offset(batch.first),
+                    batch.count * self.layout.physical,
+                );
                 batch.read = Some(self.blob.start_read_many(&[range], self.options).await);
                 batch.issued_in = self.call;
             }

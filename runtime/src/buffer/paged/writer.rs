@@ -173,7 +173,12 @@ impl Writer {
         let stored_len = boundary.saturating_sub(offset).min(len as u64) as usize;
         if stored_len > 0 {
             self.paged
-                .read_stored(offset, &mut out[..stored_len], self.stored, layout.page_size)
+                .read_stored(
+                    offset,
+                    &mut out[..stored_len],
+                    self.stored,
+                    layout.page_size,
+                )
                 .await?;
         }
         let mut position = offset + stored_len as u64;
@@ -192,10 +197,10 @@ impl Writer {
     /// Refuses an append whose pages would end past the largest file offset (`i64::MAX`).
     fn check_room(&self, len: usize) -> Result<(), Error> {
         let layout = self.paged.layout;
-        let end = self
-            .size()
-            .checked_add(len as u64)
-            .and_then(|end| end.div_ceil(layout.page_size as u64).checked_mul(layout.physical as u64));
+        let end = self.size().checked_add(len as u64).and_then(|end| {
+            end.div_ceil(layout.page_size as u64)
+                .checked_mul(layout.physical as u64)
+        });
         if end.is_some_and(|end| end <= i64::MAX as u64) {
             return Ok(());
         }
@@ -235,7 +240,10 @@ impl Writer {
         let layout = self.paged.layout;
         let full = self.buffered / layout.page_size;
         let rest = self.buffered % layout.page_size;
-        let unchanged = full == 0 && self.partial.is_some_and(|(_, slot)| usize::from(slot.len) == rest);
+        let unchanged = full == 0
+            && self
+                .partial
+                .is_some_and(|(_, slot)| usize::from(slot.len) == rest);
         let write_partial = partial && rest > 0 && !unchanged;
         if full == 0 && !write_partial {
             return Ok(());
@@ -287,7 +295,12 @@ impl Writer {
 
     /// Fills the trailer of buffer page `index` for its first `len` bytes, keeping `keep` in
     /// its slot; returns the new slot and its index.
-    fn seal_page(&mut self, index: usize, len: usize, keep: Option<(usize, Slot)>) -> (usize, Slot) {
+    fn seal_page(
+        &mut self,
+        index: usize,
+        len: usize,
+        keep: Option<(usize, Slot)>,
+    ) -> (usize, Slot) {
         let layout = self.paged.layout;
         let start = index * layout.physical;
         let page = self.stored + index as u64;

@@ -1,0 +1,479 @@
+//! Paged blobs through the public API: bytes read back from the writer, the sealed blob and a
+//! replay; damaged pages reported with their blob and offset; torn tails cut back to the
+//! valid prefix; the cache serving what it verified; and acknowledged bytes surviving a
+//! process killed while it appends.
+
+use bytes::Buf as _;
+use futures::FutureExt as _;
+use runtime::buffer::paged::{CHECKSUM_SIZE, CacheRef, Replay, Sealed, Writer};
+use runtime::prelude::*;
+use runtime::{Config, Context, Error, ReadOptions, Runner};
+use std::io::{BufRead, BufReader};
+use std::num::{NonZeroU16, NonZeroUsize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// An odd page size, so pages and the kernel's 4 KiB pages never line up.
+const PAGE: u16 = 100;
+const PHYSICAL: usize = PAGE as usize + CHECKSUM_SIZE as usize;
+
+fn cache(pages: usize) -> CacheRef {
+    CacheRef::new(
+        NonZeroU16::new(PAGE).unwrap(),
+        NonZeroUsize::new(pages).unwrap(),
+    )
+}
+
+/// Byte `index` of the stream every test appends: no period a page could hide.
+fn stream(range: std::ops::Range<u64>) -> Vec<u8> {
+    range
+        .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
+        .collect()
+}
+
+/// xorshift64: the tests' reproducible choices.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// Runs `body` on a runner whose storage directory it is given, and removes the directory.
+fn with_directory<F, Fut>(body: F)
+where
+    F: FnOnce(Context, PathBuf) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| body(context, inside));
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+fn blob_path(directory: &Path, name: &[u8]) -> PathBuf {
+    let hex: String = name.iter().map(|byte| format!("{byte:02x}")).collect();
+    directory.join("paged").join(hex)
+}
+
+/// Flips one bit of the file at `offset`.
+fn flip(path: &Path, offset: u64) {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).unwrap();
+    byte[0] ^= 0x10;
+    file.write_all_at(&byte, offset).unwrap();
+}
+
+async fn open(context: &Context, name: &[u8], buffer: usize, cache: CacheRef) -> Writer {
+    let (blob, size) = context.open("paged", name).await.unwrap();
+    Writer::new(blob, size, buffer, cache).await.unwrap()
+}
+
+/// Every byte of `sealed`, through a replay that hands out whatever is available.
+async fn replay_all(sealed: &Sealed, buffer: usize) -> Vec<u8> {
+    let mut replay = sealed
+        .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::default())
+        .unwrap();
+    let mut out = Vec::new();
+    while replay.ensure(1).await.unwrap() {
+        while replay.has_remaining() {
+            let chunk = replay.chunk();
+            assert!(!chunk.is_empty() && chunk.len() <= PAGE as usize);
+            out.extend_from_slice(chunk);
+            let len = chunk.len();
+            replay.advance(len);
+        }
+    }
+    out
+}
+
+/// Appends of every awkward size (empty, one byte, a page and one either side, more than the
+/// buffer) return their offsets and read back from the writer (buffered and written bytes),
+/// from the sealed blob, and from a replay; the blob holds whole physical pages.
+#[test]
+fn appended_bytes_read_back_from_the_writer_the_sealed_blob_and_a_replay() {
+    with_directory(|context, directory| async move {
+        let sizes = [0usize, 1, 99, 100, 101, 7, 450, 3, 1000, 55];
+        let total: usize = sizes.iter().sum();
+        let data = stream(0..total as u64);
+        let mut writer = open(&context, b"round-trip", 3 * PHYSICAL, cache(4)).await;
+        let mut at = 0;
+        for size in sizes {
+            let (next, offset) = writer.append(&data[at..at + size]).await.unwrap();
+            writer = next;
+            assert_eq!(offset, at as u64);
+            at += size;
+            assert_eq!(writer.size(), at as u64);
+            // Every range ending here, from several starts: some written, some buffered.
+            for start in [0, at / 3, at.saturating_sub(150), at.saturating_sub(1)] {
+                let read = writer.read_at(start as u64, at - start).await.unwrap();
+                assert_eq!(read.as_ref(), &data[start..at], "{start}..{at}");
+            }
+        }
+        assert_eq!(
+            writer.read_at(total as u64 - 1, 2).await,
+            Err(Error::BlobTooShort {
+                blob: String::new(),
+                offset: 0,
+                len: 0,
+                end: 0
+            })
+        );
+
+        let (sealed, sync) = writer.seal().await.unwrap();
+        sync.await.unwrap();
+        assert_eq!(sealed.size(), total as u64);
+        let pages = total.div_ceil(PAGE as usize);
+        let on_disk = std::fs::metadata(blob_path(&directory, b"round-trip")).unwrap();
+        assert_eq!(on_disk.len(), (pages * PHYSICAL) as u64);
+        for (start, len) in [(0, total), (150, 250), (total - 1, 1), (total, 0)] {
+            let read = sealed.read_at(start as u64, len).await.unwrap();
+            assert_eq!(read.as_ref(), &data[start..start + len]);
+        }
+        for buffer in [PHYSICAL, 4 * PHYSICAL + 5, 64 * PHYSICAL] {
+            assert_eq!(replay_all(&sealed, buffer).await, data, "buffer {buffer}");
+        }
+    });
+}
+
+/// A writer made on an existing blob continues after its last byte, whether that ends inside
+/// a page (synced partial page) or on a page boundary.
+#[test]
+fn a_reopened_blob_continues_after_its_last_byte() {
+    with_directory(|context, _| async move {
+        let data = stream(0..1000);
+        for (name, first) in [(&b"partial"[..], 250), (&b"boundary"[..], 300)] {
+            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+            let (writer, _) = writer.append(&data[..first]).await.unwrap();
+            writer.sync().await.unwrap();
+
+            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+            assert_eq!(writer.size(), first as u64);
+            let (writer, offset) = writer.append(&data[first..]).await.unwrap();
+            assert_eq!(offset, first as u64);
+            let writer = writer.sync().await.unwrap();
+            drop(writer);
+
+            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+            let (sealed, _) = writer.seal().await.unwrap();
+            assert_eq!(replay_all(&sealed, 5 * PHYSICAL).await, data);
+        }
+    });
+}
+
+/// A page whose bytes were damaged on disk fails reads with `BlobCorrupt`, naming the blob and
+/// the page's offset; a replay hands out every byte before it and stops there, and keeps
+/// reporting it.
+#[test]
+fn a_damaged_page_is_reported_with_its_blob_and_offset_never_returned() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..1000);
+        let writer = open(&context, b"damaged", 4 * PHYSICAL, cache(16)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let (sealed, sync) = writer.seal().await.unwrap();
+        sync.await.unwrap();
+
+        // One bit inside page 4's data.
+        flip(&blob_path(&directory, b"damaged"), 4 * PHYSICAL as u64 + 37);
+        let expected_offset = 4 * PHYSICAL as u64;
+        let check = |error: Error| {
+            let message = error.to_string();
+            match error {
+                Error::BlobCorrupt { blob, offset } => {
+                    assert_eq!(blob, "paged/64616d61676564");
+                    assert_eq!(offset, expected_offset);
+                    assert!(
+                        message.contains(&blob) && message.contains("offset 448"),
+                        "{message}"
+                    );
+                }
+                other => panic!("expected a corruption error, got {other:?}"),
+            }
+        };
+
+        let mut replay = sealed
+            .replay(
+                NonZeroUsize::new(8 * PHYSICAL).unwrap(),
+                ReadOptions::default(),
+            )
+            .unwrap();
+        check(replay.ensure(data.len()).await.unwrap_err());
+        assert_eq!(replay.remaining(), 400, "the four pages before the damage");
+        assert_eq!(replay.copy_to_bytes(400).as_ref(), &data[..400]);
+        check(replay.ensure(1).await.unwrap_err());
+
+        check(sealed.read_at(450, 10).await.unwrap_err());
+        check(sealed.read_at(0, 1000).await.unwrap_err());
+        let before = sealed.read_at(0, 400).await.unwrap();
+        assert_eq!(before.as_ref(), &data[..400]);
+        let after = sealed.read_at(500, 500).await.unwrap();
+        assert_eq!(after.as_ref(), &data[500..]);
+    });
+}
+
+/// Reads go through the cache: a page it verified is served from memory even after the disk
+/// copy is damaged, while a page it never held (or evicted) is read, and found damaged.
+#[test]
+fn the_cache_serves_pages_it_verified_and_evicts_beyond_its_bound() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..1000);
+        let writer = open(&context, b"cached", 4 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let (sealed, _) = writer.seal().await.unwrap();
+        let path = blob_path(&directory, b"cached");
+
+        // Pages 1 and 2 cached, then damaged on disk: still served.
+        assert_eq!(
+            sealed.read_at(100, 200).await.unwrap().as_ref(),
+            &data[100..300]
+        );
+        flip(&path, PHYSICAL as u64 + 5);
+        flip(&path, 2 * PHYSICAL as u64 + 5);
+        assert_eq!(
+            sealed.read_at(100, 200).await.unwrap().as_ref(),
+            &data[100..300]
+        );
+
+        // Page 5 (never cached, damaged) fails; reading pages 6 and 7 evicts pages 1 and 2 (the
+        // cache holds two), so their damage shows.
+        flip(&path, 5 * PHYSICAL as u64 + 5);
+        assert!(matches!(
+            sealed.read_at(500, 1).await,
+            Err(Error::BlobCorrupt { .. })
+        ));
+        assert_eq!(
+            sealed.read_at(600, 200).await.unwrap().as_ref(),
+            &data[600..800]
+        );
+        assert!(matches!(
+            sealed.read_at(100, 1).await,
+            Err(Error::BlobCorrupt { offset, .. }) if offset == PHYSICAL as u64
+        ));
+    });
+}
+
+/// A crash can leave a fragment of a page, a last page that no checksum validates, or a
+/// partial page whose rewrite was torn. Opening cuts each back to the valid prefix, truncates
+/// the blob to whole pages, and appends continue from there.
+#[test]
+fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..1000);
+        let file = |name: &[u8]| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(blob_path(&directory, name))
+                .unwrap()
+        };
+        let len = |name: &[u8]| {
+            std::fs::metadata(blob_path(&directory, name))
+                .unwrap()
+                .len()
+        };
+        use std::io::Write as _;
+
+        // A fragment of a page after the last synced byte.
+        let writer = open(&context, b"fragment", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data[..250]).await.unwrap();
+        writer.sync().await.unwrap();
+        file(b"fragment").write_all(&[0xAB; PHYSICAL / 2]).unwrap();
+
+        // A whole last page of garbage (and one of zeros, as a file system may leave).
+        let writer = open(&context, b"garbage", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data[..250]).await.unwrap();
+        writer.sync().await.unwrap();
+        file(b"garbage").write_all(&[0; PHYSICAL]).unwrap();
+        file(b"garbage")
+            .write_all(&stream(5000..5000 + PHYSICAL as u64))
+            .unwrap();
+
+        // A partial page synced at 50 bytes, then rewritten at 80 and torn: bytes 50..80
+        // never reached the disk.
+        let writer = open(&context, b"rewrite", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data[..250]).await.unwrap();
+        let writer = writer.sync().await.unwrap();
+        let (writer, _) = writer.append(&data[250..280]).await.unwrap();
+        writer.sync().await.unwrap();
+        flip(&blob_path(&directory, b"rewrite"), 2 * PHYSICAL as u64 + 60);
+
+        for name in [&b"fragment"[..], b"garbage", b"rewrite"] {
+            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+            assert_eq!(writer.size(), 250, "{:?}", std::str::from_utf8(name));
+            assert_eq!(len(name), 3 * PHYSICAL as u64, "cut to whole valid pages");
+            let (writer, _) = writer.append(&data[250..]).await.unwrap();
+            writer.sync().await.unwrap();
+            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+            let (sealed, _) = writer.seal().await.unwrap();
+            assert_eq!(replay_all(&sealed, 3 * PHYSICAL).await, data);
+        }
+    });
+}
+
+/// A dropped `ensure` loses nothing: its reads stay with the replay.
+#[test]
+fn a_dropped_ensure_loses_no_bytes() {
+    with_directory(|context, _| async move {
+        let data = stream(0..2000);
+        let writer = open(&context, b"dropped", 4 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let (sealed, _) = writer.seal().await.unwrap();
+        let mut replay: Replay = sealed
+            .replay(
+                NonZeroUsize::new(4 * PHYSICAL).unwrap(),
+                ReadOptions::DONT_CACHE,
+            )
+            .unwrap();
+        for _ in 0..5 {
+            // Polled once (reads issued, maybe some taken) and dropped.
+            let _ = replay.ensure(data.len()).now_or_never();
+        }
+        assert!(replay.ensure(data.len()).await.unwrap());
+        assert_eq!(replay.copy_to_bytes(data.len()).as_ref(), data);
+        assert!(!replay.ensure(1).await.unwrap());
+    });
+}
+
+/// Buffers smaller than one physical page are refused with a message saying what is allowed.
+#[test]
+fn buffers_that_hold_no_page_are_refused() {
+    with_directory(|context, _| async move {
+        let (blob, size) = context.open("paged", b"small").await.unwrap();
+        let error = Writer::new(blob, size, PHYSICAL - 1, cache(1))
+            .await
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, Error::BlobFailed(..)), "{error:?}");
+        assert!(message.contains("at least 112 bytes"), "{message}");
+
+        let writer = open(&context, b"small", PHYSICAL, cache(1)).await;
+        let (sealed, _) = writer.seal().await.unwrap();
+        let error = sealed
+            .replay(
+                NonZeroUsize::new(PHYSICAL - 1).unwrap(),
+                ReadOptions::default(),
+            )
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("replay buffer of 111 bytes"),
+            "{error}"
+        );
+        assert_eq!(replay_all(&sealed, PHYSICAL).await, Vec::<u8>::new());
+    });
+}
+
+const CHILD: &str = "RUNTIME_PAGED_KILL_CHILD";
+
+/// The child: recovers the blob, checks it holds a prefix of the stream, then appends random
+/// slices of the stream with syncs (and now and then a seal and a fresh writer), printing each
+/// acknowledged size, until it is killed.
+fn child(directory: &str, seed: u64) {
+    Runner::new(Config::new().with_storage_directory(directory)).start(move |context| async move {
+        let mut rng = Rng(seed);
+        let mut writer = open(&context, b"log", 3 * PHYSICAL, cache(4)).await;
+        println!("recovered {}", writer.size());
+        loop {
+            let size = writer.size();
+            let len = rng.below(350);
+            let (next, _) = writer.append(&stream(size..size + len)).await.unwrap();
+            writer = next;
+            match rng.below(8) {
+                0..=2 => {
+                    writer = writer.sync().await.unwrap();
+                    println!("acked {}", writer.size());
+                }
+                3 => {
+                    let (sealed, sync) = writer.seal().await.unwrap();
+                    sync.await.unwrap();
+                    println!("acked {}", sealed.size());
+                    drop(sealed);
+                    writer = open(&context, b"log", 3 * PHYSICAL, cache(4)).await;
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+/// Rounds of a child process that appends and syncs and is killed with SIGKILL mid-stream:
+/// after each, a new runner recovers the blob and replays it, and finds every acknowledged
+/// byte, unchanged, followed only by bytes of the stream. The next child continues the blob.
+#[test]
+fn acknowledged_bytes_survive_sigkill_mid_append() {
+    if let Ok(directory) = std::env::var(CHILD) {
+        let seed = std::env::var("RUNTIME_PAGED_SEED")
+            .unwrap()
+            .parse()
+            .unwrap();
+        child(&directory, seed);
+        return;
+    }
+    let directory = Config::new().storage_directory().clone();
+    std::fs::create_dir_all(&directory).unwrap();
+    let mut rng = Rng(0x05EE_D0F0_A6E5);
+    let mut acknowledged = 0u64;
+    for round in 0..16u64 {
+        let mut process = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "acknowledged_bytes_survive_sigkill_mid_append",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, &directory)
+            .env("RUNTIME_PAGED_SEED", (round + 1).to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let kill_after = 5 + rng.below(200);
+        let mut acks = 0;
+        for line in BufReader::new(process.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(size) = line.strip_prefix("recovered ") {
+                let recovered: u64 = size.parse().unwrap();
+                assert!(
+                    recovered >= acknowledged,
+                    "round {round}: {recovered} < {acknowledged}"
+                );
+            } else if let Some(size) = line.strip_prefix("acked ") {
+                acknowledged = size.parse().unwrap();
+                acks += 1;
+                if acks == kill_after {
+                    break;
+                }
+            }
+        }
+        process.kill().unwrap();
+        process.wait().unwrap();
+        assert_eq!(acks, kill_after, "round {round}: the child stopped early");
+
+        let check = directory.clone();
+        Runner::new(Config::new().with_storage_directory(&check)).start(
+            move |context| async move {
+                let writer = open(&context, b"log", 3 * PHYSICAL, cache(4)).await;
+                let size = writer.size();
+                assert!(
+                    size >= acknowledged,
+                    "round {round}: {size} < {acknowledged} acknowledged"
+                );
+                let (sealed, _) = writer.seal().await.unwrap();
+                let replayed = replay_all(&sealed, 7 * PHYSICAL).await;
+                assert!(
+                    replayed == stream(0..size),
+                    "round {round}: the replay differs from the stream"
+                );
+            },
+        );
+    }
+    std::fs::remove_dir_all(&directory).unwrap();
+}
