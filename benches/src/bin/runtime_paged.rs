@@ -255,9 +255,20 @@ fn main() {
             (row.raw)();
         }
         let (mut paged, mut raw) = (Vec::new(), Vec::new());
+        // `BENCH_ONLY=paged` or `raw` runs one side, for profiling.
+        let only = std::env::var("BENCH_ONLY").unwrap_or_default();
         for _ in 0..samples() {
-            paged.push((row.paged)());
-            raw.push((row.raw)());
+            if only != "raw" {
+                paged.push((row.paged)());
+            }
+            if only != "paged" {
+                raw.push((row.raw)());
+            }
+        }
+        if !only.is_empty() {
+            let times = if only == "raw" { &mut raw } else { &mut paged };
+            println!("| {} | {only} only: {:.0} MiB/s |", row.name, mib_per_second(median(times)));
+            continue;
         }
         let (paged, raw) = (median(&mut paged), median(&mut raw));
         println!(

@@ -38,9 +38,11 @@ fn shift(state: u32, len: usize) -> u32 {
 
 /// `a * b` modulo the polynomial, both in reflected form (bit 31 is `x^0`). Branch-free: the
 /// bits of a checksum are unpredictable.
-fn multiply(a: u32, mut b: u32) -> u32 {
+const fn multiply(a: u32, mut b: u32) -> u32 {
     let mut product = 0;
-    for bit in (0..32).rev() {
+    let mut bit = 32;
+    while bit > 0 {
+        bit -= 1;
         product ^= b & 0u32.wrapping_sub((a >> bit) & 1);
         b = (b >> 1) ^ (POLY & 0u32.wrapping_sub(b & 1));
     }
@@ -48,7 +50,7 @@ fn multiply(a: u32, mut b: u32) -> u32 {
 }
 
 /// `x^(8 n)` modulo the polynomial, by squaring: `x^(2^k)` for the set bits of `8 n`.
-fn x_pow_8n(n: u64) -> u32 {
+const fn x_pow_8n(n: u64) -> u32 {
     let mut result = 1u32 << 31; // x^0
     let mut square = 1u32 << 30; // x^1
     let mut exponent = n.wrapping_mul(8);
@@ -130,6 +132,24 @@ mod hardware {
     /// The CPU must have SSE 4.2.
     #[target_feature(enable = "sse4.2")]
     pub(super) unsafe fn update(state: u32, data: &[u8]) -> u32 {
+        if data.len() >= fold::FROM
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("vpclmulqdq")
+        {
+            // SAFETY: the CPU has AVX-512 and VPCLMULQDQ, checked just above, and SSE 4.2,
+            // which this function requires.
+            return unsafe { fold::update(state, data) };
+        }
+        // SAFETY: this function requires SSE 4.2 too.
+        unsafe { instruction(state, data) }
+    }
+
+    /// The CRC instruction alone: one lane, or three for long inputs.
+    ///
+    /// # Safety
+    /// The CPU must have SSE 4.2.
+    #[target_feature(enable = "sse4.2")]
+    pub(super) unsafe fn instruction(state: u32, data: &[u8]) -> u32 {
         if data.len() < THREE_LANES_FROM {
             return one_lane(state, data);
         }
@@ -192,6 +212,98 @@ mod hardware {
     #[inline(always)]
     fn word(bytes: &[u8]) -> u64 {
         u64::from_le_bytes(bytes.try_into().expect("eight bytes"))
+    }
+
+    /// Folding with carry-less multiplication, four 512-bit accumulators wide: 256 bytes per
+    /// step, several times the speed of the CRC instruction.
+    ///
+    /// A 128-bit block `A` (little-endian, reflected: bit `i` is `x^(127 - i)`) that lies `D`
+    /// bits before block `B` contributes `A * x^D` to the CRC; its high-degree half (the low
+    /// 64 bits) times `x^(D + 32)` and its low-degree half times `x^(D - 32)`, each constant
+    /// reflected and shifted left by one, is congruent to that and fits in 128 bits aligned
+    /// with `B`, so it is XORed into `B`. Folding keeps the remaining message congruent to the
+    /// original; the last 16 bytes then go through the CRC instruction, which reduces them.
+    pub(super) mod fold {
+        use std::arch::x86_64::*;
+
+        pub(in super::super) const FROM: usize = 256;
+
+        /// The pair folding a block `distance` bits forward: low lane for the low 64 bits.
+        const fn constants(distance: u64) -> (i64, i64) {
+            let high = (super::super::x_pow_8n((distance + 32) / 8) as u64) << 1;
+            let low = (super::super::x_pow_8n((distance - 32) / 8) as u64) << 1;
+            (high as i64, low as i64)
+        }
+
+        const BY_2048: (i64, i64) = constants(2048);
+        const BY_512: (i64, i64) = constants(512);
+        const BY_128: (i64, i64) = constants(128);
+
+        /// # Safety
+        /// The CPU must have AVX-512F, VPCLMULQDQ and SSE 4.2, and `data` at least `FROM` bytes.
+        #[target_feature(enable = "avx512f,vpclmulqdq,pclmulqdq,sse4.2")]
+        pub(in super::super) unsafe fn update(state: u32, data: &[u8]) -> u32 {
+            assert!(data.len() >= FROM);
+            let k2048 = _mm512_set_epi64(
+                BY_2048.1, BY_2048.0, BY_2048.1, BY_2048.0, BY_2048.1, BY_2048.0, BY_2048.1,
+                BY_2048.0,
+            );
+            let k512 = _mm512_set_epi64(
+                BY_512.1, BY_512.0, BY_512.1, BY_512.0, BY_512.1, BY_512.0, BY_512.1, BY_512.0,
+            );
+            let k128 = _mm_set_epi64x(BY_128.1, BY_128.0);
+
+            let mut blocks = data.chunks_exact(64);
+            let mut next = || {
+                let block = blocks.next().expect("counted");
+                // SAFETY: `block` is 64 readable bytes; the load is unaligned.
+                unsafe { _mm512_loadu_si512(block.as_ptr().cast()) }
+            };
+            let initial = _mm512_zextsi128_si512(_mm_cvtsi32_si128(state as i32));
+            let mut x0 = _mm512_xor_si512(next(), initial);
+            let mut x1 = next();
+            let mut x2 = next();
+            let mut x3 = next();
+            let mut left = data.len() / 64 - 4;
+            while left >= 4 {
+                x0 = fold512(x0, k2048, next());
+                x1 = fold512(x1, k2048, next());
+                x2 = fold512(x2, k2048, next());
+                x3 = fold512(x3, k2048, next());
+                left -= 4;
+            }
+            let mut x = fold512(x0, k512, x1);
+            x = fold512(x, k512, x2);
+            x = fold512(x, k512, x3);
+            for _ in 0..left {
+                x = fold512(x, k512, next());
+            }
+
+            let mut y = _mm512_extracti32x4_epi32::<0>(x);
+            y = fold128(y, k128, _mm512_extracti32x4_epi32::<1>(x));
+            y = fold128(y, k128, _mm512_extracti32x4_epi32::<2>(x));
+            y = fold128(y, k128, _mm512_extracti32x4_epi32::<3>(x));
+            let low = _mm_cvtsi128_si64(y) as u64;
+            let high = _mm_extract_epi64::<1>(y) as u64;
+            let state = _mm_crc32_u64(_mm_crc32_u64(0, low), high) as u32;
+            super::one_lane(state, &data[data.len() / 64 * 64..])
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx512f,vpclmulqdq")]
+        fn fold512(a: __m512i, keys: __m512i, b: __m512i) -> __m512i {
+            let low = _mm512_clmulepi64_epi128::<0x00>(a, keys);
+            let high = _mm512_clmulepi64_epi128::<0x11>(a, keys);
+            _mm512_ternarylogic_epi64::<0x96>(low, high, b)
+        }
+
+        #[inline]
+        #[target_feature(enable = "pclmulqdq,sse2")]
+        fn fold128(a: __m128i, keys: __m128i, b: __m128i) -> __m128i {
+            let low = _mm_clmulepi64_si128::<0x00>(a, keys);
+            let high = _mm_clmulepi64_si128::<0x11>(a, keys);
+            _mm_xor_si128(_mm_xor_si128(low, high), b)
+        }
     }
 }
 
@@ -304,15 +416,37 @@ mod tests {
         assert_eq!(crc32c(b""), 0);
     }
 
+    /// Each path this CPU has, against the reference: every length to 1100 (each tail and
+    /// lane split of the folding and three-lane paths), then longer ones, from several states.
     #[test]
     fn every_path_agrees_with_the_reference_at_every_length() {
-        let data = pattern(5000);
-        for len in (0..100).chain([767, 768, 769, 1000, 4095, 4096, 4097, 5000]) {
+        let data = pattern(10_000);
+        let lengths = (0..1100).chain([4095, 4096, 4097, 8191, 10_000]);
+        for len in lengths {
             let data = &data[..len];
             let expected = reference(data);
             assert_eq!(crc32c(data), expected, "len {len}");
             assert_eq!(!software::update(!0, data), expected, "software, len {len}");
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("sse4.2") {
+                    // SAFETY: the CPU has SSE 4.2.
+                    let instruction = unsafe { hardware::instruction(!0, data) };
+                    assert_eq!(!instruction, expected, "crc instruction, len {len}");
+                }
+                let folds = std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("vpclmulqdq")
+                    && std::is_x86_feature_detected!("sse4.2");
+                if folds && len >= hardware::fold::FROM {
+                    // SAFETY: the CPU has the features, and the input is long enough.
+                    let folded = unsafe { hardware::fold::update(!0, data) };
+                    assert_eq!(!folded, expected, "folding, len {len}");
+                }
+            }
         }
+        // A raw state carried in from earlier bytes, on every path.
+        let (head, tail) = data.split_at(777);
+        assert_eq!(!update(update(!0, head), tail), reference(&data));
     }
 
     #[test]
