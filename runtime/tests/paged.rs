@@ -147,6 +147,60 @@ fn appended_bytes_read_back_from_the_writer_the_sealed_blob_and_a_replay() {
     });
 }
 
+/// A writer, a sealed blob and a replay move between tasks: two tasks read one writer at once
+/// (its `read_at` needs only `&self`), a task on another worker appends and syncs, and a
+/// replay made in one task is finished in another.
+#[test]
+fn writers_sealed_blobs_and_replays_move_between_tasks() {
+    with_directory(|context, _| async move {
+        let data = stream(0..3000);
+        let writer = open(&context, b"moving", 2 * PHYSICAL, cache(4)).await;
+        let (writer, _) = writer.append(&data[..1500]).await.unwrap();
+        let writer = std::sync::Arc::new(writer);
+        let readers: Vec<_> = [0usize, 700]
+            .into_iter()
+            .map(|start| {
+                let writer = writer.clone();
+                let expected = data[start..1500].to_vec();
+                context.child("reader").spawn(move |_| async move {
+                    let read = writer.read_at(start as u64, 1500 - start).await.unwrap();
+                    assert_eq!(read.as_ref(), &expected[..]);
+                })
+            })
+            .collect();
+        for reader in readers {
+            reader.await.unwrap();
+        }
+        let writer = std::sync::Arc::into_inner(writer).unwrap();
+        let rest = data[1500..].to_vec();
+        let sealed = context
+            .child("appender")
+            .spawn(move |_| async move {
+                let (writer, _) = writer.append(&rest).await.unwrap();
+                let writer = writer.sync().await.unwrap();
+                writer.seal().await.unwrap().0
+            })
+            .await
+            .unwrap();
+        let mut replay = context
+            .child("replayer")
+            .spawn(move |_| async move {
+                let mut replay = sealed
+                    .replay(
+                        NonZeroUsize::new(4 * PHYSICAL).unwrap(),
+                        ReadOptions::default(),
+                    )
+                    .unwrap();
+                assert!(replay.ensure(1000).await.unwrap());
+                replay
+            })
+            .await
+            .unwrap();
+        assert!(replay.ensure(3000).await.unwrap());
+        assert_eq!(replay.copy_to_bytes(3000).as_ref(), &data[..]);
+    });
+}
+
 /// A writer made on an existing blob continues after its last byte, whether that ends inside
 /// a page (synced partial page) or on a page boundary.
 #[test]

@@ -106,9 +106,13 @@ fn raw_write(storage: &Path, data: &'static [u8], chunk: usize) -> Duration {
         let start = Instant::now();
         for (index, piece) in data.chunks(chunk).enumerate() {
             let offset = (index * chunk) as u64;
-            blob.write_at(offset, IoBuf::copy_from_slice(piece), WriteOptions::default())
-                .await
-                .unwrap();
+            blob.write_at(
+                offset,
+                IoBuf::copy_from_slice(piece),
+                WriteOptions::default(),
+            )
+            .await
+            .unwrap();
         }
         start.elapsed()
     })
@@ -267,7 +271,11 @@ fn main() {
         }
         if !only.is_empty() {
             let times = if only == "raw" { &mut raw } else { &mut paged };
-            println!("| {} | {only} only: {:.0} MiB/s |", row.name, mib_per_second(median(times)));
+            println!(
+                "| {} | {only} only: {:.0} MiB/s |",
+                row.name,
+                mib_per_second(median(times))
+            );
             continue;
         }
         let (paged, raw) = (median(&mut paged), median(&mut raw));

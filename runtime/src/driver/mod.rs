@@ -199,6 +199,20 @@ impl Driver {
         }
     }
 
+    /// Hands what is queued to the kernel now, without reaping: for a task that registered
+    /// work and goes on computing, so the work runs meanwhile instead of at the worker's next
+    /// service. A failure is left for that service to meet and report.
+    pub(crate) fn submit_now(&mut self) {
+        self.flush_backlog();
+        let mut submission = self.ring.submission();
+        submission.sync();
+        let queued = !submission.is_empty();
+        drop(submission);
+        if queued {
+            let _ = self.ring.submit();
+        }
+    }
+
     /// Submits what is queued and reaps every completion, pushing the wakers to notify.
     pub(crate) fn service(&mut self, wakes: &mut Vec<Waker>) -> io::Result<()> {
         if self.operations.is_empty() && !self.eventfd_armed {

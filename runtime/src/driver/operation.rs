@@ -654,6 +654,12 @@ fn with_open_driver<R>(f: impl FnOnce(&mut Driver, &Local) -> R) -> Option<R> {
     .flatten()
 }
 
+/// Starts the operations registered on this thread's worker now rather than at its next
+/// service; see [`Driver::submit_now`]. Does nothing off the workers.
+pub(crate) fn submit_now() {
+    with_open_driver(|driver, _| driver.submit_now());
+}
+
 /// Registers every request on the worker running on this thread, in order, and returns their
 /// slots with the worker's closing flag; `None` if there is no worker or it is closing.
 pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Shared>>, Life)> {

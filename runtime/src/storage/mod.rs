@@ -164,6 +164,46 @@ impl Blob {
         &self.file.label
     }
 
+    /// [`Blob::write_at`](crate::Blob::write_at) as a future that owns everything it uses, so
+    /// it can be kept (and polled) after the blob handle is gone.
+    pub(crate) fn write_owned(
+        &self,
+        offset: u64,
+        bufs: IoBufs,
+        options: WriteOptions,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'static + use<> {
+        let blob = self.clone();
+        async move {
+            check_range(&blob, offset, bufs.len())?;
+            if bufs.is_empty() {
+                return Ok(());
+            }
+            // A `SYNC` write stays a registration even here: it must be pending after its
+            // first poll and complete if dropped then, and durability costs the same wait.
+            let written = if !options.sync && direct::on_own_thread() {
+                RequestOutput::Write(direct::write_all_at(&blob.file.fd, bufs, offset).map(|()| 0))
+            } else {
+                Operation::register(Request::Write {
+                    fd: blob.file.fd.clone(),
+                    offset,
+                    bufs,
+                    sync: options.sync,
+                })
+                .await
+            };
+            match written {
+                RequestOutput::Write(Ok(_)) if options.sync => blob
+                    .file
+                    .sync_directories()
+                    .await
+                    .map_err(|error| blob.failed(error)),
+                RequestOutput::Write(Ok(_)) => Ok(()),
+                RequestOutput::Write(Err(error)) => Err(blob.failed(error)),
+                other => unreachable!("a write answered {other:?}"),
+            }
+        }
+    }
+
     /// Issues reads of every `(offset, len)` range on the ring of the worker polling the
     /// returned future, and resolves to a handle for their results, in range order. The
     /// handle may be awaited anywhere; see the [module](self) for what happens when the
@@ -366,37 +406,7 @@ impl crate::Blob for Blob {
         bufs: impl Into<IoBufs> + Send,
         options: WriteOptions,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        let blob = self.clone();
-        let bufs = bufs.into();
-        async move {
-            check_range(&blob, offset, bufs.len())?;
-            if bufs.is_empty() {
-                return Ok(());
-            }
-            // A `SYNC` write stays a registration even here: it must be pending after its
-            // first poll and complete if dropped then, and durability costs the same wait.
-            let written = if !options.sync && direct::on_own_thread() {
-                RequestOutput::Write(direct::write_all_at(&blob.file.fd, bufs, offset).map(|()| 0))
-            } else {
-                Operation::register(Request::Write {
-                    fd: blob.file.fd.clone(),
-                    offset,
-                    bufs,
-                    sync: options.sync,
-                })
-                .await
-            };
-            match written {
-                RequestOutput::Write(Ok(_)) if options.sync => blob
-                    .file
-                    .sync_directories()
-                    .await
-                    .map_err(|error| blob.failed(error)),
-                RequestOutput::Write(Ok(_)) => Ok(()),
-                RequestOutput::Write(Err(error)) => Err(blob.failed(error)),
-                other => unreachable!("a write answered {other:?}"),
-            }
-        }
+        self.write_owned(offset, bufs.into(), options)
     }
 
     fn resize(&self, len: u64) -> impl Future<Output = Result<(), Error>> + Send {

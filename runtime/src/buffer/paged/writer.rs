@@ -8,6 +8,10 @@
 //! - The buffer is written only when it is full of whole pages (an append) or on `sync` and
 //!   `seal`, which also write the partial last page. One write is in flight at a time, and
 //!   writes go out in blob order, so a killed process leaves a prefix of what it wrote.
+//! - An append that fills the buffer registers its write and returns while the write runs
+//!   (`in_flight`), filling a second buffer meanwhile; the next write, `sync` or `seal` first
+//!   waits for it and reports its failure. Pages `in_flight.first..stored` are read from the
+//!   in-flight buffer, never from the blob, whose copy may be half written.
 //! - `partial` is the trailer slot last written for page `stored` (a partial page written by a
 //!   `sync`) and which of the two it occupies. Rewriting that page keeps the slot where it is
 //!   and puts the new one in the other, so a torn rewrite falls back to the synced state.
@@ -20,9 +24,11 @@ use super::{CacheRef, Paged, Replay};
 use crate::buffer::IoBuf;
 use crate::storage::{Blob, ReadOptions, WriteOptions};
 use crate::{Blob as _, Error};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::task::Poll;
 
 /// Appends bytes to a paged blob. See the [module](super) for the layout and what is durable
 /// when.
@@ -36,7 +42,32 @@ pub struct Writer {
     buffered: usize,
     /// The slot last written for page `stored` while it was partial, and its index.
     partial: Option<(usize, Slot)>,
+    /// The write of the previous full buffer, if it is still in flight.
+    in_flight: Option<InFlight>,
+    /// A buffer to fill while another is in flight, kept from a write that finished.
+    spare: Option<BytesMut>,
 }
+
+/// A buffer's write, registered on the ring and running while appends fill the next buffer.
+struct InFlight {
+    /// Its pages: `first..first + count`, all full.
+    first: u64,
+    /// The physical pages it writes, which reads of those pages are served from.
+    bytes: Bytes,
+    write: Exclusive<PendingWrite>,
+}
+
+type PendingWrite = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
+/// A value reached only through `&mut` or by value, which makes it `Sync` whatever it is:
+/// `Writer::read_at` takes `&self`, and its future must be `Send`, so `Writer` must be `Sync`,
+/// though the boxed write in flight is not.
+struct Exclusive<T>(T);
+
+// SAFETY: nothing reaches the value through `&Exclusive` (there is no `&self` method and the
+// field is private to this module, used only via `&mut` and by value), so sharing references
+// across threads shares no access to it.
+unsafe impl<T: Send> Sync for Exclusive<T> {}
 
 impl Writer {
     /// A writer appending to `blob`, whose length is `size` (as
@@ -63,6 +94,8 @@ impl Writer {
             stored: 0,
             buffered: 0,
             partial: None,
+            in_flight: None,
+            spare: None,
         };
         writer.recover(size).await?;
         Ok(writer)
@@ -127,7 +160,7 @@ impl Writer {
             let copied = self.copy_in(data);
             data = &data[copied..];
             if self.buffered == self.capacity() {
-                self.write(false).await?;
+                self.write(false, true).await?;
             }
         }
         Ok((self, offset))
@@ -136,7 +169,7 @@ impl Writer {
     /// Makes every byte appended so far durable: writes the buffer, including the partial
     /// last page, and syncs the blob.
     pub async fn sync(mut self) -> Result<Writer, Error> {
-        self.write(true).await?;
+        self.write(true, false).await?;
         self.paged.blob.sync().await?;
         Ok(self)
     }
@@ -153,7 +186,7 @@ impl Writer {
         ),
         Error,
     > {
-        self.write(true).await?;
+        self.write(true, false).await?;
         let size = self.size();
         let blob = self.paged.blob.clone();
         let sealed = Sealed {
@@ -169,26 +202,30 @@ impl Writer {
         check_within(&self.paged, offset, len, self.size())?;
         let mut out = vec![0; len];
         let layout = self.paged.layout;
-        let boundary = self.stored * layout.page_size as u64;
-        let stored_len = boundary.saturating_sub(offset).min(len as u64) as usize;
-        if stored_len > 0 {
+        let page_size = layout.page_size as u64;
+        let written = self
+            .in_flight
+            .as_ref()
+            .map_or(self.stored, |write| write.first);
+        let written_len = (written * page_size).saturating_sub(offset).min(len as u64) as usize;
+        if written_len > 0 {
             self.paged
-                .read_stored(
-                    offset,
-                    &mut out[..stored_len],
-                    self.stored,
-                    layout.page_size,
-                )
+                .read_stored(offset, &mut out[..written_len], written, layout.page_size)
                 .await?;
         }
-        let mut position = offset + stored_len as u64;
-        while position < offset + len as u64 {
-            let logical = (position - boundary) as usize;
-            let within = logical % layout.page_size;
-            let at = logical / layout.page_size * layout.physical + within;
-            let count = (layout.page_size - within).min((offset + len as u64 - position) as usize);
+        let end = offset + len as u64;
+        let mut position = offset + written_len as u64;
+        while position < end {
+            let page = position / page_size;
+            let within = (position % page_size) as usize;
+            let count = (layout.page_size - within).min((end - position) as usize);
+            let (source, index) = match &self.in_flight {
+                Some(write) if page < self.stored => (&write.bytes[..], page - write.first),
+                _ => (&self.buffer[..], page - self.stored),
+            };
+            let at = index as usize * layout.physical + within;
             let into = (position - offset) as usize;
-            out[into..into + count].copy_from_slice(&self.buffer[at..at + count]);
+            out[into..into + count].copy_from_slice(&source[at..at + count]);
             position += count as u64;
         }
         Ok(IoBuf::from(out))
@@ -234,9 +271,23 @@ impl Writer {
         copied
     }
 
+    /// Waits for the write in flight, if any, and keeps its buffer as the spare.
+    async fn finish_in_flight(&mut self) -> Result<(), Error> {
+        let Some(InFlight { bytes, write, .. }) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let result = write.0.await;
+        if let Ok(buffer) = bytes.try_into_mut() {
+            self.spare = Some(buffer);
+        }
+        result
+    }
+
     /// Writes the buffer's full pages, and with `partial` its partial last page too (unless
-    /// that page was already written at this length), in one write.
-    async fn write(&mut self, partial: bool) -> Result<(), Error> {
+    /// that page was already written at this length), in one write, after the write in
+    /// flight. With `pipelined`, returns once the write is registered, leaving it in flight.
+    async fn write(&mut self, partial: bool, pipelined: bool) -> Result<(), Error> {
+        self.finish_in_flight().await?;
         let layout = self.paged.layout;
         let full = self.buffered / layout.page_size;
         let rest = self.buffered % layout.page_size;
@@ -261,28 +312,34 @@ impl Writer {
         }
         let len = (full + usize::from(write_partial)) * layout.physical;
         let frozen = std::mem::take(&mut self.buffer).freeze();
-        let written = self
-            .paged
-            .blob
-            .write_at(
-                layout.offset(self.stored),
-                IoBuf::from(frozen.slice(..len)),
-                WriteOptions::default(),
-            )
-            .await;
-        // The write's buffers are gone once it resolves (almost always): take the memory back.
-        self.buffer = frozen.try_into_mut().unwrap_or_else(|frozen| {
-            let mut fresh = BytesMut::zeroed(frozen.len());
-            let start = full * layout.physical;
-            fresh[start..start + rest].copy_from_slice(&frozen[start..start + rest]);
-            fresh
-        });
+        let mut write = Box::pin(self.paged.blob.write_owned(
+            layout.offset(self.stored),
+            IoBuf::from(frozen.slice(..len)).into(),
+            WriteOptions::default(),
+        ));
+        let written = if pipelined {
+            // The first poll registers the write; it then runs while the next buffer fills.
+            match std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
+                Poll::Ready(result) => result,
+                Poll::Pending => {
+                    // Started now, it runs while this task fills the next buffer.
+                    crate::driver::operation::submit_now();
+                    self.in_flight = Some(InFlight {
+                        first: self.stored,
+                        bytes: frozen.clone(),
+                        write: Exclusive(write),
+                    });
+                    Ok(())
+                }
+            }
+        } else {
+            write.await
+        };
+        // The partial page (if any) moves to the start of the next buffer.
+        let from = if full > 0 { full * layout.physical } else { 0 };
+        self.next_buffer(frozen, from, rest);
         written?;
         if full > 0 {
-            if rest > 0 {
-                let start = full * layout.physical;
-                self.buffer.copy_within(start..start + rest, 0);
-            }
             self.stored += full as u64;
             self.buffered = rest;
             self.partial = None;
@@ -291,6 +348,26 @@ impl Writer {
             self.partial = Some(slot);
         }
         Ok(())
+    }
+
+    /// Makes the buffer to fill next, starting with the `keep` bytes at `from` of `frozen`:
+    /// `frozen` itself if its write is over (almost always, once it resolves), else the
+    /// spare, else a new one.
+    fn next_buffer(&mut self, frozen: Bytes, from: usize, keep: usize) {
+        let frozen = match frozen.try_into_mut() {
+            Ok(mut buffer) => {
+                buffer.copy_within(from..from + keep, 0);
+                self.buffer = buffer;
+                return;
+            }
+            Err(frozen) => frozen,
+        };
+        let mut buffer = self
+            .spare
+            .take()
+            .unwrap_or_else(|| BytesMut::zeroed(frozen.len()));
+        buffer[..keep].copy_from_slice(&frozen[from..from + keep]);
+        self.buffer = buffer;
     }
 
     /// Fills the trailer of buffer page `index` for its first `len` bytes, keeping `keep` in
