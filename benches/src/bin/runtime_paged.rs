@@ -8,6 +8,8 @@
 //!
 //! - `append_4k`: 4 KiB appends against 4 KiB `write_at`s (each copying its slice into an
 //!   owned buffer, as a caller holding a slice must). The writer buffers; raw writes do not.
+//! - `append_4k_dedicated`: the same on a dedicated task, where a raw `write_at` is a
+//!   `pwrite` from the task's own thread (no io-wq hop), as are the writer's buffer writes.
 //! - `append_1m`: 1 MiB appends against 1 MiB `write_at`s: one system call each on both
 //!   sides, so this row is the cost of paging itself (copying into pages and checksumming).
 //! - `replay_cached`: a replay with a 1 MiB buffer (four 256 KiB reads in flight) against
@@ -81,40 +83,57 @@ fn data() -> Vec<u8> {
         .collect()
 }
 
+/// Runs `f` on a dedicated task of `context` if `dedicated`, else in place (the root).
+async fn placed<F, Fut>(context: Context, dedicated: bool, f: F) -> Duration
+where
+    F: FnOnce(Context) -> Fut + Send + 'static,
+    Fut: Future<Output = Duration> + Send + 'static,
+{
+    if dedicated {
+        context.dedicated().spawn(f).await.unwrap()
+    } else {
+        f(context).await
+    }
+}
+
 /// Appends `data` in `chunk`-byte pieces to a fresh paged blob.
-fn paged_append(storage: &Path, data: &'static [u8], chunk: usize) -> Duration {
-    run(storage, move |context| async move {
-        let _ = context.remove(PARTITION, Some(b"paged")).await;
-        let (blob, size) = context.open(PARTITION, b"paged").await.unwrap();
-        let mut writer = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
-        let start = Instant::now();
-        for piece in data.chunks(chunk) {
-            writer = writer.append(piece).await.unwrap().0;
-        }
-        let (sealed, _) = writer.seal().await.unwrap();
-        let elapsed = start.elapsed();
-        assert_eq!(sealed.size(), data.len() as u64);
-        elapsed
+fn paged_append(storage: &Path, data: &'static [u8], chunk: usize, dedicated: bool) -> Duration {
+    run(storage, move |context| {
+        placed(context, dedicated, move |context| async move {
+            let _ = context.remove(PARTITION, Some(b"paged")).await;
+            let (blob, size) = context.open(PARTITION, b"paged").await.unwrap();
+            let mut writer = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
+            let start = Instant::now();
+            for piece in data.chunks(chunk) {
+                writer = writer.append(piece).await.unwrap().0;
+            }
+            let (sealed, _) = writer.seal().await.unwrap();
+            let elapsed = start.elapsed();
+            assert_eq!(sealed.size(), data.len() as u64);
+            elapsed
+        })
     })
 }
 
 /// Writes `data` in `chunk`-byte pieces to a fresh raw blob, in order.
-fn raw_write(storage: &Path, data: &'static [u8], chunk: usize) -> Duration {
-    run(storage, move |context| async move {
-        let _ = context.remove(PARTITION, Some(b"raw")).await;
-        let (blob, _) = context.open(PARTITION, b"raw").await.unwrap();
-        let start = Instant::now();
-        for (index, piece) in data.chunks(chunk).enumerate() {
-            let offset = (index * chunk) as u64;
-            blob.write_at(
-                offset,
-                IoBuf::copy_from_slice(piece),
-                WriteOptions::default(),
-            )
-            .await
-            .unwrap();
-        }
-        start.elapsed()
+fn raw_write(storage: &Path, data: &'static [u8], chunk: usize, dedicated: bool) -> Duration {
+    run(storage, move |context| {
+        placed(context, dedicated, move |context| async move {
+            let _ = context.remove(PARTITION, Some(b"raw")).await;
+            let (blob, _) = context.open(PARTITION, b"raw").await.unwrap();
+            let start = Instant::now();
+            for (index, piece) in data.chunks(chunk).enumerate() {
+                let offset = (index * chunk) as u64;
+                blob.write_at(
+                    offset,
+                    IoBuf::copy_from_slice(piece),
+                    WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+            }
+            start.elapsed()
+        })
     })
 }
 
@@ -200,11 +219,23 @@ fn main() {
             what: "4 KiB appends / 4 KiB write_at",
             paged: Box::new({
                 let dir = dir.clone();
-                move || paged_append(&dir, data, 4096)
+                move || paged_append(&dir, data, 4096, false)
             }),
             raw: Box::new({
                 let dir = dir.clone();
-                move || raw_write(&dir, data, 4096)
+                move || raw_write(&dir, data, 4096, false)
+            }),
+        },
+        Row {
+            name: "append_4k_dedicated",
+            what: "4 KiB appends / 4 KiB write_at, dedicated task",
+            paged: Box::new({
+                let dir = dir.clone();
+                move || paged_append(&dir, data, 4096, true)
+            }),
+            raw: Box::new({
+                let dir = dir.clone();
+                move || raw_write(&dir, data, 4096, true)
             }),
         },
         Row {
@@ -212,11 +243,11 @@ fn main() {
             what: "1 MiB appends / 1 MiB write_at",
             paged: Box::new({
                 let dir = dir.clone();
-                move || paged_append(&dir, data, 1 << 20)
+                move || paged_append(&dir, data, 1 << 20, false)
             }),
             raw: Box::new({
                 let dir = dir.clone();
-                move || raw_write(&dir, data, 1 << 20)
+                move || raw_write(&dir, data, 1 << 20, false)
             }),
         },
         Row {
@@ -246,8 +277,8 @@ fn main() {
     ];
 
     // The replay rows read what the append rows wrote: make sure both blobs exist.
-    paged_append(&storage, data, 1 << 20);
-    raw_write(&storage, data, 1 << 20);
+    paged_append(&storage, data, 1 << 20, false);
+    raw_write(&storage, data, 1 << 20, false);
 
     println!("## paged blobs against raw blob I/O, 64 MiB (4 KiB pages, 1 MiB buffer)\n");
     println!("| row | workload | paged MiB/s | raw MiB/s | paged/raw throughput |");

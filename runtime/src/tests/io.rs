@@ -50,6 +50,7 @@ fn network_and_storage_on_multiple_workers() {
             "the client ran on worker one"
         );
         server.await.unwrap();
+        context.remove("multi", None).await.unwrap();
     });
 }
 
@@ -157,7 +158,9 @@ fn direct_reads_outlive_their_origin_worker() {
         assert_eq!(result, Err(Error::ReadFailed));
 
         // First observed after the runner shut down.
-        blob.start_read_many(&RANGES, ReadOptions::DONT_CACHE).await
+        let handle = blob.start_read_many(&RANGES, ReadOptions::DONT_CACHE).await;
+        context.remove("partition", None).await.unwrap();
+        handle
     });
     assert_eq!(block_on(unobserved), Err(Error::ReadFailed));
 }
@@ -222,6 +225,7 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
         assert!(replay.ensure(data.len()).await.unwrap());
         assert_eq!(replay.copy_to_bytes(data.len()).as_ref(), data);
         assert!(!replay.ensure(1).await.unwrap());
+        context.remove("partition", None).await.unwrap();
     });
 }
 
