@@ -159,6 +159,22 @@ impl Blob {
         Error::BlobFailed(self.file.label.clone(), error)
     }
 
+    /// The file's device and inode (equal for every handle on the same file, whichever `open`
+    /// made it), and its current length.
+    pub(crate) fn identity(&self) -> io::Result<((u64, u64), u64)> {
+        use std::os::fd::AsRawFd;
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: the descriptor is open for as long as `self.file` lives, and `stat` is
+        // writable memory of the size `fstat` fills.
+        let result = unsafe { libc::fstat(self.file.fd.as_raw_fd(), stat.as_mut_ptr()) };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fstat` succeeded, so it filled `stat`.
+        let stat = unsafe { stat.assume_init() };
+        Ok(((stat.st_dev, stat.st_ino), stat.st_size as u64))
+    }
+
     /// The blob as `partition/hex(name)`, as errors name it.
     pub(crate) fn label(&self) -> &str {
         &self.file.label
@@ -331,7 +347,10 @@ impl Future for ReadMany {
                     range.data = Some(data);
                 }
                 Poll::Ready(RequestOutput::ReadAt(_, Err(error))) => {
-                    if life.load(Ordering::Acquire) {
+                    // A read is cancelled only by its worker closing, which publishes the
+                    // cancellation just before it marks the ring drained.
+                    let cancelled = error.raw_os_error() == Some(libc::ECANCELED);
+                    if cancelled || life.load(Ordering::Acquire) {
                         return Poll::Ready(Err(Error::ReadFailed));
                     }
                     return Poll::Ready(Err(this.blob.failed(error)));

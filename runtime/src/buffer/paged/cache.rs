@@ -96,8 +96,8 @@ impl CacheRef {
         true
     }
 
-    /// Caches `page` (a verified page's bytes, at most a page) as `key`, replacing a shorter
-    /// copy.
+    /// Caches `page` (a verified page's bytes, at most a page) as `key`, replacing any copy
+    /// (a page's bytes only ever grow, so a later copy is never shorter).
     pub(crate) fn insert(&self, key: Key, page: &[u8]) {
         let page_size = self.inner.page_size;
         assert!(
@@ -114,6 +114,8 @@ impl CacheRef {
                     len: 0,
                     referenced: false,
                 });
+                // Exactly a page more: the bound is on memory, not only on pages.
+                clock.data.reserve_exact(page_size);
                 clock.data.resize(clock.frames.len() * page_size, 0);
                 clock.frames.len() - 1
             }
@@ -229,6 +231,11 @@ mod tests {
             let clock = cache.inner.state.lock();
             assert!(clock.frames.len() <= 4 && clock.index.len() <= 4);
             assert_eq!(clock.data.len(), clock.frames.len() * 4);
+            assert_eq!(
+                clock.data.capacity(),
+                clock.data.len(),
+                "memory grows a page at a time"
+            );
         }
     }
 }

@@ -1,11 +1,13 @@
 //! CRC-32C (Castagnoli), the checksum of every page, and the page trailer that carries it.
 //!
 //! Invariants:
-//! - [`crc32c`] is the standard CRC-32C (`crc32c(b"123456789") == 0xE306_9283`) on every
-//!   machine: the SSE 4.2 instruction where the CPU has it, a table-driven loop elsewhere. Both
-//!   are checked against a bit-at-a-time reference.
-//! - Long inputs are split into three lanes that the CPU runs in parallel; the lanes are joined
-//!   with the CRC's linearity (`shift`), so the split never changes the value.
+//! - [`update`] computes the standard CRC-32C (`crc32c(b"123456789") == 0xE306_9283`) on
+//!   every machine, by the fastest path the CPU has: folding with VPCLMULQDQ (AVX-512) from
+//!   256 bytes, else the SSE 4.2 CRC instruction, else a table-driven loop. Each path is
+//!   checked against a bit-at-a-time reference (the folding one where the CPU has it).
+//! - The CRC instruction splits long inputs into three lanes that the CPU runs in parallel;
+//!   the lanes are joined with the CRC's linearity (`shift`), so the split never changes the
+//!   value.
 //! - A trailer slot is valid only with a non-zero length: an all-zero trailer (a hole, or a page
 //!   never written) never validates, whatever the page holds.
 
@@ -132,12 +134,9 @@ mod hardware {
     /// The CPU must have SSE 4.2.
     #[target_feature(enable = "sse4.2")]
     pub(super) unsafe fn update(state: u32, data: &[u8]) -> u32 {
-        if data.len() >= fold::FROM
-            && std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("vpclmulqdq")
-        {
-            // SAFETY: the CPU has AVX-512 and VPCLMULQDQ, checked just above, and SSE 4.2,
-            // which this function requires.
+        if data.len() >= fold::FROM && fold::available() {
+            // SAFETY: the CPU has AVX-512F, VPCLMULQDQ and PCLMULQDQ (`available`), and SSE
+            // 4.2, which this function requires.
             return unsafe { fold::update(state, data) };
         }
         // SAFETY: this function requires SSE 4.2 too.
@@ -227,6 +226,15 @@ mod hardware {
         use std::arch::x86_64::*;
 
         pub(in super::super) const FROM: usize = 256;
+
+        /// Whether the CPU has every feature folding uses (a virtual machine may report some
+        /// without the others).
+        pub(in super::super) fn available() -> bool {
+            std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("vpclmulqdq")
+                && std::is_x86_feature_detected!("pclmulqdq")
+                && std::is_x86_feature_detected!("sse4.2")
+        }
 
         /// The pair folding a block `distance` bits forward: low lane for the low 64 bits.
         const fn constants(distance: u64) -> (i64, i64) {
@@ -434,10 +442,7 @@ mod tests {
                     let instruction = unsafe { hardware::instruction(!0, data) };
                     assert_eq!(!instruction, expected, "crc instruction, len {len}");
                 }
-                let folds = std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("vpclmulqdq")
-                    && std::is_x86_feature_detected!("sse4.2");
-                if folds && len >= hardware::fold::FROM {
+                if hardware::fold::available() && len >= hardware::fold::FROM {
                     // SAFETY: the CPU has the features, and the input is long enough.
                     let folded = unsafe { hardware::fold::update(!0, data) };
                     assert_eq!(!folded, expected, "folding, len {len}");

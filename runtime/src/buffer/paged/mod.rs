@@ -9,16 +9,23 @@
 //! whole number of physical pages.
 //!
 //! # Guarantees
-//! - **Acknowledged bytes survive a crash.** Bytes are acknowledged once
-//!   [`Writer::sync`] returns, or the durability future [`Writer::seal`] returns resolves.
-//!   After a crash (a killed process or a lost machine), [`Writer::new`] on the same blob
-//!   recovers every acknowledged byte, in order.
-//! - **A torn tail is cut, never read.** Writes after the last sync may be lost or torn. On
-//!   opening, a trailing fragment shorter than a page is dropped, and so are trailing pages
-//!   that no checksum validates; the blob is truncated to the valid prefix. A partial last page
-//!   is rewritten when bytes are added to it, and its trailer keeps the slot of the state
-//!   last written beside the new one, so a rewrite torn by a crash still validates as the
-//!   previous, durable state.
+//! - **Acknowledged bytes survive a crash.** Bytes are acknowledged once [`Writer::sync`]
+//!   returns, or the durability future [`Writer::seal`] returns resolves.
+//!   - After a killed process, [`Writer::new`] on the same blob recovers every acknowledged
+//!     byte, in order, and appends continue after the last byte that reached the blob (the
+//!     writer issues its writes in order, and the page cache keeps them).
+//!   - After a lost machine (power, kernel), writes made since the last sync may have reached
+//!     the disk in any order, so a page may be missing before pages that are present.
+//!     [`Writer::new`] still keeps every acknowledged byte, but a [`Replay`] then stops at the
+//!     first missing page with [`Error::BlobCorrupt`](crate::Error::BlobCorrupt), having
+//!     handed out every byte before it (the acknowledged ones among them);
+//!     [`Writer::truncate`] to the bytes replayed makes the blob whole. A log recovers this
+//!     way: replay until the end or the first corruption, then truncate there.
+//! - **A torn tail is cut, never read.** On opening, a trailing fragment shorter than a page
+//!   is dropped, and so are trailing pages that no checksum validates; the blob is truncated
+//!   to the valid prefix and synced. A partial last page is rewritten when bytes are added to
+//!   it, and its trailer keeps the slot of the state last written beside the new one, so a
+//!   rewrite torn by a crash still validates as the previous, durable state.
 //! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
 //!   validates (or that is shorter than its place requires) fails the read with
 //!   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt), naming the blob and the page's offset.
@@ -26,6 +33,10 @@
 //!   If the worker that issued them closes before they are observed, the replay issues them
 //!   again from the worker that asks next, so a replay handed from one task to another still
 //!   yields every byte.
+//! - **A dropped writer's last write is waited for.** A writer returns from an append while
+//!   its buffer's write is still running. If it is dropped then, [`Writer::new`] on the same
+//!   file waits for that write before recovering, so it cannot land on what the new writer
+//!   writes.
 //!
 //! # Example
 //! ```
@@ -59,8 +70,11 @@
 //!
 //! # Costs
 //! Appends copy into a buffer of whole physical pages and write it with one system call when
-//! it fills; checksums run at several gigabytes per second (SSE 4.2, three lanes). Reads go
-//! through the [`CacheRef`]; replays read batches of pages directly, bypassing it.
+//! it fills, while the next buffer fills (a writer holds two). Checksums run at tens of
+//! gigabytes per second with AVX-512 (VPCLMULQDQ folding), several without (the SSE 4.2
+//! instruction on three lanes). Reads go through the [`CacheRef`]; replays read batches of
+//! pages directly, bypassing it. Opening a non-empty blob costs one read of its last page (more
+//! if its tail is torn) and one sync.
 
 mod cache;
 mod checksum;
@@ -115,17 +129,28 @@ impl Layout {
         }
     }
 
-    /// Checks physical page `page` (its data and trailer) and returns how many bytes it holds,
-    /// at least `expected`: the page's latest durable state must cover its place in the blob.
-    fn verify(self, blob: &Blob, page: u64, bytes: &[u8], expected: usize) -> Result<usize, Error> {
+    /// How many bytes physical page `page` (its data and trailer) validly holds: its longest
+    /// slot that validates, if any.
+    fn valid_len(self, page: u64, bytes: &[u8]) -> Option<usize> {
         debug_assert_eq!(bytes.len(), self.physical);
         let (data, trailer) = bytes.split_at(self.page_size);
-        match Trailer::decode(trailer).best(page, data) {
-            Some((_, slot)) if usize::from(slot.len) >= expected => Ok(usize::from(slot.len)),
-            _ => Err(Error::BlobCorrupt {
-                blob: blob.label().to_owned(),
-                offset: self.offset(page),
-            }),
+        let (_, slot) = Trailer::decode(trailer).best(page, data)?;
+        Some(usize::from(slot.len))
+    }
+
+    /// Checks physical page `page` and returns how many bytes it holds, at least `expected`:
+    /// the page's latest durable state must cover its place in the blob.
+    fn verify(self, blob: &Blob, page: u64, bytes: &[u8], expected: usize) -> Result<usize, Error> {
+        match self.valid_len(page, bytes) {
+            Some(len) if len >= expected => Ok(len),
+            _ => Err(self.corrupt(blob, page)),
+        }
+    }
+
+    fn corrupt(self, blob: &Blob, page: u64) -> Error {
+        Error::BlobCorrupt {
+            blob: blob.label().to_owned(),
+            offset: self.offset(page),
         }
     }
 }
@@ -138,18 +163,28 @@ struct Paged {
     cache: CacheRef,
     /// This paged blob's identity in the cache.
     id: u64,
+    /// The file's device and inode.
+    file: (u64, u64),
 }
 
+/// Cache identities: unique in this process.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl Paged {
-    fn new(blob: Blob, cache: CacheRef) -> Self {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        Self {
-            blob,
+    fn new(blob: Blob, cache: CacheRef) -> Result<Self, Error> {
+        let (file, _) = blob.identity().map_err(|error| blob.failed(error))?;
+        Ok(Self {
             layout: Layout::new(&cache),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            blob,
             cache,
-        }
+            file,
+        })
+    }
+
+    /// Takes a fresh cache identity, so no page cached under the old one is found again.
+    fn renew_id(&mut self) {
+        self.id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Fills `out` with the logical bytes at `offset` from the stored pages `0..pages`, the
@@ -217,6 +252,3 @@ impl Paged {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests;

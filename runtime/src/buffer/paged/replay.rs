@@ -6,7 +6,8 @@
 //!   and never skipped: a batch leaves `in_flight` only once all its pages are verified.
 //! - A batch whose read fails, or whose origin worker closed before it was observed, stays in
 //!   place with no read, and is issued again from the worker that polls the replay next.
-//!   A batch that fails verification hands out the pages before the damaged one and keeps the
+//!   A batch that fails verification hands out the pages before the damaged one, and the valid
+//!   start of that page (`skip` remembers it, so a retry hands it out once), and keeps the
 //!   rest, so a caller can consume everything up to the damage.
 //! - Read-ahead is bounded: reads are issued only while the bytes held and in flight are
 //!   short of the larger of the buffer and the amount an `ensure` asks for.
@@ -47,6 +48,9 @@ pub struct Replay {
 struct Batch {
     first: u64,
     count: usize,
+    /// Bytes of the first page already handed out: the valid start of a page that was
+    /// shorter than its place requires.
+    skip: usize,
     /// `None` when it must be issued (again).
     read: Option<ReadMany>,
     issued_in: u64,
@@ -105,7 +109,9 @@ impl Replay {
                     self.accept(bytes)?;
                 }
                 Err(Error::ReadFailed) if batch.issued_in != self.call => {
-                    // The worker that issued it closed: so did every read it issued.
+                    // The worker that issued it closed (or is closing): issue it again, with
+                    // every other read that worker took with it.
+                    batch.read = None;
                     for batch in &mut self.in_flight {
                         if batch.read.as_ref().is_some_and(ReadMany::is_orphaned) {
                             batch.read = None;
@@ -142,6 +148,7 @@ impl Replay {
             self.in_flight.push_back(Batch {
                 first: self.next,
                 count,
+                skip: 0,
                 read: Some(read),
                 issued_in: self.call,
             });
@@ -151,7 +158,9 @@ impl Replay {
     }
 
     /// Verifies the front batch's pages (`bytes`) and makes them available. At a damaged page,
-    /// keeps the pages before it and leaves the rest in flight, to be read again.
+    /// hands out the bytes before it (including the valid start of that page, as after a lost
+    /// machine a page may hold only what an earlier sync wrote), and leaves the rest in flight,
+    /// to be read again.
     fn accept(&mut self, bytes: Bytes) -> Result<(), Error> {
         let batch = self.in_flight.front_mut().expect("the batch just read");
         for index in 0..batch.count {
@@ -163,15 +172,21 @@ impl Replay {
             };
             let start = index * self.layout.physical;
             let physical = &bytes[start..start + self.layout.physical];
-            if let Err(error) = self.layout.verify(&self.blob, page, physical, expected) {
+            let from = if index == 0 { batch.skip } else { 0 };
+            let valid = self.layout.valid_len(page, physical).unwrap_or(0);
+            let end = valid.min(expected);
+            if end > from {
+                self.ready.push_back(bytes.slice(start + from..start + end));
+                self.remaining += end - from;
+            }
+            if valid < expected {
                 batch.first = page;
                 batch.count -= index;
+                batch.skip = from.max(end);
                 batch.read = None;
                 self.in_flight_pages -= index;
-                return Err(error);
+                return Err(self.layout.corrupt(&self.blob, page));
             }
-            self.ready.push_back(bytes.slice(start..start + expected));
-            self.remaining += expected;
         }
         self.in_flight_pages -= batch.count;
         self.in_flight.pop_front();

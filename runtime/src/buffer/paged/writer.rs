@@ -2,19 +2,27 @@
 //! its buffer fills, and [`Sealed`] is the finished blob, read through the cache or replayed.
 //!
 //! Invariants:
-//! - Pages `0..stored` are full on the blob and never written again. The buffer holds the
-//!   pages from `stored` on, in their physical layout: `buffered` logical bytes, of which all
-//!   but the last `buffered % page_size` fill whole pages.
-//! - The buffer is written only when it is full of whole pages (an append) or on `sync` and
-//!   `seal`, which also write the partial last page. One write is in flight at a time, and
-//!   writes go out in blob order, so a killed process leaves a prefix of what it wrote.
-//! - An append that fills the buffer registers its write and returns while the write runs
-//!   (`in_flight`), filling a second buffer meanwhile; the next write, `sync` or `seal` first
-//!   waits for it and reports its failure. Pages `in_flight.first..stored` are read from the
-//!   in-flight buffer, never from the blob, whose copy may be half written.
+//! - Pages `0..stored` are full and handed to the blob: written, or in the write in flight.
+//!   They are never written again (but by `truncate`). The buffer holds the pages from `stored`
+//!   on, in their physical layout: `buffered` logical bytes, of which all but the last
+//!   `buffered % page_size` fill whole pages.
+//! - The buffer is written only when it is full of whole pages (an append) or on `sync`,
+//!   `seal` and `truncate`, which also write the partial last page. One write is in flight
+//!   at a time, and writes are issued in blob order, so a killed process leaves a prefix of
+//!   what it wrote.
+//! - Every write is kept in `in_flight` from its registration until it is known finished.
+//!   An append that fills the buffer returns while its write runs, filling the second buffer
+//!   meanwhile; the next write, `sync`, `seal` or `truncate` first waits for it and reports
+//!   its failure. Pages `in_flight.first..stored` are read from the in-flight buffer, never
+//!   from the blob, whose copy may be half written.
+//! - A writer dropped with a write in flight (its own drop, or a dropped method future) hands
+//!   the write to `ABANDONED`, and `Writer::new` on the same file waits for it before
+//!   recovering: a write landing after recovery would otherwise overwrite what the new writer
+//!   wrote, with pages whose checksums are valid.
 //! - `partial` is the trailer slot last written for page `stored` (a partial page written by a
 //!   `sync`) and which of the two it occupies. Rewriting that page keeps the slot where it is
 //!   and puts the new one in the other, so a torn rewrite falls back to the synced state.
+//!   Recovery syncs the blob before anything is rewritten, so the slot it keeps is durable.
 //! - Every method that writes takes the writer by value: if it fails, or its future is
 //!   dropped, the writer is gone with it, and no half-updated writer is ever used again.
 //!   A fresh `Writer::new` on the blob recovers the durable state.
@@ -25,16 +33,20 @@ use crate::buffer::IoBuf;
 use crate::storage::{Blob, ReadOptions, WriteOptions};
 use crate::{Blob as _, Error};
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context as TaskContext, Poll, Waker};
 
 /// Appends bytes to a paged blob. See the [module](super) for the layout and what is durable
 /// when.
+///
+/// Holds two buffers of the size given to [`Writer::new`]: one fills while the other is
+/// written.
 pub struct Writer {
     paged: Paged,
-    /// Full pages on the blob.
+    /// Full pages handed to the blob.
     stored: u64,
     /// Whole physical pages; pages `stored..` in their layout.
     buffer: BytesMut,
@@ -42,15 +54,15 @@ pub struct Writer {
     buffered: usize,
     /// The slot last written for page `stored` while it was partial, and its index.
     partial: Option<(usize, Slot)>,
-    /// The write of the previous full buffer, if it is still in flight.
+    /// The last write, until it is known finished.
     in_flight: Option<InFlight>,
     /// A buffer to fill while another is in flight, kept from a write that finished.
     spare: Option<BytesMut>,
 }
 
-/// A buffer's write, registered on the ring and running while appends fill the next buffer.
+/// A buffer's write, registered on the ring.
 struct InFlight {
-    /// Its pages: `first..first + count`, all full.
+    /// Its first page: it writes the full pages `first..stored` (and maybe the partial one).
     first: u64,
     /// The physical pages it writes, which reads of those pages are served from.
     bytes: Bytes,
@@ -69,25 +81,75 @@ struct Exclusive<T>(T);
 // across threads shares no access to it.
 unsafe impl<T: Send> Sync for Exclusive<T> {}
 
+/// Writes of writers dropped while one was in flight, with the file (device and inode) each
+/// writes to. Finished ones are pruned whenever one is added.
+static ABANDONED: Mutex<Vec<(FileId, Exclusive<PendingWrite>)>> = Mutex::new(Vec::new());
+
+/// A file's identity: device and inode.
+type FileId = (u64, u64);
+
+fn abandon(file: FileId, mut write: PendingWrite) {
+    let mut noop = TaskContext::from_waker(Waker::noop());
+    if write.as_mut().poll(&mut noop).is_ready() {
+        return;
+    }
+    let mut abandoned = ABANDONED.lock();
+    abandoned.retain_mut(|(_, write)| write.0.as_mut().poll(&mut noop).is_pending());
+    abandoned.push((file, Exclusive(write)));
+}
+
+/// Waits for every abandoned write to `file`. Their results are their writers' business.
+async fn wait_for_abandoned(file: FileId) {
+    loop {
+        let next = {
+            let mut abandoned = ABANDONED.lock();
+            let position = abandoned.iter().position(|(id, _)| *id == file);
+            position.map(|position| abandoned.swap_remove(position).1)
+        };
+        match next {
+            Some(write) => {
+                let _ = write.0.await;
+            }
+            None => return,
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            abandon(self.paged.file, in_flight.write.0);
+        }
+    }
+}
+
 impl Writer {
     /// A writer appending to `blob`, whose length is `size` (as
     /// [`Storage::open`](crate::Storage::open) returns it), with a buffer of `buffer` bytes of
     /// blob (whole physical pages: `page_size +` [`CHECKSUM_SIZE`](super::CHECKSUM_SIZE) each,
-    /// the page size being the cache's).
+    /// the page size being the cache's). If the blob grew since `open` measured it (an
+    /// earlier writer's last write landing), its current length is used.
     ///
     /// An existing blob is recovered first: a trailing fragment and trailing pages that fail
-    /// their checksums (a tail torn by a crash) are cut, the blob is truncated to what remains,
-    /// and appends continue after its last valid byte. Fails if `buffer` holds no page, or if
-    /// reading or truncating the blob fails.
+    /// their checksums (a tail torn by a crash) are cut, the blob is truncated to what remains
+    /// and synced, and appends continue after its last valid byte. Waits first for writes of
+    /// earlier writers of this blob that were dropped while a write was in flight. Fails if
+    /// `buffer` holds no page, or if reading, truncating or syncing the blob fails.
     pub async fn new(
         blob: Blob,
         size: u64,
         buffer: usize,
         cache: CacheRef,
     ) -> Result<Writer, Error> {
-        let paged = Paged::new(blob, cache);
+        let paged = Paged::new(blob, cache)?;
         let layout = paged.layout;
         let pages = layout.pages_in(&paged.blob, buffer, "writer")?;
+        wait_for_abandoned(paged.file).await;
+        let (_, current) = paged
+            .blob
+            .identity()
+            .map_err(|error| paged.blob.failed(error))?;
+        let size = size.max(current);
         let mut writer = Writer {
             buffer: BytesMut::zeroed(pages * layout.physical),
             paged,
@@ -101,7 +163,9 @@ impl Writer {
         Ok(writer)
     }
 
-    /// Finds the last page that validates, cuts what follows it, and loads it if partial.
+    /// Finds the last page that validates, cuts what follows it, loads it if partial, and
+    /// makes that state durable: the slot kept for the next rewrite must be on the disk, not
+    /// only in the page cache.
     async fn recover(&mut self, size: u64) -> Result<(), Error> {
         let layout = self.paged.layout;
         let blob = &self.paged.blob;
@@ -122,6 +186,9 @@ impl Writer {
         }
         if layout.offset(pages) != size {
             blob.resize(layout.offset(pages)).await?;
+        }
+        if size > 0 {
+            blob.sync().await?;
         }
         match last {
             Some((_, (_, slot))) if usize::from(slot.len) == layout.page_size => {
@@ -150,8 +217,9 @@ impl Writer {
     }
 
     /// Appends `data` and returns the writer with the logical offset where `data` starts.
-    /// Writes the buffer each time it fills; the bytes are durable only after the next
-    /// [`sync`](Self::sync) (or the durability future of [`seal`](Self::seal)).
+    /// Writes the buffer each time it fills, and returns while that write runs; the bytes are
+    /// durable only after the next [`sync`](Self::sync) (or the durability future of
+    /// [`seal`](Self::seal)). A failure may be that of an earlier append's write.
     pub async fn append(mut self, data: &[u8]) -> Result<(Writer, u64), Error> {
         let offset = self.size();
         self.check_room(data.len())?;
@@ -187,13 +255,55 @@ impl Writer {
         Error,
     > {
         self.write(true, false).await?;
-        let size = self.size();
         let blob = self.paged.blob.clone();
         let sealed = Sealed {
-            paged: self.paged,
-            size,
+            paged: self.paged.clone(),
+            size: self.size(),
         };
         Ok((sealed, async move { blob.sync().await }))
+    }
+
+    /// Cuts the paged blob to its first `size` bytes, durably, and appends continue there. For
+    /// recovery after a lost machine: writes after the last sync may reach the disk in any
+    /// order, so pages may be missing before others that are present; a [`Replay`] then stops
+    /// at the first missing one with [`Error::BlobCorrupt`], having handed out every byte
+    /// before it, and `truncate` to the bytes replayed makes the blob whole again. Fails with
+    /// [`Error::BlobTooShort`] if `size` is past the end, and with [`Error::BlobCorrupt`] if
+    /// the page holding the new last byte does not validate that far.
+    pub async fn truncate(mut self, size: u64) -> Result<Writer, Error> {
+        check_within(&self.paged, size, 0, self.size())?;
+        self.finish_in_flight().await?;
+        let layout = self.paged.layout;
+        let page_size = layout.page_size as u64;
+        let (full, rest) = (size / page_size, (size % page_size) as usize);
+        // The kept bytes of the new last page, from the buffer or from the blob.
+        if rest > 0 && full < self.stored {
+            let bytes = self
+                .paged
+                .blob
+                .read_at(layout.offset(full), layout.physical, ReadOptions::default())
+                .await?
+                .coalesce();
+            let held = layout.valid_len(full, &bytes).unwrap_or(0);
+            if held < rest {
+                return Err(layout.corrupt(&self.paged.blob, full));
+            }
+            self.buffer[..rest].copy_from_slice(&bytes[..rest]);
+        } else if rest > 0 {
+            let at = (full - self.stored) as usize * layout.physical;
+            self.buffer.copy_within(at..at + rest, 0);
+        }
+        self.stored = full;
+        self.buffered = rest;
+        // Both old slots may cover cut bytes: the new last page gets a trailer of its own.
+        self.partial = None;
+        // Cached pages of this blob may hold cut bytes; later appends use a fresh identity.
+        self.paged.renew_id();
+        self.write(true, false).await?;
+        let end = layout.offset(full + u64::from(rest > 0));
+        self.paged.blob.resize(end).await?;
+        self.paged.blob.sync().await?;
+        Ok(self)
     }
 
     /// Reads `len` bytes at logical `offset`: buffered bytes from the buffer, written ones
@@ -271,21 +381,30 @@ impl Writer {
         copied
     }
 
-    /// Waits for the write in flight, if any, and keeps its buffer as the spare.
+    /// Waits for the write in flight, if any, and keeps its buffer as the spare. The write
+    /// stays in `in_flight` while it is awaited, so a dropped wait abandons it properly.
     async fn finish_in_flight(&mut self) -> Result<(), Error> {
-        let Some(InFlight { bytes, write, .. }) = self.in_flight.take() else {
+        let Some(in_flight) = &mut self.in_flight else {
             return Ok(());
         };
-        let result = write.0.await;
-        if let Ok(buffer) = bytes.try_into_mut() {
+        let result = (&mut in_flight.write.0).await;
+        self.retire_in_flight();
+        result
+    }
+
+    /// Drops the finished write in flight and keeps its buffer as the spare.
+    fn retire_in_flight(&mut self) {
+        let in_flight = self.in_flight.take().expect("a write in flight");
+        drop(in_flight.write);
+        if let Ok(buffer) = in_flight.bytes.try_into_mut() {
             self.spare = Some(buffer);
         }
-        result
     }
 
     /// Writes the buffer's full pages, and with `partial` its partial last page too (unless
     /// that page was already written at this length), in one write, after the write in
-    /// flight. With `pipelined`, returns once the write is registered, leaving it in flight.
+    /// flight. With `pipelined`, returns once the write is registered and started, leaving it
+    /// in flight; otherwise returns once it is done.
     async fn write(&mut self, partial: bool, pipelined: bool) -> Result<(), Error> {
         self.finish_in_flight().await?;
         let layout = self.paged.layout;
@@ -312,33 +431,19 @@ impl Writer {
         }
         let len = (full + usize::from(write_partial)) * layout.physical;
         let frozen = std::mem::take(&mut self.buffer).freeze();
-        let mut write = Box::pin(self.paged.blob.write_owned(
+        let write = self.paged.blob.write_owned(
             layout.offset(self.stored),
             IoBuf::from(frozen.slice(..len)).into(),
             WriteOptions::default(),
-        ));
-        let written = if pipelined {
-            // The first poll registers the write; it then runs while the next buffer fills.
-            match std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
-                Poll::Ready(result) => result,
-                Poll::Pending => {
-                    // Started now, it runs while this task fills the next buffer.
-                    crate::driver::operation::submit_now();
-                    self.in_flight = Some(InFlight {
-                        first: self.stored,
-                        bytes: frozen.clone(),
-                        write: Exclusive(write),
-                    });
-                    Ok(())
-                }
-            }
-        } else {
-            write.await
-        };
+        );
+        self.in_flight = Some(InFlight {
+            first: self.stored,
+            bytes: frozen.clone(),
+            write: Exclusive(Box::pin(write)),
+        });
         // The partial page (if any) moves to the start of the next buffer.
         let from = if full > 0 { full * layout.physical } else { 0 };
         self.next_buffer(frozen, from, rest);
-        written?;
         if full > 0 {
             self.stored += full as u64;
             self.buffered = rest;
@@ -347,12 +452,29 @@ impl Writer {
         if let Some(slot) = partial_slot {
             self.partial = Some(slot);
         }
-        Ok(())
+        if !pipelined {
+            return self.finish_in_flight().await;
+        }
+        // The first poll registers the write; started now, it runs while this task fills the
+        // next buffer.
+        let in_flight = self.in_flight.as_mut().expect("set above");
+        let first_poll =
+            std::future::poll_fn(|cx| Poll::Ready(in_flight.write.0.as_mut().poll(cx))).await;
+        match first_poll {
+            Poll::Ready(result) => {
+                self.retire_in_flight();
+                result
+            }
+            Poll::Pending => {
+                crate::driver::operation::submit_now();
+                Ok(())
+            }
+        }
     }
 
     /// Makes the buffer to fill next, starting with the `keep` bytes at `from` of `frozen`:
-    /// `frozen` itself if its write is over (almost always, once it resolves), else the
-    /// spare, else a new one.
+    /// `frozen` itself if nothing else holds it (its write is over), else the spare, else a
+    /// new one.
     fn next_buffer(&mut self, frozen: Bytes, from: usize, keep: usize) {
         let frozen = match frozen.try_into_mut() {
             Ok(mut buffer) => {
