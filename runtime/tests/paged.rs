@@ -80,6 +80,14 @@ async fn open(context: &Context, name: &[u8], buffer: usize, cache: CacheRef) ->
     Writer::new(blob, size, buffer, cache).await.unwrap()
 }
 
+/// Every byte of the blob `name`, through a fresh writer (which recovers it), sealed and
+/// replayed.
+async fn reopen_and_replay(context: &Context, name: &[u8], buffer: usize) -> Vec<u8> {
+    let writer = open(context, name, buffer, cache(2)).await;
+    let (sealed, _) = writer.seal().await.unwrap();
+    replay_all(&sealed, buffer).await
+}
+
 /// Every byte of `sealed`, through a replay that hands out whatever is available.
 async fn replay_all(sealed: &Sealed, buffer: usize) -> Vec<u8> {
     let mut replay = sealed
@@ -222,9 +230,7 @@ fn a_reopened_blob_continues_after_its_last_byte() {
             let writer = writer.sync().await.unwrap();
             drop(writer);
 
-            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
-            let (sealed, _) = writer.seal().await.unwrap();
-            assert_eq!(replay_all(&sealed, 5 * PHYSICAL).await, data);
+            assert_eq!(reopen_and_replay(&context, name, 5 * PHYSICAL).await, data);
         }
     });
 }
@@ -370,9 +376,7 @@ fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
             assert_eq!(len(name), 3 * PHYSICAL as u64, "cut to whole valid pages");
             let (writer, _) = writer.append(&data[250..]).await.unwrap();
             writer.sync().await.unwrap();
-            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
-            let (sealed, _) = writer.seal().await.unwrap();
-            assert_eq!(replay_all(&sealed, 3 * PHYSICAL).await, data);
+            assert_eq!(reopen_and_replay(&context, name, 3 * PHYSICAL).await, data);
         }
     });
 }
@@ -472,9 +476,10 @@ fn a_lost_machine_tail_is_recovered_by_replaying_and_truncating() {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * PHYSICAL as u64);
         let (writer, _) = writer.append(&data[250..]).await.unwrap();
         writer.sync().await.unwrap();
-        let writer = open(&context, b"lost", 2 * PHYSICAL, cache(2)).await;
-        let (sealed, _) = writer.seal().await.unwrap();
-        assert_eq!(replay_all(&sealed, 4 * PHYSICAL).await, data);
+        assert_eq!(
+            reopen_and_replay(&context, b"lost", 4 * PHYSICAL).await,
+            data
+        );
     });
 }
 

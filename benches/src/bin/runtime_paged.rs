@@ -202,8 +202,8 @@ fn blob_file(storage: &Path, name: &[u8]) -> PathBuf {
 struct Row {
     name: &'static str,
     what: &'static str,
-    paged: Box<dyn Fn() -> Duration>,
-    raw: Box<dyn Fn() -> Duration>,
+    paged: Box<dyn Fn(&Path) -> Duration>,
+    raw: Box<dyn Fn(&Path) -> Duration>,
 }
 
 fn main() {
@@ -212,67 +212,36 @@ fn main() {
     std::fs::create_dir_all(&storage).expect("bench directory");
     let data: &'static [u8] = Box::leak(data().into_boxed_slice());
 
-    let dir = storage.clone();
     let rows = [
         Row {
             name: "append_4k",
             what: "4 KiB appends / 4 KiB write_at",
-            paged: Box::new({
-                let dir = dir.clone();
-                move || paged_append(&dir, data, 4096, false)
-            }),
-            raw: Box::new({
-                let dir = dir.clone();
-                move || raw_write(&dir, data, 4096, false)
-            }),
+            paged: Box::new(move |dir| paged_append(dir, data, 4096, false)),
+            raw: Box::new(move |dir| raw_write(dir, data, 4096, false)),
         },
         Row {
             name: "append_4k_dedicated",
             what: "4 KiB appends / 4 KiB write_at, dedicated task",
-            paged: Box::new({
-                let dir = dir.clone();
-                move || paged_append(&dir, data, 4096, true)
-            }),
-            raw: Box::new({
-                let dir = dir.clone();
-                move || raw_write(&dir, data, 4096, true)
-            }),
+            paged: Box::new(move |dir| paged_append(dir, data, 4096, true)),
+            raw: Box::new(move |dir| raw_write(dir, data, 4096, true)),
         },
         Row {
             name: "append_1m",
             what: "1 MiB appends / 1 MiB write_at",
-            paged: Box::new({
-                let dir = dir.clone();
-                move || paged_append(&dir, data, 1 << 20, false)
-            }),
-            raw: Box::new({
-                let dir = dir.clone();
-                move || raw_write(&dir, data, 1 << 20, false)
-            }),
+            paged: Box::new(move |dir| paged_append(dir, data, 1 << 20, false)),
+            raw: Box::new(move |dir| raw_write(dir, data, 1 << 20, false)),
         },
         Row {
             name: "replay_cached",
             what: "replay, 1 MiB buffer / 256 KiB read_at, page cache",
-            paged: Box::new({
-                let dir = dir.clone();
-                move || paged_replay(&dir, false)
-            }),
-            raw: Box::new({
-                let dir = dir.clone();
-                move || raw_read(&dir, false)
-            }),
+            paged: Box::new(move |dir| paged_replay(dir, false)),
+            raw: Box::new(move |dir| raw_read(dir, false)),
         },
         Row {
             name: "replay_uncached",
             what: "replay, 1 MiB buffer / 256 KiB read_at, from disk",
-            paged: Box::new({
-                let dir = dir.clone();
-                move || paged_replay(&dir, true)
-            }),
-            raw: Box::new({
-                let dir = dir.clone();
-                move || raw_read(&dir, true)
-            }),
+            paged: Box::new(move |dir| paged_replay(dir, true)),
+            raw: Box::new(move |dir| raw_read(dir, true)),
         },
     ];
 
@@ -286,18 +255,18 @@ fn main() {
     let mib_per_second = |time: Duration| TOTAL as f64 / (1 << 20) as f64 / time.as_secs_f64();
     for row in rows.iter().filter(|row| selected(row.name)) {
         for _ in 0..WARMUPS {
-            (row.paged)();
-            (row.raw)();
+            (row.paged)(&storage);
+            (row.raw)(&storage);
         }
         let (mut paged, mut raw) = (Vec::new(), Vec::new());
         // `BENCH_ONLY=paged` or `raw` runs one side, for profiling.
         let only = std::env::var("BENCH_ONLY").unwrap_or_default();
         for _ in 0..samples() {
             if only != "raw" {
-                paged.push((row.paged)());
+                paged.push((row.paged)(&storage));
             }
             if only != "paged" {
-                raw.push((row.raw)());
+                raw.push((row.raw)(&storage));
             }
         }
         if !only.is_empty() {

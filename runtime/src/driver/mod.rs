@@ -38,6 +38,15 @@ pub(crate) use operation::{Operation, Request, RequestOutput};
 
 /// The `user_data` of the eventfd read; operations use their slot index.
 const EVENTFD_TOKEN: u64 = u64::MAX;
+
+/// The longest a wait inside `io_uring_enter` lasts before it is entered again. Waits end on a
+/// completion; this bounds the cost of one whose wake is lost. Under load on Linux 6.18 a
+/// drain wait once slept through the completion it waited for (one `shutdown_drains_…` run
+/// beside the paged tests hung until a debugger's signal made it enter again, and then it
+/// finished at once), so no wait trusts its wake alone. An idle worker with operations in
+/// flight pays one system call per bound; a closing one, draining, re-enters sooner.
+const LOST_WAKE_BOUND: Duration = Duration::from_millis(500);
+const DRAIN_LOST_WAKE_BOUND: Duration = Duration::from_millis(50);
 /// The `user_data` of cancellation requests, whose own completions carry nothing.
 const CANCEL_TOKEN: u64 = u64::MAX - 1;
 
@@ -311,14 +320,10 @@ impl Driver {
         if !begin() {
             return Ok(());
         }
-        let result = match timeout {
-            Some(timeout) => {
-                let timespec = types::Timespec::from(timeout);
-                let args = types::SubmitArgs::new().timespec(&timespec);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-            None => self.ring.submit_and_wait(1),
-        };
+        let timeout = timeout.map_or(LOST_WAKE_BOUND, |timeout| timeout.min(LOST_WAKE_BOUND));
+        let timespec = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&timespec);
+        let result = self.ring.submitter().submit_with_args(1, &args);
         end();
         match result {
             Ok(_) => Ok(()),
@@ -364,9 +369,15 @@ impl Driver {
         }
         while !self.operations.is_empty() || self.eventfd_armed || !self.backlog.is_empty() {
             self.flush_backlog();
-            match self.ring.submit_and_wait(1) {
+            let timespec = types::Timespec::from(DRAIN_LOST_WAKE_BOUND);
+            let args = types::SubmitArgs::new().timespec(&timespec);
+            match self.ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
-                Err(error) if matches!(error.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(error)
+                    if matches!(
+                        error.raw_os_error(),
+                        Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                    ) => {}
                 Err(error) => panic!("io_uring driver service failed: {error}"),
             }
             self.reap(wakes);
