@@ -457,6 +457,13 @@ impl crate::Blob for Blob {
     }
 }
 
+/// Starts the blob operations this task registered (a write's first poll registers it) now,
+/// rather than when the worker next services its ring: for a task that goes on computing
+/// while its write runs.
+pub(crate) fn start_registered() {
+    crate::driver::operation::submit_now();
+}
+
 /// Makes `fd`'s data durable: on the ring, or straight from a dedicated or blocking worker's
 /// own thread (see the `direct` module).
 async fn sync_fd(fd: Arc<OwnedFd>) -> io::Result<()> {

@@ -466,7 +466,7 @@ impl Writer {
                 result
             }
             Poll::Pending => {
-                crate::driver::operation::submit_now();
+                crate::storage::start_registered();
                 Ok(())
             }
         }
