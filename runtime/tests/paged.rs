@@ -466,6 +466,7 @@ fn a_lost_machine_tail_is_recovered_by_replaying_and_truncating() {
         assert_eq!(replayed, 250, "every acknowledged byte, up to the hole");
         assert_eq!(replay.copy_to_bytes(replayed).as_ref(), &data[..250]);
         assert!(replay.ensure(1).await.is_err(), "the hole is still there");
+        assert_eq!(replay.remaining(), 0, "nothing is handed out twice");
 
         let writer = open(&context, b"lost", 2 * PHYSICAL, cache(2)).await;
         let too_far = writer.truncate(601).await.unwrap_err();
@@ -483,40 +484,62 @@ fn a_lost_machine_tail_is_recovered_by_replaying_and_truncating() {
     });
 }
 
-/// Truncating inside the buffered bytes, inside a written page and on a page boundary: the
-/// cut bytes never come back (not from the cache either), and appends continue at the cut.
+/// Truncating anywhere: inside the buffered bytes (in the first buffered page or a later
+/// one), below or above a partial page's synced length, inside a written page, on a page
+/// boundary, at the end and to 0. The cut bytes never come back (not from the cache either),
+/// the kept ones all do, and appends continue at the cut.
 #[test]
 fn truncate_cuts_anywhere_and_appends_continue_there() {
+    const LEN: usize = 1230;
     with_directory(|context, _| async move {
-        let data = stream(0..1000);
-        let other = stream(5000..6000);
-        for cut in [950u64, 420, 300, 0] {
-            let writer = open(&context, b"cut", 3 * PHYSICAL, cache(8)).await;
-            let (writer, _) = writer.append(&data).await.unwrap();
+        let data = stream(0..LEN as u64);
+        let other = stream(5000..5000 + LEN as u64);
+        // (where a sync makes a partial page durable, if anywhere; where to cut). The buffer
+        // holds five pages, so after every append pages 10..13 are buffered.
+        let cases = [
+            (None, 1180),
+            (None, 1010),
+            (None, 950),
+            (Some(1050), 1020),
+            (Some(1050), 1000),
+            (Some(1050), 1100),
+            (Some(1050), LEN as u64),
+            (None, LEN as u64),
+            (None, 420),
+            (None, 300),
+            (Some(350), 420),
+            (None, 0),
+        ];
+        for (sync_at, cut) in cases {
+            let case = format!("synced at {sync_at:?}, cut at {cut}");
+            let writer = open(&context, b"cut", 5 * PHYSICAL, cache(8)).await;
+            let (mut writer, _) = writer.append(&data[..sync_at.unwrap_or(0)]).await.unwrap();
+            if sync_at.is_some() {
+                writer = writer.sync().await.unwrap();
+            }
+            let (writer, _) = writer.append(&data[sync_at.unwrap_or(0)..]).await.unwrap();
             // Cache a few pages, so stale copies would show.
             let read = writer.read_at(0, 600).await.unwrap();
             assert_eq!(read.as_ref(), &data[..600]);
             let writer = writer.truncate(cut).await.unwrap();
-            assert_eq!(writer.size(), cut);
+            assert_eq!(writer.size(), cut, "{case}");
             let cut = cut as usize;
+            let read = writer.read_at(0, cut).await.unwrap();
+            assert_eq!(read.as_ref(), &data[..cut], "{case}, kept bytes");
+            // What truncate kept is durable: a writer opened now finds it all.
+            drop(writer);
+            let writer = open(&context, b"cut", 5 * PHYSICAL, cache(8)).await;
+            assert_eq!(writer.size(), cut as u64, "{case}, reopened");
             let (writer, _) = writer.append(&other[cut..]).await.unwrap();
             let mut expected = data[..cut].to_vec();
             expected.extend_from_slice(&other[cut..]);
-            let read = writer.read_at(0, 1000).await.unwrap();
-            assert_eq!(
-                read.as_ref(),
-                &expected[..],
-                "cut at {cut}, through the writer"
-            );
+            let read = writer.read_at(0, LEN).await.unwrap();
+            assert_eq!(read.as_ref(), &expected[..], "{case}, through the writer");
             let writer = writer.sync().await.unwrap();
             drop(writer);
-            let writer = open(&context, b"cut", 3 * PHYSICAL, cache(8)).await;
+            let writer = open(&context, b"cut", 5 * PHYSICAL, cache(8)).await;
             let (sealed, _) = writer.seal().await.unwrap();
-            assert_eq!(
-                replay_all(&sealed, 2 * PHYSICAL).await,
-                expected,
-                "cut at {cut}"
-            );
+            assert_eq!(replay_all(&sealed, 2 * PHYSICAL).await, expected, "{case}");
             context.remove("paged", Some(b"cut")).await.unwrap();
         }
     });

@@ -437,12 +437,17 @@ impl InFlight {
                     *dont_cache = false;
                     return Step::Again;
                 }
-                let read = transferred(result).map_err(|_| error(result));
+                let mut read = transferred(result).map_err(|_| error(result));
                 if let Ok(len) = read {
                     // SAFETY: the kernel wrote `len` bytes into the spare capacity.
                     unsafe { buf.filled(len) };
-                    if len > 0 && buf.len() < *want && !cancelled {
-                        return Step::Again;
+                    if len > 0 && buf.len() < *want {
+                        if !cancelled {
+                            return Step::Again;
+                        }
+                        // Short because it was cancelled, not because the file ends there:
+                        // reported as the cancellation, never as a short blob.
+                        read = Err(error(-libc::ECANCELED));
                     }
                 }
                 RequestOutput::ReadAt(std::mem::take(buf), read)

@@ -220,6 +220,26 @@ impl Blob {
         }
     }
 
+    /// [`Blob::resize`](crate::Blob::resize) as a future that owns everything it uses, so it
+    /// can be kept (and polled) after the blob handle is gone.
+    pub(crate) fn resize_owned(
+        &self,
+        len: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'static + use<> {
+        let blob = self.clone();
+        async move {
+            check_range(&blob, len, 0)?;
+            let request = Request::Truncate {
+                fd: blob.file.fd.clone(),
+                len,
+            };
+            match Operation::register(request).await {
+                RequestOutput::Truncate(result) => result.map_err(|error| blob.failed(error)),
+                other => unreachable!("a truncate answered {other:?}"),
+            }
+        }
+    }
+
     /// Issues reads of every `(offset, len)` range on the ring of the worker polling the
     /// returned future, and resolves to a handle for their results, in range order. The
     /// handle may be awaited anywhere; see the [module](self) for what happens when the
@@ -429,18 +449,7 @@ impl crate::Blob for Blob {
     }
 
     fn resize(&self, len: u64) -> impl Future<Output = Result<(), Error>> + Send {
-        let blob = self.clone();
-        async move {
-            check_range(&blob, len, 0)?;
-            let request = Request::Truncate {
-                fd: blob.file.fd.clone(),
-                len,
-            };
-            match Operation::register(request).await {
-                RequestOutput::Truncate(result) => result.map_err(|error| blob.failed(error)),
-                other => unreachable!("a truncate answered {other:?}"),
-            }
-        }
+        self.resize_owned(len)
     }
 
     fn sync(&self) -> impl Future<Output = Result<(), Error>> + Send {

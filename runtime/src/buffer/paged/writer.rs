@@ -16,9 +16,14 @@
 //!   its failure. Pages `in_flight.first..stored` are read from the in-flight buffer, never
 //!   from the blob, whose copy may be half written.
 //! - A writer dropped with a write in flight (its own drop, or a dropped method future) hands
-//!   the write to `ABANDONED`, and `Writer::new` on the same file waits for it before
-//!   recovering: a write landing after recovery would otherwise overwrite what the new writer
-//!   wrote, with pages whose checksums are valid.
+//!   the write to `ABANDONED`, and so does a dropped recovery or `truncate` with a resize or
+//!   trailer write pending (`Tracked`). `Writer::new` on the same file waits for them before
+//!   measuring and recovering the blob: a change landing after recovery would otherwise
+//!   overwrite or cut what the new writer wrote.
+//! - `truncate` never leaves a short page before the blob's last: it cuts the pages past the
+//!   new last one first, then rewrites that page's trailer in two synced steps (the new slot
+//!   beside the longest valid one, then the longest cleared), so a crash at any point leaves
+//!   at least the kept bytes valid.
 //! - `partial` is the trailer slot last written for page `stored` (a partial page written by a
 //!   `sync`) and which of the two it occupies. Rewriting that page keeps the slot where it is
 //!   and puts the new one in the other, so a torn rewrite falls back to the synced state.
@@ -94,8 +99,14 @@ fn abandon(file: FileId, mut write: PendingWrite) {
         return;
     }
     let mut abandoned = ABANDONED.lock();
-    abandoned.retain_mut(|(_, write)| write.0.as_mut().poll(&mut noop).is_pending());
+    prune(&mut abandoned);
     abandoned.push((file, Exclusive(write)));
+}
+
+/// Drops the abandoned writes that have finished.
+fn prune(abandoned: &mut Vec<(FileId, Exclusive<PendingWrite>)>) {
+    let mut noop = TaskContext::from_waker(Waker::noop());
+    abandoned.retain_mut(|(_, write)| write.0.as_mut().poll(&mut noop).is_pending());
 }
 
 /// Waits for every abandoned write to `file`. Their results are their writers' business.
@@ -103,16 +114,66 @@ async fn wait_for_abandoned(file: FileId) {
     loop {
         let next = {
             let mut abandoned = ABANDONED.lock();
+            prune(&mut abandoned);
             let position = abandoned.iter().position(|(id, _)| *id == file);
             position.map(|position| abandoned.swap_remove(position).1)
         };
         match next {
+            // Tracked: if this wait is dropped, the write goes back on the list.
             Some(write) => {
-                let _ = write.0.await;
+                let _ = Tracked::new(file, write.0).await;
             }
             None => return,
         }
     }
+}
+
+/// A change to the file (a write or a resize) that is handed to `ABANDONED` if dropped before
+/// it finishes, so the next `Writer::new` on the file waits for it rather than racing it.
+struct Tracked {
+    file: FileId,
+    change: Option<PendingWrite>,
+}
+
+impl Tracked {
+    fn new(file: FileId, change: PendingWrite) -> Self {
+        Tracked {
+            file,
+            change: Some(change),
+        }
+    }
+}
+
+impl Future for Tracked {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let change = self.change.as_mut().expect("polled after it finished");
+        let result = std::task::ready!(change.as_mut().poll(cx));
+        self.change = None;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Some(change) = self.change.take() {
+            abandon(self.file, change);
+        }
+    }
+}
+
+/// Resizes the blob, as a tracked change.
+fn resize(paged: &Paged, len: u64) -> Tracked {
+    Tracked::new(paged.file, Box::pin(paged.blob.resize_owned(len)))
+}
+
+/// Writes `bytes` at physical `offset`, as a tracked change.
+fn write(paged: &Paged, offset: u64, bytes: Bytes) -> Tracked {
+    let write = paged
+        .blob
+        .write_owned(offset, IoBuf::from(bytes).into(), WriteOptions::default());
+    Tracked::new(paged.file, Box::pin(write))
 }
 
 impl Drop for Writer {
@@ -124,11 +185,11 @@ impl Drop for Writer {
 }
 
 impl Writer {
-    /// A writer appending to `blob`, whose length is `size` (as
-    /// [`Storage::open`](crate::Storage::open) returns it), with a buffer of `buffer` bytes of
-    /// blob (whole physical pages: `page_size +` [`CHECKSUM_SIZE`](super::CHECKSUM_SIZE) each,
-    /// the page size being the cache's). If the blob grew since `open` measured it (an
-    /// earlier writer's last write landing), its current length is used.
+    /// A writer appending to `blob`, with a buffer of `buffer` bytes of blob (whole physical
+    /// pages: `page_size +` [`CHECKSUM_SIZE`](super::CHECKSUM_SIZE) each, the page size being
+    /// the cache's). `size` is the length [`Storage::open`](crate::Storage::open) returned;
+    /// the writer measures the length again once earlier writers' abandoned changes are done
+    /// (they may have grown or cut the blob since), and uses that.
     ///
     /// An existing blob is recovered first: a trailing fragment and trailing pages that fail
     /// their checksums (a tail torn by a crash) are cut, the blob is truncated to what remains
@@ -145,11 +206,13 @@ impl Writer {
         let layout = paged.layout;
         let pages = layout.pages_in(&paged.blob, buffer, "writer")?;
         wait_for_abandoned(paged.file).await;
-        let (_, current) = paged
+        // Measured now rather than taken from `size`: an earlier writer's abandoned write or
+        // resize may have changed the length since `open`.
+        let _ = size;
+        let (_, size) = paged
             .blob
             .identity()
             .map_err(|error| paged.blob.failed(error))?;
-        let size = size.max(current);
         let mut writer = Writer {
             buffer: BytesMut::zeroed(pages * layout.physical),
             paged,
@@ -185,7 +248,7 @@ impl Writer {
             pages -= 1;
         }
         if layout.offset(pages) != size {
-            blob.resize(layout.offset(pages)).await?;
+            resize(&self.paged, layout.offset(pages)).await?;
         }
         if size > 0 {
             blob.sync().await?;
@@ -269,41 +332,80 @@ impl Writer {
     /// at the first missing one with [`Error::BlobCorrupt`], having handed out every byte
     /// before it, and `truncate` to the bytes replayed makes the blob whole again. Fails with
     /// [`Error::BlobTooShort`] if `size` is past the end, and with [`Error::BlobCorrupt`] if
-    /// the page holding the new last byte does not validate that far.
+    /// the page holding the new last byte does not validate that far. When it returns, every
+    /// kept byte is durable, as after [`sync`](Self::sync); a crash before then leaves at
+    /// least the kept bytes that were durable, maybe with some of the cut ones.
     pub async fn truncate(mut self, size: u64) -> Result<Writer, Error> {
         check_within(&self.paged, size, 0, self.size())?;
         self.finish_in_flight().await?;
         let layout = self.paged.layout;
         let page_size = layout.page_size as u64;
+        let synced_len = self.partial.map_or(0, |(_, slot)| u64::from(slot.len));
+        if size >= self.stored * page_size + synced_len {
+            // Nothing past the cut is on the blob: drop the buffered bytes past it, and write
+            // the rest as `sync` does.
+            self.buffered = (size - self.stored * page_size) as usize;
+            return self.sync().await;
+        }
         let (full, rest) = (size / page_size, (size % page_size) as usize);
-        // The kept bytes of the new last page, from the buffer or from the blob.
-        if rest > 0 && full < self.stored {
+        if full < self.stored {
+            // Cached pages of this blob may hold cut bytes; later reads use a fresh identity.
+            self.paged.renew_id();
+        }
+        // Pages past the new last one go first: were the new last page's trailer cut before
+        // them, a crash could leave a short page in the middle of the blob.
+        let pages = full + u64::from(rest > 0);
+        if pages < self.stored + u64::from(self.partial.is_some()) {
+            resize(&self.paged, layout.offset(pages)).await?;
+        }
+        self.partial = None;
+        if rest > 0 {
             let bytes = self
                 .paged
                 .blob
                 .read_at(layout.offset(full), layout.physical, ReadOptions::default())
                 .await?
                 .coalesce();
-            let held = layout.valid_len(full, &bytes).unwrap_or(0);
-            if held < rest {
-                return Err(layout.corrupt(&self.paged.blob, full));
-            }
+            self.partial = Some(self.cut_trailer(full, &bytes, rest).await?);
             self.buffer[..rest].copy_from_slice(&bytes[..rest]);
-        } else if rest > 0 {
-            let at = (full - self.stored) as usize * layout.physical;
-            self.buffer.copy_within(at..at + rest, 0);
         }
         self.stored = full;
         self.buffered = rest;
-        // Both old slots may cover cut bytes: the new last page gets a trailer of its own.
-        self.partial = None;
-        // Cached pages of this blob may hold cut bytes; later appends use a fresh identity.
-        self.paged.renew_id();
-        self.write(true, false).await?;
-        let end = layout.offset(full + u64::from(rest > 0));
-        self.paged.blob.resize(end).await?;
         self.paged.blob.sync().await?;
         Ok(self)
+    }
+
+    /// Makes the trailer of the stored page `page` (its physical bytes `bytes`) validate its
+    /// first `len` bytes and nothing longer, in two synced steps so that a crash at any point
+    /// leaves a trailer that validates at least `len` bytes: first the new slot goes beside
+    /// the longest valid one, then that one is cleared. Returns the new slot and its index.
+    async fn cut_trailer(
+        &self,
+        page: u64,
+        bytes: &[u8],
+        len: usize,
+    ) -> Result<(usize, Slot), Error> {
+        let layout = self.paged.layout;
+        let (data, trailer) = bytes.split_at(layout.page_size);
+        let (longest, old) = match Trailer::decode(trailer).best(page, data) {
+            Some((index, slot)) if usize::from(slot.len) >= len => (index, slot),
+            _ => return Err(layout.corrupt(&self.paged.blob, page)),
+        };
+        if usize::from(old.len) == len {
+            return Ok((longest, old));
+        }
+        let slot = Slot::compute(page, &data[..len]);
+        let at = layout.offset(page) + layout.page_size as u64;
+        for step in [Some(old), None] {
+            let mut trailer = Trailer::default();
+            trailer.slots[1 - longest] = Some(slot);
+            trailer.slots[longest] = step;
+            let mut encoded = BytesMut::zeroed(usize::from(super::CHECKSUM_SIZE));
+            trailer.encode(&mut encoded);
+            write(&self.paged, at, encoded.freeze()).await?;
+            self.paged.blob.sync().await?;
+        }
+        Ok((1 - longest, slot))
     }
 
     /// Reads `len` bytes at logical `offset`: buffered bytes from the buffer, written ones
@@ -605,5 +707,52 @@ fn check_within(paged: &Paged, offset: u64, len: usize, size: u64) -> Result<(),
             len,
             end: size,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt as _;
+    use futures::channel::oneshot;
+
+    fn pending_for(file: FileId) -> usize {
+        ABANDONED
+            .lock()
+            .iter()
+            .filter(|(id, _)| *id == file)
+            .count()
+    }
+
+    /// A change abandoned on a file holds back `wait_for_abandoned` on that file until it
+    /// finishes, even across a dropped wait: the wait puts it back.
+    #[test]
+    fn an_abandoned_change_is_waited_for_even_across_a_dropped_wait() {
+        // No real file has device `u64::MAX`.
+        let file = (u64::MAX, 1);
+        let (finish, finished) = oneshot::channel::<()>();
+        let change: PendingWrite = Box::pin(async move {
+            let _ = finished.await;
+            Ok(())
+        });
+        drop(Tracked::new(file, change));
+        assert_eq!(
+            pending_for(file),
+            1,
+            "a dropped tracked change is abandoned"
+        );
+
+        let mut wait = Box::pin(wait_for_abandoned(file));
+        assert!(
+            (&mut wait).now_or_never().is_none(),
+            "the change is not done"
+        );
+        drop(wait);
+        assert_eq!(pending_for(file), 1, "a dropped wait puts the change back");
+
+        assert!(wait_for_abandoned((u64::MAX, 2)).now_or_never().is_some());
+        finish.send(()).unwrap();
+        assert!(wait_for_abandoned(file).now_or_never().is_some());
+        assert_eq!(pending_for(file), 0);
     }
 }
