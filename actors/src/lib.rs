@@ -1,5 +1,81 @@
-//! Typed actors with bounded mailboxes, supervised child scopes and OTP restart strategies.
+//! Typed actors on the runtime: declared with `#[actor]`, reached through generated refs,
+//! with bounded mailboxes, supervised child scopes and OTP restart strategies.
 //!
-//! This crate is filled by the issue "Actors: #[actor], typed refs, bounded mailboxes,
-//! supervised child scopes, OTP ...". Until then it exports nothing: nothing here pretends to
-//! work.
+//! ```
+//! use actors::prelude::*;
+//!
+//! #[actor(mailbox = 16)]
+//! struct Counter {
+//!     total: u64,
+//! }
+//!
+//! #[actor]
+//! impl Counter {
+//!     async fn add(&mut self, by: u64) -> u64 {
+//!         self.total += by;
+//!         self.total
+//!     }
+//!
+//!     fn total(&self) -> u64 {
+//!         self.total
+//!     }
+//! }
+//!
+//! runtime::Runner::new(runtime::Config::default()).start(|context| async move {
+//!     let counter: CounterRef = Counter { total: 0 }.spawn(&context);
+//!     assert_eq!(counter.add(2).await, Ok(2));
+//!     counter.tell_add(3).await.unwrap();
+//!     assert_eq!(counter.total().await, Ok(5));
+//! });
+//! ```
+//!
+//! - `#[actor]` on a struct declares it an actor: placement `dedicated` (a thread of its
+//!   own), `blocking` (a thread that may block) or none (the shared pool), and options
+//!   `mailbox = N` (capacity, default 64) and `name = "label"` (supervision label and metric
+//!   label, default the type name in snake_case). It generates `<Name>Ref` and
+//!   `<Name>::spawn(self, &runtime::Context) -> <Name>Ref`.
+//! - `#[actor]` on the struct's inherent impl makes every method taking `&self` or `&mut
+//!   self` a handler (sync or async, optionally with `ctx: &mut actors::Context<Self>` first).
+//!   For a handler `add(by: u64) -> u64`, the ref gets `add(by)` (an ask:
+//!   `Result<u64, Error>`), `tell_add(by)` (a send that waits for mailbox room, no reply)
+//!   and `try_add(by)` (a send that fails with [`Error::Full`] rather than wait). Methods
+//!   named `on_start` and `on_stop` are hooks, run before the first and after the last
+//!   message.
+//! - Messages from one sender are handled in the order sent; one message at a time.
+//! - An actor stops when a handler calls [`Context::stop`], when its last ref is dropped
+//!   (after handling what is queued), when its parent scope ends, or when a handler panics.
+//!   Asks that it will not answer resolve to [`Error::Closed`] (or [`Error::Panicked`] for the
+//!   one whose handler panicked); none hangs.
+//! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
+//!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`) appear in
+//!   `context.encode()`.
+
+mod actor;
+mod context;
+mod error;
+mod mailbox;
+mod metrics;
+mod refs;
+mod spawn;
+pub mod supervisor;
+
+pub use actor::{Actor, Declared, Placement};
+pub use context::Context;
+pub use error::Error;
+pub use refs::{Ref, Reply};
+pub use runtime_macros::actor;
+pub use spawn::spawn;
+
+/// What actor code needs in scope: the `#[actor]` attribute, the actor traits (anonymously)
+/// and the runtime's prelude.
+pub mod prelude {
+    pub use crate::Actor as _;
+    pub use crate::actor;
+    pub use runtime::prelude::*;
+}
+
+/// What generated code names. Not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use runtime;
+}

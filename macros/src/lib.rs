@@ -1,5 +1,5 @@
 //! Attribute macros for the runtime: `#[runtime::main]` and `#[runtime::test]` (re-exported by
-//! the `runtime` crate; use them through it). `#[actor]` joins them with the actors issue.
+//! the `runtime` crate; use them through it), and `#[actor]` (re-exported by `actors`).
 //!
 //! Both attributes turn an `async fn` into a plain function that starts a
 //! [`Runner`](../runtime/struct.Runner.html) and runs the body as its root. The body keeps its
@@ -9,6 +9,7 @@
 //! Every misuse is a compile error spanning the offending tokens and saying what is allowed;
 //! `ui-tests/` holds one case per error.
 
+mod actor;
 // `main.rs` holds `#[runtime::main]` (the files are named after the attributes); a module
 // named `main` would read as a binary's entry point, hence the other name.
 #[path = "main.rs"]
@@ -48,6 +49,16 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     test::expand(args.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Declares an actor: on a struct, its placement (`dedicated`, `blocking`, or none for the
+/// shared pool) and options `mailbox = N`, `name = "label"`; on the struct's inherent impl,
+/// its handlers. See the `actors` crate.
+#[proc_macro_attribute]
+pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
+    actor::expand(args.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

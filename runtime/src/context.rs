@@ -122,6 +122,26 @@ impl Context {
         &self.scope().shared
     }
 
+    /// For the `actors` crate: the value of type `T` this runtime keeps, made on first use by
+    /// `init`, which may register metrics in the runtime's registry under names of their own
+    /// (not prefixed by this context's label). Not part of the public contract.
+    #[doc(hidden)]
+    pub fn __extension<T: std::any::Any + Send + Sync>(
+        &self,
+        init: impl FnOnce(&mut prometheus_client::registry::Registry) -> T,
+    ) -> Arc<T> {
+        let shared = self.runtime();
+        shared
+            .extensions
+            .get_or_init(|| shared.metrics.with_registry(init))
+    }
+
+    /// The context's label path (its scope name), as metric names are prefixed with it.
+    #[doc(hidden)]
+    pub fn __label(&self) -> &str {
+        &self.scope().name
+    }
+
     fn scope(&self) -> &Arc<Scope> {
         self.tree.scope()
     }

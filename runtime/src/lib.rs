@@ -36,6 +36,7 @@ pub mod buffer;
 mod config;
 mod context;
 mod driver;
+mod extensions;
 #[doc(hidden)]
 pub mod __private {
     //! Support for the macros' expansions; not a public interface.

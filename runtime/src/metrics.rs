@@ -98,6 +98,11 @@ impl RuntimeMetrics {
         self.registry.lock().register(name, help, metric);
     }
 
+    /// Runs `f` on the registry, for metrics registered under names of their own.
+    pub(crate) fn with_registry<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T {
+        f(&mut self.registry.lock())
+    }
+
     /// Prometheus text exposition of everything registered, ending in `# EOF`.
     pub(crate) fn encode(&self) -> String {
         let mut out = String::new();

@@ -44,6 +44,8 @@ pub struct Shared {
     pub(crate) panicker: Panicker,
     pub(crate) metrics: RuntimeMetrics,
     pub(crate) stopper: Stopper,
+    /// Values other crates of the project keep per runtime (see `Context::__extension`).
+    pub(crate) extensions: crate::extensions::Extensions,
 }
 
 /// The open `.hold` file whose exclusive lock marks the storage directory as a runner's. Held
@@ -200,6 +202,7 @@ fn start_workers(config: Config) -> Result<Started, String> {
         panicker: Panicker::default(),
         metrics: RuntimeMetrics::new(),
         stopper: Stopper::default(),
+        extensions: Default::default(),
         config,
     });
     let driver = create_driver(&shared, 0)

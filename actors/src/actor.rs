@@ -1,0 +1,171 @@
+//! The [`Actor`] trait the `#[actor]` attributes implement, and the loop that runs one
+//! incarnation of an actor: `on_start`, then one message at a time, then `on_stop`.
+//!
+//! Invariants:
+//! - Messages are handled one at a time, in mailbox order, each to completion (an async
+//!   handler's awaits included) before the next is taken.
+//! - A handler's panic is caught at the handler: the actor's state is still owned by the
+//!   loop, so `on_stop` runs, and only then does the incarnation end with `Exit::Panicked`.
+//!   The failed handler's future is dropped with `UNWINDING_HANDLER` set, so a reply channel
+//!   it held reports [`Error::Panicked`](crate::Error::Panicked) rather than `Closed`.
+//! - The loop stops before the next message when the handler called `Context::stop`, when a
+//!   stop is requested (by a supervisor), or when no ref is left and the mailbox is empty.
+
+use crate::Context;
+use crate::mailbox::Received;
+use crate::metrics::ActorMetrics;
+use std::any::Any;
+use std::cell::Cell;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::task::Poll;
+
+/// Where an actor's task runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the shared pool of workers: the default, for actors that never block.
+    Pool,
+    /// On a thread (and ring) of its own, for the actor's whole life.
+    Dedicated,
+    /// On a thread of its own that may block (a blocking task).
+    Blocking,
+}
+
+/// What `#[actor]` on a struct declares: its label, mailbox capacity and placement.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not declared as an actor",
+    label = "no `#[actor]` on the struct `{Self}`",
+    note = "put `#[actor]` (or `#[actor(dedicated)]`, `#[actor(blocking)]`) on the struct \
+            declaration of `{Self}`"
+)]
+pub trait Declared: Sized + Send + 'static {
+    /// The supervision label and metric label; by default the type name in snake_case.
+    const LABEL: &'static str;
+    /// The mailbox's capacity in messages.
+    const MAILBOX: usize;
+    /// Where the actor runs.
+    const PLACEMENT: Placement;
+}
+
+/// An actor: state with message handlers, run one message at a time. Implemented by
+/// `#[actor]` on the struct's inherent impl; see the crate documentation.
+pub trait Actor: Declared {
+    /// The messages its handlers take, one variant per handler (generated).
+    type Message: Send + 'static;
+    /// The typed ref `#[actor]` generates: `<Name>Ref`.
+    type Ref: From<crate::Ref<Self>> + Clone + Send + Sync + 'static;
+
+    /// Runs the handler `message` is for.
+    fn handle(
+        &mut self,
+        ctx: &mut Context<Self>,
+        message: Self::Message,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// Runs before the first message.
+    fn on_start(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
+    }
+
+    /// Runs after the last message, whatever stopped the actor (but an abort of its task).
+    fn on_stop(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
+    }
+}
+
+/// How an incarnation ended.
+pub(crate) enum Exit {
+    /// `Context::stop`, or a stop request.
+    Stopped,
+    /// No ref is left and every message was handled.
+    Unreachable,
+    /// A handler or hook panicked; the payload.
+    Panicked(Box<dyn Any + Send>),
+}
+
+thread_local! {
+    /// Set while a panicked handler's future is dropped (see the module doc).
+    static UNWINDING_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a panicked handler's future is being dropped on this thread.
+pub(crate) fn unwinding_handler() -> bool {
+    UNWINDING_HANDLER.with(Cell::get)
+}
+
+/// Polls `future` to completion, catching a panic; a panicked future is dropped with
+/// `UNWINDING_HANDLER` set.
+async fn guarded<F: Future>(future: F) -> Result<F::Output, Box<dyn Any + Send>> {
+    let mut future = pin!(Some(future));
+    let result = std::future::poll_fn(|cx| {
+        let running = future.as_mut().as_pin_mut().expect("polled until it ends");
+        match catch_unwind(AssertUnwindSafe(|| running.poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(payload)),
+        }
+    })
+    .await;
+    if result.is_err() {
+        UNWINDING_HANDLER.with(|flag| flag.set(true));
+        // A destructor panicking here is contained: the actor already failed.
+        let _ = catch_unwind(AssertUnwindSafe(|| future.as_mut().set(None)));
+        UNWINDING_HANDLER.with(|flag| flag.set(false));
+    }
+    result
+}
+
+/// Runs one incarnation of `actor` on `ctx`'s mailbox until it stops, and returns why.
+/// `started` runs once `on_start` has returned (or failed).
+pub(crate) async fn run<A: Actor>(
+    mut actor: A,
+    ctx: &mut Context<A>,
+    metrics: &mut ActorMetrics,
+    started: impl FnOnce(),
+) -> Exit {
+    let mut consumer = ctx
+        .mailbox()
+        .consumer()
+        .expect("one incarnation consumes the mailbox at a time");
+    let mut exit = match guarded(actor.on_start(ctx)).await {
+        Ok(()) => None,
+        Err(payload) => Some(Exit::Panicked(payload)),
+    };
+    started();
+    while exit.is_none() {
+        if ctx.stopping() {
+            exit = Some(Exit::Stopped);
+            break;
+        }
+        let received = match consumer.try_recv() {
+            Some(received) => received,
+            None => {
+                metrics.idle();
+                consumer.recv().await
+            }
+        };
+        match received {
+            Received::Message(message) => {
+                metrics.taken(consumer.mailbox().len());
+                let handled = guarded(actor.handle(ctx, message)).await;
+                metrics.handled(consumer.mailbox().len());
+                if let Err(payload) = handled {
+                    exit = Some(Exit::Panicked(payload));
+                }
+            }
+            Received::Stop => exit = Some(Exit::Stopped),
+            Received::Disconnected => exit = Some(Exit::Unreachable),
+        }
+    }
+    metrics.idle();
+    drop(consumer);
+    let stopped = guarded(actor.on_stop(ctx)).await;
+    drop(actor);
+    match (exit.expect("set when the loop ends"), stopped) {
+        (Exit::Panicked(payload), _) | (_, Err(payload)) => Exit::Panicked(payload),
+        (exit, Ok(())) => exit,
+    }
+}

@@ -1,0 +1,395 @@
+//! An actor's mailbox: a bounded MPSC channel of messages with per-sender FIFO order, a send
+//! that waits for room (backpressure), a `try_send` that reports a full mailbox, a sender
+//! count that tells the actor when nobody can reach it any more, and a stop request.
+//!
+//! Invariants:
+//! - `state` holds the number of permits taken (`state >> 1`) and the closed bit (bit 0). A
+//!   send takes a permit with one CAS before it pushes, and the consumer returns it after the
+//!   pop: at most `capacity` messages are ever in the queue, so a push never finds it full.
+//!   Once the closed bit is set no permit is handed out again.
+//! - Every message pushed is either popped by the consumer or dropped by a drain: `close`
+//!   sets the bit and then drains; a send that pushed re-reads the bit after its push and, if
+//!   set, drains too. One of them sees the message, whatever the interleaving (both the bit
+//!   and the push are `SeqCst`-ordered against the other's load). Dropping a message drops the
+//!   reply channel of an ask, which resolves it to `Closed`: asks never hang.
+//! - Uncontended, a send is a CAS on `state`, a CAS on the queue's tail, a stamp store and a
+//!   wake of the consumer (one RMW when it is not waiting); no lock and no allocation.
+//! - Senders that find the mailbox full queue their wakers in `waiters` (a lock, only on this
+//!   slow path) and count themselves in `waiting`. Returning a permit checks `waiting` after
+//!   the `SeqCst` return; a waiter checks for a permit again after it registers (`SeqCst`
+//!   too), so either the returner sees the waiter or the waiter sees the permit. A woken
+//!   waiter that is dropped before it takes its permit passes the wake on.
+//! - `senders` counts the refs. The consumer reports `Disconnected` only when that count is
+//!   zero and a pop after reading it finds nothing: the last ref's decrement (`Release`)
+//!   follows its last push, so the pop sees every message sent.
+//! - One consumer at a time: `Mailbox::consumer` hands out the single `Consumer`, and a new
+//!   one only after the previous is dropped (a supervised actor's incarnations take turns).
+
+mod queue;
+
+use crate::Error;
+use futures::task::AtomicWaker;
+use parking_lot::Mutex;
+use queue::Queue;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+const CLOSED: usize = 1;
+const PERMIT: usize = 2;
+
+/// The shared part of a mailbox.
+pub(crate) struct Mailbox<M> {
+    queue: Queue<M>,
+    capacity: usize,
+    /// Permits taken `<< 1`, and the closed bit.
+    state: AtomicUsize,
+    /// Refs alive.
+    senders: AtomicUsize,
+    /// The consumer's waker: woken by every push, by the last ref's drop, by `close` and by a
+    /// stop request.
+    consumer_waker: AtomicWaker,
+    /// A `Consumer` exists.
+    consumer_taken: AtomicBool,
+    /// Set by `request_stop`: the consumer reports `Stop` before any further message.
+    stop_requested: AtomicBool,
+    /// Senders waiting for a permit.
+    waiting: AtomicUsize,
+    waiters: Mutex<Waiters>,
+}
+
+#[derive(Default)]
+struct Waiters {
+    queue: VecDeque<(u64, Waker)>,
+    next_id: u64,
+}
+
+/// What the consumer receives.
+pub(crate) enum Received<M> {
+    Message(M),
+    /// `request_stop` was called.
+    Stop,
+    /// No ref is left and every message has been received, or the mailbox is closed.
+    Disconnected,
+}
+
+impl<M: Send> Mailbox<M> {
+    /// A mailbox holding at most `capacity` messages, with no ref yet.
+    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+        assert!(capacity > 0, "a mailbox holds at least one message");
+        Arc::new(Mailbox {
+            queue: Queue::new(capacity),
+            capacity,
+            state: AtomicUsize::new(0),
+            senders: AtomicUsize::new(0),
+            consumer_waker: AtomicWaker::new(),
+            consumer_taken: AtomicBool::new(false),
+            stop_requested: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters::default()),
+        })
+    }
+
+    /// Messages queued now (a snapshot).
+    pub(crate) fn len(&self) -> usize {
+        self.state.load(Ordering::Relaxed) >> 1
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// Counts a new ref.
+    pub(crate) fn add_sender(&self) {
+        // Relaxed: a new ref is made from an existing one (or by the actor, which holds the
+        // mailbox), so the count is not zero and nothing is published by the increment.
+        self.senders.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Uncounts a ref; the last one wakes the consumer, which drains and reports
+    /// `Disconnected`.
+    pub(crate) fn remove_sender(&self) {
+        if self.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.consumer_waker.wake();
+        }
+    }
+
+    /// Sends `message` if there is room now.
+    pub(crate) fn try_send(&self, message: M) -> Result<(), (Error, M)> {
+        match self.take_permit() {
+            Ok(()) => {
+                self.push(message);
+                Ok(())
+            }
+            Err(error) => Err((error, message)),
+        }
+    }
+
+    /// Sends `message`, waiting for room.
+    pub(crate) fn send(&self, message: M) -> Sending<'_, M> {
+        Sending {
+            mailbox: self,
+            message: Some(message),
+            waiter: None,
+        }
+    }
+
+    fn take_permit(&self) -> Result<(), Error> {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & CLOSED != 0 {
+                return Err(Error::Closed);
+            }
+            if state >> 1 >= self.capacity {
+                return Err(Error::Full);
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + PERMIT,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(current) => state = current,
+            }
+        }
+    }
+
+    fn push(&self, message: M) {
+        self.queue.push(message);
+        if self.state.load(Ordering::SeqCst) & CLOSED != 0 {
+            // Closed while this send held its permit: nobody may consume the message, so drop
+            // it (and any other left) here.
+            self.drain();
+            return;
+        }
+        self.consumer_waker.wake();
+    }
+
+    /// Returns a permit and wakes one waiting sender, if any.
+    fn return_permit(&self) {
+        self.state.fetch_sub(PERMIT, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.wake_waiter();
+        }
+    }
+
+    fn wake_waiter(&self) {
+        let mut waiters = self.waiters.lock();
+        if let Some((_, waker)) = waiters.queue.pop_front() {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            drop(waiters);
+            waker.wake();
+        }
+    }
+
+    /// Closes the mailbox: sends fail with `Closed` from now on, waiting senders are woken to
+    /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
+    pub(crate) fn close(&self) {
+        self.state.fetch_or(CLOSED, Ordering::SeqCst);
+        let waiters = std::mem::take(&mut self.waiters.lock().queue);
+        self.waiting.fetch_sub(waiters.len(), Ordering::SeqCst);
+        for (_, waker) in waiters {
+            waker.wake();
+        }
+        self.drain();
+        self.consumer_waker.wake();
+    }
+
+    fn drain(&self) {
+        while let Some(message) = self.queue.pop() {
+            self.state.fetch_sub(PERMIT, Ordering::SeqCst);
+            drop(message);
+        }
+    }
+
+    /// Asks the consumer to stop before its next message.
+    pub(crate) fn request_stop(&self) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+        self.consumer_waker.wake();
+    }
+
+    /// Clears a stop request (a supervised actor's next incarnation starts without it).
+    pub(crate) fn clear_stop(&self) {
+        self.stop_requested.store(false, Ordering::SeqCst);
+    }
+
+    /// The consumer, unless one exists.
+    pub(crate) fn consumer(self: &Arc<Self>) -> Option<Consumer<M>> {
+        if self.consumer_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Consumer {
+            mailbox: self.clone(),
+        })
+    }
+}
+
+/// The receiving end; one at a time per mailbox.
+pub(crate) struct Consumer<M: Send> {
+    mailbox: Arc<Mailbox<M>>,
+}
+
+impl<M: Send> Consumer<M> {
+    pub(crate) fn mailbox(&self) -> &Arc<Mailbox<M>> {
+        &self.mailbox
+    }
+
+    /// The next message, a stop request, or `Disconnected`.
+    pub(crate) fn recv(&mut self) -> Recv<'_, M> {
+        Recv { consumer: self }
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Received<M>> {
+        if let Some(received) = self.try_recv() {
+            return Poll::Ready(received);
+        }
+        self.mailbox.consumer_waker.register(cx.waker());
+        match self.try_recv() {
+            Some(received) => Poll::Ready(received),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The next message, a stop request or `Disconnected`, if one is there now.
+    pub(crate) fn try_recv(&mut self) -> Option<Received<M>> {
+        let mailbox = &*self.mailbox;
+        if mailbox.stop_requested.load(Ordering::SeqCst) {
+            return Some(Received::Stop);
+        }
+        if let Some(message) = mailbox.queue.pop() {
+            mailbox.return_permit();
+            return Some(Received::Message(message));
+        }
+        if mailbox.is_closed() {
+            return Some(Received::Disconnected);
+        }
+        if mailbox.senders.load(Ordering::Acquire) == 0 {
+            // The last ref's pushes happened before its decrement: one more look finds them.
+            return Some(match mailbox.queue.pop() {
+                Some(message) => {
+                    mailbox.return_permit();
+                    Received::Message(message)
+                }
+                None => Received::Disconnected,
+            });
+        }
+        None
+    }
+}
+
+impl<M: Send> Drop for Consumer<M> {
+    fn drop(&mut self) {
+        self.mailbox.consumer_taken.store(false, Ordering::Release);
+    }
+}
+
+pub(crate) struct Recv<'a, M: Send> {
+    consumer: &'a mut Consumer<M>,
+}
+
+impl<M: Send> Future for Recv<'_, M> {
+    type Output = Received<M>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Received<M>> {
+        self.consumer.poll_recv(cx)
+    }
+}
+
+/// A send waiting for room; see [`Mailbox::send`].
+pub(crate) struct Sending<'a, M: Send> {
+    mailbox: &'a Mailbox<M>,
+    message: Option<M>,
+    /// Its id in `waiters`, once it registered.
+    waiter: Option<u64>,
+}
+
+// The message is moved out by value, never pinned.
+impl<M: Send> Unpin for Sending<'_, M> {}
+
+impl<M: Send> Future for Sending<'_, M> {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let mailbox = this.mailbox;
+        match mailbox.take_permit() {
+            Ok(()) => return Poll::Ready(this.deliver()),
+            Err(Error::Full) => {}
+            Err(error) => {
+                this.forget_waiter();
+                this.message = None;
+                return Poll::Ready(Err(error));
+            }
+        }
+        {
+            let mut waiters = mailbox.waiters.lock();
+            let waiters = &mut *waiters;
+            let registered = this
+                .waiter
+                .and_then(|id| waiters.queue.iter_mut().find(|(other, _)| *other == id));
+            match registered {
+                Some((_, waker)) => waker.clone_from(cx.waker()),
+                None => {
+                    let id = waiters.next_id;
+                    waiters.next_id += 1;
+                    waiters.queue.push_back((id, cx.waker().clone()));
+                    mailbox.waiting.fetch_add(1, Ordering::SeqCst);
+                    this.waiter = Some(id);
+                }
+            }
+        }
+        match mailbox.take_permit() {
+            Ok(()) => Poll::Ready(this.deliver()),
+            Err(Error::Full) => Poll::Pending,
+            Err(error) => {
+                this.forget_waiter();
+                this.message = None;
+                Poll::Ready(Err(error))
+            }
+        }
+    }
+}
+
+impl<M: Send> Sending<'_, M> {
+    /// Pushes the message under the permit just taken.
+    fn deliver(&mut self) -> Result<(), Error> {
+        let message = self.message.take().expect("polled after it finished");
+        self.forget_waiter();
+        self.mailbox.push(message);
+        Ok(())
+    }
+
+    /// Leaves `waiters`. A waiter no longer there was woken for a permit: if it took none, the
+    /// wake goes to the next waiter.
+    fn forget_waiter(&mut self) {
+        let Some(id) = self.waiter.take() else {
+            return;
+        };
+        let mut waiters = self.mailbox.waiters.lock();
+        match waiters.queue.iter().position(|(other, _)| *other == id) {
+            Some(position) => {
+                waiters.queue.remove(position);
+                self.mailbox.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            None if self.message.is_some() => {
+                drop(waiters);
+                self.mailbox.wake_waiter();
+            }
+            None => {}
+        }
+    }
+}
+
+impl<M: Send> Drop for Sending<'_, M> {
+    fn drop(&mut self) {
+        self.forget_waiter();
+    }
+}

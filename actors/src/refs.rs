@@ -1,0 +1,117 @@
+//! [`Ref`]: the sending end of an actor's mailbox, which the generated `<Name>Ref` wraps, and
+//! [`Reply`]: the channel an ask's answer comes back on.
+//!
+//! A ref counts itself in the mailbox: when the last one is dropped, the actor handles what is
+//! queued and stops. An ask costs one allocation (its reply channel); a tell none.
+
+use crate::mailbox::Mailbox;
+use crate::{Actor, Error};
+use futures::channel::oneshot;
+use std::sync::Arc;
+
+/// A handle to send messages to an actor of type `A`. Cloning it is an atomic increment.
+pub struct Ref<A: Actor> {
+    mailbox: Arc<Mailbox<A::Message>>,
+}
+
+impl<A: Actor> Ref<A> {
+    pub(crate) fn new(mailbox: Arc<Mailbox<A::Message>>) -> Self {
+        mailbox.add_sender();
+        Ref { mailbox }
+    }
+
+    /// Sends `message`, waiting while the mailbox is full. Fails with [`Error::Closed`] if the
+    /// actor has stopped.
+    pub async fn send(&self, message: A::Message) -> Result<(), Error> {
+        self.mailbox.send(message).await
+    }
+
+    /// Sends `message` if the mailbox has room now: [`Error::Full`] if not, [`Error::Closed`]
+    /// if the actor has stopped.
+    pub fn try_send(&self, message: A::Message) -> Result<(), Error> {
+        self.mailbox.try_send(message).map_err(|(error, _)| error)
+    }
+
+    /// Sends the message `make` builds around a reply channel, waiting for room, and waits for
+    /// the reply.
+    pub async fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Result<R, Error> {
+        let (sender, receiver) = oneshot::channel();
+        let reply = Reply {
+            sender: Some(sender),
+            actor: A::LABEL,
+        };
+        self.mailbox.send(make(reply)).await?;
+        receiver.await.unwrap_or(Err(Error::Closed))
+    }
+
+    /// Whether the actor has stopped for good (its mailbox is closed).
+    pub fn is_closed(&self) -> bool {
+        self.mailbox.is_closed()
+    }
+
+    /// Messages waiting in the mailbox now.
+    pub fn queued(&self) -> usize {
+        self.mailbox.len()
+    }
+
+    /// The mailbox's capacity.
+    pub fn capacity(&self) -> usize {
+        self.mailbox.capacity()
+    }
+}
+
+impl<A: Actor> Clone for Ref<A> {
+    fn clone(&self) -> Self {
+        Ref::new(self.mailbox.clone())
+    }
+}
+
+impl<A: Actor> Drop for Ref<A> {
+    fn drop(&mut self) {
+        self.mailbox.remove_sender();
+    }
+}
+
+impl<A: Actor> std::fmt::Debug for Ref<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ref")
+            .field("actor", &A::LABEL)
+            .field("queued", &self.mailbox.len())
+            .field("closed", &self.mailbox.is_closed())
+            .finish()
+    }
+}
+
+/// Where the answer to an ask goes. Dropped unanswered, the ask resolves to
+/// [`Error::Closed`], or to [`Error::Panicked`] if dropped by a panicking handler.
+pub struct Reply<R> {
+    sender: Option<oneshot::Sender<Result<R, Error>>>,
+    actor: &'static str,
+}
+
+impl<R> Reply<R> {
+    /// A reply nobody waits for: what a tell carries.
+    pub fn none() -> Self {
+        Reply {
+            sender: None,
+            actor: "",
+        }
+    }
+
+    /// Answers the ask. An asker that gave up is not an error.
+    pub fn send(mut self, value: R) {
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.send(Ok(value));
+        }
+    }
+}
+
+impl<R> Drop for Reply<R> {
+    fn drop(&mut self) {
+        if let Some(sender) = self.sender.take()
+            && (std::thread::panicking() || crate::actor::unwinding_handler())
+        {
+            let _ = sender.send(Err(Error::Panicked { actor: self.actor }));
+        }
+    }
+}

@@ -1,0 +1,620 @@
+//! OTP supervision: a [`Supervisor`] starts children from factories, in order, each in its own
+//! child scope, and restarts them by their [`Restart`] policy and its [`Strategy`], within a
+//! restart intensity; past it, it stops every child and escalates to its own parent.
+//!
+//! ```
+//! use actors::prelude::*;
+//! use actors::supervisor::{ChildSpec, Strategy, Supervisor};
+//! use std::time::Duration;
+//!
+//! #[actor]
+//! struct Worker;
+//!
+//! #[actor]
+//! impl Worker {
+//!     fn work(&self, n: u64) -> u64 {
+//!         assert!(n != 13, "unlucky");
+//!         n * 2
+//!     }
+//! }
+//!
+//! runtime::Runner::new(runtime::Config::default()).start(|context| async move {
+//!     let mut supervisor = Supervisor::new("workers", Strategy::OneForOne)
+//!         .intensity(3, Duration::from_secs(5));
+//!     let worker = supervisor.child(ChildSpec::new(|| Worker));
+//!     let supervisor = supervisor.spawn(&context);
+//!     assert_eq!(worker.work(2).await, Ok(4));
+//!     assert!(worker.work(13).await.is_err()); // a panic: the worker restarts
+//!     assert_eq!(worker.work(3).await, Ok(6)); // the same ref reaches the new incarnation
+//!     supervisor.stop();
+//!     supervisor.join().await.unwrap();
+//! });
+//! ```
+//!
+//! Invariants:
+//! - A child's mailbox belongs to its slot, not to an incarnation: refs keep working across
+//!   restarts, and messages sent meanwhile wait for the next incarnation. It is closed only
+//!   when the child is done for good (not restarted, or the supervisor ends), or when the
+//!   supervisor's task is dropped.
+//! - Each incarnation reports its exit, tagged with the slot's generation. The supervisor
+//!   bumps the generation whenever it stops an incarnation itself, so the report of a child
+//!   it stopped on purpose is never mistaken for a failure.
+//! - An incarnation's `on_stop` runs before its task ends, and the supervisor starts the next
+//!   one only after that task ended (its report, or its handle when stopped on purpose): the
+//!   old incarnation's `on_stop` finishes before the new one's `on_start`.
+//! - Children start one at a time, in order, as OTP's `start_link` does: each one's
+//!   `on_start` has returned before the next one starts.
+//! - Children stop in reverse start order, each given its shutdown timeout to finish its
+//!   current message and `on_stop`, then aborted.
+//! - A child that ends because no ref is left is not restarted, whatever its policy: nobody
+//!   can reach it any more.
+
+use crate::actor::{Exit, run};
+use crate::mailbox::Mailbox;
+use crate::metrics::Families;
+use crate::spawn::placed;
+use crate::{Actor, Context, Error, Ref};
+use futures::StreamExt as _;
+use futures::channel::{mpsc, oneshot};
+use parking_lot::Mutex;
+use runtime::{Clock as _, Spawner as _};
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// When a child is restarted (OTP's restart types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Always, whether it failed or stopped itself.
+    Permanent,
+    /// Only when it failed (a panic).
+    Transient,
+    /// Never.
+    Temporary,
+}
+
+/// Which children restart when one must (OTP's strategies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Only that child.
+    OneForOne,
+    /// Every child: the others are stopped (in reverse start order), then all start again.
+    OneForAll,
+    /// That child and those started after it.
+    RestForOne,
+}
+
+/// How to start a child, when to restart it, and how long it has to stop.
+pub struct ChildSpec<A: Actor> {
+    factory: Box<dyn FnMut() -> A + Send>,
+    restart: Restart,
+    shutdown: Duration,
+}
+
+impl<A: Actor> ChildSpec<A> {
+    /// A permanent child made by `factory` (called for every incarnation), with a shutdown
+    /// timeout of 5 seconds.
+    pub fn new(factory: impl FnMut() -> A + Send + 'static) -> Self {
+        ChildSpec {
+            factory: Box::new(factory),
+            restart: Restart::Permanent,
+            shutdown: Duration::from_secs(5),
+        }
+    }
+
+    /// When the child restarts.
+    pub fn restart(mut self, restart: Restart) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// How long the child has to finish its message and `on_stop` when stopped, before its
+    /// task is aborted.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown = timeout;
+        self
+    }
+}
+
+/// How an incarnation ended, as the supervisor sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// It stopped itself (or was asked to).
+    Stopped,
+    /// No ref is left.
+    Unreachable,
+    /// It panicked (or, for a supervisor, escalated).
+    Failed,
+}
+
+enum Event {
+    Ended {
+        index: usize,
+        generation: u64,
+        ended: Ended,
+    },
+    Stop,
+}
+
+/// Sends an incarnation's end to its supervisor.
+struct Reporter {
+    events: mpsc::UnboundedSender<Event>,
+    index: usize,
+    generation: u64,
+}
+
+impl Reporter {
+    fn report(self, ended: Ended) {
+        let _ = self.events.unbounded_send(Event::Ended {
+            index: self.index,
+            generation: self.generation,
+            ended,
+        });
+    }
+}
+
+/// A supervised child, type-erased.
+trait Child: Send {
+    fn label(&self) -> &'static str;
+    fn restart(&self) -> Restart;
+    fn shutdown_timeout(&self) -> Duration;
+    /// Starts an incarnation under `scope`; it reports its end through `reporter`, and
+    /// `started` once it has started (its `on_start` returned, or its children started).
+    fn start(
+        &mut self,
+        scope: &runtime::Context,
+        reporter: Reporter,
+        started: oneshot::Sender<()>,
+    ) -> runtime::Handle<()>;
+    /// Asks the running incarnation to stop before its next message.
+    fn request_stop(&self);
+    /// The child is done for good: its refs see `Closed`.
+    fn close(&self);
+    /// What `close` does, without borrowing the child.
+    fn closer(&self) -> Box<dyn Fn() + Send>;
+}
+
+struct ActorChild<A: Actor> {
+    spec: ChildSpec<A>,
+    mailbox: Arc<Mailbox<A::Message>>,
+}
+
+impl<A: Actor> Child for ActorChild<A> {
+    fn label(&self) -> &'static str {
+        A::LABEL
+    }
+
+    fn restart(&self) -> Restart {
+        self.spec.restart
+    }
+
+    fn shutdown_timeout(&self) -> Duration {
+        self.spec.shutdown
+    }
+
+    fn start(
+        &mut self,
+        scope: &runtime::Context,
+        reporter: Reporter,
+        started: oneshot::Sender<()>,
+    ) -> runtime::Handle<()> {
+        self.mailbox.clear_stop();
+        let actor = match catch_unwind(AssertUnwindSafe(&mut self.spec.factory)) {
+            Ok(actor) => actor,
+            Err(_) => {
+                // A factory that panics is a failed start.
+                reporter.report(Ended::Failed);
+                return scope.clone().spawn(|_| async {});
+            }
+        };
+        let mailbox = self.mailbox.clone();
+        let families = Families::of(scope);
+        placed(scope.child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
+            let mut metrics = families.actor(A::LABEL);
+            let _running = metrics.running();
+            let mut ctx = Context::<A>::new(runtime, mailbox);
+            let signal = move || {
+                let _ = started.send(());
+            };
+            let ended = match run(actor, &mut ctx, &mut metrics, signal).await {
+                Exit::Stopped => Ended::Stopped,
+                Exit::Unreachable => Ended::Unreachable,
+                Exit::Panicked(_) => Ended::Failed,
+            };
+            reporter.report(ended);
+        })
+    }
+
+    fn request_stop(&self) {
+        self.mailbox.request_stop();
+    }
+
+    fn close(&self) {
+        self.mailbox.close();
+    }
+
+    fn closer(&self) -> Box<dyn Fn() + Send> {
+        let mailbox = self.mailbox.clone();
+        Box::new(move || mailbox.close())
+    }
+}
+
+/// A supervisor supervised by another: its incarnations run its loop over the same children.
+struct SupervisorChild {
+    label: &'static str,
+    state: Arc<Mutex<Option<State>>>,
+    control: mpsc::UnboundedSender<Event>,
+    restart: Restart,
+    shutdown: Duration,
+}
+
+impl Child for SupervisorChild {
+    fn label(&self) -> &'static str {
+        self.label
+    }
+
+    fn restart(&self) -> Restart {
+        self.restart
+    }
+
+    fn shutdown_timeout(&self) -> Duration {
+        self.shutdown
+    }
+
+    fn start(
+        &mut self,
+        scope: &runtime::Context,
+        reporter: Reporter,
+        started: oneshot::Sender<()>,
+    ) -> runtime::Handle<()> {
+        let state = self.state.clone();
+        scope.child(self.label).spawn(move |runtime| async move {
+            let mut taken = state.lock().take().expect("one incarnation at a time");
+            let outcome = taken.supervise(&runtime, Some(started)).await;
+            *state.lock() = Some(taken);
+            reporter.report(match outcome {
+                Ok(()) => Ended::Stopped,
+                Err(_) => Ended::Failed,
+            });
+        })
+    }
+
+    fn request_stop(&self) {
+        let _ = self.control.unbounded_send(Event::Stop);
+    }
+
+    fn close(&self) {
+        if let Some(state) = self.state.lock().as_ref() {
+            state.close_all();
+        }
+    }
+
+    fn closer(&self) -> Box<dyn Fn() + Send> {
+        // A running nested loop has its own guard; this one covers a supervisor between
+        // incarnations.
+        let state = self.state.clone();
+        Box::new(move || {
+            if let Some(state) = state.lock().as_ref() {
+                state.close_all();
+            }
+        })
+    }
+}
+
+/// One child and its running incarnation.
+struct Slot {
+    child: Box<dyn Child>,
+    running: Option<runtime::Handle<()>>,
+    generation: u64,
+    /// Done for good: not restarted.
+    finished: bool,
+    restarts: Option<prometheus_client::metrics::counter::Counter>,
+}
+
+/// Why a supervisor gave up.
+struct Escalated;
+
+/// A supervisor's children and policy; what its loop runs on.
+struct State {
+    label: &'static str,
+    strategy: Strategy,
+    intensity: (usize, Duration),
+    slots: Vec<Slot>,
+    events: mpsc::UnboundedReceiver<Event>,
+    sender: mpsc::UnboundedSender<Event>,
+    restarts: VecDeque<Instant>,
+}
+
+/// Builds a supervision tree level: children are added with [`child`](Self::child) (each
+/// returns its ref at once) and start, in order, when the supervisor is spawned.
+pub struct Supervisor {
+    state: State,
+}
+
+impl Supervisor {
+    /// A supervisor labelled `label` (its scope's name: ASCII letters, digits and `_`) with
+    /// `strategy` and a restart intensity of 3 restarts within 5 seconds.
+    pub fn new(label: &'static str, strategy: Strategy) -> Self {
+        let (sender, events) = mpsc::unbounded();
+        Supervisor {
+            state: State {
+                label,
+                strategy,
+                intensity: (3, Duration::from_secs(5)),
+                slots: Vec::new(),
+                events,
+                sender,
+                restarts: VecDeque::new(),
+            },
+        }
+    }
+
+    /// At most `restarts` restarts within `within`: one more, and the supervisor stops every
+    /// child and escalates (fails, as a panic would, to its own supervisor or the runtime).
+    pub fn intensity(mut self, restarts: usize, within: Duration) -> Self {
+        self.state.intensity = (restarts, within);
+        self
+    }
+
+    /// Adds a child, started after those added before it; returns its ref, which reaches
+    /// every incarnation.
+    pub fn child<A: Actor>(&mut self, spec: ChildSpec<A>) -> A::Ref {
+        let mailbox = Mailbox::new(A::MAILBOX);
+        let actor_ref = Ref::<A>::new(mailbox.clone());
+        self.state
+            .slots
+            .push(Slot::new(Box::new(ActorChild { spec, mailbox })));
+        A::Ref::from(actor_ref)
+    }
+
+    /// Adds `supervisor` as a child, with its restart policy and shutdown timeout: when it
+    /// escalates, this supervisor's strategy applies to it like to any failed child.
+    pub fn supervisor(
+        &mut self,
+        supervisor: Supervisor,
+        restart: Restart,
+        shutdown: Duration,
+    ) -> SupervisorRef {
+        let control = supervisor.state.sender.clone();
+        let label = supervisor.state.label;
+        let child = SupervisorChild {
+            label,
+            state: Arc::new(Mutex::new(Some(supervisor.state))),
+            control: control.clone(),
+            restart,
+            shutdown,
+        };
+        self.state.slots.push(Slot::new(Box::new(child)));
+        SupervisorRef {
+            control,
+            handle: None,
+            label,
+        }
+    }
+
+    /// Starts the children in order under a child scope of `context` named by the label, and
+    /// supervises them until [`SupervisorRef::stop`] or its scope ends.
+    pub fn spawn(self, context: &runtime::Context) -> SupervisorRef {
+        let control = self.state.sender.clone();
+        let label = self.state.label;
+        let mut state = self.state;
+        let handle = context.child(label).spawn(move |runtime| async move {
+            if state.supervise(&runtime, None).await.is_err() {
+                // Nobody restarts this supervisor: its children are done for good.
+                state.close_all();
+                panic!(
+                    "supervisor `{}` gave up: more than {} restarts within {:?}",
+                    state.label, state.intensity.0, state.intensity.1
+                );
+            }
+        });
+        SupervisorRef {
+            control,
+            handle: Some(handle),
+            label,
+        }
+    }
+}
+
+impl Slot {
+    fn new(child: Box<dyn Child>) -> Self {
+        Slot {
+            child,
+            running: None,
+            generation: 0,
+            finished: false,
+            restarts: None,
+        }
+    }
+}
+
+impl State {
+    /// Runs the children until a stop or an escalation; either way they are all stopped
+    /// when it returns. A stopped supervisor closes its children's mailboxes; an escalating
+    /// one leaves them open for its next incarnation.
+    async fn supervise(
+        &mut self,
+        runtime: &runtime::Context,
+        started: Option<oneshot::Sender<()>>,
+    ) -> Result<(), Escalated> {
+        // What an earlier incarnation left unread is about children that are gone.
+        while self.events.try_recv().is_ok() {}
+        // Closes every mailbox if this loop's task is dropped (its scope ended).
+        let guard = CloseAll(self.slots.iter().map(|slot| slot.child.closer()).collect());
+        let families = Families::of(runtime);
+        for slot in &mut self.slots {
+            slot.restarts = Some(families.restarts(slot.child.label()));
+            slot.finished = false;
+        }
+        self.restarts.clear();
+        for index in 0..self.slots.len() {
+            self.start(index, runtime).await;
+        }
+        if let Some(started) = started {
+            let _ = started.send(());
+        }
+        let outcome = loop {
+            let Some(event) = self.events.next().await else {
+                break Ok(());
+            };
+            let (index, ended) = match event {
+                Event::Stop => break Ok(()),
+                Event::Ended {
+                    index,
+                    generation,
+                    ended,
+                } => {
+                    if self.slots[index].generation != generation {
+                        continue;
+                    }
+                    (index, ended)
+                }
+            };
+            let slot = &mut self.slots[index];
+            slot.running = None;
+            let restart = match (slot.child.restart(), ended) {
+                (_, Ended::Unreachable) | (Restart::Temporary, _) => false,
+                (Restart::Transient, Ended::Stopped) => false,
+                (Restart::Transient, Ended::Failed) | (Restart::Permanent, _) => true,
+            };
+            if !restart {
+                slot.finished = true;
+                slot.child.close();
+                continue;
+            }
+            if self.exceeded() {
+                break Err(Escalated);
+            }
+            let affected = match self.strategy {
+                Strategy::OneForOne => index..index + 1,
+                Strategy::OneForAll => 0..self.slots.len(),
+                Strategy::RestForOne => index..self.slots.len(),
+            };
+            for other in affected.clone().rev() {
+                self.stop(other, runtime).await;
+            }
+            for restarted in affected {
+                if self.slots[restarted].finished {
+                    continue;
+                }
+                if let Some(counter) = &self.slots[restarted].restarts {
+                    counter.inc();
+                }
+                self.start(restarted, runtime).await;
+            }
+        };
+        for index in (0..self.slots.len()).rev() {
+            self.stop(index, runtime).await;
+        }
+        if outcome.is_ok() {
+            self.close_all();
+        }
+        guard.disarm();
+        outcome
+    }
+
+    /// Starts the child and waits until it has started, as OTP's `start_link` does: children
+    /// start one after the other, in order. A child that fails to start reports it as its
+    /// end.
+    async fn start(&mut self, index: usize, runtime: &runtime::Context) {
+        let slot = &mut self.slots[index];
+        slot.generation += 1;
+        let reporter = Reporter {
+            events: self.sender.clone(),
+            index,
+            generation: slot.generation,
+        };
+        let (started, is_started) = oneshot::channel();
+        slot.running = Some(slot.child.start(runtime, reporter, started));
+        // Dropped unsent when the child failed before it started: its report follows.
+        let _ = is_started.await;
+    }
+
+    /// Stops the child's running incarnation, if any: a stop request, then its shutdown
+    /// timeout, then an abort. Its own report of this end is ignored.
+    async fn stop(&mut self, index: usize, runtime: &runtime::Context) {
+        let slot = &mut self.slots[index];
+        let Some(mut handle) = slot.running.take() else {
+            return;
+        };
+        slot.generation += 1;
+        slot.child.request_stop();
+        if runtime
+            .timeout(slot.child.shutdown_timeout(), &mut handle)
+            .await
+            .is_err()
+        {
+            handle.abort();
+            let _ = handle.await;
+        }
+    }
+
+    /// Records a restart; whether it is one too many within the intensity window.
+    fn exceeded(&mut self) -> bool {
+        let now = Instant::now();
+        let (limit, window) = self.intensity;
+        while self
+            .restarts
+            .front()
+            .is_some_and(|&at| now.duration_since(at) > window)
+        {
+            self.restarts.pop_front();
+        }
+        self.restarts.push_back(now);
+        self.restarts.len() > limit
+    }
+
+    fn close_all(&self) {
+        for slot in &self.slots {
+            slot.child.close();
+        }
+    }
+}
+
+/// Closes every child's mailbox when a supervisor's loop is dropped mid-way (its scope
+/// ended); disarmed when the loop returns.
+struct CloseAll(Vec<Box<dyn Fn() + Send>>);
+
+impl CloseAll {
+    fn disarm(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for CloseAll {
+    fn drop(&mut self) {
+        for close in &self.0 {
+            close();
+        }
+    }
+}
+
+/// A running supervisor: stop it, or wait for it to end.
+pub struct SupervisorRef {
+    control: mpsc::UnboundedSender<Event>,
+    handle: Option<runtime::Handle<()>>,
+    label: &'static str,
+}
+
+impl SupervisorRef {
+    /// Stops every child, in reverse start order, then the supervisor.
+    pub fn stop(&self) {
+        let _ = self.control.unbounded_send(Event::Stop);
+    }
+
+    /// Waits for the supervisor to end: `Ok` once stopped, [`Error::Panicked`] if it gave up
+    /// (with the runtime's `catch_panics`; without it, its failure fails the runner), and
+    /// [`Error::Closed`] if its task was aborted or it is a nested supervisor (whose end its
+    /// parent handles).
+    pub async fn join(self) -> Result<(), Error> {
+        let Some(handle) = self.handle else {
+            return Err(Error::Closed);
+        };
+        match handle.await {
+            Ok(()) => Ok(()),
+            Err(runtime::Error::Exited) => Err(Error::Panicked { actor: self.label }),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Supervision through the public API: each strategy, each restart policy, the restart
+//! intensity and escalation (to the runtime and to a parent supervisor), refs that keep
+//! working across restarts, and shutdown in reverse start order with timeouts.
+
+use actors::prelude::*;
+use actors::supervisor::{ChildSpec, Restart, Strategy, Supervisor};
+use actors::{Context, Error};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+type Journal = Arc<Mutex<Vec<String>>>;
+
+#[actor(mailbox = 16)]
+struct Member {
+    name: &'static str,
+    incarnation: usize,
+    journal: Journal,
+}
+
+#[actor]
+impl Member {
+    fn on_start(&mut self) {
+        let entry = format!("start {}#{}", self.name, self.incarnation);
+        self.journal.lock().push(entry);
+    }
+
+    fn on_stop(&mut self) {
+        let entry = format!("stop {}#{}", self.name, self.incarnation);
+        self.journal.lock().push(entry);
+    }
+
+    /// Which incarnation answers.
+    fn incarnation(&self) -> usize {
+        self.incarnation
+    }
+
+    fn fail(&mut self) {
+        panic!("{} fails on purpose", self.name);
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+
+    /// Never returns: a handler that ignores a stop request.
+    async fn hang(&mut self) {
+        futures::future::pending::<()>().await;
+    }
+}
+
+/// A spec for member `name`, counting its incarnations from 1.
+fn member(name: &'static str, journal: &Journal) -> ChildSpec<Member> {
+    let journal = journal.clone();
+    let incarnations = AtomicUsize::new(0);
+    ChildSpec::new(move || Member {
+        name,
+        incarnation: incarnations.fetch_add(1, Ordering::SeqCst) + 1,
+        journal: journal.clone(),
+    })
+}
+
+/// Three members under `strategy`; returns the supervisor, their refs and the journal.
+fn three(
+    context: &runtime::Context,
+    strategy: Strategy,
+) -> (actors::supervisor::SupervisorRef, [MemberRef; 3], Journal) {
+    let journal = Journal::default();
+    let mut supervisor = Supervisor::new("team", strategy).intensity(10, Duration::from_secs(60));
+    let a = supervisor.child(member("a", &journal));
+    let b = supervisor.child(member("b", &journal));
+    let c = supervisor.child(member("c", &journal));
+    (supervisor.spawn(context), [a, b, c], journal)
+}
+
+async fn incarnations(members: &[MemberRef; 3]) -> [usize; 3] {
+    let mut out = [0; 3];
+    for (slot, member) in out.iter_mut().zip(members) {
+        *slot = member.incarnation().await.unwrap();
+    }
+    out
+}
+
+fn entries(journal: &Journal, from: usize) -> Vec<String> {
+    journal.lock()[from..].to_vec()
+}
+
+/// One-for-one: only the failed child restarts, its old incarnation's `on_stop` before the
+/// new one's `on_start`, and the same ref reaches the new incarnation.
+#[runtime::test(timeout = "20s")]
+async fn one_for_one_restarts_only_the_failed_child(context: runtime::Context) {
+    let (supervisor, members, journal) = three(&context, Strategy::OneForOne);
+    assert_eq!(incarnations(&members).await, [1, 1, 1]);
+    assert_eq!(
+        entries(&journal, 0),
+        ["start a#1", "start b#1", "start c#1"]
+    );
+    assert_eq!(
+        members[1].fail().await,
+        Err(Error::Panicked { actor: "member" })
+    );
+    assert_eq!(incarnations(&members).await, [1, 2, 1]);
+    assert_eq!(entries(&journal, 3), ["stop b#1", "start b#2"]);
+    let restarts = context.encode();
+    assert!(
+        restarts.contains("actor_restarts_total{actor=\"member\"} 1"),
+        "{restarts}"
+    );
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    assert_eq!(entries(&journal, 5), ["stop c#1", "stop b#2", "stop a#1"]);
+}
+
+/// One-for-all: the others stop in reverse start order, then all start again in order.
+#[runtime::test(timeout = "20s")]
+async fn one_for_all_restarts_every_child(context: runtime::Context) {
+    let (supervisor, members, journal) = three(&context, Strategy::OneForAll);
+    assert_eq!(incarnations(&members).await, [1, 1, 1]);
+    assert!(members[1].fail().await.is_err());
+    assert_eq!(incarnations(&members).await, [2, 2, 2]);
+    assert_eq!(
+        entries(&journal, 3),
+        [
+            "stop b#1",
+            "stop c#1",
+            "stop a#1",
+            "start a#2",
+            "start b#2",
+            "start c#2"
+        ]
+    );
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+}
+
+/// Rest-for-one: the failed child and those started after it restart; earlier ones stay.
+#[runtime::test(timeout = "20s")]
+async fn rest_for_one_restarts_the_child_and_those_after_it(context: runtime::Context) {
+    let (supervisor, members, journal) = three(&context, Strategy::RestForOne);
+    assert_eq!(incarnations(&members).await, [1, 1, 1]);
+    assert!(members[1].fail().await.is_err());
+    assert_eq!(incarnations(&members).await, [1, 2, 2]);
+    assert_eq!(
+        entries(&journal, 3),
+        ["stop b#1", "stop c#1", "start b#2", "start c#2"]
+    );
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+}
+
+/// Messages sent while a child restarts wait in its mailbox for the new incarnation.
+#[runtime::test(timeout = "20s")]
+async fn messages_sent_during_a_restart_reach_the_new_incarnation(context: runtime::Context) {
+    let (supervisor, members, _journal) = three(&context, Strategy::OneForOne);
+    let b = &members[1];
+    b.tell_fail().await.unwrap();
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(b.incarnation().await);
+    }
+    assert_eq!(answers, vec![Ok(2); 5]);
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+}
+
+/// Permanent children restart even when they stop themselves; transient ones only when they
+/// fail; temporary ones never. A child not restarted answers `Closed`.
+#[runtime::test(timeout = "20s")]
+async fn restart_policies_decide_which_ends_restart(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut supervisor = Supervisor::new("policies", Strategy::OneForOne);
+    let permanent = supervisor.child(member("permanent", &journal));
+    let transient = supervisor.child(member("transient", &journal).restart(Restart::Transient));
+    let stopping = supervisor.child(member("stopping", &journal).restart(Restart::Transient));
+    let temporary = supervisor.child(member("temporary", &journal).restart(Restart::Temporary));
+    let supervisor = supervisor.spawn(&context);
+
+    permanent.finish().await.unwrap();
+    assert_eq!(permanent.incarnation().await, Ok(2));
+    assert!(transient.fail().await.is_err());
+    assert_eq!(transient.incarnation().await, Ok(2));
+    stopping.finish().await.unwrap();
+    assert_eq!(stopping.incarnation().await, Err(Error::Closed));
+    assert!(temporary.fail().await.is_err());
+    assert_eq!(temporary.incarnation().await, Err(Error::Closed));
+
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    assert_eq!(permanent.incarnation().await, Err(Error::Closed));
+}
+
+/// More restarts than the intensity allows: the supervisor stops every child and gives up,
+/// which is a failure for the runtime (caught here), and the children's refs see `Closed`.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn exceeding_the_intensity_escalates_to_the_runtime(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut supervisor =
+        Supervisor::new("fragile", Strategy::OneForOne).intensity(2, Duration::from_secs(60));
+    let a = supervisor.child(member("a", &journal));
+    let b = supervisor.child(member("b", &journal));
+    let supervisor = supervisor.spawn(&context);
+    for incarnation in 1..=2 {
+        assert_eq!(b.incarnation().await, Ok(incarnation));
+        assert!(b.fail().await.is_err());
+    }
+    assert_eq!(b.incarnation().await, Ok(3));
+    assert!(b.fail().await.is_err());
+    assert_eq!(
+        supervisor.join().await,
+        Err(Error::Panicked { actor: "fragile" })
+    );
+    assert_eq!(a.incarnation().await, Err(Error::Closed));
+    assert_eq!(b.incarnation().await, Err(Error::Closed));
+    let journal = journal.lock().clone();
+    assert_eq!(
+        journal.last().map(String::as_str),
+        Some("stop a#1"),
+        "{journal:?}"
+    );
+}
+
+/// A nested supervisor that exceeds its intensity escalates to its parent, which restarts it
+/// (here one-for-one): its children start again, and their refs keep working.
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_escalates_to_its_parent(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut inner =
+        Supervisor::new("inner", Strategy::OneForOne).intensity(1, Duration::from_secs(60));
+    let worker = inner.child(member("worker", &journal));
+    let mut outer = Supervisor::new("outer", Strategy::OneForOne);
+    let sibling = outer.child(member("sibling", &journal));
+    outer.supervisor(inner, Restart::Permanent, Duration::from_secs(5));
+    let outer = outer.spawn(&context);
+
+    assert_eq!(worker.incarnation().await, Ok(1));
+    assert!(worker.fail().await.is_err());
+    assert_eq!(
+        worker.incarnation().await,
+        Ok(2),
+        "restarted by the inner supervisor"
+    );
+    assert!(worker.fail().await.is_err());
+    // The inner supervisor gave up; the outer one restarted it, and with it the worker.
+    assert_eq!(worker.incarnation().await, Ok(3));
+    assert_eq!(
+        sibling.incarnation().await,
+        Ok(1),
+        "one-for-one: the sibling stays"
+    );
+    outer.stop();
+    outer.join().await.unwrap();
+    assert_eq!(worker.incarnation().await, Err(Error::Closed));
+}
+
+/// A child stuck in a handler past its shutdown timeout is aborted; the others still stop in
+/// reverse order, and the supervisor ends.
+#[runtime::test(timeout = "20s")]
+async fn a_child_past_its_shutdown_timeout_is_aborted(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut supervisor = Supervisor::new("stuck", Strategy::OneForOne);
+    let a = supervisor.child(member("a", &journal));
+    let b = supervisor.child(member("b", &journal).shutdown_timeout(Duration::from_millis(50)));
+    let c = supervisor.child(member("c", &journal));
+    let supervisor = supervisor.spawn(&context);
+    for member in [&a, &b, &c] {
+        member.incarnation().await.unwrap();
+    }
+    b.tell_hang().await.unwrap();
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    // b never ran `on_stop`: it was aborted mid-handler.
+    assert_eq!(entries(&journal, 3), ["stop c#1", "stop a#1"]);
+    assert_eq!(b.incarnation().await, Err(Error::Closed));
+}

@@ -1,0 +1,726 @@
+//! `#[actor]`: on a struct it declares the actor (placement, mailbox, label) and generates its
+//! ref type and `spawn`; on the struct's inherent impl it turns methods into handlers and
+//! generates the message enum, the `Actor` impl and one ask, tell and try method per handler
+//! on the ref.
+//!
+//! The two halves meet through names: the struct half defines `<Name>Ref` (with the struct's
+//! visibility) and `impl Declared`; the impl half defines `__<Name>Message`, `impl Actor`
+//! (whose supertrait `Declared` reports a missing struct half) and the ref's methods.
+//! Generated code names the crate by absolute paths (`::actors::...`).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{
+    Expr, ExprLit, FnArg, Ident, ImplItem, ImplItemFn, Item, ItemImpl, ItemStruct, Lit, Meta, Pat,
+    ReturnType, Token, Type,
+};
+
+/// The largest mailbox: its slots are allocated up front.
+const MAX_MAILBOX: u64 = 1 << 20;
+const DEFAULT_MAILBOX: u64 = 64;
+
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let parsed: Item = syn::parse2(item.clone()).map_err(|_| {
+        syn::Error::new(
+            item.span(),
+            "#[actor] goes on a struct, or on that struct's inherent `impl` block",
+        )
+    })?;
+    match parsed {
+        Item::Struct(item) => expand_struct(args, item),
+        Item::Impl(item) => {
+            if !args.is_empty() {
+                return Err(syn::Error::new(
+                    args.span(),
+                    "#[actor] on an `impl` block takes no options: put placement and options \
+                     on the struct, as `#[actor(dedicated, mailbox = 128)]`",
+                ));
+            }
+            expand_impl(item)
+        }
+        Item::Enum(item) => Err(not_a_struct(item.enum_token.span(), "an enum")),
+        Item::Fn(item) => Err(not_a_struct(item.sig.fn_token.span(), "a function")),
+        Item::Trait(item) => Err(not_a_struct(item.trait_token.span(), "a trait")),
+        Item::Union(item) => Err(not_a_struct(item.union_token.span(), "a union")),
+        other => Err(syn::Error::new(
+            other.span(),
+            "#[actor] goes on a struct, or on that struct's inherent `impl` block",
+        )),
+    }
+}
+
+fn not_a_struct(span: Span, what: &str) -> syn::Error {
+    syn::Error::new(
+        span,
+        format!(
+            "#[actor] cannot go on {what}: it goes on a struct (the actor's state), and on that \
+             struct's inherent `impl` block (its handlers)"
+        ),
+    )
+}
+
+/// Where the actor runs, as written.
+#[derive(Clone, Copy)]
+enum Placement {
+    Pool,
+    Dedicated,
+    Blocking,
+}
+
+struct StructOptions {
+    placement: Option<(Placement, Ident)>,
+    mailbox: Option<(u64, Span)>,
+    name: Option<(String, Span)>,
+}
+
+const PLACEMENTS: &[&str] = &["dedicated", "blocking"];
+const OPTIONS: &[&str] = &["mailbox", "name"];
+
+impl StructOptions {
+    fn parse(args: TokenStream) -> syn::Result<Self> {
+        let metas = Punctuated::<Meta, Token![,]>::parse_terminated
+            .parse2(args)
+            .map_err(|error| {
+                syn::Error::new(
+                    error.span(),
+                    "#[actor] options are a placement (`dedicated` or `blocking`) and \
+                     `mailbox = N`, `name = \"label\"`, comma separated",
+                )
+            })?;
+        let mut options = StructOptions {
+            placement: None,
+            mailbox: None,
+            name: None,
+        };
+        for meta in metas {
+            match meta {
+                Meta::Path(path) => {
+                    let ident = path.get_ident().cloned().ok_or_else(|| {
+                        syn::Error::new(path.span(), "a placement is `dedicated` or `blocking`")
+                    })?;
+                    let placement = match ident.to_string().as_str() {
+                        "dedicated" => Placement::Dedicated,
+                        "blocking" => Placement::Blocking,
+                        "pool" | "shared" => Placement::Pool,
+                        other if OPTIONS.contains(&other) => {
+                            return Err(syn::Error::new(
+                                ident.span(),
+                                format!("`{other}` needs a value: `{other} = ...`"),
+                            ));
+                        }
+                        other => {
+                            return Err(syn::Error::new(
+                                ident.span(),
+                                format!(
+                                    "unknown placement `{other}`{}: an actor runs `dedicated` \
+                                     (a thread of its own), `blocking` (a thread that may \
+                                     block), or, with no placement, on the shared pool",
+                                    did_you_mean(other, &[PLACEMENTS, OPTIONS].concat())
+                                ),
+                            ));
+                        }
+                    };
+                    if let Some((_, first)) = &options.placement {
+                        return Err(syn::Error::new(
+                            ident.span(),
+                            format!(
+                                "two placements, `{first}` and `{ident}`: an actor has one \
+                                 (`dedicated`, `blocking`, or none for the shared pool)"
+                            ),
+                        ));
+                    }
+                    options.placement = Some((placement, ident));
+                }
+                Meta::NameValue(pair) => {
+                    let key = pair
+                        .path
+                        .get_ident()
+                        .map(Ident::to_string)
+                        .unwrap_or_default();
+                    let span = pair.path.span();
+                    match key.as_str() {
+                        "mailbox" => {
+                            if options.mailbox.is_some() {
+                                return Err(duplicate(span, "mailbox"));
+                            }
+                            options.mailbox = Some((mailbox(&pair.value)?, pair.value.span()));
+                        }
+                        "name" => {
+                            if options.name.is_some() {
+                                return Err(duplicate(span, "name"));
+                            }
+                            options.name = Some((label(&pair.value)?, pair.value.span()));
+                        }
+                        other => {
+                            return Err(syn::Error::new(
+                                span,
+                                format!(
+                                    "unknown option `{other}`{}: #[actor] accepts `mailbox = N` \
+                                     and `name = \"label\"`",
+                                    did_you_mean(other, OPTIONS)
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Meta::List(list) => {
+                    return Err(syn::Error::new(
+                        list.span(),
+                        "#[actor] options are a placement (`dedicated` or `blocking`) and \
+                         `mailbox = N`, `name = \"label\"`",
+                    ));
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn duplicate(span: Span, option: &str) -> syn::Error {
+    syn::Error::new(span, format!("`{option}` is given twice"))
+}
+
+fn mailbox(value: &Expr) -> syn::Result<u64> {
+    let error = |message: String| syn::Error::new(value.span(), message);
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(int), ..
+    }) = value
+    else {
+        return Err(error(format!(
+            "`mailbox` takes an integer literal from 1 to {MAX_MAILBOX}"
+        )));
+    };
+    let capacity: u64 = int.base10_parse().map_err(|_| {
+        error(format!(
+            "`mailbox` takes an integer literal from 1 to {MAX_MAILBOX}"
+        ))
+    })?;
+    if capacity == 0 {
+        return Err(error(
+            "`mailbox = 0` holds no message: a mailbox holds at least 1".to_string(),
+        ));
+    }
+    if capacity > MAX_MAILBOX {
+        return Err(error(format!(
+            "`mailbox = {capacity}` is too large: at most {MAX_MAILBOX} (its slots are \
+             allocated when the actor spawns)"
+        )));
+    }
+    Ok(capacity)
+}
+
+fn label(value: &Expr) -> syn::Result<String> {
+    let message = "`name` takes a string of ASCII letters, digits and `_`, such as \
+                   `name = \"orders\"`";
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(text),
+        ..
+    }) = value
+    else {
+        return Err(syn::Error::new(value.span(), message));
+    };
+    let label = text.value();
+    let valid = !label.is_empty()
+        && label
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
+    if !valid {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("invalid actor name {label:?}: {message}"),
+        ));
+    }
+    Ok(label)
+}
+
+/// ", did you mean `x`?" for the closest of `candidates` within two edits, or nothing.
+fn did_you_mean(word: &str, candidates: &[&str]) -> String {
+    candidates
+        .iter()
+        .map(|candidate| (edit_distance(word, candidate), candidate))
+        .filter(|(distance, _)| *distance <= 2.max(word.len() / 3))
+        .min()
+        .map(|(_, candidate)| format!(" (did you mean `{candidate}`?)"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != *cb);
+            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for (index, character) in name.chars().enumerate() {
+        if character.is_ascii_uppercase() {
+            if index > 0 {
+                out.push('_');
+            }
+            out.push(character.to_ascii_lowercase());
+        } else {
+            out.push(character);
+        }
+    }
+    out
+}
+
+fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream> {
+    let options = StructOptions::parse(args)?;
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            item.generics.span(),
+            "an actor struct cannot be generic: its messages and ref are concrete types",
+        ));
+    }
+    let name = &item.ident;
+    let vis = &item.vis;
+    let ref_name = format_ident!("{}Ref", name);
+    let label = match &options.name {
+        Some((label, _)) => label.clone(),
+        None => snake_case(&name.to_string()),
+    };
+    let mailbox = options
+        .mailbox
+        .map_or(DEFAULT_MAILBOX, |(capacity, _)| capacity) as usize;
+    let placement = match options.placement.as_ref().map(|(placement, _)| *placement) {
+        None | Some(Placement::Pool) => quote!(Pool),
+        Some(Placement::Dedicated) => quote!(Dedicated),
+        Some(Placement::Blocking) => quote!(Blocking),
+    };
+    let ref_doc = format!(
+        "A ref to the actor [`{name}`]: one method per handler (an ask), with `tell_` and \
+         `try_` forms. Cheap to clone; the actor stops once every ref is dropped."
+    );
+    let spawn_doc = format!(
+        "Runs this actor in a child scope of `context` named `{label}`, and returns its ref."
+    );
+    Ok(quote! {
+        #item
+
+        impl ::actors::Declared for #name {
+            const LABEL: &'static str = #label;
+            const MAILBOX: usize = #mailbox;
+            const PLACEMENT: ::actors::Placement = ::actors::Placement::#placement;
+        }
+
+        #[doc = #ref_doc]
+        #vis struct #ref_name(::actors::Ref<#name>);
+
+        impl ::core::clone::Clone for #ref_name {
+            fn clone(&self) -> Self {
+                Self(::core::clone::Clone::clone(&self.0))
+            }
+        }
+
+        impl ::core::convert::From<::actors::Ref<#name>> for #ref_name {
+            fn from(inner: ::actors::Ref<#name>) -> Self {
+                Self(inner)
+            }
+        }
+
+        impl ::core::fmt::Debug for #ref_name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                ::core::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        impl #ref_name {
+            /// The untyped ref underneath: mailbox depth, capacity, whether it is closed.
+            #vis fn inner(&self) -> &::actors::Ref<#name> {
+                &self.0
+            }
+        }
+
+        impl #name {
+            #[doc = #spawn_doc]
+            #vis fn spawn(self, context: &::actors::__private::runtime::Context) -> #ref_name {
+                ::actors::spawn(self, context)
+            }
+        }
+    })
+}
+
+/// One handler, as the impl declares it.
+struct Handler {
+    name: Ident,
+    variant: Ident,
+    asyncness: bool,
+    takes_context: bool,
+    /// Argument names (as generated) and types.
+    arguments: Vec<(Ident, Type)>,
+    reply: Type,
+    docs: Vec<syn::Attribute>,
+}
+
+/// A hook: `on_start` or `on_stop`.
+struct Hook {
+    asyncness: bool,
+    takes_context: bool,
+}
+
+fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
+    if let Some((_, path, _)) = &item.trait_ {
+        return Err(syn::Error::new(
+            path.span(),
+            "#[actor] goes on the actor struct's inherent `impl` block, not on a trait impl",
+        ));
+    }
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            item.generics.span(),
+            "an actor's `impl` block cannot be generic",
+        ));
+    }
+    let name = match &*item.self_ty {
+        Type::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
+            path.path.get_ident().cloned().expect("checked")
+        }
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                "#[actor] goes on `impl Name { ... }` for an actor struct `Name` declared in \
+                 this module",
+            ));
+        }
+    };
+    let mut handlers = Vec::new();
+    let mut on_start = None;
+    let mut on_stop = None;
+    for member in &item.items {
+        let ImplItem::Fn(method) = member else {
+            continue;
+        };
+        let Some(receiver) = method.sig.receiver() else {
+            // An associated function (a constructor, say): not a handler.
+            continue;
+        };
+        if receiver.reference.is_none() {
+            return Err(syn::Error::new(
+                receiver.span(),
+                format!(
+                    "handler `{}` takes `self` by value: a handler takes `&self` or `&mut \
+                     self`, since the actor keeps its state between messages",
+                    method.sig.ident
+                ),
+            ));
+        }
+        match method.sig.ident.to_string().as_str() {
+            "on_start" => on_start = Some(hook(method)?),
+            "on_stop" => on_stop = Some(hook(method)?),
+            _ => handlers.push(handler(method)?),
+        }
+    }
+
+    let message = format_ident!("__{}Message", name);
+    let ref_name = format_ident!("{}Ref", name);
+    let variants = handlers.iter().map(|handler| {
+        let variant = &handler.variant;
+        let types = handler.arguments.iter().map(|(_, ty)| ty);
+        let reply = &handler.reply;
+        quote!(#variant(#(#types,)* ::actors::Reply<#reply>))
+    });
+    let arms = handlers.iter().map(|handler| {
+        let variant = &handler.variant;
+        let method = &handler.name;
+        let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
+        let context = handler.takes_context.then(|| quote!(ctx,));
+        let call = quote!(#name::#method(self, #context #(#names),*));
+        let call = if handler.asyncness {
+            quote!(#call.await)
+        } else {
+            call
+        };
+        quote! {
+            #message::#variant(#(#names,)* __reply) => {
+                let value = #call;
+                __reply.send(value);
+            }
+        }
+    });
+    let hook_method = |hook: &Option<Hook>, method: Ident| {
+        hook.as_ref().map(|hook| {
+            let context = hook.takes_context.then(|| quote!(ctx));
+            let call = quote!(#name::#method(self, #context));
+            let call = if hook.asyncness {
+                quote!(#call.await)
+            } else {
+                quote!(#call;)
+            };
+            let unused = (!hook.takes_context).then(|| quote!(let _ = ctx;));
+            quote! {
+                async fn #method(&mut self, ctx: &mut ::actors::Context<Self>) {
+                    #unused
+                    #call
+                }
+            }
+        })
+    };
+    let on_start = hook_method(&on_start, format_ident!("on_start"));
+    let on_stop = hook_method(&on_stop, format_ident!("on_stop"));
+    let methods = handlers.iter().map(|handler| {
+        let variant = &handler.variant;
+        let method = &handler.name;
+        let tell = format_ident!("tell_{}", method);
+        let attempt = format_ident!("try_{}", method);
+        let reply = &handler.reply;
+        let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
+        let parameters: Vec<_> = handler
+            .arguments
+            .iter()
+            .map(|(name, ty)| quote!(#name: #ty))
+            .collect();
+        let docs = &handler.docs;
+        let tell_doc = format!(
+            "Sends `{method}` without waiting for its reply; waits while the mailbox is full."
+        );
+        let try_doc = format!(
+            "Sends `{method}` if the mailbox has room now, without waiting for its reply: \
+             [`Error::Full`](::actors::Error::Full) if it has none."
+        );
+        quote! {
+            #(#docs)*
+            pub async fn #method(&self, #(#parameters),*) -> ::core::result::Result<#reply, ::actors::Error> {
+                self.0.ask(|__reply| #message::#variant(#(#names,)* __reply)).await
+            }
+
+            #[doc = #tell_doc]
+            pub async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+                self.0.send(#message::#variant(#(#names,)* ::actors::Reply::none())).await
+            }
+
+            #[doc = #try_doc]
+            pub fn #attempt(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+                self.0.try_send(#message::#variant(#(#names,)* ::actors::Reply::none()))
+            }
+        }
+    });
+    // Each argument travels in a message: it must be `Send + 'static`, checked where it is
+    // written so the error points there.
+    let checks = handlers.iter().flat_map(|handler| {
+        let reply = std::iter::once(&handler.reply);
+        handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(|ty| {
+            quote_spanned! {ty.span()=>
+                const _: fn() = || {
+                    fn handler_types_must_be_send_and_static<T: ::core::marker::Send + 'static>() {}
+                    handler_types_must_be_send_and_static::<#ty>();
+                };
+            }
+        })
+    });
+    let message_doc = format!("The messages of [`{name}`]'s handlers (generated).");
+    Ok(quote! {
+        #item
+
+        #(#checks)*
+
+        #[doc = #message_doc]
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, private_interfaces)]
+        pub enum #message {
+            #(#variants,)*
+        }
+
+        impl ::actors::Actor for #name {
+            type Message = #message;
+            type Ref = #ref_name;
+
+            #[allow(unused_variables)]
+            async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message) {
+                match message {
+                    #(#arms)*
+                }
+            }
+
+            #on_start
+            #on_stop
+        }
+
+        #[allow(private_interfaces)]
+        impl #ref_name {
+            #(#methods)*
+        }
+    })
+}
+
+/// Whether `ty` is `&mut ...Context<...>`: the handler's context parameter.
+fn is_context(ty: &Type) -> bool {
+    let Type::Reference(reference) = ty else {
+        return false;
+    };
+    if reference.mutability.is_none() {
+        return false;
+    }
+    let Type::Path(path) = &*reference.elem else {
+        return false;
+    };
+    path.path
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == "Context")
+}
+
+fn check_generics(method: &ImplItemFn) -> syn::Result<()> {
+    let generics = &method.sig.generics;
+    if !generics.params.is_empty() || generics.where_clause.is_some() {
+        let span = if generics.params.is_empty() {
+            generics.where_clause.span()
+        } else {
+            generics.params.span()
+        };
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "handler `{}` cannot be generic: each handler's message has fixed types",
+                method.sig.ident
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn hook(method: &ImplItemFn) -> syn::Result<Hook> {
+    check_generics(method)?;
+    let mut inputs = method.sig.inputs.iter().skip(1);
+    let takes_context = match inputs.next() {
+        None => false,
+        Some(FnArg::Typed(argument)) if is_context(&argument.ty) => true,
+        Some(other) => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!(
+                    "`{}` is a hook: it takes `&mut self` and optionally `ctx: &mut \
+                     actors::Context<Self>`",
+                    method.sig.ident
+                ),
+            ));
+        }
+    };
+    if let Some(extra) = inputs.next() {
+        return Err(syn::Error::new(
+            extra.span(),
+            format!(
+                "`{}` is a hook: it takes `&mut self` and optionally `ctx: &mut \
+                 actors::Context<Self>`",
+                method.sig.ident
+            ),
+        ));
+    }
+    if let ReturnType::Type(_, ty) = &method.sig.output {
+        return Err(syn::Error::new(
+            ty.span(),
+            format!("`{}` is a hook: it returns nothing", method.sig.ident),
+        ));
+    }
+    Ok(Hook {
+        asyncness: method.sig.asyncness.is_some(),
+        takes_context,
+    })
+}
+
+fn handler(method: &ImplItemFn) -> syn::Result<Handler> {
+    check_generics(method)?;
+    let name = method.sig.ident.clone();
+    let mut arguments = Vec::new();
+    let mut takes_context = false;
+    for (index, input) in method.sig.inputs.iter().skip(1).enumerate() {
+        let FnArg::Typed(argument) = input else {
+            continue;
+        };
+        if index == 0 && is_context(&argument.ty) {
+            takes_context = true;
+            continue;
+        }
+        check_owned(&name, &argument.ty)?;
+        let argument_name = match &*argument.pat {
+            Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => {
+                ident.ident.clone()
+            }
+            _ => format_ident!("argument_{}", index),
+        };
+        arguments.push((argument_name, (*argument.ty).clone()));
+    }
+    let reply = match &method.sig.output {
+        ReturnType::Default => syn::parse_quote!(()),
+        ReturnType::Type(_, ty) => {
+            check_owned(&name, ty)?;
+            (**ty).clone()
+        }
+    };
+    let docs = method
+        .attrs
+        .iter()
+        .filter(|attribute| attribute.path().is_ident("doc"))
+        .cloned()
+        .collect();
+    Ok(Handler {
+        variant: format_ident!("{}", camel_case(&name.to_string())),
+        name,
+        asyncness: method.sig.asyncness.is_some(),
+        takes_context,
+        arguments,
+        reply,
+        docs,
+    })
+}
+
+/// Refuses types a message cannot carry: borrowed ones and `impl Trait`.
+fn check_owned(handler: &Ident, ty: &Type) -> syn::Result<()> {
+    struct Finder(Option<(Span, &'static str)>);
+    impl<'a> syn::visit::Visit<'a> for Finder {
+        fn visit_type_reference(&mut self, node: &'a syn::TypeReference) {
+            self.0.get_or_insert((node.span(), "borrows"));
+        }
+        fn visit_lifetime(&mut self, node: &'a syn::Lifetime) {
+            if node.ident != "static" {
+                self.0.get_or_insert((node.span(), "borrows"));
+            }
+        }
+        fn visit_type_impl_trait(&mut self, node: &'a syn::TypeImplTrait) {
+            self.0.get_or_insert((node.span(), "is `impl Trait`"));
+        }
+    }
+    let mut finder = Finder(None);
+    syn::visit::visit_type(&mut finder, ty);
+    match finder.0 {
+        None => Ok(()),
+        Some((span, what)) => Err(syn::Error::new(
+            span,
+            format!(
+                "a type of handler `{handler}` {what}: arguments and replies travel in \
+                 messages between tasks, so they must be owned, `Send + 'static` types \
+                 (take `String` rather than `&str`, `Vec<T>` rather than `&[T]`)"
+            ),
+        )),
+    }
+}
+
+fn camel_case(name: &str) -> String {
+    let mut out = String::new();
+    let mut upper = true;
+    for character in name.chars() {
+        if character == '_' {
+            upper = true;
+        } else if upper {
+            out.push(character.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(character);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("Handler");
+    }
+    out
+}
