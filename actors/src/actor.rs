@@ -50,6 +50,12 @@ pub trait Declared: Sized + Send + 'static {
 
 /// An actor: state with message handlers, run one message at a time. Implemented by
 /// `#[actor]` on the struct's inherent impl; see the crate documentation.
+#[diagnostic::on_unimplemented(
+    message = "the actor `{Self}` has no handlers",
+    label = "`{Self}` needs an `#[actor] impl {Self} {{ ... }}` block",
+    note = "put `#[actor]` on the inherent `impl {Self}` block holding its handlers (it may be \
+            empty)"
+)]
 pub trait Actor: Declared {
     /// The messages its handlers take, one variant per handler (generated).
     type Message: Send + 'static;

@@ -30,26 +30,49 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         )
     })?;
     match parsed {
-        Item::Struct(item) => expand_struct(args, item),
-        Item::Impl(item) => {
+        Item::Struct(structure) => expand_struct(args, structure),
+        Item::Impl(impl_block) => {
+            let mut expanded = expand_impl(impl_block)?;
             if !args.is_empty() {
-                return Err(syn::Error::new(
-                    args.span(),
-                    "#[actor] on an `impl` block takes no options: put placement and options \
-                     on the struct, as `#[actor(dedicated, mailbox = 128)]`",
-                ));
+                expanded.extend(
+                    syn::Error::new(
+                        args.span(),
+                        "#[actor] on an `impl` block takes no options: put the placement and \
+                         options on the struct, as `#[actor(dedicated, mailbox = 128)]`",
+                    )
+                    .into_compile_error(),
+                );
             }
-            expand_impl(item)
+            Ok(expanded)
         }
-        Item::Enum(item) => Err(not_a_struct(item.enum_token.span(), "an enum")),
-        Item::Fn(item) => Err(not_a_struct(item.sig.fn_token.span(), "a function")),
-        Item::Trait(item) => Err(not_a_struct(item.trait_token.span(), "a trait")),
-        Item::Union(item) => Err(not_a_struct(item.union_token.span(), "a union")),
+        // The item stays, with the error: uses of it then report nothing more.
+        Item::Enum(ref enumeration) => Ok(with_item(
+            not_a_struct(enumeration.enum_token.span(), "an enum"),
+            item,
+        )),
+        Item::Fn(ref function) => Ok(with_item(
+            not_a_struct(function.sig.fn_token.span(), "a function"),
+            item,
+        )),
+        Item::Trait(ref declaration) => Ok(with_item(
+            not_a_struct(declaration.trait_token.span(), "a trait"),
+            item,
+        )),
+        Item::Union(ref union) => Ok(with_item(
+            not_a_struct(union.union_token.span(), "a union"),
+            item,
+        )),
         other => Err(syn::Error::new(
             other.span(),
             "#[actor] goes on a struct, or on that struct's inherent `impl` block",
         )),
     }
+}
+
+fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
+    let mut tokens = error.into_compile_error();
+    tokens.extend(item);
+    tokens
 }
 
 fn not_a_struct(span: Span, what: &str) -> syn::Error {
@@ -277,7 +300,19 @@ fn snake_case(name: &str) -> String {
 }
 
 fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream> {
-    let options = StructOptions::parse(args)?;
+    // With bad options, the error comes with an expansion on the defaults, so that the rest
+    // of the program reports only its own errors.
+    let (options, error) = match StructOptions::parse(args) {
+        Ok(options) => (options, None),
+        Err(error) => (
+            StructOptions {
+                placement: None,
+                mailbox: None,
+                name: None,
+            },
+            Some(error.into_compile_error()),
+        ),
+    };
     if !item.generics.params.is_empty() {
         return Err(syn::Error::new(
             item.generics.span(),
@@ -307,6 +342,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         "Runs this actor in a child scope of `context` named `{label}`, and returns its ref."
     );
     Ok(quote! {
+        #error
         #item
 
         impl ::actors::Declared for #name {
@@ -398,6 +434,13 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     let mut handlers = Vec::new();
     let mut on_start = None;
     let mut on_stop = None;
+    // A bad handler is reported and left out of the expansion, which goes on with the rest:
+    // the program then reports every bad handler, and nothing that follows from them.
+    let mut errors: Option<syn::Error> = None;
+    let mut report = |error: syn::Error| match &mut errors {
+        Some(errors) => errors.combine(error),
+        None => errors = Some(error),
+    };
     for member in &item.items {
         let ImplItem::Fn(method) = member else {
             continue;
@@ -407,7 +450,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             continue;
         };
         if receiver.reference.is_none() {
-            return Err(syn::Error::new(
+            report(syn::Error::new(
                 receiver.span(),
                 format!(
                     "handler `{}` takes `self` by value: a handler takes `&self` or `&mut \
@@ -415,13 +458,24 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                     method.sig.ident
                 ),
             ));
+            continue;
         }
         match method.sig.ident.to_string().as_str() {
-            "on_start" => on_start = Some(hook(method)?),
-            "on_stop" => on_stop = Some(hook(method)?),
-            _ => handlers.push(handler(method)?),
+            "on_start" => match hook(method) {
+                Ok(hook) => on_start = Some(hook),
+                Err(error) => report(error),
+            },
+            "on_stop" => match hook(method) {
+                Ok(hook) => on_stop = Some(hook),
+                Err(error) => report(error),
+            },
+            _ => match handler(method) {
+                Ok(handler) => handlers.push(handler),
+                Err(error) => report(error),
+            },
         }
     }
+    let errors = errors.map(syn::Error::into_compile_error);
 
     let message = format_ident!("__{}Message", name);
     let ref_name = format_ident!("{}Ref", name);
@@ -521,6 +575,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     });
     let message_doc = format!("The messages of [`{name}`]'s handlers (generated).");
     Ok(quote! {
+        #errors
         #item
 
         #(#checks)*
@@ -680,7 +735,14 @@ fn check_owned(handler: &Ident, ty: &Type) -> syn::Result<()> {
     struct Finder(Option<(Span, &'static str)>);
     impl<'a> syn::visit::Visit<'a> for Finder {
         fn visit_type_reference(&mut self, node: &'a syn::TypeReference) {
-            self.0.get_or_insert((node.span(), "borrows"));
+            match &node.lifetime {
+                Some(lifetime) if lifetime.ident == "static" => {
+                    syn::visit::visit_type_reference(self, node);
+                }
+                _ => {
+                    self.0.get_or_insert((node.span(), "borrows"));
+                }
+            }
         }
         fn visit_lifetime(&mut self, node: &'a syn::Lifetime) {
             if node.ident != "static" {

@@ -1,4 +1,4 @@
-//! Every error `#[runtime::main]` and `#[runtime::test]` report, each with its `.stderr`
+//! Every error `#[runtime::main]`, `#[runtime::test]` and `#[actor]` report, each with its `.stderr`
 //! snapshot, and every accepted form, compiled (and, for programs, run). Refresh snapshots
 //! with `TRYBUILD=overwrite cargo test -p ui-tests` and review the diff.
 

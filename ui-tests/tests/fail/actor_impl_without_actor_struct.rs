@@ -1,0 +1,10 @@
+use actors::prelude::*;
+
+struct Plain;
+
+#[actor]
+impl Plain {
+    fn ping(&self) {}
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use actors::prelude::*;
+
+#[actor]
+fn worker() {}
+
+fn main() {}

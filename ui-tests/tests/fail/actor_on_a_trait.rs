@@ -1,0 +1,6 @@
+use actors::prelude::*;
+
+#[actor]
+trait Worker {}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use actors::prelude::*;
+
+#[actor]
+enum Worker {
+    Idle,
+}
+
+fn main() {}

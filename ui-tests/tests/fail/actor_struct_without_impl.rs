@@ -1,0 +1,6 @@
+use actors::prelude::*;
+
+#[actor]
+struct Worker;
+
+fn main() {}
