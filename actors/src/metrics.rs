@@ -10,6 +10,7 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
@@ -22,11 +23,23 @@ pub(crate) struct Families {
     depth: Family<Label, Gauge>,
     restarts: Family<Label, Counter>,
     running: Family<Label, Gauge>,
+    /// Each label's handles, looked up once: a spawn then clones four handles instead of
+    /// hashing its label into four families. Labels are `'static`, so the list is bounded by
+    /// the program's labels.
+    labels: parking_lot::Mutex<Vec<(&'static str, Arc<Handles>)>>,
+}
+
+/// One label's handles.
+struct Handles {
+    handled: Counter,
+    handler_seconds: Counter<f64, AtomicU64>,
+    depth: Gauge,
+    running: Gauge,
 }
 
 impl Families {
     /// This runtime's families, registered on first use.
-    pub(crate) fn of(context: &runtime::Context) -> std::sync::Arc<Families> {
+    pub(crate) fn of(context: &runtime::Context) -> Arc<Families> {
         context.__extension(|registry| {
             let families = Families {
                 handled: Family::default(),
@@ -34,6 +47,7 @@ impl Families {
                 depth: Family::default(),
                 restarts: Family::default(),
                 running: Family::default(),
+                labels: Default::default(),
             };
             registry.register(
                 "actor_messages_handled",
@@ -71,12 +85,26 @@ impl Families {
 
     /// The metrics of one actor labelled `label`.
     pub(crate) fn actor(&self, label: &'static str) -> ActorMetrics {
-        let key = [("actor", label)];
+        let handles = {
+            let mut labels = self.labels.lock();
+            match labels.iter().find(|(existing, _)| *existing == label) {
+                Some((_, handles)) => handles.clone(),
+                None => {
+                    let key = [("actor", label)];
+                    let handles = Arc::new(Handles {
+                        handled: self.handled.get_or_create(&key).clone(),
+                        handler_seconds: self.handler_seconds.get_or_create(&key).clone(),
+                        depth: self.depth.get_or_create(&key).clone(),
+                        running: self.running.get_or_create(&key).clone(),
+                    });
+                    labels.push((label, handles.clone()));
+                    handles
+                }
+            }
+        };
+        handles.running.inc();
         ActorMetrics {
-            handled: self.handled.get_or_create(&key).clone(),
-            handler_seconds: self.handler_seconds.get_or_create(&key).clone(),
-            depth: self.depth.get_or_create(&key).clone(),
-            running: self.running.get_or_create(&key).clone(),
+            handles,
             unpublished: 0,
             busy_since: None,
         }
@@ -86,12 +114,10 @@ impl Families {
 /// Publish at least this often while an actor stays busy.
 const FLUSH_EVERY: u64 = 1024;
 
-/// One actor's handles on its label's metrics, with what it has not published yet.
+/// One actor's handles on its label's metrics, with what it has not published yet. Counts
+/// the actor as running while it lives.
 pub(crate) struct ActorMetrics {
-    handled: Counter,
-    handler_seconds: Counter<f64, AtomicU64>,
-    depth: Gauge,
-    running: Gauge,
+    handles: Arc<Handles>,
     unpublished: u64,
     busy_since: Option<Instant>,
 }
@@ -101,7 +127,7 @@ impl ActorMetrics {
     pub(crate) fn taken(&mut self, queued: usize) {
         if self.busy_since.is_none() {
             self.busy_since = Some(Instant::now());
-            self.depth.set(queued as i64);
+            self.handles.depth.set(queued as i64);
         }
     }
 
@@ -121,30 +147,22 @@ impl ActorMetrics {
 
     fn publish(&mut self, queued: usize) {
         if self.unpublished > 0 {
-            self.handled.inc_by(self.unpublished);
+            self.handles.handled.inc_by(self.unpublished);
             self.unpublished = 0;
         }
         if let Some(since) = self.busy_since.as_mut() {
             let now = Instant::now();
-            self.handler_seconds
+            self.handles
+                .handler_seconds
                 .inc_by(now.duration_since(*since).as_secs_f64());
             *since = now;
         }
-        self.depth.set(queued as i64);
-    }
-
-    /// Counts the actor as running until the guard is dropped (its task ends or is aborted).
-    pub(crate) fn running(&self) -> Running {
-        self.running.inc();
-        Running(self.running.clone())
+        self.handles.depth.set(queued as i64);
     }
 }
 
-/// Counts one running actor while it lives.
-pub(crate) struct Running(Gauge);
-
-impl Drop for Running {
+impl Drop for ActorMetrics {
     fn drop(&mut self) {
-        self.0.dec();
+        self.handles.running.dec();
     }
 }

@@ -38,10 +38,13 @@ impl<A: Actor> Ref<A> {
         let (sender, receiver) = oneshot::channel();
         let reply = Reply {
             sender: Some(sender),
-            actor: A::LABEL,
         };
         self.mailbox.send(make(reply)).await?;
-        receiver.await.unwrap_or(Err(Error::Closed))
+        match receiver.await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(Panicked)) => Err(Error::Panicked { actor: A::LABEL }),
+            Err(oneshot::Canceled) => Err(Error::Closed),
+        }
     }
 
     /// Whether the actor has stopped for good (its mailbox is closed).
@@ -85,17 +88,16 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
 /// Where the answer to an ask goes. Dropped unanswered, the ask resolves to
 /// [`Error::Closed`], or to [`Error::Panicked`] if dropped by a panicking handler.
 pub struct Reply<R> {
-    sender: Option<oneshot::Sender<Result<R, Error>>>,
-    actor: &'static str,
+    sender: Option<oneshot::Sender<Result<R, Panicked>>>,
 }
+
+/// What a reply dropped by a panicking handler sends.
+struct Panicked;
 
 impl<R> Reply<R> {
     /// A reply nobody waits for: what a tell carries.
     pub fn none() -> Self {
-        Reply {
-            sender: None,
-            actor: "",
-        }
+        Reply { sender: None }
     }
 
     /// Answers the ask. An asker that gave up is not an error.
@@ -111,7 +113,7 @@ impl<R> Drop for Reply<R> {
         if let Some(sender) = self.sender.take()
             && (std::thread::panicking() || crate::actor::unwinding_handler())
         {
-            let _ = sender.send(Err(Error::Panicked { actor: self.actor }));
+            let _ = sender.send(Err(Panicked));
         }
     }
 }

@@ -28,15 +28,16 @@ pub(crate) fn placed(context: runtime::Context, placement: Placement) -> runtime
 }
 
 /// Runs `actor` in a child scope of `context` named by its label, with its placement, and
-/// returns its ref. What `<Name>::spawn` calls.
+/// returns its ref. What `<Name>::spawn` calls. Actors of one label spawned from one context
+/// share that scope's node (it lives while any of them does).
 pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     let mailbox = Mailbox::new(A::MAILBOX);
     let actor_ref = Ref::<A>::new(mailbox.clone());
-    let families = Families::of(context);
     let closer = CloseOnDrop(mailbox.clone());
-    placed(context.child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
-        let mut metrics = families.actor(A::LABEL);
-        let _running = metrics.running();
+    // Counts the actor as running from here: a refused spawn drops it at once.
+    let mut metrics = Families::of(context).actor(A::LABEL);
+    // One scope node per label under `context`, shared by its actors of that label.
+    placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
         let mut ctx = Context::<A>::new(runtime, mailbox);
         let exit = run(actor, &mut ctx, &mut metrics, || {}).await;
         // Asks still queued resolve before a panic goes on to the runtime.

@@ -209,10 +209,8 @@ impl<A: Actor> Child for ActorChild<A> {
             }
         };
         let mailbox = self.mailbox.clone();
-        let families = Families::of(scope);
-        placed(scope.child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
-            let mut metrics = families.actor(A::LABEL);
-            let _running = metrics.running();
+        let mut metrics = Families::of(scope).actor(A::LABEL);
+        placed(scope.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
             let mut ctx = Context::<A>::new(runtime, mailbox);
             let signal = move || {
                 let _ = started.send(());

@@ -70,6 +70,11 @@ pub(crate) struct Scope {
     name: String,
     attributes: Vec<(&'static str, String)>,
     families: [OnceLock<(Counter, Gauge)>; 3],
+    /// The scopes `child` made under this one, by label: a scope is only a name, attributes
+    /// and metric handles, so every child context with one label shares one (spawning
+    /// thousands of actors under one label then makes one scope, not thousands). Labels are
+    /// `'static`, so the list is bounded by the program's labels.
+    children: parking_lot::Mutex<Vec<(&'static str, Arc<Scope>)>>,
 }
 
 impl Scope {
@@ -96,6 +101,7 @@ impl Scope {
             name,
             attributes,
             families: Default::default(),
+            children: Default::default(),
         }
     }
 }
@@ -120,6 +126,41 @@ impl Context {
     /// The runner this context belongs to.
     pub(crate) fn runtime(&self) -> &Arc<Shared> {
         &self.scope().shared
+    }
+
+    /// The scope `child(label)` labels its node with: made once per label under this scope.
+    fn child_scope(&self, label: &'static str) -> Arc<Scope> {
+        let scope = self.scope();
+        let mut children = scope.children.lock();
+        match children.iter().find(|(existing, _)| *existing == label) {
+            Some((_, child)) => child.clone(),
+            None => {
+                let name = if scope.name.is_empty() {
+                    label.to_string()
+                } else {
+                    format!("{}_{label}", scope.name)
+                };
+                let child = Arc::new(Scope::new(
+                    scope.shared.clone(),
+                    name,
+                    scope.attributes.clone(),
+                ));
+                children.push((label, child.clone()));
+                child
+            }
+        }
+    }
+
+    /// For the `actors` crate: like `child(label)`, but every call with one label on this
+    /// context's node shares one node while anything under it lives, instead of a node per
+    /// call. Not part of the public contract.
+    #[doc(hidden)]
+    pub fn __shared_child(&self, label: &'static str) -> Self {
+        check_label(label);
+        Context {
+            tree: Tree::shared_child(&self.tree, label, || self.child_scope(label)).0,
+            execution: self.execution,
+        }
     }
 
     /// For the `actors` crate: the value of type `T` this runtime keeps, made on first use by
@@ -148,8 +189,13 @@ impl Context {
 
     /// A context on a new scope node under this one, for `scope`.
     fn with_scope(&self, scope: Scope) -> Context {
+        self.with_shared_scope(Arc::new(scope))
+    }
+
+    /// A context on a new node of the tree, under this one, labelled by `scope`.
+    fn with_shared_scope(&self, scope: Arc<Scope>) -> Context {
         Context {
-            tree: Tree::child(&self.tree, Arc::new(scope)).0,
+            tree: Tree::child(&self.tree, scope).0,
             execution: self.execution,
         }
     }
@@ -191,17 +237,8 @@ fn check_label(label: &str) {
 impl Spawner for Context {
     fn child(&self, label: &'static str) -> Self {
         check_label(label);
-        let scope = self.scope();
-        let name = if scope.name.is_empty() {
-            label.to_string()
-        } else {
-            format!("{}_{label}", scope.name)
-        };
-        self.with_scope(Scope::new(
-            scope.shared.clone(),
-            name,
-            scope.attributes.clone(),
-        ))
+        let child = self.child_scope(label);
+        self.with_shared_scope(child)
     }
 
     fn with_attribute(self, key: &'static str, value: impl Display) -> Self {

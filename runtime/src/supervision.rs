@@ -44,9 +44,15 @@ pub(crate) enum NodeRef {
 struct Links {
     /// Allocated with the first child: most tasks never have one, and their cells stay small.
     children: Option<Box<Slab<Child>>>,
+    /// The scope nodes `Tree::shared_child` made here, by label, held weakly: alive while a
+    /// context or task under them is. Allocated with the first one.
+    shared: Option<Box<SharedChildren>>,
     /// The parent; dropped when the node ends.
     parent: Option<NodeRef>,
 }
+
+/// Scope nodes shared by label (see `Tree::shared_child`).
+type SharedChildren = Vec<(&'static str, Weak<Tree>)>;
 
 /// What every node carries.
 #[derive(Default)]
@@ -242,6 +248,39 @@ pub(crate) fn end(task: &TaskRef) {
     core.leave(parent, task.identity());
 }
 
+impl Tree {
+    /// A scope node for `label` under `parent`, shared by every call with that label while it
+    /// lives (the first call makes it with `scope`), and whether `parent` was closed. For
+    /// spawning many tasks under one label (actors) without a node per task.
+    pub(crate) fn shared_child(
+        parent: &NodeRef,
+        label: &'static str,
+        scope: impl FnOnce() -> Arc<Scope>,
+    ) -> (NodeRef, bool) {
+        {
+            let links = parent.core().links.lock();
+            let existing = links.shared.as_ref().and_then(|shared| {
+                shared
+                    .iter()
+                    .find(|(existing, _)| *existing == label)
+                    .and_then(|(_, node)| node.upgrade())
+            });
+            if let Some(node) = existing {
+                let closed = node.core.is_closed();
+                return (NodeRef::Scope(node), closed);
+            }
+        }
+        let (node, closed) = Tree::child(parent, scope());
+        if let (NodeRef::Scope(tree), false) = (&node, closed) {
+            let mut links = parent.core().links.lock();
+            let shared = links.shared.get_or_insert_with(Box::default);
+            shared.retain(|(existing, node)| *existing != label && node.strong_count() > 0);
+            shared.push((label, Arc::downgrade(tree)));
+        }
+        (node, closed)
+    }
+}
+
 /// A scope node: the runner's root or a `child` context.
 pub struct Tree {
     core: NodeCore,
@@ -311,6 +350,36 @@ mod tests {
                 late.tree.is_aborted(),
                 "children of closed scopes are born closed"
             );
+        });
+    }
+
+    /// Shared children of one label are one node while anything under it lives, and are
+    /// closed with their parent like any child.
+    #[test]
+    fn shared_children_share_a_node_while_it_lives() {
+        Runner::new(config()).start(|context| async move {
+            let node = |context: &crate::Context| match &context.tree {
+                NodeRef::Scope(node) => Arc::as_ptr(node),
+                NodeRef::Task(_) => unreachable!("child contexts stand on scope nodes"),
+            };
+            let parent = context.child("parent");
+            let first = parent.__shared_child("actor");
+            let second = parent.__shared_child("actor");
+            assert_eq!(node(&first), node(&second));
+            assert_ne!(node(&first), node(&parent.__shared_child("other")));
+            assert_eq!(first.__label(), "parent_actor");
+            let (gate, wait) = futures::channel::oneshot::channel::<()>();
+            let task = second.spawn(move |_| async move {
+                let _ = wait.await;
+            });
+            let before = node(&first);
+            drop(first);
+            // The task keeps the node alive: a third call finds it.
+            assert_eq!(node(&parent.__shared_child("actor")), before);
+            parent.tree.abort();
+            assert!(matches!(task.await, Err(crate::Error::Closed)));
+            drop(gate);
+            assert!(parent.__shared_child("actor").tree.is_aborted());
         });
     }
 

@@ -58,7 +58,8 @@ pub(crate) struct Mailbox<M> {
     stop_requested: AtomicBool,
     /// Senders waiting for a permit.
     waiting: AtomicUsize,
-    waiters: Mutex<Waiters>,
+    /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
+    waiters: Mutex<Option<Box<Waiters>>>,
 }
 
 #[derive(Default)]
@@ -89,7 +90,7 @@ impl<M: Send> Mailbox<M> {
             consumer_taken: AtomicBool::new(false),
             stop_requested: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
-            waiters: Mutex::new(Waiters::default()),
+            waiters: Mutex::new(None),
         })
     }
 
@@ -183,7 +184,10 @@ impl<M: Send> Mailbox<M> {
 
     fn wake_waiter(&self) {
         let mut waiters = self.waiters.lock();
-        if let Some((_, waker)) = waiters.queue.pop_front() {
+        let first = waiters
+            .as_mut()
+            .and_then(|waiters| waiters.queue.pop_front());
+        if let Some((_, waker)) = first {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
             drop(waiters);
             waker.wake();
@@ -194,7 +198,12 @@ impl<M: Send> Mailbox<M> {
     /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
     pub(crate) fn close(&self) {
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
-        let waiters = std::mem::take(&mut self.waiters.lock().queue);
+        let waiters = self
+            .waiters
+            .lock()
+            .as_mut()
+            .map(|waiters| std::mem::take(&mut waiters.queue))
+            .unwrap_or_default();
         self.waiting.fetch_sub(waiters.len(), Ordering::SeqCst);
         for (_, waker) in waiters {
             waker.wake();
@@ -331,7 +340,7 @@ impl<M: Send> Future for Sending<'_, M> {
         }
         {
             let mut waiters = mailbox.waiters.lock();
-            let waiters = &mut *waiters;
+            let waiters = waiters.get_or_insert_with(Box::default);
             let registered = this
                 .waiter
                 .and_then(|id| waiters.queue.iter_mut().find(|(other, _)| *other == id));
@@ -374,9 +383,12 @@ impl<M: Send> Sending<'_, M> {
             return;
         };
         let mut waiters = self.mailbox.waiters.lock();
-        match waiters.queue.iter().position(|(other, _)| *other == id) {
+        let Some(list) = waiters.as_mut() else {
+            return;
+        };
+        match list.queue.iter().position(|(other, _)| *other == id) {
             Some(position) => {
-                waiters.queue.remove(position);
+                list.queue.remove(position);
                 self.mailbox.waiting.fetch_sub(1, Ordering::SeqCst);
             }
             None if self.message.is_some() => {

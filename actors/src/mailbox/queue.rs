@@ -1,6 +1,8 @@
 //! A bounded lock-free MPMC queue of slots, after Dmitry Vyukov's bounded queue: each slot
 //! carries a stamp that says whose turn it is, so a push and a pop each cost one CAS on their
-//! cursor and never take a lock.
+//! cursor and never take a lock. Slots are allocated in blocks on first use, so an actor
+//! that never has more than a few messages queued holds one small block, not its whole
+//! capacity.
 //!
 //! Invariants:
 //! - `head` and `tail` only grow (wrapping). A slot at index `i` with stamp `s`:
@@ -9,18 +11,24 @@
 //!   - anything else: a lap behind or ahead; the cursor holder retries or reports empty/full.
 //! - A slot's value is written only by the push that won its cursor with the CAS, before it
 //!   stores the stamp `i + 1` with `Release`; it is read only by the pop that won its cursor,
-//!   after loading that stamp with `Acquire`, which then stores `i + capacity` with `Release`
+//!   after loading that stamp with `Acquire`, which then stores `i + len` with `Release`
 //!   so the next lap's push sees the slot empty only after the read.
 //! - The mailbox hands out at most `capacity` permits, so a push holding one never finds the
 //!   queue full: `push` may assume room and loops only on contention.
+//! - A block is first reached by the push whose cursor is its first index on the first lap
+//!   (cursors visit indices in order), or a push racing it within the block: its stamps start
+//!   at their lap-0 indices. Whoever finds the pointer null allocates, and one CAS decides
+//!   which block stays (`AcqRel`, so the stamps are visible to whoever loads the pointer
+//!   with `Acquire`). A pop never reaches a slot before a push has: a null block at `head`
+//!   means empty.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-/// Pads a cursor to its own cache line, so producers and the consumer do not share one.
-#[repr(align(128))]
-struct Padded<T>(T);
+/// Slots per block, at most.
+const BLOCK: usize = 8;
 
 struct Slot<T> {
     stamp: AtomicUsize,
@@ -28,11 +36,16 @@ struct Slot<T> {
 }
 
 pub(crate) struct Queue<T> {
-    head: Padded<AtomicUsize>,
-    tail: Padded<AtomicUsize>,
-    slots: Box<[Slot<T>]>,
-    /// `slots.len() - 1`; the length is a power of two.
-    mask: usize,
+    // Not padded apart: an idle actor's memory matters more than the false sharing of the
+    // two cursors, which the permit counter's line shares anyway.
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    /// `len / block` blocks of `block` slots, allocated on first use.
+    blocks: Box<[AtomicPtr<Slot<T>>]>,
+    /// Slots per block (a power of two).
+    block: usize,
+    /// Slots in all (a power of two).
+    len: usize,
 }
 
 // SAFETY: values move between threads through the queue (so `T: Send` is required), and a
@@ -45,29 +58,60 @@ impl<T> Queue<T> {
     /// A queue with room for at least `capacity` values (rounded up to a power of two).
     pub(crate) fn new(capacity: usize) -> Self {
         let len = capacity.max(1).next_power_of_two();
-        let slots = (0..len)
+        let block = len.min(BLOCK);
+        Queue {
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            blocks: (0..len / block)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            block,
+            len,
+        }
+    }
+
+    /// The slot at `index`, if its block exists.
+    fn slot(&self, index: usize) -> Option<&Slot<T>> {
+        let position = index & (self.len - 1);
+        let block = self.blocks[position / self.block].load(Ordering::Acquire);
+        // SAFETY: a non-null block pointer was installed by `allocate`, points to `block`
+        // slots, and lives until the queue is dropped.
+        (!block.is_null()).then(|| unsafe { &*block.add(position % self.block) })
+    }
+
+    /// The slot at `index`, allocating its block if needed.
+    fn slot_or_allocate(&self, index: usize) -> &Slot<T> {
+        if let Some(slot) = self.slot(index) {
+            return slot;
+        }
+        let position = index & (self.len - 1);
+        let first = position - position % self.block;
+        let fresh: Box<[Slot<T>]> = (first..first + self.block)
             .map(|index| Slot {
                 stamp: AtomicUsize::new(index),
                 value: UnsafeCell::new(MaybeUninit::uninit()),
             })
             .collect();
-        Queue {
-            head: Padded(AtomicUsize::new(0)),
-            tail: Padded(AtomicUsize::new(0)),
-            slots,
-            mask: len - 1,
+        let fresh = Box::into_raw(fresh).cast::<Slot<T>>();
+        let pointer = &self.blocks[position / self.block];
+        if let Err(_installed) =
+            pointer.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // SAFETY: `fresh` came from `Box::into_raw` just above and was never shared.
+            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, self.block)) });
         }
+        self.slot(index).expect("installed above")
     }
 
     /// Adds `value`. The caller holds a permit, so there is room: the loop only retries a lost
     /// race for the cursor.
     pub(crate) fn push(&self, value: T) {
-        let mut tail = self.tail.0.load(Ordering::Relaxed);
+        let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
-            let slot = &self.slots[tail & self.mask];
+            let slot = self.slot_or_allocate(tail);
             let stamp = slot.stamp.load(Ordering::Acquire);
             if stamp == tail {
-                match self.tail.0.compare_exchange_weak(
+                match self.tail.compare_exchange_weak(
                     tail,
                     tail.wrapping_add(1),
                     Ordering::Relaxed,
@@ -86,20 +130,21 @@ impl<T> Queue<T> {
                 // Another push won this cursor (or, with permits, the slot's pop is finishing
                 // its read): look again.
                 std::hint::spin_loop();
-                tail = self.tail.0.load(Ordering::Relaxed);
+                tail = self.tail.load(Ordering::Relaxed);
             }
         }
     }
 
     /// Takes the oldest value, if any.
     pub(crate) fn pop(&self) -> Option<T> {
-        let mut head = self.head.0.load(Ordering::Relaxed);
+        let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            let slot = &self.slots[head & self.mask];
+            // No block yet: no push has reached this slot.
+            let slot = self.slot(head)?;
             let stamp = slot.stamp.load(Ordering::Acquire);
             let full = head.wrapping_add(1);
             if stamp == full {
-                match self.head.0.compare_exchange_weak(
+                match self.head.compare_exchange_weak(
                     head,
                     full,
                     Ordering::Relaxed,
@@ -111,7 +156,7 @@ impl<T> Queue<T> {
                         // its only reader.
                         let value = unsafe { (*slot.value.get()).assume_init_read() };
                         slot.stamp
-                            .store(head.wrapping_add(self.slots.len()), Ordering::Release);
+                            .store(head.wrapping_add(self.len), Ordering::Release);
                         return Some(value);
                     }
                     Err(current) => head = current,
@@ -121,7 +166,7 @@ impl<T> Queue<T> {
                 return None;
             } else {
                 std::hint::spin_loop();
-                head = self.head.0.load(Ordering::Relaxed);
+                head = self.head.load(Ordering::Relaxed);
             }
         }
     }
@@ -130,6 +175,14 @@ impl<T> Queue<T> {
 impl<T> Drop for Queue<T> {
     fn drop(&mut self) {
         while self.pop().is_some() {}
+        for pointer in self.blocks.iter() {
+            let block = pointer.load(Ordering::Acquire);
+            if !block.is_null() {
+                // SAFETY: installed by `allocate` from a boxed slice of `self.block` slots,
+                // whose values were all popped above; nothing else holds it now.
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(block, self.block)) });
+            }
+        }
     }
 }
 
@@ -150,6 +203,28 @@ mod tests {
             }
             assert_eq!(queue.pop(), None);
         }
+    }
+
+    #[test]
+    fn allocates_blocks_only_as_cursors_reach_them() {
+        let queue = Queue::new(64);
+        let allocated = |queue: &Queue<u32>| {
+            queue
+                .blocks
+                .iter()
+                .filter(|block| !block.load(Ordering::Relaxed).is_null())
+                .count()
+        };
+        assert_eq!(allocated(&queue), 0);
+        assert_eq!(queue.pop(), None);
+        for value in 0..BLOCK as u32 {
+            queue.push(value);
+            assert_eq!(queue.pop(), Some(value));
+        }
+        assert_eq!(allocated(&queue), 1);
+        queue.push(99);
+        assert_eq!(allocated(&queue), 2);
+        assert_eq!(queue.pop(), Some(99));
     }
 
     #[test]

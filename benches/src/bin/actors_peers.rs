@@ -1,0 +1,488 @@
+//! Actors against kameo, ractor (both on tokio `multi_thread` with 2 workers) and actix (its
+//! own single-threaded system), same workloads, alternating frameworks sample by sample:
+//!
+//! - `tell_1m_one`: 1M tells to one actor, then one ask that returns once all were handled;
+//! - `tell_1m_round_robin_100`: 1M tells spread over 100 actors in turn, then an ask to each;
+//! - `ask_100k`: 100k sequential asks to one actor;
+//! - `spawn_10k`: spawn 10k actors and get one reply from each (they are running).
+//!
+//! Each handler adds its argument to a `u64`. Memory per idle actor is measured by the
+//! `actors_memory` binary. `BENCH_FILTER=<text>` keeps matching rows, `BENCH_SAMPLES=<n>`
+//! changes the samples, `BENCH_ONLY=ours|kameo|ractor|actix` runs one framework.
+
+use actix::prelude::{Actor as _, Handler as ActixHandler, Message as ActixMessage};
+use actors::prelude::*;
+use benches::median;
+use kameo::actor::Spawn as _;
+use std::time::{Duration, Instant};
+
+const TELLS: u64 = 1_000_000;
+const ACTORS: usize = 100;
+const ASKS: u64 = 100_000;
+const SPAWNS: usize = 10_000;
+
+// ---------------------------------------------------------------- ours
+
+#[actor]
+struct Sum {
+    total: u64,
+}
+
+#[actor]
+impl Sum {
+    fn add(&mut self, by: u64) {
+        self.total += by;
+    }
+
+    fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+fn ours(
+    workload: fn(runtime::Context) -> std::pin::Pin<Box<dyn Future<Output = Duration>>>,
+) -> Duration {
+    benches::ours(2, workload)
+}
+
+fn ours_tell_one() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let start = Instant::now();
+            let sum = Sum { total: 0 }.spawn(&context);
+            for _ in 0..TELLS {
+                sum.tell_add(1).await.unwrap();
+            }
+            assert_eq!(sum.total().await.unwrap(), TELLS);
+            start.elapsed()
+        })
+    })
+}
+
+fn ours_tell_round_robin() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let start = Instant::now();
+            let sums: Vec<_> = (0..ACTORS)
+                .map(|_| Sum { total: 0 }.spawn(&context))
+                .collect();
+            for i in 0..TELLS {
+                sums[i as usize % ACTORS].tell_add(1).await.unwrap();
+            }
+            for sum in &sums {
+                assert_eq!(sum.total().await.unwrap(), TELLS / ACTORS as u64);
+            }
+            start.elapsed()
+        })
+    })
+}
+
+fn ours_ask() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let sum = Sum { total: 0 }.spawn(&context);
+            let start = Instant::now();
+            for _ in 0..ASKS {
+                sum.add(1).await.unwrap();
+            }
+            let elapsed = start.elapsed();
+            assert_eq!(sum.total().await.unwrap(), ASKS);
+            elapsed
+        })
+    })
+}
+
+fn ours_spawn() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let start = Instant::now();
+            let sums: Vec<_> = (0..SPAWNS)
+                .map(|_| Sum { total: 0 }.spawn(&context))
+                .collect();
+            for sum in &sums {
+                sum.total().await.unwrap();
+            }
+            start.elapsed()
+        })
+    })
+}
+
+// ---------------------------------------------------------------- kameo
+
+#[derive(kameo::Actor)]
+struct KameoSum {
+    total: u64,
+}
+
+struct Add(u64);
+struct Total;
+
+impl kameo::message::Message<Add> for KameoSum {
+    type Reply = ();
+
+    async fn handle(&mut self, Add(by): Add, _: &mut kameo::message::Context<Self, Self::Reply>) {
+        self.total += by;
+    }
+}
+
+impl kameo::message::Message<Total> for KameoSum {
+    type Reply = u64;
+
+    async fn handle(
+        &mut self,
+        _: Total,
+        _: &mut kameo::message::Context<Self, Self::Reply>,
+    ) -> u64 {
+        self.total
+    }
+}
+
+fn kameo_tell_one() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let sum = KameoSum::spawn(KameoSum { total: 0 });
+        for _ in 0..TELLS {
+            sum.tell(Add(1)).await.unwrap();
+        }
+        assert_eq!(sum.ask(Total).await.unwrap(), TELLS);
+        start.elapsed()
+    })
+}
+
+fn kameo_tell_round_robin() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let sums: Vec<_> = (0..ACTORS)
+            .map(|_| KameoSum::spawn(KameoSum { total: 0 }))
+            .collect();
+        for i in 0..TELLS {
+            sums[i as usize % ACTORS].tell(Add(1)).await.unwrap();
+        }
+        for sum in &sums {
+            assert_eq!(sum.ask(Total).await.unwrap(), TELLS / ACTORS as u64);
+        }
+        start.elapsed()
+    })
+}
+
+fn kameo_ask() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = KameoSum::spawn(KameoSum { total: 0 });
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            sum.ask(Add(1)).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.ask(Total).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
+fn kameo_spawn() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let sums: Vec<_> = (0..SPAWNS)
+            .map(|_| KameoSum::spawn(KameoSum { total: 0 }))
+            .collect();
+        for sum in &sums {
+            sum.ask(Total).await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------- ractor
+
+struct RactorSum;
+
+enum RactorMessage {
+    Add(u64),
+    AddAndReply(u64, ractor::RpcReplyPort<()>),
+    Total(ractor::RpcReplyPort<u64>),
+}
+
+impl ractor::Actor for RactorSum {
+    type Msg = RactorMessage;
+    type State = u64;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<RactorMessage>,
+        _: (),
+    ) -> Result<u64, ractor::ActorProcessingErr> {
+        Ok(0)
+    }
+
+    async fn handle(
+        &self,
+        _: ractor::ActorRef<RactorMessage>,
+        message: RactorMessage,
+        total: &mut u64,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        match message {
+            RactorMessage::Add(by) => *total += by,
+            RactorMessage::AddAndReply(by, reply) => {
+                *total += by;
+                let _ = reply.send(());
+            }
+            RactorMessage::Total(reply) => {
+                let _ = reply.send(*total);
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn ractor_spawn_one() -> ractor::ActorRef<RactorMessage> {
+    let (actor, _) = ractor::Actor::spawn(None, RactorSum, ()).await.unwrap();
+    actor
+}
+
+async fn ractor_total(actor: &ractor::ActorRef<RactorMessage>) -> u64 {
+    match actor.call(RactorMessage::Total, None).await.unwrap() {
+        ractor::rpc::CallResult::Success(total) => total,
+        _ => panic!("ractor call failed"),
+    }
+}
+
+fn ractor_tell_one() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let sum = ractor_spawn_one().await;
+        for _ in 0..TELLS {
+            sum.cast(RactorMessage::Add(1)).unwrap();
+        }
+        assert_eq!(ractor_total(&sum).await, TELLS);
+        start.elapsed()
+    })
+}
+
+fn ractor_tell_round_robin() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let mut sums = Vec::with_capacity(ACTORS);
+        for _ in 0..ACTORS {
+            sums.push(ractor_spawn_one().await);
+        }
+        for i in 0..TELLS {
+            sums[i as usize % ACTORS]
+                .cast(RactorMessage::Add(1))
+                .unwrap();
+        }
+        for sum in &sums {
+            assert_eq!(ractor_total(sum).await, TELLS / ACTORS as u64);
+        }
+        start.elapsed()
+    })
+}
+
+fn ractor_ask() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = ractor_spawn_one().await;
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            sum.call(|reply| RactorMessage::AddAndReply(1, reply), None)
+                .await
+                .unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(ractor_total(&sum).await, ASKS);
+        elapsed
+    })
+}
+
+fn ractor_spawn() -> Duration {
+    benches::tokio_multi(2, async {
+        let start = Instant::now();
+        let mut sums = Vec::with_capacity(SPAWNS);
+        for _ in 0..SPAWNS {
+            sums.push(ractor_spawn_one().await);
+        }
+        for sum in &sums {
+            ractor_total(sum).await;
+        }
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------- actix
+
+struct ActixSum {
+    total: u64,
+}
+
+impl actix::Actor for ActixSum {
+    type Context = actix::Context<Self>;
+}
+
+struct ActixAdd(u64);
+
+impl ActixMessage for ActixAdd {
+    type Result = ();
+}
+
+struct ActixTotal;
+
+impl ActixMessage for ActixTotal {
+    type Result = u64;
+}
+
+impl ActixHandler<ActixAdd> for ActixSum {
+    type Result = ();
+
+    fn handle(&mut self, ActixAdd(by): ActixAdd, _: &mut actix::Context<Self>) {
+        self.total += by;
+    }
+}
+
+impl ActixHandler<ActixTotal> for ActixSum {
+    type Result = u64;
+
+    fn handle(&mut self, _: ActixTotal, _: &mut actix::Context<Self>) -> u64 {
+        self.total
+    }
+}
+
+fn actix_run(workload: impl Future<Output = Duration> + 'static) -> Duration {
+    actix::System::new().block_on(workload)
+}
+
+fn actix_tell_one() -> Duration {
+    actix_run(async {
+        let start = Instant::now();
+        let sum = ActixSum { total: 0 }.start();
+        for _ in 0..TELLS {
+            // `do_send` ignores the mailbox bound; a bounded tell is `send` without awaiting
+            // the reply, which actix does not offer.
+            sum.do_send(ActixAdd(1));
+        }
+        assert_eq!(sum.send(ActixTotal).await.unwrap(), TELLS);
+        start.elapsed()
+    })
+}
+
+fn actix_tell_round_robin() -> Duration {
+    actix_run(async {
+        let start = Instant::now();
+        let sums: Vec<_> = (0..ACTORS).map(|_| ActixSum { total: 0 }.start()).collect();
+        for i in 0..TELLS {
+            sums[i as usize % ACTORS].do_send(ActixAdd(1));
+        }
+        for sum in &sums {
+            assert_eq!(sum.send(ActixTotal).await.unwrap(), TELLS / ACTORS as u64);
+        }
+        start.elapsed()
+    })
+}
+
+fn actix_ask() -> Duration {
+    actix_run(async {
+        let sum = ActixSum { total: 0 }.start();
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            sum.send(ActixAdd(1)).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.send(ActixTotal).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
+fn actix_spawn() -> Duration {
+    actix_run(async {
+        let start = Instant::now();
+        let sums: Vec<_> = (0..SPAWNS).map(|_| ActixSum { total: 0 }.start()).collect();
+        for sum in &sums {
+            sum.send(ActixTotal).await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------- table
+
+struct Row {
+    name: &'static str,
+    runs: [fn() -> Duration; 4],
+}
+
+fn format(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    let rows = [
+        Row {
+            name: "tell_1m_one",
+            runs: [
+                ours_tell_one,
+                kameo_tell_one,
+                ractor_tell_one,
+                actix_tell_one,
+            ],
+        },
+        Row {
+            name: "tell_1m_round_robin_100",
+            runs: [
+                ours_tell_round_robin,
+                kameo_tell_round_robin,
+                ractor_tell_round_robin,
+                actix_tell_round_robin,
+            ],
+        },
+        Row {
+            name: "ask_100k",
+            runs: [ours_ask, kameo_ask, ractor_ask, actix_ask],
+        },
+        Row {
+            name: "spawn_10k",
+            runs: [ours_spawn, kameo_spawn, ractor_spawn, actix_spawn],
+        },
+    ];
+    let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
+    let samples: usize = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(7);
+    println!(
+        "| workload | ours | kameo | ractor | actix | best of kameo, ractor / ours | best of all peers / ours |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    // `BENCH_ONLY=ours|kameo|ractor|actix` runs one framework (for profiling).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let names = ["ours", "kameo", "ractor", "actix"];
+    let runs = |_: &Row, index: usize| only.is_empty() || only == names[index];
+    for row in rows.iter().filter(|row| row.name.contains(filter.as_str())) {
+        for (index, run) in row.runs.iter().enumerate() {
+            if runs(row, index) {
+                run();
+            }
+        }
+        let mut samples_of: [Vec<Duration>; 4] = Default::default();
+        for _ in 0..samples {
+            for (index, run) in row.runs.iter().enumerate() {
+                let sample = if runs(row, index) {
+                    run()
+                } else {
+                    Duration::from_nanos(1)
+                };
+                samples_of[index].push(sample);
+            }
+        }
+        let medians: Vec<Duration> = samples_of.iter_mut().map(|s| median(s)).collect();
+        let ours = medians[0].as_secs_f64();
+        let best_tokio = medians[1].min(medians[2]).as_secs_f64();
+        let best = medians[1..].iter().min().unwrap().as_secs_f64();
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            row.name,
+            format(medians[0]),
+            format(medians[1]),
+            format(medians[2]),
+            format(medians[3]),
+            best_tokio / ours,
+            best / ours,
+        );
+    }
+}
