@@ -51,13 +51,16 @@
 //!   `context.encode()`.
 
 mod actor;
+mod clock;
 mod context;
 mod error;
 mod mailbox;
 mod metrics;
+mod oneshot;
 mod refs;
 mod spawn;
 pub mod supervisor;
+mod sync;
 
 pub use actor::{Actor, Declared, Placement};
 pub use context::Context;

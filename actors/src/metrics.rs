@@ -5,21 +5,24 @@
 //! mailbox runs empty (before it waits) or every `FLUSH_EVERY` messages: actors of one label
 //! on different workers then do not fight over one cache line per message. Handler time is
 //! measured per busy stretch, from taking a message while idle to finding the mailbox empty,
-//! so a busy actor reads the clock twice per stretch, not twice per message.
+//! so a busy actor reads the clock twice per stretch, not twice per message, and that clock
+//! is the CPU's time-stamp counter where it can be (see `clock`).
 
+use crate::clock;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 type Label = [(&'static str, &'static str); 1];
 
 /// The families, one set per runtime.
 pub(crate) struct Families {
     handled: Family<Label, Counter>,
-    handler_seconds: Family<Label, Counter<f64, AtomicU64>>,
+    handler_seconds: Family<Label, HandlerSeconds>,
     depth: Family<Label, Gauge>,
     restarts: Family<Label, Counter>,
     running: Family<Label, Gauge>,
@@ -32,7 +35,7 @@ pub(crate) struct Families {
 /// One label's handles.
 struct Handles {
     handled: Counter,
-    handler_seconds: Counter<f64, AtomicU64>,
+    handler_seconds: HandlerSeconds,
     depth: Gauge,
     running: Gauge,
 }
@@ -119,14 +122,15 @@ const FLUSH_EVERY: u64 = 1024;
 pub(crate) struct ActorMetrics {
     handles: Arc<Handles>,
     unpublished: u64,
-    busy_since: Option<Instant>,
+    /// Clock ticks when the busy stretch began.
+    busy_since: Option<u64>,
 }
 
 impl ActorMetrics {
     /// A message was taken; `queued` are still waiting.
     pub(crate) fn taken(&mut self, queued: usize) {
         if self.busy_since.is_none() {
-            self.busy_since = Some(Instant::now());
+            self.busy_since = Some(clock::ticks());
             self.handles.depth.set(queued as i64);
         }
     }
@@ -151,10 +155,11 @@ impl ActorMetrics {
             self.unpublished = 0;
         }
         if let Some(since) = self.busy_since.as_mut() {
-            let now = Instant::now();
+            let now = clock::ticks();
             self.handles
                 .handler_seconds
-                .inc_by(now.duration_since(*since).as_secs_f64());
+                .0
+                .fetch_add(now.saturating_sub(*since), Ordering::Relaxed);
             *since = now;
         }
         self.handles.depth.set(queued as i64);
@@ -164,5 +169,25 @@ impl ActorMetrics {
 impl Drop for ActorMetrics {
     fn drop(&mut self) {
         self.handles.running.dec();
+    }
+}
+
+/// Handler time: clock ticks, added by actors as they go idle and turned into seconds when
+/// encoded (see the `clock` module).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HandlerSeconds(Arc<AtomicU64>);
+
+impl TypedMetric for HandlerSeconds {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for HandlerSeconds {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let seconds = clock::seconds(self.0.load(Ordering::Relaxed));
+        encoder.encode_counter::<NoLabelSet, _, u64>(&seconds, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
     }
 }

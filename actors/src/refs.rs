@@ -5,8 +5,8 @@
 //! queued and stops. An ask costs one allocation (its reply channel); a tell none.
 
 use crate::mailbox::Mailbox;
+use crate::oneshot;
 use crate::{Actor, Error};
-use futures::channel::oneshot;
 use std::sync::Arc;
 
 /// A handle to send messages to an actor of type `A`. Cloning it is an atomic increment.
@@ -103,7 +103,7 @@ impl<R> Reply<R> {
     /// Answers the ask. An asker that gave up is not an error.
     pub fn send(mut self, value: R) {
         if let Some(sender) = self.sender.take() {
-            let _ = sender.send(Ok(value));
+            sender.send(Ok(value));
         }
     }
 }
@@ -113,7 +113,7 @@ impl<R> Drop for Reply<R> {
         if let Some(sender) = self.sender.take()
             && (std::thread::panicking() || crate::actor::unwinding_handler())
         {
-            let _ = sender.send(Err(Panicked));
+            sender.send(Err(Panicked));
         }
     }
 }

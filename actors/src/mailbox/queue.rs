@@ -22,10 +22,10 @@
 //!   with `Acquire`). A pop never reaches a slot before a push has: a null block at `head`
 //!   means empty.
 
-use std::cell::UnsafeCell;
+use crate::sync::{AtomicPtr, AtomicUsize, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Slots per block, at most.
 const BLOCK: usize = 8;
@@ -120,7 +120,7 @@ impl<T> Queue<T> {
                     Ok(_) => {
                         // SAFETY: winning the cursor at a slot stamped `tail` makes this push
                         // its only writer until it publishes the stamp below.
-                        unsafe { (*slot.value.get()).write(value) };
+                        slot.value.with_mut(|cell| unsafe { (*cell).write(value) });
                         slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
                         return;
                     }
@@ -154,7 +154,9 @@ impl<T> Queue<T> {
                         // SAFETY: the stamp says a push wrote this slot (its `Release` store,
                         // loaded with `Acquire` above), and winning the cursor makes this pop
                         // its only reader.
-                        let value = unsafe { (*slot.value.get()).assume_init_read() };
+                        let value = slot
+                            .value
+                            .with(|cell| unsafe { (*cell).assume_init_read() });
                         slot.stamp
                             .store(head.wrapping_add(self.len), Ordering::Release);
                         return Some(value);
@@ -186,7 +188,7 @@ impl<T> Drop for Queue<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(actors_loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -289,5 +291,71 @@ mod tests {
             producer.join().unwrap();
         }
         assert_eq!(queue.pop(), None);
+    }
+}
+
+#[cfg(all(test, actors_loom))]
+mod models {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Two producers push into a fresh queue (racing to allocate its first block) while the
+    /// consumer pops: each value comes out exactly once, and a producer's values in order.
+    #[test]
+    fn racing_pushes_and_pops_lose_nothing() {
+        crate::sync::model(|| {
+            let queue = Arc::new(Queue::new(4));
+            let producers: Vec<_> = (0..2)
+                .map(|producer| {
+                    let queue = queue.clone();
+                    loom::thread::spawn(move || queue.push(producer))
+                })
+                .collect();
+            let mut seen = Vec::new();
+            while seen.len() < 2 {
+                match queue.pop() {
+                    Some(value) => seen.push(value),
+                    None => loom::thread::yield_now(),
+                }
+            }
+            for producer in producers {
+                producer.join().unwrap();
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1]);
+            assert_eq!(queue.pop(), None);
+        });
+    }
+
+    /// With one slot, the next lap's push (allowed once the pop returned its permit) never
+    /// overwrites a value its pop is still reading.
+    #[test]
+    fn a_slot_is_reused_only_after_its_pop() {
+        crate::sync::model(|| {
+            use loom::sync::atomic::AtomicBool;
+            let queue = Arc::new(Queue::new(1));
+            let permit = Arc::new(AtomicBool::new(false));
+            queue.push(Arc::new(1));
+            let producer = {
+                let (queue, permit) = (queue.clone(), permit.clone());
+                loom::thread::spawn(move || {
+                    while !permit.load(Ordering::Acquire) {
+                        loom::thread::yield_now();
+                    }
+                    queue.push(Arc::new(2));
+                })
+            };
+            let first = queue.pop().expect("pushed before the model");
+            permit.store(true, Ordering::Release);
+            assert_eq!(*first, 1);
+            let second = loop {
+                match queue.pop() {
+                    Some(value) => break value,
+                    None => loom::thread::yield_now(),
+                }
+            };
+            assert_eq!(*second, 2);
+            producer.join().unwrap();
+        });
     }
 }

@@ -1,0 +1,273 @@
+//! The channel an ask's reply comes back on: one value, one sender, one receiver, one
+//! allocation, and one atomic read-modify-write per side on the fast path (the generic
+//! `futures` oneshot takes several locks per message, which an ask round trip feels).
+//!
+//! Invariants:
+//! - `state` bits: `VALUE` (the sender wrote `value`), `CLOSED` (the sender went away without
+//!   a value), `WAKER` (the receiver stored `waker`). `VALUE` and `CLOSED` are each set once,
+//!   by the sender, never both.
+//! - `value` is written only by the sender, before it sets `VALUE` (`AcqRel`); it is read
+//!   only by the receiver after it saw `VALUE` (`Acquire`).
+//! - `waker` belongs to the receiver while `WAKER` is clear, and to the sender once its RMW
+//!   found `WAKER` set. The receiver stores a waker, then publishes it by setting `WAKER`
+//!   with a CAS; to look at or replace it later, it first clears `WAKER` with a CAS. A failed
+//!   CAS means the sender is done (the only other writer of `state`): the receiver then
+//!   leaves the waker alone and takes the outcome.
+
+use crate::sync::{AtomicUsize, UnsafeCell};
+use std::future::Future;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
+
+const VALUE: usize = 1;
+const CLOSED: usize = 2;
+const WAKER: usize = 4;
+
+struct Inner<T> {
+    state: AtomicUsize,
+    value: UnsafeCell<MaybeUninit<T>>,
+    waker: UnsafeCell<Option<Waker>>,
+}
+
+// SAFETY: the value crosses threads (hence `T: Send`); `value` and `waker` are each reached by
+// one side at a time, as the module invariants order them.
+unsafe impl<T: Send> Send for Inner<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Inner<T> {}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // A value sent but never received is dropped with the channel.
+        if self.state.load(Ordering::Acquire) & VALUE != 0 {
+            // SAFETY: `VALUE` says the sender wrote the value, and nobody took it (taking it
+            // clears `VALUE`); both sides are gone, so nothing else reaches it.
+            self.value
+                .with_mut(|value| unsafe { (*value).assume_init_drop() });
+        }
+    }
+}
+
+pub(crate) struct Sender<T> {
+    inner: Option<Arc<Inner<T>>>,
+}
+
+pub(crate) struct Receiver<T> {
+    inner: Arc<Inner<T>>,
+}
+
+/// The sender went away without a value.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Canceled;
+
+pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let inner = Arc::new(Inner {
+        state: AtomicUsize::new(0),
+        value: UnsafeCell::new(MaybeUninit::uninit()),
+        waker: UnsafeCell::new(None),
+    });
+    (
+        Sender {
+            inner: Some(inner.clone()),
+        },
+        Receiver { inner },
+    )
+}
+
+impl<T> Sender<T> {
+    /// Sends `value`; a receiver that went away drops it with the channel.
+    pub(crate) fn send(mut self, value: T) {
+        let inner = self.inner.take().expect("a sender sends once");
+        // SAFETY: only the sender writes `value`, once, before it sets `VALUE`.
+        inner.value.with_mut(|cell| unsafe { (*cell).write(value) });
+        finish(&inner, VALUE);
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            finish(&inner, CLOSED);
+        }
+    }
+}
+
+/// Sets `bit` (the sender is done) and wakes a stored waker.
+fn finish<T>(inner: &Inner<T>, bit: usize) {
+    let previous = inner.state.fetch_or(bit, Ordering::AcqRel);
+    if previous & WAKER != 0 {
+        // SAFETY: `WAKER` was set before this RMW, so the receiver published the waker and
+        // will not touch it again now that the sender is done.
+        if let Some(waker) = inner.waker.with_mut(|waker| unsafe { (*waker).take() }) {
+            waker.wake();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    fn take(&self, state: usize) -> Poll<Result<T, Canceled>> {
+        if state & VALUE != 0 {
+            // Clear `VALUE` so the channel's drop does not drop the value again.
+            self.inner.state.fetch_and(!VALUE, Ordering::Relaxed);
+            // SAFETY: `VALUE` (loaded with `Acquire`) says the sender wrote the value; only the
+            // receiver reads it, once.
+            let value = self
+                .inner
+                .value
+                .with(|value| unsafe { (*value).assume_init_read() });
+            return Poll::Ready(Ok(value));
+        }
+        Poll::Ready(Err(Canceled))
+    }
+}
+
+impl<T> Future for Receiver<T> {
+    type Output = Result<T, Canceled>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &self.inner;
+        let mut state = inner.state.load(Ordering::Acquire);
+        if state & (VALUE | CLOSED) != 0 {
+            return self.take(state);
+        }
+        if state & WAKER != 0 {
+            // Take the waker back before looking at it: once the sender's RMW sees `WAKER` it
+            // may take the waker at any time. Failing, the sender is done.
+            match inner.state.compare_exchange(
+                state,
+                state & !WAKER,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => state &= !WAKER,
+                Err(current) => return self.take(current),
+            }
+        }
+        // SAFETY: `WAKER` is clear, so the sender will not touch the waker; only the receiver
+        // reaches it.
+        inner.waker.with_mut(|waker| {
+            let waker = unsafe { &mut *waker };
+            if !waker.as_ref().is_some_and(|old| old.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        });
+        match inner.state.compare_exchange(
+            state,
+            state | WAKER,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Poll::Pending,
+            // The sender finished meanwhile (it saw no waker): take what it left.
+            Err(current) => self.take(current),
+        }
+    }
+}
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+    use futures::FutureExt as _;
+
+    #[test]
+    fn a_sent_value_arrives_before_or_after_the_receiver_waits() {
+        let (sender, receiver) = channel();
+        sender.send(1);
+        assert_eq!(receiver.now_or_never(), Some(Ok(1)));
+
+        let (sender, mut receiver) = channel();
+        assert_eq!((&mut receiver).now_or_never(), None);
+        sender.send(String::from("late"));
+        assert_eq!(receiver.now_or_never(), Some(Ok("late".to_string())));
+    }
+
+    #[test]
+    fn a_dropped_sender_cancels_and_a_dropped_receiver_drops_the_value() {
+        let (sender, mut receiver) = channel::<u8>();
+        assert_eq!((&mut receiver).now_or_never(), None);
+        drop(sender);
+        assert_eq!(receiver.now_or_never(), Some(Err(Canceled)));
+
+        let value = Arc::new(());
+        let (sender, receiver) = channel();
+        drop(receiver);
+        sender.send(value.clone());
+        assert_eq!(Arc::strong_count(&value), 1);
+    }
+
+    #[test]
+    fn the_waiting_receiver_is_woken_across_threads() {
+        for _ in 0..1_000 {
+            let (sender, receiver) = channel();
+            let thread = std::thread::spawn(move || sender.send(7u64));
+            assert_eq!(futures::executor::block_on(receiver), Ok(7));
+            thread.join().unwrap();
+        }
+    }
+}
+
+#[cfg(all(test, actors_loom))]
+mod models {
+    use super::*;
+
+    /// The value sent on another thread is received exactly once, whatever the interleaving
+    /// of the send with the receiver's first poll, its waker replacement and its wait.
+    #[test]
+    fn a_value_sent_anywhere_is_received_once() {
+        crate::sync::model(|| {
+            let (sender, receiver) = channel();
+            let value = Arc::new(());
+            let sent = value.clone();
+            let thread = loom::thread::spawn(move || sender.send(sent));
+            let received = loom::future::block_on(receiver).expect("sent");
+            thread.join().unwrap();
+            drop(received);
+            assert_eq!(Arc::strong_count(&value), 1);
+        });
+    }
+
+    /// A receiver polled with one waker and then waiting with another, while the value is
+    /// sent: the replacement never races the sender's wake, and the value arrives.
+    #[test]
+    fn a_replaced_waker_races_the_send_safely() {
+        crate::sync::model(|| {
+            let (sender, mut receiver) = channel();
+            let thread = loom::thread::spawn(move || sender.send(5u8));
+            let mut first = std::task::Context::from_waker(std::task::Waker::noop());
+            let polled = Pin::new(&mut receiver).poll(&mut first);
+            let value = match polled {
+                Poll::Ready(value) => value,
+                Poll::Pending => loom::future::block_on(receiver),
+            };
+            assert_eq!(value, Ok(5));
+            thread.join().unwrap();
+        });
+    }
+
+    /// A sender dropped on another thread wakes the waiting receiver with `Canceled`.
+    #[test]
+    fn a_dropped_sender_wakes_the_receiver() {
+        crate::sync::model(|| {
+            let (sender, receiver) = channel::<u8>();
+            let thread = loom::thread::spawn(move || drop(sender));
+            assert_eq!(loom::future::block_on(receiver), Err(Canceled));
+            thread.join().unwrap();
+        });
+    }
+
+    /// A receiver dropped while the value is sent: the value is dropped exactly once.
+    #[test]
+    fn a_value_sent_to_a_dropped_receiver_is_dropped_once() {
+        crate::sync::model(|| {
+            let (sender, receiver) = channel();
+            let value = Arc::new(());
+            let sent = value.clone();
+            let thread = loom::thread::spawn(move || sender.send(sent));
+            drop(receiver);
+            thread.join().unwrap();
+            assert_eq!(Arc::strong_count(&value), 1);
+        });
+    }
+}
