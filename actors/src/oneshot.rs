@@ -51,7 +51,7 @@ impl<T> Drop for Inner<T> {
 }
 
 pub(crate) struct Sender<T> {
-    inner: Option<Arc<Inner<T>>>,
+    inner: Arc<Inner<T>>,
 }
 
 pub(crate) struct Receiver<T> {
@@ -70,7 +70,7 @@ pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
     });
     (
         Sender {
-            inner: Some(inner.clone()),
+            inner: inner.clone(),
         },
         Receiver { inner },
     )
@@ -78,8 +78,13 @@ pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 impl<T> Sender<T> {
     /// Sends `value`; a receiver that went away drops it with the channel.
-    pub(crate) fn send(mut self, value: T) {
-        let inner = self.inner.take().expect("a sender sends once");
+    pub(crate) fn send(self, value: T) {
+        // Moved out without running `Drop` (which reports a sender gone without a value); a
+        // bare `Arc` rather than an `Option` keeps the sender, and the messages carrying it, a
+        // pointer wide.
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the `Arc` is moved out once.
+        let inner = unsafe { std::ptr::read(&this.inner) };
         // SAFETY: only the sender writes `value`, once, before it sets `VALUE`.
         inner.value.with_mut(|cell| unsafe { (*cell).write(value) });
         finish(&inner, VALUE);
@@ -88,9 +93,7 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            finish(&inner, CLOSED);
-        }
+        finish(&self.inner, CLOSED);
     }
 }
 

@@ -117,3 +117,22 @@ impl<R> Drop for Reply<R> {
         }
     }
 }
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+
+    /// A reply travels inside every ask's message, in every mailbox slot: it stays one
+    /// pointer wide (a tell's empty reply is the null niche).
+    #[test]
+    fn a_reply_is_one_pointer_wide() {
+        assert_eq!(
+            std::mem::size_of::<Reply<u64>>(),
+            std::mem::size_of::<usize>()
+        );
+        assert_eq!(
+            std::mem::size_of::<Reply<String>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+}
