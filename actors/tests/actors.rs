@@ -307,6 +307,27 @@ async fn an_unsupervised_panic_answers_panicked_then_closed(context: runtime::Co
     assert_eq!(STOPS.load(Ordering::SeqCst), 1);
 }
 
+/// Without `catch_panics`, an unsupervised actor's panic fails the runner, as any task's
+/// panic does.
+#[runtime::test(timeout = "20s")]
+#[should_panic(expected = "fragile handler failed")]
+async fn an_unsupervised_panic_fails_the_runner_without_catch_panics(context: runtime::Context) {
+    #[actor]
+    struct Fragile;
+
+    #[actor]
+    impl Fragile {
+        fn fail(&mut self) {
+            panic!("fragile handler failed");
+        }
+    }
+
+    let fragile = Fragile.spawn(&context);
+    let _ = fragile.fail().await;
+    // The runner fails with the actor's panic; this wait never ends on its own.
+    futures::future::pending::<()>().await;
+}
+
 /// Handled messages, restarts and running actors show per label in `context.encode()`.
 #[runtime::test(timeout = "20s")]
 async fn metrics_per_label_show_in_the_exposition(context: runtime::Context) {
@@ -337,6 +358,10 @@ async fn metrics_per_label_show_in_the_exposition(context: runtime::Context) {
     );
     assert!(
         text.contains("actor_handler_seconds_total{actor=\"metered\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("actor_mailbox_depth{actor=\"metered\"} 0"),
         "{text}"
     );
 }
