@@ -27,8 +27,12 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::Ordering;
 
-/// Slots per block, at most.
+/// Slots in the smallest block; a queue has at most `BLOCKS` blocks, so larger queues have
+/// larger blocks.
 const BLOCK: usize = 8;
+/// Blocks per queue, at most: their pointers live in the queue itself, with no allocation of
+/// their own.
+const BLOCKS: usize = 8;
 
 struct Slot<T> {
     stamp: AtomicUsize,
@@ -41,7 +45,7 @@ pub(crate) struct Queue<T> {
     head: AtomicUsize,
     tail: AtomicUsize,
     /// `len / block` blocks of `block` slots, allocated on first use.
-    blocks: Box<[AtomicPtr<Slot<T>>]>,
+    blocks: [AtomicPtr<Slot<T>>; BLOCKS],
     /// Slots per block (a power of two).
     block: usize,
     /// Slots in all (a power of two).
@@ -58,13 +62,11 @@ impl<T> Queue<T> {
     /// A queue with room for at least `capacity` values (rounded up to a power of two).
     pub(crate) fn new(capacity: usize) -> Self {
         let len = capacity.max(1).next_power_of_two();
-        let block = len.min(BLOCK);
+        let block = (len / BLOCKS).max(len.min(BLOCK));
         Queue {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
-            blocks: (0..len / block)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
+            blocks: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             block,
             len,
         }
@@ -205,6 +207,23 @@ mod tests {
             }
             assert_eq!(queue.pop(), None);
         }
+    }
+
+    /// A large queue has larger blocks, still at most `BLOCKS` of them, and keeps its order
+    /// across laps.
+    #[test]
+    fn large_queues_keep_order_in_larger_blocks() {
+        let queue = Queue::new(100);
+        assert_eq!((queue.len, queue.block), (128, 16));
+        for lap in 0..3 {
+            for value in 0..100 {
+                queue.push(lap * 1000 + value);
+            }
+            for value in 0..100 {
+                assert_eq!(queue.pop(), Some(lap * 1000 + value));
+            }
+        }
+        assert_eq!(queue.pop(), None);
     }
 
     #[test]
