@@ -42,8 +42,11 @@ impl<A: Actor> Context<A> {
         A::Ref::from(Ref::new(self.mailbox.clone()))
     }
 
-    /// Stops the actor once the current handler returns. Messages still queued are dropped
-    /// (their asks resolve to [`Error::Closed`](crate::Error::Closed)) and `on_stop` runs.
+    /// Stops the actor once the current handler returns, and `on_stop` runs. Unsupervised,
+    /// or supervised and not restarted, the mailbox closes: messages still queued are dropped
+    /// (their asks resolve to [`Error::Closed`](crate::Error::Closed)). A supervised actor
+    /// that its supervisor restarts (a permanent child) keeps its mailbox, and the next
+    /// incarnation handles what is queued.
     pub fn stop(&mut self) {
         self.stopping = true;
     }

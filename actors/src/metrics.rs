@@ -6,7 +6,9 @@
 //! on different workers then do not fight over one cache line per message. Handler time is
 //! measured per busy stretch, from taking a message while idle to finding the mailbox empty,
 //! so a busy actor reads the clock twice per stretch, not twice per message, and that clock
-//! is the CPU's time-stamp counter where it can be (see `clock`).
+//! is the CPU's time-stamp counter where it can be (see `clock`). It is wall time: awaits
+//! inside a handler count. The first encoding calibrates that clock (a 5 ms spin). The depth
+//! gauge sums the depths the label's actors last sampled (each adds the change in its own).
 
 use crate::clock;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
@@ -59,12 +61,12 @@ impl Families {
             );
             registry.register(
                 "actor_handler_seconds",
-                "Time spent handling messages, by actor label",
+                "Wall time spent handling messages (awaits inside handlers included), by actor label",
                 families.handler_seconds.clone(),
             );
             registry.register(
                 "actor_mailbox_depth",
-                "Messages waiting in the mailbox when last sampled, by actor label",
+                "Messages waiting in the mailboxes of the label's actors, as each last sampled its own",
                 families.depth.clone(),
             );
             registry.register(
@@ -110,6 +112,7 @@ impl Families {
             handles,
             unpublished: 0,
             busy_since: None,
+            depth: 0,
         }
     }
 }
@@ -124,6 +127,8 @@ pub(crate) struct ActorMetrics {
     unpublished: u64,
     /// Clock ticks when the busy stretch began.
     busy_since: Option<u64>,
+    /// This actor's share of its label's depth gauge, as last published.
+    depth: i64,
 }
 
 impl ActorMetrics {
@@ -131,7 +136,7 @@ impl ActorMetrics {
     pub(crate) fn taken(&mut self, queued: usize) {
         if self.busy_since.is_none() {
             self.busy_since = Some(clock::ticks());
-            self.handles.depth.set(queued as i64);
+            self.set_depth(queued);
         }
     }
 
@@ -162,12 +167,23 @@ impl ActorMetrics {
                 .fetch_add(now.saturating_sub(*since), Ordering::Relaxed);
             *since = now;
         }
-        self.handles.depth.set(queued as i64);
+        self.set_depth(queued);
+    }
+
+    /// The label's gauge is the sum of its actors' depths: each adds the change in its own.
+    fn set_depth(&mut self, queued: usize) {
+        let queued = queued as i64;
+        if queued != self.depth {
+            self.handles.depth.inc_by(queued - self.depth);
+            self.depth = queued;
+        }
     }
 }
 
 impl Drop for ActorMetrics {
+    /// Publishes what is left (an aborted actor's counts too) and leaves the gauges.
     fn drop(&mut self) {
+        self.publish(0);
         self.handles.running.dec();
     }
 }

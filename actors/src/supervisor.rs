@@ -161,19 +161,25 @@ trait Child: Send {
     fn shutdown_timeout(&self) -> Duration;
     /// Starts an incarnation under `scope`; it reports its end through `reporter`, and
     /// `started` once it has started (its `on_start` returned, or its children started).
+    /// `incarnation` is held by the incarnation's future: it is dropped with it.
     fn start(
         &mut self,
         scope: &runtime::Context,
         reporter: Reporter,
         started: oneshot::Sender<()>,
+        incarnation: Incarnation,
     ) -> runtime::Handle<()>;
     /// Asks the running incarnation to stop before its next message.
     fn request_stop(&self);
     /// The child is done for good: its refs see `Closed`.
     fn close(&self);
-    /// What `close` does, without borrowing the child.
-    fn closer(&self) -> Box<dyn Fn() + Send>;
 }
+
+/// Held by an incarnation's future; its drop tells the supervisor the future is gone (an
+/// aborted task's handle resolves before its future is dropped, and the next incarnation
+/// must not start while the last one still holds the mailbox's consumer or the nested
+/// supervisor's state).
+struct Incarnation(#[allow(dead_code)] oneshot::Sender<()>);
 
 struct ActorChild<A: Actor> {
     spec: ChildSpec<A>,
@@ -198,6 +204,7 @@ impl<A: Actor> Child for ActorChild<A> {
         scope: &runtime::Context,
         reporter: Reporter,
         started: oneshot::Sender<()>,
+        incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         self.mailbox.clear_stop();
         let actor = match catch_unwind(AssertUnwindSafe(&mut self.spec.factory)) {
@@ -211,6 +218,7 @@ impl<A: Actor> Child for ActorChild<A> {
         let mailbox = self.mailbox.clone();
         let mut metrics = Families::of(scope).actor(A::LABEL);
         placed(scope.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
+            let _incarnation = incarnation;
             let mut ctx = Context::<A>::new(runtime, mailbox);
             let signal = move || {
                 let _ = started.send(());
@@ -231,20 +239,40 @@ impl<A: Actor> Child for ActorChild<A> {
     fn close(&self) {
         self.mailbox.close();
     }
-
-    fn closer(&self) -> Box<dyn Fn() + Send> {
-        let mailbox = self.mailbox.clone();
-        Box::new(move || mailbox.close())
-    }
 }
 
 /// A supervisor supervised by another: its incarnations run its loop over the same children.
 struct SupervisorChild {
     label: &'static str,
-    state: Arc<Mutex<Option<State>>>,
+    nested: Arc<Mutex<Nested>>,
     control: mpsc::UnboundedSender<Event>,
     restart: Restart,
     shutdown: Duration,
+}
+
+/// A nested supervisor's state between incarnations (`None` while one runs), and whether its
+/// parent is done with it for good.
+struct Nested {
+    state: Option<State>,
+    closed: bool,
+}
+
+/// Puts a running nested supervisor's state back when its future ends or is dropped (an
+/// abort), closing its children if its parent closed it meanwhile.
+struct PutBack {
+    nested: Arc<Mutex<Nested>>,
+    state: Option<State>,
+}
+
+impl Drop for PutBack {
+    fn drop(&mut self) {
+        let mut nested = self.nested.lock();
+        let state = self.state.take().expect("put back once");
+        if nested.closed {
+            state.close_all();
+        }
+        nested.state = Some(state);
+    }
 }
 
 impl Child for SupervisorChild {
@@ -265,12 +293,20 @@ impl Child for SupervisorChild {
         scope: &runtime::Context,
         reporter: Reporter,
         started: oneshot::Sender<()>,
+        incarnation: Incarnation,
     ) -> runtime::Handle<()> {
-        let state = self.state.clone();
+        let nested = self.nested.clone();
         scope.child(self.label).spawn(move |runtime| async move {
-            let mut taken = state.lock().take().expect("one incarnation at a time");
-            let outcome = taken.supervise(&runtime, Some(started)).await;
-            *state.lock() = Some(taken);
+            let _incarnation = incarnation;
+            let state = nested.lock().state.take();
+            let mut running = PutBack {
+                nested,
+                state: Some(state.expect("the last incarnation's future is gone")),
+            };
+            let state = running.state.as_mut().expect("taken above");
+            let outcome = state.supervise(&runtime, Some(started)).await;
+            // Back before the report: the next incarnation may start as soon as it is read.
+            drop(running);
             reporter.report(match outcome {
                 Ok(()) => Ended::Stopped,
                 Err(_) => Ended::Failed,
@@ -283,27 +319,19 @@ impl Child for SupervisorChild {
     }
 
     fn close(&self) {
-        if let Some(state) = self.state.lock().as_ref() {
+        let mut nested = self.nested.lock();
+        nested.closed = true;
+        if let Some(state) = nested.state.as_ref() {
             state.close_all();
         }
-    }
-
-    fn closer(&self) -> Box<dyn Fn() + Send> {
-        // A running nested loop has its own guard; this one covers a supervisor between
-        // incarnations.
-        let state = self.state.clone();
-        Box::new(move || {
-            if let Some(state) = state.lock().as_ref() {
-                state.close_all();
-            }
-        })
     }
 }
 
 /// One child and its running incarnation.
 struct Slot {
     child: Box<dyn Child>,
-    running: Option<runtime::Handle<()>>,
+    /// The running incarnation's task, and what resolves once its future is gone.
+    running: Option<(runtime::Handle<()>, oneshot::Receiver<()>)>,
     generation: u64,
     /// Done for good: not restarted.
     finished: bool,
@@ -378,7 +406,10 @@ impl Supervisor {
         let label = supervisor.state.label;
         let child = SupervisorChild {
             label,
-            state: Arc::new(Mutex::new(Some(supervisor.state))),
+            nested: Arc::new(Mutex::new(Nested {
+                state: Some(supervisor.state),
+                closed: false,
+            })),
             control: control.clone(),
             restart,
             shutdown,
@@ -436,10 +467,18 @@ impl State {
         runtime: &runtime::Context,
         started: Option<oneshot::Sender<()>>,
     ) -> Result<(), Escalated> {
-        // What an earlier incarnation left unread is about children that are gone.
-        while self.events.try_recv().is_ok() {}
-        // Closes every mailbox if this loop's task is dropped (its scope ended).
-        let guard = CloseAll(self.slots.iter().map(|slot| slot.child.closer()).collect());
+        // Reports an earlier incarnation left unread are about children that are gone; a stop
+        // sent meanwhile still counts.
+        while let Ok(event) = self.events.try_recv() {
+            if let Event::Stop = event {
+                return Ok(());
+            }
+        }
+        // Incarnations an aborted earlier run of this loop left behind (a nested supervisor
+        // whose parent gave up waiting) must be gone before their children start again.
+        for index in (0..self.slots.len()).rev() {
+            self.stop(index, runtime).await;
+        }
         let families = Families::of(runtime);
         for slot in &mut self.slots {
             slot.restarts = Some(families.restarts(slot.child.label()));
@@ -505,10 +544,8 @@ impl State {
         for index in (0..self.slots.len()).rev() {
             self.stop(index, runtime).await;
         }
-        if outcome.is_ok() {
-            self.close_all();
-        }
-        guard.disarm();
+        // The mailboxes stay open: whoever owns this state decides whether the children come
+        // back (a parent restarting a nested supervisor) or are done (`State`'s drop).
         outcome
     }
 
@@ -524,7 +561,11 @@ impl State {
             generation: slot.generation,
         };
         let (started, is_started) = oneshot::channel();
-        slot.running = Some(slot.child.start(runtime, reporter, started));
+        let (incarnation, gone) = oneshot::channel();
+        let handle = slot
+            .child
+            .start(runtime, reporter, started, Incarnation(incarnation));
+        slot.running = Some((handle, gone));
         // Dropped unsent when the child failed before it started: its report follows.
         let _ = is_started.await;
     }
@@ -533,7 +574,7 @@ impl State {
     /// timeout, then an abort. Its own report of this end is ignored.
     async fn stop(&mut self, index: usize, runtime: &runtime::Context) {
         let slot = &mut self.slots[index];
-        let Some(mut handle) = slot.running.take() else {
+        let Some((mut handle, gone)) = slot.running.take() else {
             return;
         };
         slot.generation += 1;
@@ -544,8 +585,10 @@ impl State {
             .is_err()
         {
             handle.abort();
-            let _ = handle.await;
         }
+        // Resolves once the incarnation's future is dropped, which an aborted task's handle
+        // does not wait for. A handler blocking its thread delays this until it returns.
+        let _ = gone.await;
     }
 
     /// Records a restart; whether it is one too many within the intensity window.
@@ -570,21 +613,12 @@ impl State {
     }
 }
 
-/// Closes every child's mailbox when a supervisor's loop is dropped mid-way (its scope
-/// ended); disarmed when the loop returns.
-struct CloseAll(Vec<Box<dyn Fn() + Send>>);
-
-impl CloseAll {
-    fn disarm(mut self) {
-        self.0.clear();
-    }
-}
-
-impl Drop for CloseAll {
+impl Drop for State {
+    /// A supervisor's state goes when nothing can run its children any more: a top-level
+    /// supervisor's task ended (or never started: refused, or the `Supervisor` dropped
+    /// unspawned), or a nested one's parent went. Refs to the children then see `Closed`.
     fn drop(&mut self) {
-        for close in &self.0 {
-            close();
-        }
+        self.close_all();
     }
 }
 

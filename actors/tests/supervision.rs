@@ -273,3 +273,64 @@ async fn a_child_past_its_shutdown_timeout_is_aborted(context: runtime::Context)
     assert_eq!(entries(&journal, 3), ["stop c#1", "stop a#1"]);
     assert_eq!(b.incarnation().await, Err(Error::Closed));
 }
+
+/// A nested supervisor restarted by its parent's strategy (one-for-all, after a sibling
+/// failed) starts its children again: their refs keep working.
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_restarted_by_its_parent_keeps_its_children(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let worker = inner.child(member("worker", &journal));
+    let mut outer = Supervisor::new("outer", Strategy::OneForAll);
+    let sibling = outer.child(member("sibling", &journal));
+    outer.supervisor(inner, Restart::Permanent, Duration::from_secs(5));
+    let outer = outer.spawn(&context);
+
+    assert_eq!(worker.incarnation().await, Ok(1));
+    assert!(sibling.fail().await.is_err());
+    assert_eq!(sibling.incarnation().await, Ok(2));
+    assert_eq!(
+        worker.incarnation().await,
+        Ok(2),
+        "restarted with its supervisor"
+    );
+    outer.stop();
+    outer.join().await.unwrap();
+    assert_eq!(worker.incarnation().await, Err(Error::Closed));
+}
+
+/// A nested supervisor aborted past its shutdown timeout (its child is stuck in a handler)
+/// and restarted: it waits until the stuck incarnation is gone, then starts the child again.
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_aborted_mid_shutdown_restarts_cleanly(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let stuck = inner.child(member("stuck", &journal));
+    let mut outer = Supervisor::new("outer", Strategy::OneForAll);
+    let sibling = outer.child(member("sibling", &journal));
+    outer.supervisor(inner, Restart::Permanent, Duration::from_millis(50));
+    let outer = outer.spawn(&context);
+
+    assert_eq!(stuck.incarnation().await, Ok(1));
+    stuck.tell_hang().await.unwrap();
+    assert!(sibling.fail().await.is_err());
+    assert_eq!(sibling.incarnation().await, Ok(2));
+    assert_eq!(
+        stuck.incarnation().await,
+        Ok(2),
+        "the stuck child started again"
+    );
+    outer.stop();
+    outer.join().await.unwrap();
+}
+
+/// Refs handed out by a supervisor that is dropped without being spawned see `Closed`
+/// rather than wait for children that never start.
+#[runtime::test(timeout = "20s")]
+async fn refs_of_an_unspawned_supervisor_see_closed(_context: runtime::Context) {
+    let journal = Journal::default();
+    let mut supervisor = Supervisor::new("never", Strategy::OneForOne);
+    let member = supervisor.child(member("member", &journal));
+    drop(supervisor);
+    assert_eq!(member.incarnation().await, Err(Error::Closed));
+}

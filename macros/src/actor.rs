@@ -10,6 +10,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -18,7 +19,7 @@ use syn::{
     ReturnType, Token, Type,
 };
 
-/// The largest mailbox: its slots are allocated up front.
+/// The largest mailbox: its slots come in at most eight blocks, allocated on first use.
 const MAX_MAILBOX: u64 = 1 << 20;
 const DEFAULT_MAILBOX: u64 = 64;
 
@@ -228,8 +229,8 @@ fn mailbox(value: &Expr) -> syn::Result<u64> {
     }
     if capacity > MAX_MAILBOX {
         return Err(error(format!(
-            "`mailbox = {capacity}` is too large: at most {MAX_MAILBOX} (its slots are \
-             allocated when the actor spawns)"
+            "`mailbox = {capacity}` is too large: at most {MAX_MAILBOX} (its slots come in \
+             eight blocks, each allocated whole on first use)"
         )));
     }
     Ok(capacity)
@@ -324,8 +325,20 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     let ref_name = format_ident!("{}Ref", name);
     let label = match &options.name {
         Some((label, _)) => label.clone(),
-        None => snake_case(&name.to_string()),
+        None => snake_case(&name.unraw().to_string()),
     };
+    if !label
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+    {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "the default label of `{name}` would be {label:?}, but labels are ASCII \
+                 letters, digits and `_`: give one with `#[actor(name = \"...\")]`"
+            ),
+        ));
+    }
     let mailbox = options
         .mailbox
         .map_or(DEFAULT_MAILBOX, |(capacity, _)| capacity) as usize;
@@ -394,10 +407,13 @@ struct Handler {
     variant: Ident,
     asyncness: bool,
     takes_context: bool,
-    /// Argument names (as generated) and types.
+    /// Argument names (as written, or generated for patterns) and types, `Self` resolved.
     arguments: Vec<(Ident, Type)>,
     reply: Type,
     docs: Vec<syn::Attribute>,
+    /// `#[cfg]` and `#[cfg_attr]` attributes: they apply to everything generated for it.
+    cfgs: Vec<syn::Attribute>,
+    vis: syn::Visibility,
 }
 
 /// A hook: `on_start` or `on_stop`.
@@ -449,6 +465,16 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             // An associated function (a constructor, say): not a handler.
             continue;
         };
+        if receiver.colon_token.is_some() {
+            report(syn::Error::new(
+                receiver.span(),
+                format!(
+                    "handler `{}` declares its receiver's type: write `&self` or `&mut self`",
+                    method.sig.ident
+                ),
+            ));
+            continue;
+        }
         if receiver.reference.is_none() {
             report(syn::Error::new(
                 receiver.span(),
@@ -469,7 +495,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 Ok(hook) => on_stop = Some(hook),
                 Err(error) => report(error),
             },
-            _ => match handler(method) {
+            _ => match handler(method, &name) {
                 Ok(handler) => handlers.push(handler),
                 Err(error) => report(error),
             },
@@ -483,12 +509,17 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         let variant = &handler.variant;
         let types = handler.arguments.iter().map(|(_, ty)| ty);
         let reply = &handler.reply;
-        quote!(#variant(#(#types,)* ::actors::Reply<#reply>))
+        let cfgs = &handler.cfgs;
+        quote!(#(#cfgs)* #variant(#(#types,)* ::actors::Reply<#reply>))
     });
     let arms = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let method = &handler.name;
-        let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
+        // Generated names: a user's argument may be called `ctx` or `self`-like names the
+        // arm also uses.
+        let names: Vec<_> = (0..handler.arguments.len())
+            .map(|index| format_ident!("__argument_{}", index))
+            .collect();
         let context = handler.takes_context.then(|| quote!(ctx,));
         let call = quote!(#name::#method(self, #context #(#names),*));
         let call = if handler.asyncness {
@@ -496,7 +527,9 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         } else {
             call
         };
+        let cfgs = &handler.cfgs;
         quote! {
+            #(#cfgs)*
             #message::#variant(#(#names,)* __reply) => {
                 let value = #call;
                 __reply.send(value);
@@ -526,8 +559,9 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     let methods = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let method = &handler.name;
-        let tell = format_ident!("tell_{}", method);
-        let attempt = format_ident!("try_{}", method);
+        let plain = method.unraw();
+        let tell = format_ident!("tell_{}", plain);
+        let attempt = format_ident!("try_{}", plain);
         let reply = &handler.reply;
         let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
         let parameters: Vec<_> = handler
@@ -536,26 +570,31 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             .map(|(name, ty)| quote!(#name: #ty))
             .collect();
         let docs = &handler.docs;
+        let cfgs = &handler.cfgs;
+        let vis = &handler.vis;
         let tell_doc = format!(
-            "Sends `{method}` without waiting for its reply; waits while the mailbox is full."
+            "Sends `{plain}` without waiting for its reply; waits while the mailbox is full."
         );
         let try_doc = format!(
-            "Sends `{method}` if the mailbox has room now, without waiting for its reply: \
+            "Sends `{plain}` if the mailbox has room now, without waiting for its reply: \
              [`Error::Full`](::actors::Error::Full) if it has none."
         );
         quote! {
+            #(#cfgs)*
             #(#docs)*
-            pub async fn #method(&self, #(#parameters),*) -> ::core::result::Result<#reply, ::actors::Error> {
+            #vis async fn #method(&self, #(#parameters),*) -> ::core::result::Result<#reply, ::actors::Error> {
                 self.0.ask(|__reply| #message::#variant(#(#names,)* __reply)).await
             }
 
+            #(#cfgs)*
             #[doc = #tell_doc]
-            pub async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+            #vis async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
                 self.0.send(#message::#variant(#(#names,)* ::actors::Reply::none())).await
             }
 
+            #(#cfgs)*
             #[doc = #try_doc]
-            pub fn #attempt(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+            #vis fn #attempt(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
                 self.0.try_send(#message::#variant(#(#names,)* ::actors::Reply::none()))
             }
         }
@@ -564,8 +603,10 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     // written so the error points there.
     let checks = handlers.iter().flat_map(|handler| {
         let reply = std::iter::once(&handler.reply);
-        handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(|ty| {
+        let cfgs = &handler.cfgs;
+        handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(move |ty| {
             quote_spanned! {ty.span()=>
+                #(#cfgs)*
                 const _: fn() = || {
                     fn handler_types_must_be_send_and_static<T: ::core::marker::Send + 'static>() {}
                     handler_types_must_be_send_and_static::<#ty>();
@@ -684,9 +725,18 @@ fn hook(method: &ImplItemFn) -> syn::Result<Hook> {
     })
 }
 
-fn handler(method: &ImplItemFn) -> syn::Result<Handler> {
+fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
     check_generics(method)?;
     let name = method.sig.ident.clone();
+    if name == "inner" || name == "spawn" {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "a handler cannot be named `{name}`: `#[actor]` generates `{name}` itself (the \
+                 ref's `inner` and the actor's `spawn`)"
+            ),
+        ));
+    }
     let mut arguments = Vec::new();
     let mut takes_context = false;
     for (index, input) in method.sig.inputs.iter().skip(1).enumerate() {
@@ -702,32 +752,54 @@ fn handler(method: &ImplItemFn) -> syn::Result<Handler> {
             Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => {
                 ident.ident.clone()
             }
-            _ => format_ident!("argument_{}", index),
+            _ => format_ident!("__argument_{}", index),
         };
-        arguments.push((argument_name, (*argument.ty).clone()));
+        arguments.push((argument_name, resolve_self(&argument.ty, actor)));
     }
     let reply = match &method.sig.output {
         ReturnType::Default => syn::parse_quote!(()),
         ReturnType::Type(_, ty) => {
             check_owned(&name, ty)?;
-            (**ty).clone()
+            resolve_self(ty, actor)
         }
     };
-    let docs = method
-        .attrs
-        .iter()
-        .filter(|attribute| attribute.path().is_ident("doc"))
-        .cloned()
-        .collect();
+    let attributes = |wanted: &[&str]| {
+        method
+            .attrs
+            .iter()
+            .filter(|attribute| wanted.iter().any(|name| attribute.path().is_ident(name)))
+            .cloned()
+            .collect()
+    };
     Ok(Handler {
-        variant: format_ident!("{}", camel_case(&name.to_string())),
+        variant: format_ident!("{}", camel_case(&name.unraw().to_string())),
         name,
         asyncness: method.sig.asyncness.is_some(),
         takes_context,
         arguments,
         reply,
-        docs,
+        docs: attributes(&["doc"]),
+        cfgs: attributes(&["cfg", "cfg_attr"]),
+        vis: method.vis.clone(),
     })
+}
+
+/// `ty` with `Self` replaced by the actor's name: the generated message enum and ref methods
+/// live outside the impl, where `Self` would mean something else.
+fn resolve_self(ty: &Type, actor: &Ident) -> Type {
+    struct Resolver<'a>(&'a Ident);
+    impl syn::visit_mut::VisitMut for Resolver<'_> {
+        fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
+            if node.qself.is_none() && node.path.is_ident("Self") {
+                let span = node.path.segments[0].ident.span();
+                node.path.segments[0].ident = Ident::new(&self.0.to_string(), span);
+            }
+            syn::visit_mut::visit_type_path_mut(self, node);
+        }
+    }
+    let mut ty = ty.clone();
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Resolver(actor), &mut ty);
+    ty
 }
 
 /// Refuses types a message cannot carry: borrowed ones and `impl Trait`.

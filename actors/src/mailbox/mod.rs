@@ -9,15 +9,17 @@
 //!   Once the closed bit is set no permit is handed out again.
 //! - Every message pushed is either popped by the consumer or dropped by a drain: `close`
 //!   sets the bit and then drains; a send that pushed re-reads the bit after its push and, if
-//!   set, drains too. One of them sees the message, whatever the interleaving (both the bit
-//!   and the push are `SeqCst`-ordered against the other's load). Dropping a message drops the
+//!   set, drains too. One of them sees the message, whatever the interleaving: each side's
+//!   store and later load are separated by a `SeqCst` fence. A drain stops at a slot claimed
+//!   but not yet written; its writer then sees the bit and drains the rest itself. Dropping a message drops the
 //!   reply channel of an ask, which resolves it to `Closed`: asks never hang.
 //! - Uncontended, a send is a CAS on `state`, a CAS on the queue's tail, a stamp store and a
 //!   wake of the consumer (one RMW when it is not waiting); no lock and no allocation.
 //! - Senders that find the mailbox full queue their wakers in `waiters` (a lock, only on this
 //!   slow path) and count themselves in `waiting`. Returning a permit checks `waiting` after
-//!   the `SeqCst` return; a waiter checks for a permit again after it registers (`SeqCst`
-//!   too), so either the returner sees the waiter or the waiter sees the permit. A woken
+//!   the return (both `SeqCst`); a waiter checks for a permit again after it registers, with
+//!   a `SeqCst` fence between: either the returner sees the waiter or the waiter sees the
+//!   permit. A woken
 //!   waiter that is dropped before it takes its permit passes the wake on.
 //! - `senders` counts the refs. The consumer reports `Disconnected` only when that count is
 //!   zero and a pop after reading it finds nothing: the last ref's decrement (`Release`)
@@ -35,7 +37,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Waker};
 
 const CLOSED: usize = 1;
@@ -165,6 +167,10 @@ impl<M: Send> Mailbox<M> {
 
     fn push(&self, message: M) {
         self.queue.push(message);
+        // Orders the push's stamp store before the load of the closed bit, against `close`'s
+        // bit before its drain's loads: one of the two sees the other (a store then a load
+        // needs a full fence on each side).
+        fence(Ordering::SeqCst);
         if self.state.load(Ordering::SeqCst) & CLOSED != 0 {
             // Closed while this send held its permit: nobody may consume the message, so drop
             // it (and any other left) here.
@@ -176,6 +182,8 @@ impl<M: Send> Mailbox<M> {
 
     /// Returns a permit and wakes one waiting sender, if any.
     fn return_permit(&self) {
+        // A `SeqCst` RMW then a `SeqCst` load: with the waiter's fence (see `Sending::poll`),
+        // either this load sees the waiter or the waiter's re-check sees this permit.
         self.state.fetch_sub(PERMIT, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
             self.wake_waiter();
@@ -198,6 +206,8 @@ impl<M: Send> Mailbox<M> {
     /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
     pub(crate) fn close(&self) {
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
+        // See `push`.
+        fence(Ordering::SeqCst);
         let waiters = self
             .waiters
             .lock()
@@ -355,6 +365,9 @@ impl<M: Send> Future for Sending<'_, M> {
                 }
             }
         }
+        // The registration, then the permit's re-check: a full fence between them, against
+        // `return_permit`'s `SeqCst` return and load of `waiting`, so one sees the other.
+        fence(Ordering::SeqCst);
         match mailbox.take_permit() {
             Ok(()) => Poll::Ready(this.deliver()),
             Err(Error::Full) => Poll::Pending,
