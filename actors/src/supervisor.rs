@@ -330,12 +330,20 @@ impl Child for SupervisorChild {
 /// One child and its running incarnation.
 struct Slot {
     child: Box<dyn Child>,
-    /// The running incarnation's task, and what resolves once its future is gone.
-    running: Option<(runtime::Handle<()>, oneshot::Receiver<()>)>,
+    /// The running incarnation, until its future is known gone.
+    running: Option<Running>,
     generation: u64,
     /// Done for good: not restarted.
     finished: bool,
     restarts: Option<prometheus_client::metrics::counter::Counter>,
+}
+
+/// An incarnation: its task's handle (until it resolved), and what resolves once its future
+/// is dropped. Kept in the slot while a stop waits, so that a loop dropped mid-stop (a nested
+/// supervisor aborted) leaves it for the next run to wait for.
+struct Running {
+    handle: Option<runtime::Handle<()>>,
+    gone: oneshot::Receiver<()>,
 }
 
 /// Why a supervisor gave up.
@@ -565,7 +573,10 @@ impl State {
         let handle = slot
             .child
             .start(runtime, reporter, started, Incarnation(incarnation));
-        slot.running = Some((handle, gone));
+        slot.running = Some(Running {
+            handle: Some(handle),
+            gone,
+        });
         // Dropped unsent when the child failed before it started: its report follows.
         let _ = is_started.await;
     }
@@ -574,21 +585,25 @@ impl State {
     /// timeout, then an abort. Its own report of this end is ignored.
     async fn stop(&mut self, index: usize, runtime: &runtime::Context) {
         let slot = &mut self.slots[index];
-        let Some((mut handle, gone)) = slot.running.take() else {
+        let Some(running) = slot.running.as_mut() else {
             return;
         };
         slot.generation += 1;
         slot.child.request_stop();
-        if runtime
-            .timeout(slot.child.shutdown_timeout(), &mut handle)
-            .await
-            .is_err()
-        {
-            handle.abort();
+        if let Some(handle) = running.handle.as_mut() {
+            if runtime
+                .timeout(slot.child.shutdown_timeout(), &mut *handle)
+                .await
+                .is_err()
+            {
+                handle.abort();
+            }
+            running.handle = None;
         }
         // Resolves once the incarnation's future is dropped, which an aborted task's handle
         // does not wait for. A handler blocking its thread delays this until it returns.
-        let _ = gone.await;
+        let _ = (&mut running.gone).await;
+        slot.running = None;
     }
 
     /// Records a restart; whether it is one too many within the intensity window.
