@@ -9,9 +9,10 @@
 //!   Once the closed bit is set no permit is handed out again.
 //! - Every message pushed is either popped by the consumer or dropped by a drain: `close`
 //!   sets the bit and then drains; a send that pushed re-reads the bit after its push and, if
-//!   set, drains too. One of them sees the message, whatever the interleaving: each side's
-//!   store and later load are separated by a `SeqCst` fence. A drain stops at a slot claimed
-//!   but not yet written; its writer then sees the bit and drains the rest itself. Dropping a message drops the
+//!   set, drains too. One of them sees the message, whatever the interleaving: both re-read
+//!   `state` with a read-modify-write, and RMWs of one location are totally ordered (the later
+//!   one acquires what the earlier one released). A drain stops at a slot claimed but not
+//!   yet written; its writer then sees the bit and drains the rest itself. Dropping a message drops the
 //!   reply channel of an ask, which resolves it to `Closed`: asks never hang.
 //! - Uncontended, a send is a CAS on `state`, a CAS on the queue's tail, a stamp store and a
 //!   wake of the consumer (one RMW when it is not waiting); no lock and no allocation.
@@ -47,8 +48,8 @@ const PERMIT: usize = 2;
 pub(crate) struct Mailbox<M> {
     queue: Queue<M>,
     capacity: usize,
-    /// Permits taken `<< 1`, and the closed bit.
-    state: AtomicUsize,
+    /// Permits taken `<< 1`, and the closed bit (checked by loom, with the slot queue).
+    state: crate::sync::AtomicUsize,
     /// Refs alive.
     senders: AtomicUsize,
     /// The consumer's waker: woken by every push, by the last ref's drop, by `close` and by a
@@ -86,7 +87,7 @@ impl<M: Send> Mailbox<M> {
         Arc::new(Mailbox {
             queue: Queue::new(capacity),
             capacity,
-            state: AtomicUsize::new(0),
+            state: crate::sync::AtomicUsize::new(0),
             senders: AtomicUsize::new(0),
             consumer_waker: AtomicWaker::new(),
             consumer_taken: AtomicBool::new(false),
@@ -167,11 +168,10 @@ impl<M: Send> Mailbox<M> {
 
     fn push(&self, message: M) {
         self.queue.push(message);
-        // Orders the push's stamp store before the load of the closed bit, against `close`'s
-        // bit before its drain's loads: one of the two sees the other (a store then a load
-        // needs a full fence on each side).
-        fence(Ordering::SeqCst);
-        if self.state.load(Ordering::SeqCst) & CLOSED != 0 {
+        // A read-modify-write of `state`, not a load: RMWs of one location are totally
+        // ordered, so either `close`'s `fetch_or` comes first and this sees the bit, or this
+        // comes first and `close` acquires it, with the push before it, and drains the message.
+        if self.state.fetch_or(0, Ordering::AcqRel) & CLOSED != 0 {
             // Closed while this send held its permit: nobody may consume the message, so drop
             // it (and any other left) here.
             self.drain();
@@ -205,9 +205,8 @@ impl<M: Send> Mailbox<M> {
     /// Closes the mailbox: sends fail with `Closed` from now on, waiting senders are woken to
     /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
     pub(crate) fn close(&self) {
+        // `AcqRel` at least: see `push`.
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
-        // See `push`.
-        fence(Ordering::SeqCst);
         let waiters = self
             .waiters
             .lock()
@@ -416,5 +415,29 @@ impl<M: Send> Sending<'_, M> {
 impl<M: Send> Drop for Sending<'_, M> {
     fn drop(&mut self) {
         self.forget_waiter();
+    }
+}
+
+#[cfg(all(test, actors_loom))]
+mod models {
+    use super::*;
+
+    /// A send racing `close`: the message is either refused or, once pushed, dropped by one
+    /// of the two drains; never left in a closed mailbox (where an ask would wait forever).
+    #[test]
+    fn a_send_racing_close_is_never_stranded() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(2);
+            let message = Arc::new(());
+            let sender = {
+                let (mailbox, message) = (mailbox.clone(), message.clone());
+                loom::thread::spawn(move || {
+                    let _ = mailbox.try_send(message);
+                })
+            };
+            mailbox.close();
+            sender.join().unwrap();
+            assert_eq!(Arc::strong_count(&message), 1, "the message was dropped");
+        });
     }
 }
