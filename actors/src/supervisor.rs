@@ -33,15 +33,19 @@
 //!
 //! Invariants:
 //! - A child's mailbox belongs to its slot, not to an incarnation: refs keep working across
-//!   restarts, and messages sent meanwhile wait for the next incarnation. It is closed only
-//!   when the child is done for good (not restarted, or the supervisor ends), or when the
-//!   supervisor's task is dropped.
+//!   restarts (its own, and its supervisor's when a parent restarts a nested supervisor),
+//!   and messages sent meanwhile wait for the next incarnation. It is closed when the child
+//!   is done for good (not restarted; it then stays done across its supervisor's restarts),
+//!   or when the supervisor's state goes (`State`'s drop: its task ended or was dropped, or
+//!   its parent went).
 //! - Each incarnation reports its exit, tagged with the slot's generation. The supervisor
 //!   bumps the generation whenever it stops an incarnation itself, so the report of a child
 //!   it stopped on purpose is never mistaken for a failure.
-//! - An incarnation's `on_stop` runs before its task ends, and the supervisor starts the next
-//!   one only after that task ended (its report, or its handle when stopped on purpose): the
-//!   old incarnation's `on_stop` finishes before the new one's `on_start`.
+//! - An incarnation's `on_stop` runs before it reports its end, and the supervisor starts the
+//!   next one only after that report, or, when it stopped the incarnation itself, after the
+//!   incarnation's future is gone (`Running::gone`; an aborted task's handle resolves before
+//!   its future drops): the old incarnation's `on_stop` finishes before the new one's
+//!   `on_start`, and never do two incarnations hold one mailbox.
 //! - Children start one at a time, in order, as OTP's `start_link` does: each one's
 //!   `on_start` has returned before the next one starts.
 //! - Children stop in reverse start order, each given its shutdown timeout to finish its
@@ -142,15 +146,32 @@ struct Reporter {
     events: mpsc::UnboundedSender<Event>,
     index: usize,
     generation: u64,
+    reported: bool,
 }
 
 impl Reporter {
-    fn report(self, ended: Ended) {
+    fn report(mut self, ended: Ended) {
+        self.send(ended);
+    }
+
+    fn send(&mut self, ended: Ended) {
+        self.reported = true;
         let _ = self.events.unbounded_send(Event::Ended {
             index: self.index,
             generation: self.generation,
             ended,
         });
+    }
+}
+
+impl Drop for Reporter {
+    /// An incarnation that ends without reporting (its future panicked outside a handler, or
+    /// was dropped) failed; if the supervisor stopped it on purpose, the generation it bumped
+    /// makes this report stale.
+    fn drop(&mut self) {
+        if !self.reported {
+            self.send(Ended::Failed);
+        }
     }
 }
 
@@ -468,33 +489,37 @@ impl Slot {
 
 impl State {
     /// Runs the children until a stop or an escalation; either way they are all stopped
-    /// when it returns. A stopped supervisor closes its children's mailboxes; an escalating
-    /// one leaves them open for its next incarnation.
+    /// when it returns, and their mailboxes stay open: whoever owns this state decides
+    /// whether they come back (a parent restarting a nested supervisor) or are done
+    /// (`State`'s drop). `started`, for a nested supervisor, is sent once its children run.
     async fn supervise(
         &mut self,
         runtime: &runtime::Context,
         started: Option<oneshot::Sender<()>>,
     ) -> Result<(), Escalated> {
-        // Reports an earlier incarnation left unread are about children that are gone; a stop
-        // sent meanwhile still counts.
+        // Reports an earlier run left unread are about incarnations that are gone. So are a
+        // nested supervisor's stops: its parent sends one to every incarnation it stops,
+        // read or not. A top-level supervisor has only its user's stops.
         while let Ok(event) = self.events.try_recv() {
-            if let Event::Stop = event {
+            if let (Event::Stop, None) = (event, &started) {
                 return Ok(());
             }
         }
         // Incarnations an aborted earlier run of this loop left behind (a nested supervisor
         // whose parent gave up waiting) must be gone before their children start again.
         for index in (0..self.slots.len()).rev() {
-            self.stop(index, runtime).await;
+            self.stop(index, runtime, true).await;
         }
         let families = Families::of(runtime);
         for slot in &mut self.slots {
             slot.restarts = Some(families.restarts(slot.child.label()));
-            slot.finished = false;
         }
         self.restarts.clear();
         for index in 0..self.slots.len() {
-            self.start(index, runtime).await;
+            // A child done for good stays done (its mailbox is closed).
+            if !self.slots[index].finished {
+                self.start(index, runtime).await;
+            }
         }
         if let Some(started) = started {
             let _ = started.send(());
@@ -537,7 +562,7 @@ impl State {
                 Strategy::RestForOne => index..self.slots.len(),
             };
             for other in affected.clone().rev() {
-                self.stop(other, runtime).await;
+                self.stop(other, runtime, true).await;
             }
             for restarted in affected {
                 if self.slots[restarted].finished {
@@ -549,11 +574,11 @@ impl State {
                 self.start(restarted, runtime).await;
             }
         };
+        // The shutdown timeout bounds this: an aborted child whose thread is blocked is left
+        // for its future to drop on its own, and for a next run to wait for.
         for index in (0..self.slots.len()).rev() {
-            self.stop(index, runtime).await;
+            self.stop(index, runtime, false).await;
         }
-        // The mailboxes stay open: whoever owns this state decides whether the children come
-        // back (a parent restarting a nested supervisor) or are done (`State`'s drop).
         outcome
     }
 
@@ -567,6 +592,7 @@ impl State {
             events: self.sender.clone(),
             index,
             generation: slot.generation,
+            reported: false,
         };
         let (started, is_started) = oneshot::channel();
         let (incarnation, gone) = oneshot::channel();
@@ -582,14 +608,18 @@ impl State {
     }
 
     /// Stops the child's running incarnation, if any: a stop request, then its shutdown
-    /// timeout, then an abort. Its own report of this end is ignored.
-    async fn stop(&mut self, index: usize, runtime: &runtime::Context) {
+    /// timeout, then an abort. Its own report of this end is ignored. With `until_gone`, also
+    /// waits until the incarnation's future is dropped (before a restart, which needs its
+    /// mailbox consumer); a handler blocking its thread delays that until it returns.
+    /// Without, an aborted incarnation stays in the slot for a later `stop` to wait for.
+    async fn stop(&mut self, index: usize, runtime: &runtime::Context, until_gone: bool) {
         let slot = &mut self.slots[index];
         let Some(running) = slot.running.as_mut() else {
             return;
         };
         slot.generation += 1;
         slot.child.request_stop();
+        let mut aborted = false;
         if let Some(handle) = running.handle.as_mut() {
             if runtime
                 .timeout(slot.child.shutdown_timeout(), &mut *handle)
@@ -597,11 +627,15 @@ impl State {
                 .is_err()
             {
                 handle.abort();
+                aborted = true;
             }
             running.handle = None;
         }
-        // Resolves once the incarnation's future is dropped, which an aborted task's handle
-        // does not wait for. A handler blocking its thread delays this until it returns.
+        if aborted && !until_gone {
+            return;
+        }
+        // An ended task dropped its future before its handle resolved: this is immediate.
+        // An aborted one's handle resolves first, and its future is dropped after.
         let _ = (&mut running.gone).await;
         slot.running = None;
     }

@@ -334,3 +334,78 @@ async fn refs_of_an_unspawned_supervisor_see_closed(_context: runtime::Context) 
     drop(supervisor);
     assert_eq!(member.incarnation().await, Err(Error::Closed));
 }
+
+/// A child done for good (temporary, failed) stays done when its nested supervisor is
+/// restarted by its parent: its factory does not run again and its refs keep seeing
+/// `Closed`, while its siblings start again.
+#[runtime::test(timeout = "20s")]
+async fn a_finished_child_stays_finished_across_its_supervisors_restart(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let temporary = inner.child(member("temporary", &journal).restart(Restart::Temporary));
+    let kept = inner.child(member("kept", &journal));
+    let mut outer = Supervisor::new("outer", Strategy::OneForAll);
+    let sibling = outer.child(member("sibling", &journal));
+    outer.supervisor(inner, Restart::Permanent, Duration::from_secs(5));
+    let outer = outer.spawn(&context);
+
+    assert!(temporary.fail().await.is_err());
+    assert_eq!(temporary.incarnation().await, Err(Error::Closed));
+    assert!(sibling.fail().await.is_err());
+    assert_eq!(
+        kept.incarnation().await,
+        Ok(2),
+        "restarted with its supervisor"
+    );
+    assert_eq!(temporary.incarnation().await, Err(Error::Closed));
+    let starts = journal
+        .lock()
+        .iter()
+        .filter(|entry| entry.starts_with("start temporary"))
+        .count();
+    assert_eq!(starts, 1, "the finished child never started again");
+    outer.stop();
+    outer.join().await.unwrap();
+}
+
+/// A stop of a top-level supervisor is bounded by its children's shutdown timeouts: a
+/// blocking child stuck in a blocking call is aborted and left to end on its own thread.
+#[runtime::test(timeout = "20s")]
+async fn a_stop_is_bounded_by_shutdown_timeouts_even_for_blocked_threads(
+    context: runtime::Context,
+) {
+    #[actor(blocking)]
+    struct Sleeper {
+        gate: std::sync::Arc<parking_lot::Mutex<()>>,
+    }
+
+    #[actor]
+    impl Sleeper {
+        fn block(&mut self, blocking: futures::channel::oneshot::Sender<()>) {
+            let _ = blocking.send(());
+            // Holds the thread until the test releases the gate.
+            drop(self.gate.lock());
+        }
+
+        fn ping(&self) {}
+    }
+
+    let gate = std::sync::Arc::new(parking_lot::Mutex::new(()));
+    let held = gate.lock();
+    let mut supervisor = Supervisor::new("sleepers", Strategy::OneForOne);
+    let sleeper = supervisor.child(
+        ChildSpec::new({
+            let gate = gate.clone();
+            move || Sleeper { gate: gate.clone() }
+        })
+        .shutdown_timeout(Duration::from_millis(50)),
+    );
+    let supervisor = supervisor.spawn(&context);
+    let (blocking, is_blocking) = futures::channel::oneshot::channel();
+    sleeper.tell_block(blocking).await.unwrap();
+    is_blocking.await.unwrap();
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    drop(held);
+    assert_eq!(sleeper.ping().await, Err(Error::Closed));
+}

@@ -411,7 +411,8 @@ struct Handler {
     arguments: Vec<(Ident, Type)>,
     reply: Type,
     docs: Vec<syn::Attribute>,
-    /// `#[cfg]` and `#[cfg_attr]` attributes: they apply to everything generated for it.
+    /// `#[cfg]` attributes: they apply to everything generated for it. (`#[cfg_attr]` is
+    /// left on the method alone: what it adds, such as `#[inline]`, may not fit a variant.)
     cfgs: Vec<syn::Attribute>,
     vis: syn::Visibility,
 }
@@ -420,6 +421,8 @@ struct Handler {
 struct Hook {
     asyncness: bool,
     takes_context: bool,
+    /// Its `#[cfg]` attributes: compiled out, the trait's default hook applies.
+    cfgs: Vec<syn::Attribute>,
 }
 
 fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
@@ -546,7 +549,9 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 quote!(#call;)
             };
             let unused = (!hook.takes_context).then(|| quote!(let _ = ctx;));
+            let cfgs = &hook.cfgs;
             quote! {
+                #(#cfgs)*
                 async fn #method(&mut self, ctx: &mut ::actors::Context<Self>) {
                     #unused
                     #call
@@ -722,18 +727,25 @@ fn hook(method: &ImplItemFn) -> syn::Result<Hook> {
     Ok(Hook {
         asyncness: method.sig.asyncness.is_some(),
         takes_context,
+        cfgs: method
+            .attrs
+            .iter()
+            .filter(|attribute| attribute.path().is_ident("cfg"))
+            .cloned()
+            .collect(),
     })
 }
 
 fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
     check_generics(method)?;
     let name = method.sig.ident.clone();
-    if name == "inner" || name == "spawn" {
+    let plain = name.unraw().to_string();
+    if ["inner", "spawn", "clone"].contains(&plain.as_str()) {
         return Err(syn::Error::new(
             name.span(),
             format!(
-                "a handler cannot be named `{name}`: `#[actor]` generates `{name}` itself (the \
-                 ref's `inner` and the actor's `spawn`)"
+                "a handler cannot be named `{plain}`: `#[actor]` generates that name (the \
+                 ref's `inner` and `clone`, the actor's `spawn`)"
             ),
         ));
     }
@@ -779,7 +791,7 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
         arguments,
         reply,
         docs: attributes(&["doc"]),
-        cfgs: attributes(&["cfg", "cfg_attr"]),
+        cfgs: attributes(&["cfg"]),
         vis: method.vis.clone(),
     })
 }
@@ -790,9 +802,17 @@ fn resolve_self(ty: &Type, actor: &Ident) -> Type {
     struct Resolver<'a>(&'a Ident);
     impl syn::visit_mut::VisitMut for Resolver<'_> {
         fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
-            if node.qself.is_none() && node.path.is_ident("Self") {
+            if node.qself.is_none()
+                && node
+                    .path
+                    .segments
+                    .first()
+                    .is_some_and(|segment| segment.ident == "Self")
+            {
                 let span = node.path.segments[0].ident.span();
-                node.path.segments[0].ident = Ident::new(&self.0.to_string(), span);
+                let mut actor = self.0.clone();
+                actor.set_span(span);
+                node.path.segments[0].ident = actor;
             }
             syn::visit_mut::visit_type_path_mut(self, node);
         }

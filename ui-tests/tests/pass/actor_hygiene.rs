@@ -1,6 +1,7 @@
 //! Handler shapes that must not trip the generated code: arguments named like the generated
 //! locals (`ctx`, `message`, `reply`), pattern arguments, `Self` in types, raw identifiers,
-//! handlers switched off by `#[cfg]`, and private handlers.
+//! handlers and hooks switched off by `#[cfg]`, `#[cfg_attr]` on a handler, and private
+//! handlers.
 
 use actors::prelude::*;
 use actors::Context;
@@ -40,6 +41,16 @@ impl Shapes {
         *value
     }
 
+    #[cfg(any())]
+    fn on_stop(&mut self) {
+        unreachable!("compiled out");
+    }
+
+    #[cfg_attr(all(), inline)]
+    fn inlined(&self) -> u8 {
+        self.value
+    }
+
     fn private(&mut self) {
         self.value += 1;
     }
@@ -57,5 +68,6 @@ fn main() {
         shapes.try_private().unwrap();
         shapes.private().await.unwrap();
         assert_eq!(shapes.r#type().await, Ok(3));
+        assert_eq!(shapes.inlined().await, Ok(3));
     });
 }
