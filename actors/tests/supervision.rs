@@ -374,24 +374,26 @@ async fn a_finished_child_stays_finished_across_its_supervisors_restart(context:
 async fn a_stop_is_bounded_by_shutdown_timeouts_even_for_blocked_threads(
     context: runtime::Context,
 ) {
+    type Gate = std::sync::Arc<parking_lot::Mutex<std::sync::mpsc::Receiver<()>>>;
+
     #[actor(blocking)]
     struct Sleeper {
-        gate: std::sync::Arc<parking_lot::Mutex<()>>,
+        gate: Gate,
     }
 
     #[actor]
     impl Sleeper {
         fn block(&mut self, blocking: futures::channel::oneshot::Sender<()>) {
             let _ = blocking.send(());
-            // Holds the thread until the test releases the gate.
-            drop(self.gate.lock());
+            // Holds the thread until the test drops the gate's sender.
+            let _ = self.gate.lock().recv();
         }
 
         fn ping(&self) {}
     }
 
-    let gate = std::sync::Arc::new(parking_lot::Mutex::new(()));
-    let held = gate.lock();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let gate: Gate = std::sync::Arc::new(parking_lot::Mutex::new(gate));
     let mut supervisor = Supervisor::new("sleepers", Strategy::OneForOne);
     let sleeper = supervisor.child(
         ChildSpec::new({
@@ -406,6 +408,6 @@ async fn a_stop_is_bounded_by_shutdown_timeouts_even_for_blocked_threads(
     is_blocking.await.unwrap();
     supervisor.stop();
     supervisor.join().await.unwrap();
-    drop(held);
+    drop(release);
     assert_eq!(sleeper.ping().await, Err(Error::Closed));
 }
