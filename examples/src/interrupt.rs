@@ -1,0 +1,55 @@
+//! Ctrl-C (SIGINT) and SIGTERM as a runtime stop: a blocking task waits on a self-pipe that
+//! the signal handler writes to (`write` is async-signal-safe), then calls `stop`.
+
+use runtime::Spawner as _;
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+/// The pipe's write end, for the handler.
+static WRITE_END: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    let fd = WRITE_END.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: `write` is async-signal-safe; the buffer is a valid byte.
+        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
+}
+
+/// Stops `context`'s runtime (value 0, `grace` to finish) on the first SIGINT or SIGTERM.
+/// Installs the handlers; call once.
+pub fn stop_on_interrupt(context: &runtime::Context, grace: Duration) -> std::io::Result<()> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors `pipe2` writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `pipe2` just made both descriptors, and nothing else owns the read end.
+    let read_end = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    WRITE_END.store(fds[1], Ordering::Relaxed);
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only calls `write`, which is async-signal-safe.
+        let previous =
+            unsafe { libc::signal(signal, on_signal as *const () as libc::sighandler_t) };
+        if previous == libc::SIG_ERR {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let stopper = context.clone();
+    drop(context.clone().shared(true).spawn(move |_| async move {
+        use std::os::fd::AsRawFd as _;
+        let mut byte = 0u8;
+        // Blocking is what this task's placement is for.
+        // SAFETY: `byte` is one writable byte; the descriptor is open while `read_end` lives.
+        unsafe { libc::read(read_end.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        let _ = stopper.stop(0, Some(grace)).await;
+    }));
+    Ok(())
+}
+
+/// Unblocks the waiting task when the program ends by itself (no signal came), so that the
+/// runtime's shutdown does not wait on it.
+pub fn release() {
+    on_signal(0);
+}
