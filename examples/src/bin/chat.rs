@@ -1,0 +1,351 @@
+//! A chat server over TCP: a line protocol, one actor per room and one per connection.
+//!
+//! ```sh
+//! cargo run -p examples --bin chat -- 127.0.0.1:7001
+//! ```
+//!
+//! Commands: `/nick NAME` (letters, digits, `_` and `-`, up to 32), `/join ROOM` (the same
+//! alphabet), `/quit`; any other line is a message to the current room, which every other
+//! member receives as `<nick> message`. Mistakes get an `ERR ...` line and the connection
+//! stays. Rooms never wait for their members: a member whose connection cannot keep up
+//! (its bounded mailbox full) is dropped from the room and disconnected, and the room goes
+//! on. Ctrl-C stops the server cleanly.
+
+use actors::prelude::*;
+use examples::lines::{LineError, LineReader, MAX_LINE};
+use futures::channel::oneshot;
+use futures::future::{Either, select};
+use runtime::net::Sink;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long a connection may take to write one line to its client before it is dropped:
+/// `CHAT_WRITE_GRACE_SECS`, 5 by default.
+fn write_grace() -> Duration {
+    let seconds = std::env::var("CHAT_WRITE_GRACE_SECS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(5);
+    Duration::from_secs(seconds)
+}
+
+/// The rooms by name, each an actor of its own, made on first `/join`.
+#[actor(name = "chat_rooms")]
+struct Rooms {
+    rooms: HashMap<String, RoomRef>,
+}
+
+#[actor]
+impl Rooms {
+    fn room(&mut self, ctx: &mut actors::Context<Self>, name: String) -> RoomRef {
+        self.rooms
+            .entry(name.clone())
+            .or_insert_with(|| {
+                ctx.spawn(Room {
+                    name,
+                    members: HashMap::new(),
+                })
+            })
+            .clone()
+    }
+}
+
+/// A member as a room sees it.
+struct Member {
+    nick: String,
+    connection: ConnectionRef,
+    /// Fired when the room drops the member for being slow: its connection closes at once,
+    /// even in the middle of a write its client does not read.
+    kick: oneshot::Sender<()>,
+}
+
+#[actor(name = "chat_room", mailbox = 1024)]
+struct Room {
+    name: String,
+    members: HashMap<u64, Member>,
+}
+
+#[actor]
+impl Room {
+    /// Adds a member; replies with how many the room has.
+    fn join(
+        &mut self,
+        id: u64,
+        nick: String,
+        connection: ConnectionRef,
+        kick: oneshot::Sender<()>,
+    ) -> usize {
+        self.broadcast(id, format!("* {nick} joined #{}\n", self.name));
+        self.members.insert(
+            id,
+            Member {
+                nick,
+                connection,
+                kick,
+            },
+        );
+        self.members.len()
+    }
+
+    fn leave(&mut self, id: u64) {
+        if let Some(member) = self.members.remove(&id) {
+            self.broadcast(id, format!("* {} left #{}\n", member.nick, self.name));
+        }
+    }
+
+    fn rename(&mut self, id: u64, nick: String) {
+        if let Some(member) = self.members.get_mut(&id) {
+            let old = std::mem::replace(&mut member.nick, nick.clone());
+            self.broadcast(id, format!("* {old} is now {nick}\n"));
+        }
+    }
+
+    fn say(&mut self, id: u64, text: String) {
+        if let Some(member) = self.members.get(&id) {
+            let line = format!("<{}> {text}\n", member.nick);
+            self.broadcast(id, line);
+        }
+    }
+}
+
+impl Room {
+    /// Sends `line` to every member but `from`, never waiting: a member whose mailbox is
+    /// full is dropped.
+    fn broadcast(&mut self, from: u64, line: String) {
+        let line: Arc<str> = line.into();
+        let mut slow = Vec::new();
+        for (&id, member) in &self.members {
+            if id == from {
+                continue;
+            }
+            if let Err(actors::Error::Full | actors::Error::Closed) =
+                member.connection.try_deliver(line.clone())
+            {
+                slow.push(id);
+            }
+        }
+        for id in slow {
+            if let Some(member) = self.members.remove(&id) {
+                let _ = member.kick.send(());
+            }
+        }
+    }
+}
+
+/// One client: its commands, its room, and the lines rooms deliver to it.
+#[actor(name = "chat_connection", mailbox = 64)]
+struct Connection {
+    id: u64,
+    nick: String,
+    sink: Sink,
+    rooms: RoomsRef,
+    room: Option<(String, RoomRef)>,
+    /// Fires if the current room drops this member for being slow.
+    kicked: Option<oneshot::Receiver<()>>,
+    /// Taken by `on_start`, which gives it to the reader task.
+    stream: Option<runtime::net::Stream>,
+}
+
+#[actor]
+impl Connection {
+    async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        let mut lines = LineReader::new(self.stream.take().expect("set by the acceptor"));
+        let connection = ctx.actor_ref();
+        drop(ctx.runtime().clone().spawn(move |_| async move {
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(line)) => {
+                        if connection.tell_command(line).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(LineError::Closed) => break,
+                    Err(LineError::TooLong) => {
+                        let _ = connection.tell_too_long().await;
+                        return;
+                    }
+                }
+            }
+            let _ = connection.tell_quit().await;
+        }));
+        let greeting = format!(
+            "* welcome, {}: /nick NAME, /join ROOM, then type to talk\n",
+            self.nick
+        );
+        self.write(ctx, greeting).await;
+    }
+
+    async fn on_stop(&mut self) {
+        if let Some((_, room)) = self.room.take() {
+            let _ = room.tell_leave(self.id).await;
+        }
+    }
+
+    /// A line from the client.
+    async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
+        let Ok(line) = String::from_utf8(line) else {
+            return self.write(ctx, "ERR the line is not UTF-8\n").await;
+        };
+        let mut words = line.splitn(2, ' ');
+        let reply = match (words.next().unwrap_or(""), words.next().map(str::trim)) {
+            ("/nick", Some(nick)) if valid_name(nick) => {
+                if let Some((_, room)) = &self.room {
+                    let _ = room.tell_rename(self.id, nick.to_string()).await;
+                }
+                self.nick = nick.to_string();
+                format!("OK you are {nick}\n")
+            }
+            ("/join", Some(name)) if valid_name(name) => self.join(ctx, name).await,
+            ("/nick" | "/join", _) => {
+                "ERR names are 1 to 32 letters, digits, '_' or '-': /nick NAME, /join ROOM\n"
+                    .to_string()
+            }
+            ("/quit", None) => {
+                ctx.stop();
+                "OK bye\n".to_string()
+            }
+            (command, _) if command.starts_with('/') => format!(
+                "ERR unknown command {command}: use /nick NAME, /join ROOM, /quit, or type a \
+                 message\n"
+            ),
+            _ if line.trim().is_empty() => return,
+            _ => match &self.room {
+                Some((_, room)) => {
+                    let _ = room.tell_say(self.id, line).await;
+                    return;
+                }
+                None => "ERR join a room first: /join ROOM\n".to_string(),
+            },
+        };
+        self.write(ctx, reply).await;
+    }
+
+    /// A line a room delivers.
+    async fn deliver(&mut self, ctx: &mut actors::Context<Self>, line: Arc<str>) {
+        self.write(ctx, line.as_bytes().to_vec()).await;
+    }
+
+    async fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
+        let reply = format!("ERR line longer than {MAX_LINE} bytes; closing\n");
+        self.write(ctx, reply).await;
+        ctx.stop();
+    }
+
+    fn quit(&mut self, ctx: &mut actors::Context<Self>) {
+        ctx.stop();
+    }
+}
+
+impl Connection {
+    async fn join(&mut self, ctx: &mut actors::Context<Self>, name: &str) -> String {
+        if let Some((_, old)) = self.room.take() {
+            let _ = old.tell_leave(self.id).await;
+        }
+        let Ok(room) = self.rooms.room(name.to_string()).await else {
+            return "ERR the server is stopping\n".to_string();
+        };
+        let (kick, kicked) = oneshot::channel();
+        match room
+            .join(self.id, self.nick.clone(), ctx.actor_ref(), kick)
+            .await
+        {
+            Ok(count) => {
+                self.room = Some((name.to_string(), room));
+                self.kicked = Some(kicked);
+                format!("OK joined #{name} ({count} here)\n")
+            }
+            Err(_) => "ERR the room is gone\n".to_string(),
+        }
+    }
+
+    /// Writes to the client within the write grace, or stops; stops at once if the room
+    /// kicks this member meanwhile.
+    async fn write(&mut self, ctx: &mut actors::Context<Self>, line: impl Into<Vec<u8>>) {
+        let runtime = ctx.runtime().clone();
+        let mut send = pin!(runtime.timeout(write_grace(), self.sink.send(line.into())));
+        let sent = match self.kicked.as_mut() {
+            None => send.await,
+            Some(kicked) => match select(send.as_mut(), kicked).await {
+                Either::Left((sent, _)) => sent,
+                Either::Right((Ok(()), _)) => {
+                    // Dropped by the room for being slow.
+                    self.room = None;
+                    ctx.stop();
+                    return;
+                }
+                Either::Right((Err(oneshot::Canceled), _)) => {
+                    // The room let go of this member (it left): nothing to watch any more.
+                    self.kicked = None;
+                    send.await
+                }
+            },
+        };
+        if !matches!(sent, Ok(Ok(()))) {
+            self.room = None;
+            ctx.stop();
+        }
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+#[runtime::main]
+async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
+    let address: SocketAddr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:7001".to_string())
+        .parse()
+        .expect("usage: chat [ADDRESS:PORT]");
+    examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
+        .expect("install the signal handlers");
+    let rooms = Rooms {
+        rooms: HashMap::new(),
+    }
+    .spawn(&context);
+    let mut listener = context.bind(address).await?;
+    println!(
+        "chat listening on {}",
+        listener.local_addr().expect("bound")
+    );
+    let next_id = AtomicU64::new(1);
+    let stopped = context.stopped();
+    let mut stopped = pin!(stopped);
+    loop {
+        let accepted = {
+            let accept = pin!(listener.accept());
+            match select(accept, stopped.as_mut()).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(_) => break,
+            }
+        };
+        match accepted {
+            Ok((_, sink, stream)) => {
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                drop(
+                    Connection {
+                        id,
+                        nick: format!("guest{id}"),
+                        sink,
+                        rooms: rooms.clone(),
+                        room: None,
+                        kicked: None,
+                        stream: Some(stream),
+                    }
+                    .spawn(&context),
+                );
+            }
+            Err(error) => eprintln!("chat: accept failed: {error}"),
+        }
+    }
+    println!("chat stopped");
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! What the smoke tests share: start an example as a child process, learn its address from
+//! its first line, talk to it over loopback, and stop it with SIGINT.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running example; killed if a test fails before it stops.
+pub struct Server {
+    pub child: Child,
+    pub output: BufReader<std::process::ChildStdout>,
+    pub address: SocketAddr,
+}
+
+impl Server {
+    /// Starts `binary` on an ephemeral loopback port; its first line must be
+    /// `"<banner> <address>"`.
+    pub fn start(binary: &str, banner: &str) -> Server {
+        Server::start_with(binary, banner, &[])
+    }
+
+    /// `start`, with environment variables set for the example.
+    pub fn start_with(binary: &str, banner: &str, environment: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(binary)
+            .arg("127.0.0.1:0")
+            .envs(environment.iter().copied())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the example starts");
+        let mut output = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        output.read_line(&mut first).unwrap();
+        let address = first
+            .trim()
+            .strip_prefix(banner)
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .trim()
+            .parse()
+            .unwrap();
+        Server {
+            child,
+            output,
+            address,
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            stream,
+        }
+    }
+
+    /// Sends SIGINT and returns everything the example printed after its first line, once
+    /// it exited successfully.
+    pub fn interrupt(mut self) -> String {
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) },
+            0
+        );
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        let mut rest = String::new();
+        self.output.read_to_string(&mut rest).unwrap();
+        rest
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    pub reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    pub fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        line
+    }
+
+    /// Whether the server closed the connection (an end of stream, or a reset) once what it
+    /// sent before is read.
+    pub fn closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        match self.reader.read_to_end(&mut rest) {
+            Ok(_) => true,
+            Err(error) => error.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+}
