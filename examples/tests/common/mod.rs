@@ -24,8 +24,19 @@ impl Server {
 
     /// `start`, with environment variables set for the example.
     pub fn start_with(binary: &str, banner: &str, environment: &[(&str, &str)]) -> Server {
+        Server::launch(binary, banner, &["127.0.0.1:0"], environment)
+    }
+
+    /// Starts `binary` with `arguments` and `environment`; its first line must be
+    /// `"<banner> <address>"`.
+    pub fn launch(
+        binary: &str,
+        banner: &str,
+        arguments: &[&str],
+        environment: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(binary)
-            .arg("127.0.0.1:0")
+            .args(arguments)
             .envs(environment.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
@@ -56,6 +67,23 @@ impl Server {
             reader: BufReader::new(stream.try_clone().unwrap()),
             stream,
         }
+    }
+
+    /// Kills the example with SIGKILL, as a crash would, and waits for it.
+    pub fn kill(mut self) {
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) },
+            0
+        );
+        let _ = self.child.wait();
+    }
+
+    /// The next line the example prints.
+    pub fn printed(&mut self) -> String {
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        line
     }
 
     /// Sends SIGINT and returns everything the example printed after its first line, once

@@ -1,0 +1,368 @@
+//! The key-value service behind the `kv` and `tour` programs: a line protocol over TCP
+//! (`SET key value`, `GET key`, `DEL key`), connection actors on the pool, one dedicated
+//! storage actor owning an append-only log in a paged, checksummed blob, under a supervisor
+//! that restarts it on failure, and a `/metrics` endpoint for Prometheus.
+//!
+//! Durability: a `SET` or `DEL` is answered `OK` only after its record is synced, so an
+//! acknowledged write survives SIGKILL. On start the store replays the log, and cuts a
+//! record a crash left half written.
+
+use crate::lines::{LineError, LineReader, MAX_LINE};
+use actors::prelude::*;
+use actors::supervisor::{ChildSpec, Strategy, Supervisor, SupervisorRef};
+use futures::future::{Either, select};
+use runtime::buffer::paged::{CacheRef, Writer};
+use runtime::net::{Listener, Sink};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::{NonZeroU16, NonZeroUsize};
+use std::pin::pin;
+
+/// The log's page size and the store's write buffer.
+const PAGE: u16 = 4096;
+const BUFFER: usize = 64 * (PAGE as usize + runtime::buffer::paged::CHECKSUM_SIZE as usize);
+
+/// Record kinds in the log.
+const SET: u8 = 1;
+const DEL: u8 = 2;
+
+/// The storage actor: the map in memory, and the log that rebuilds it.
+#[actor(dedicated, name = "kv_store", mailbox = 256)]
+pub struct Store {
+    map: HashMap<String, String>,
+    writer: Option<Writer>,
+    cache: CacheRef,
+}
+
+impl Store {
+    fn new(cache: CacheRef) -> Self {
+        Store {
+            map: HashMap::new(),
+            writer: None,
+            cache,
+        }
+    }
+
+    /// Appends `record` and syncs it; a storage error fails the actor, and its supervisor
+    /// restarts it from the log.
+    async fn log(&mut self, record: Vec<u8>) {
+        let writer = self.writer.take().expect("opened in on_start");
+        let (writer, _) = writer
+            .append(&record)
+            .await
+            .unwrap_or_else(|error| panic!("kv log append failed: {error}"));
+        let writer = writer
+            .sync()
+            .await
+            .unwrap_or_else(|error| panic!("kv log sync failed: {error}"));
+        self.writer = Some(writer);
+    }
+}
+
+#[actor]
+impl Store {
+    /// Opens the log and replays it into the map.
+    async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        let (blob, size) = ctx
+            .runtime()
+            .open("kv", b"log")
+            .await
+            .unwrap_or_else(|error| panic!("kv: opening the log failed: {error}"));
+        let writer = Writer::new(blob, size, BUFFER, self.cache.clone())
+            .await
+            .unwrap_or_else(|error| panic!("kv: recovering the log failed: {error}"));
+        let bytes = writer
+            .read_at(0, writer.size() as usize)
+            .await
+            .unwrap_or_else(|error| panic!("kv: reading the log failed: {error}"));
+        let valid = replay(&bytes, &mut self.map);
+        // A record a crash left half written is cut, so appends continue after the last
+        // whole one.
+        let writer = if valid < bytes.len() {
+            writer
+                .truncate(valid as u64)
+                .await
+                .unwrap_or_else(|error| panic!("kv: cutting a torn record failed: {error}"))
+        } else {
+            writer
+        };
+        self.writer = Some(writer);
+    }
+
+    async fn set(&mut self, key: String, value: String) {
+        self.log(record(SET, &key, &value)).await;
+        self.map.insert(key, value);
+    }
+
+    fn get(&self, key: String) -> Option<String> {
+        self.map.get(&key).cloned()
+    }
+
+    /// Removes `key`; replies whether it was there.
+    async fn del(&mut self, key: String) -> bool {
+        if !self.map.contains_key(&key) {
+            return false;
+        }
+        self.log(record(DEL, &key, "")).await;
+        self.map.remove(&key);
+        true
+    }
+
+    /// Fails on purpose: for showing a supervised restart.
+    fn fail(&mut self) {
+        panic!("kv store failing on purpose");
+    }
+}
+
+/// A log record: kind, key length and key, value length and value (lengths `u32` LE).
+fn record(kind: u8, key: &str, value: &str) -> Vec<u8> {
+    let mut record = Vec::with_capacity(9 + key.len() + value.len());
+    record.push(kind);
+    record.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    record.extend_from_slice(key.as_bytes());
+    record.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    record.extend_from_slice(value.as_bytes());
+    record
+}
+
+/// Applies every whole record of `log` to `map`; returns where the whole records end.
+fn replay(log: &[u8], map: &mut HashMap<String, String>) -> usize {
+    let mut at = 0;
+    loop {
+        let Some((kind, key, value, next)) = parse(log, at) else {
+            return at;
+        };
+        match kind {
+            SET => {
+                map.insert(key, value);
+            }
+            _ => {
+                map.remove(&key);
+            }
+        }
+        at = next;
+    }
+}
+
+fn parse(log: &[u8], at: usize) -> Option<(u8, String, String, usize)> {
+    let kind = *log.get(at)?;
+    if kind != SET && kind != DEL {
+        return None;
+    }
+    let field = |at: usize| -> Option<(String, usize)> {
+        let len = u32::from_le_bytes(log.get(at..at + 4)?.try_into().ok()?) as usize;
+        let bytes = log.get(at + 4..at + 4 + len)?;
+        Some((String::from_utf8(bytes.to_vec()).ok()?, at + 4 + len))
+    };
+    let (key, next) = field(at + 1)?;
+    let (value, next) = field(next)?;
+    Some((kind, key, value, next))
+}
+
+/// One client connection: parses commands and asks the store.
+#[actor(name = "kv_connection")]
+struct Connection {
+    sink: Sink,
+    store: StoreRef,
+    stream: Option<runtime::net::Stream>,
+}
+
+#[actor]
+impl Connection {
+    async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        let mut lines = LineReader::new(self.stream.take().expect("set by the acceptor"));
+        let connection = ctx.actor_ref();
+        drop(ctx.runtime().clone().spawn(move |_| async move {
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(line)) => {
+                        if connection.tell_command(line).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(LineError::Closed) => return,
+                    Err(LineError::TooLong) => {
+                        let _ = connection.tell_too_long().await;
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+
+    async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
+        let reply = match String::from_utf8(line) {
+            Ok(line) => answer(&self.store, &line).await,
+            Err(_) => "ERR the line is not UTF-8\n".to_string(),
+        };
+        if self.sink.send(reply.into_bytes()).await.is_err() {
+            ctx.stop();
+        }
+    }
+
+    async fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
+        let reply = format!("ERR line longer than {MAX_LINE} bytes; closing\n");
+        let _ = self.sink.send(reply.into_bytes()).await;
+        ctx.stop();
+    }
+}
+
+/// The reply to one protocol line.
+pub async fn answer(store: &StoreRef, line: &str) -> String {
+    let mut words = line.splitn(3, ' ');
+    let command = words.next().unwrap_or("");
+    let key = words.next().filter(|key| !key.is_empty());
+    let rest = words.next();
+    let failed = |error: actors::Error| format!("ERR storage unavailable ({error}); try again\n");
+    match (command, key, rest) {
+        ("SET", Some(key), Some(value)) => match store.set(key.into(), value.into()).await {
+            Ok(()) => "OK\n".to_string(),
+            Err(error) => failed(error),
+        },
+        ("GET", Some(key), None) => match store.get(key.into()).await {
+            Ok(Some(value)) => format!("VALUE {value}\n"),
+            Ok(None) => "NOT_FOUND\n".to_string(),
+            Err(error) => failed(error),
+        },
+        ("DEL", Some(key), None) => match store.del(key.into()).await {
+            Ok(true) => "OK\n".to_string(),
+            Ok(false) => "NOT_FOUND\n".to_string(),
+            Err(error) => failed(error),
+        },
+        _ => "ERR expected SET key value, GET key or DEL key\n".to_string(),
+    }
+}
+
+/// A running service: its store, its supervisor and where it listens.
+pub struct Service {
+    pub store: StoreRef,
+    pub supervisor: SupervisorRef,
+    pub address: SocketAddr,
+    pub metrics: SocketAddr,
+}
+
+/// Starts the service: the supervised store, the protocol on `address` and `/metrics` on
+/// `metrics`. The listeners run until the runtime stops.
+pub async fn serve(
+    context: &runtime::Context,
+    address: SocketAddr,
+    metrics: SocketAddr,
+) -> Result<Service, runtime::Error> {
+    let cache = CacheRef::new(
+        NonZeroU16::new(PAGE).expect("non-zero"),
+        NonZeroUsize::new(256).expect("non-zero"),
+    );
+    let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
+    let store = supervisor.child(ChildSpec::new(move || Store::new(cache.clone())));
+    let supervisor = supervisor.spawn(context);
+    let listener = context.bind(address).await?;
+    let metrics_listener = context.bind(metrics).await?;
+    let service = Service {
+        store: store.clone(),
+        supervisor,
+        address: listener
+            .local_addr()
+            .map_err(|error| runtime::Error::BindFailed(address, error))?,
+        metrics: metrics_listener
+            .local_addr()
+            .map_err(|error| runtime::Error::BindFailed(metrics, error))?,
+    };
+    let accepting = context.clone();
+    drop(context.clone().spawn(move |_| async move {
+        accept(accepting, listener, store).await;
+    }));
+    let exposing = context.clone();
+    drop(context.clone().spawn(move |_| async move {
+        serve_metrics(exposing, metrics_listener).await;
+    }));
+    Ok(service)
+}
+
+async fn accept(context: runtime::Context, mut listener: Listener, store: StoreRef) {
+    let stopped = context.stopped();
+    let mut stopped = pin!(stopped);
+    loop {
+        let accepted = {
+            let accept = pin!(listener.accept());
+            match select(accept, stopped.as_mut()).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(_) => return,
+            }
+        };
+        match accepted {
+            Ok((_, sink, stream)) => drop(
+                Connection {
+                    sink,
+                    store: store.clone(),
+                    stream: Some(stream),
+                }
+                .spawn(&context),
+            ),
+            Err(error) => eprintln!("kv: accept failed: {error}"),
+        }
+    }
+}
+
+/// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
+/// one request per connection.
+async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
+    let stopped = context.stopped();
+    let mut stopped = pin!(stopped);
+    loop {
+        let accepted = {
+            let accept = pin!(listener.accept());
+            match select(accept, stopped.as_mut()).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(_) => return,
+            }
+        };
+        let Ok((_, mut sink, stream)) = accepted else {
+            continue;
+        };
+        let exposition = context.clone();
+        drop(context.clone().spawn(move |_| async move {
+            let mut lines = LineReader::new(stream);
+            let Ok(Some(request)) = lines.next_line().await else {
+                return;
+            };
+            // The headers, up to the blank line.
+            while let Ok(Some(header)) = lines.next_line().await {
+                if header.is_empty() {
+                    break;
+                }
+            }
+            let (status, body) = if request.starts_with(b"GET /metrics ") {
+                ("200 OK", exposition.encode())
+            } else {
+                (
+                    "404 Not Found",
+                    "only GET /metrics is served here\n".to_string(),
+                )
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sink.send(response.into_bytes()).await;
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_replay_and_a_torn_tail_is_cut() {
+        let mut log = record(SET, "a", "1");
+        log.extend(record(SET, "b", "two words"));
+        log.extend(record(DEL, "a", ""));
+        let whole = log.len();
+        log.extend(&record(SET, "c", "3")[..5]);
+        let mut map = HashMap::new();
+        assert_eq!(replay(&log, &mut map), whole);
+        assert_eq!(map.len(), 1);
+        assert_eq!(map["b"], "two words");
+    }
+}
