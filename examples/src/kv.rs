@@ -89,17 +89,17 @@ impl Store {
         self.writer = Some(writer);
     }
 
-    async fn set(&mut self, key: String, value: String) {
+    pub async fn set(&mut self, key: String, value: String) {
         self.log(record(SET, &key, &value)).await;
         self.map.insert(key, value);
     }
 
-    fn get(&self, key: String) -> Option<String> {
+    pub fn get(&self, key: String) -> Option<String> {
         self.map.get(&key).cloned()
     }
 
     /// Removes `key`; replies whether it was there.
-    async fn del(&mut self, key: String) -> bool {
+    pub async fn del(&mut self, key: String) -> bool {
         if !self.map.contains_key(&key) {
             return false;
         }
@@ -109,7 +109,7 @@ impl Store {
     }
 
     /// Fails on purpose: for showing a supervised restart.
-    fn fail(&mut self) {
+    pub fn fail(&mut self) {
         panic!("kv store failing on purpose");
     }
 }
