@@ -1,8 +1,8 @@
 //! Runnable programs that show the framework: `cargo run -p examples --bin NAME`.
 //!
-//! `hello`, `echo`, `chat` and `kv` run now; `tour` arrives with the rest of the examples
-//! issue. This library holds what the programs share: a line reader and the
-//! Ctrl-C handling.
+//! `tour`, `kv`, `chat`, `echo` and `hello`. This library holds what they share: the `kv`
+//! service (which `tour` runs in-process), a line reader for their line protocols, and the
+//! Ctrl-C handling that turns a signal into a runtime stop.
 
 pub mod interrupt;
 pub mod kv;
