@@ -5,7 +5,8 @@
 //!
 //! Durability: a `SET` or `DEL` is answered `OK` only after its record is synced, so an
 //! acknowledged write survives SIGKILL. On start the store replays the log, and cuts a
-//! record a crash left half written.
+//! record a crash left half written. A write answered `ERR storage unavailable` (the store
+//! failed while handling it) may or may not have been logged: retry it.
 
 use crate::lines::{LineError, LineReader, MAX_LINE};
 use actors::prelude::*;
@@ -71,14 +72,26 @@ impl Store {
         let writer = Writer::new(blob, size, BUFFER, self.cache.clone())
             .await
             .unwrap_or_else(|error| panic!("kv: recovering the log failed: {error}"));
-        let bytes = writer
-            .read_at(0, writer.size() as usize)
-            .await
-            .unwrap_or_else(|error| panic!("kv: reading the log failed: {error}"));
+        // Page by page: after a lost machine a page may be missing in the middle of the log
+        // (see `runtime::buffer::paged`); everything before it is kept, the rest cut.
+        let size = writer.size();
+        let mut bytes = Vec::with_capacity(size as usize);
+        while (bytes.len() as u64) < size {
+            let offset = bytes.len() as u64;
+            let len = (size - offset).min(u64::from(PAGE)) as usize;
+            match writer.read_at(offset, len).await {
+                Ok(page) => bytes.extend_from_slice(&page),
+                Err(runtime::Error::BlobCorrupt { .. }) => {
+                    eprintln!("kv: the log is damaged at byte {offset}; keeping what precedes it");
+                    break;
+                }
+                Err(error) => panic!("kv: reading the log failed: {error}"),
+            }
+        }
         let valid = replay(&bytes, &mut self.map);
         // A record a crash left half written is cut, so appends continue after the last
         // whole one.
-        let writer = if valid < bytes.len() {
+        let writer = if (valid as u64) < size {
             writer
                 .truncate(valid as u64)
                 .await
@@ -252,11 +265,11 @@ pub async fn serve(
         NonZeroU16::new(PAGE).expect("non-zero"),
         NonZeroUsize::new(256).expect("non-zero"),
     );
+    let listener = context.bind(address).await?;
+    let metrics_listener = context.bind(metrics).await?;
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
     let store = supervisor.child(ChildSpec::new(move || Store::new(cache.clone())));
     let supervisor = supervisor.spawn(context);
-    let listener = context.bind(address).await?;
-    let metrics_listener = context.bind(metrics).await?;
     let service = Service {
         store: store.clone(),
         supervisor,
@@ -298,7 +311,11 @@ async fn accept(context: runtime::Context, mut listener: Listener, store: StoreR
                 }
                 .spawn(&context),
             ),
-            Err(error) => eprintln!("kv: accept failed: {error}"),
+            Err(error) => {
+                eprintln!("kv: accept failed: {error}");
+                // A lasting failure (out of descriptors) must not spin.
+                context.sleep(std::time::Duration::from_millis(100)).await;
+            }
         }
     }
 }
@@ -317,6 +334,7 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
             }
         };
         let Ok((_, mut sink, stream)) = accepted else {
+            context.sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
         let exposition = context.clone();
@@ -340,7 +358,8 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
                 )
             };
             let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
+                 charset=utf-8\r\n\
                  Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );

@@ -33,6 +33,12 @@ impl LineReader {
         loop {
             let byte = match self.stream.recv(1).await {
                 Ok(byte) => byte.coalesce()[0],
+                // The runtime's read timeout: a quiet client is not a gone one.
+                Err(runtime::Error::RecvFailed(error))
+                    if error.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    continue;
+                }
                 Err(_) if line.is_empty() => return Ok(None),
                 Err(_) => return Err(LineError::Closed),
             };
@@ -47,5 +53,34 @@ impl LineReader {
             }
             line.push(byte);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime::prelude::*;
+    use std::time::Duration;
+
+    /// A client quiet for longer than the runtime's read timeout is still there: its next
+    /// line arrives, rather than the reader reporting an end of stream.
+    #[test]
+    fn a_quiet_client_outlasts_the_read_timeout() {
+        let config = runtime::Config::default().with_read_write_timeout(Duration::from_millis(50));
+        runtime::Runner::new(config).start(|context| async move {
+            let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let client = context.clone().spawn(move |context| async move {
+                let (mut sink, _stream) = context.dial(address).await.unwrap();
+                // Quiet for several read timeouts of the server's side.
+                context.sleep(Duration::from_millis(300)).await;
+                sink.send(b"after a while\n".as_slice()).await.unwrap();
+            });
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut lines = LineReader::new(stream);
+            let line = lines.next_line().await.unwrap();
+            assert_eq!(line.as_deref(), Some(b"after a while".as_slice()));
+            client.await.unwrap();
+        });
     }
 }

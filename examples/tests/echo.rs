@@ -36,5 +36,17 @@ fn echo_answers_lines_survives_bad_clients_and_stops_on_sigint() {
     second.send(b"unaffected\n");
     assert_eq!(second.line(), "unaffected\n");
 
+    // A second server on the same address fails, and exits rather than hang (its signal
+    // task is released on the way out).
+    let mut second_server = std::process::Command::new(env!("CARGO_BIN_EXE_echo"))
+        .arg(server.address.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _watchdog = common::Watchdog::new(second_server.id());
+    let status = second_server.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{status}");
+
     assert_eq!(server.interrupt(), "echo stopped\n");
 }

@@ -2,14 +2,19 @@
 //! request answered, the injected storage failure survived, the data intact, the metrics
 //! printed.
 
-use std::process::Command;
+mod common;
+
+use std::process::{Command, Stdio};
 
 #[test]
 fn the_tour_survives_its_injected_failure_and_prints_a_summary() {
-    let output = Command::new(env!("CARGO_BIN_EXE_tour"))
+    let child = Command::new(env!("CARGO_BIN_EXE_tour"))
         .env("TOUR_REQUESTS_PER_CLIENT", "400")
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("the tour runs");
+    let _watchdog = common::Watchdog::new(child.id());
+    let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("requests            3200\n"), "{stdout}");

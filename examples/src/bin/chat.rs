@@ -8,8 +8,8 @@
 //! alphabet), `/quit`; any other line is a message to the current room, which every other
 //! member receives as `<nick> message`. Mistakes get an `ERR ...` line and the connection
 //! stays. Rooms never wait for their members: a member whose connection cannot keep up
-//! (its bounded mailbox full) is dropped from the room and disconnected, and the room goes
-//! on. Ctrl-C stops the server cleanly.
+//! (64 lines waiting to be written to its client) is dropped from the room and
+//! disconnected, and the room goes on. Ctrl-C stops the server cleanly.
 
 use actors::prelude::*;
 use examples::lines::{LineError, LineReader, MAX_LINE};
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long a connection may take to write one line to its client before it is dropped:
@@ -54,12 +54,20 @@ impl Rooms {
     }
 }
 
+/// Lines a room may have waiting for one member before it drops the member as too slow.
+const MAX_BACKLOG: usize = 64;
+
 /// A member as a room sees it.
 struct Member {
     nick: String,
     connection: ConnectionRef,
-    /// Fired when the room drops the member for being slow: its connection closes at once,
-    /// even in the middle of a write its client does not read.
+    /// Lines delivered to the connection and not yet written to its client: shared with the
+    /// connection, which counts down as it writes. Counted apart from its mailbox, which
+    /// also holds the client's own commands.
+    backlog: Arc<AtomicUsize>,
+    /// Fired when the room drops the member for being slow: its connection actor stops at
+    /// once, even in the middle of a write its client does not read (the socket then closes
+    /// once that write ends).
     kick: oneshot::Sender<()>,
 }
 
@@ -77,6 +85,7 @@ impl Room {
         id: u64,
         nick: String,
         connection: ConnectionRef,
+        backlog: Arc<AtomicUsize>,
         kick: oneshot::Sender<()>,
     ) -> usize {
         self.broadcast(id, format!("* {nick} joined #{}\n", self.name));
@@ -85,6 +94,7 @@ impl Room {
             Member {
                 nick,
                 connection,
+                backlog,
                 kick,
             },
         );
@@ -113,8 +123,8 @@ impl Room {
 }
 
 impl Room {
-    /// Sends `line` to every member but `from`, never waiting: a member whose mailbox is
-    /// full is dropped.
+    /// Sends `line` to every member but `from`, never waiting: a member with
+    /// `MAX_BACKLOG` lines still unwritten (or a full mailbox) is dropped and kicked.
     fn broadcast(&mut self, from: u64, line: String) {
         let line: Arc<str> = line.into();
         let mut slow = Vec::new();
@@ -122,8 +132,8 @@ impl Room {
             if id == from {
                 continue;
             }
-            if let Err(actors::Error::Full | actors::Error::Closed) =
-                member.connection.try_deliver(line.clone())
+            if member.backlog.fetch_add(1, Ordering::AcqRel) >= MAX_BACKLOG
+                || member.connection.try_deliver(line.clone()).is_err()
             {
                 slow.push(id);
             }
@@ -131,13 +141,14 @@ impl Room {
         for id in slow {
             if let Some(member) = self.members.remove(&id) {
                 let _ = member.kick.send(());
+                self.broadcast(id, format!("* {} was too slow and left\n", member.nick));
             }
         }
     }
 }
 
 /// One client: its commands, its room, and the lines rooms deliver to it.
-#[actor(name = "chat_connection", mailbox = 64)]
+#[actor(name = "chat_connection", mailbox = 1024)]
 struct Connection {
     id: u64,
     nick: String,
@@ -146,6 +157,8 @@ struct Connection {
     room: Option<(String, RoomRef)>,
     /// Fires if the current room drops this member for being slow.
     kicked: Option<oneshot::Receiver<()>>,
+    /// Lines rooms delivered and this connection has not written yet (see `Member`).
+    backlog: Arc<AtomicUsize>,
     /// Taken by `on_start`, which gives it to the reader task.
     stream: Option<runtime::net::Stream>,
 }
@@ -187,6 +200,10 @@ impl Connection {
 
     /// A line from the client.
     async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
+        if self.was_kicked() {
+            ctx.stop();
+            return;
+        }
         let Ok(line) = String::from_utf8(line) else {
             return self.write(ctx, "ERR the line is not UTF-8\n").await;
         };
@@ -227,6 +244,7 @@ impl Connection {
     /// A line a room delivers.
     async fn deliver(&mut self, ctx: &mut actors::Context<Self>, line: Arc<str>) {
         self.write(ctx, line.as_bytes().to_vec()).await;
+        self.backlog.fetch_sub(1, Ordering::AcqRel);
     }
 
     async fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
@@ -250,7 +268,13 @@ impl Connection {
         };
         let (kick, kicked) = oneshot::channel();
         match room
-            .join(self.id, self.nick.clone(), ctx.actor_ref(), kick)
+            .join(
+                self.id,
+                self.nick.clone(),
+                ctx.actor_ref(),
+                self.backlog.clone(),
+                kick,
+            )
             .await
         {
             Ok(count) => {
@@ -285,9 +309,21 @@ impl Connection {
             },
         };
         if !matches!(sent, Ok(Ok(()))) {
-            self.room = None;
+            // The client is gone: `on_stop` tells the room.
             ctx.stop();
         }
+    }
+
+    /// Whether the room dropped this member for being slow (it already removed it).
+    fn was_kicked(&mut self) -> bool {
+        let kicked = matches!(
+            self.kicked.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(Some(())))
+        );
+        if kicked {
+            self.room = None;
+        }
+        kicked
     }
 }
 
@@ -305,7 +341,8 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         .unwrap_or_else(|| "127.0.0.1:7001".to_string())
         .parse()
         .expect("usage: chat [ADDRESS:PORT]");
-    examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
+    // Held to the end: on an early return it releases the signal-waiting task.
+    let _interrupts = examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
         .expect("install the signal handlers");
     let rooms = Rooms {
         rooms: HashMap::new(),
@@ -338,6 +375,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
                         rooms: rooms.clone(),
                         room: None,
                         kicked: None,
+                        backlog: Arc::new(AtomicUsize::new(0)),
                         stream: Some(stream),
                     }
                     .spawn(&context),

@@ -30,7 +30,8 @@ fn main() {
     let data = args.next().unwrap_or_else(|| "./kv-data".into());
     let config = runtime::Config::default().with_storage_directory(data);
     runtime::Runner::new(config).start(|context| async move {
-        examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
+        // Held to the end: on an early return it releases the signal-waiting task.
+        let _interrupts = examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
             .expect("install the signal handlers");
         let service = examples::kv::serve(&context, address, metrics)
             .await

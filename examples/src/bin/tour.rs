@@ -71,7 +71,7 @@ async fn client(
 
 fn progress(done: usize, total: usize) {
     const WIDTH: usize = 40;
-    let filled = done * WIDTH / total;
+    let filled = done * WIDTH / total.max(1);
     print!(
         "\r  [{}{}] {done:>6}/{total} requests",
         "#".repeat(filled),
@@ -81,6 +81,9 @@ fn progress(done: usize, total: usize) {
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
     let index = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[index]
 }

@@ -8,11 +8,40 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A running example; killed if a test fails before it stops.
+/// How long an example may run in a test before the watchdog kills it: a hung server then
+/// fails its test (its output ends) rather than hanging the suite.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Kills process `pid` unless dropped within `DEADLINE`.
+pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+impl Watchdog {
+    pub fn new(pid: u32) -> Watchdog {
+        let (done, watching) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watching.recv_timeout(DEADLINE)
+            {
+                eprintln!("the example ran past {DEADLINE:?}: killing it");
+                // SAFETY: signalling our own child process.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        });
+        Watchdog(Some(done))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.0.take());
+    }
+}
+
+/// A running example; killed if a test fails before it stops, or runs past the deadline.
 pub struct Server {
     pub child: Child,
     pub output: BufReader<std::process::ChildStdout>,
     pub address: SocketAddr,
+    _watchdog: Watchdog,
 }
 
 impl Server {
@@ -41,6 +70,7 @@ impl Server {
             .stdout(Stdio::piped())
             .spawn()
             .expect("the example starts");
+        let watchdog = Watchdog::new(child.id());
         let mut output = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
         output.read_line(&mut first).unwrap();
@@ -55,6 +85,7 @@ impl Server {
             child,
             output,
             address,
+            _watchdog: watchdog,
         }
     }
 
