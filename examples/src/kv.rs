@@ -8,16 +8,14 @@
 //! record a crash left half written. A write answered `ERR storage unavailable` (the store
 //! failed while handling it) may or may not have been logged: retry it.
 
-use crate::lines::{LineError, LineReader, MAX_LINE};
+use crate::lines::{Event, LineReader, MAX_LINE, accept_until_stopped, spawn_reader};
 use actors::prelude::*;
 use actors::supervisor::{ChildSpec, Strategy, Supervisor, SupervisorRef};
-use futures::future::{Either, select};
 use runtime::buffer::paged::{CacheRef, Writer};
 use runtime::net::{Listener, Sink};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
-use std::pin::pin;
 
 /// The log's page size and the store's write buffer.
 const PAGE: u16 = 4096;
@@ -183,24 +181,18 @@ struct Connection {
 #[actor]
 impl Connection {
     async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
-        let mut lines = LineReader::new(self.stream.take().expect("set by the acceptor"));
         let connection = ctx.actor_ref();
-        drop(ctx.runtime().clone().spawn(move |_| async move {
-            loop {
-                match lines.next_line().await {
-                    Ok(Some(line)) => {
-                        if connection.tell_command(line).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(LineError::Closed) => return,
-                    Err(LineError::TooLong) => {
-                        let _ = connection.tell_too_long().await;
-                        return;
-                    }
+        let stream = self.stream.take().expect("set by the acceptor");
+        spawn_reader(ctx.runtime(), stream, move |event| {
+            let connection = connection.clone();
+            async move {
+                match event {
+                    Event::Line(line) => connection.tell_command(line).await.is_ok(),
+                    Event::TooLong => connection.tell_too_long().await.is_ok(),
+                    Event::End => true,
                 }
             }
-        }));
+        });
     }
 
     async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
@@ -292,51 +284,23 @@ pub async fn serve(
 }
 
 async fn accept(context: runtime::Context, mut listener: Listener, store: StoreRef) {
-    let stopped = context.stopped();
-    let mut stopped = pin!(stopped);
-    loop {
-        let accepted = {
-            let accept = pin!(listener.accept());
-            match select(accept, stopped.as_mut()).await {
-                Either::Left((accepted, _)) => accepted,
-                Either::Right(_) => return,
+    accept_until_stopped(&context, &mut listener, "kv", |sink, stream| {
+        drop(
+            Connection {
+                sink,
+                store: store.clone(),
+                stream: Some(stream),
             }
-        };
-        match accepted {
-            Ok((_, sink, stream)) => drop(
-                Connection {
-                    sink,
-                    store: store.clone(),
-                    stream: Some(stream),
-                }
-                .spawn(&context),
-            ),
-            Err(error) => {
-                eprintln!("kv: accept failed: {error}");
-                // A lasting failure (out of descriptors) must not spin.
-                context.sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
+            .spawn(&context),
+        );
+    })
+    .await;
 }
 
 /// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
 /// one request per connection.
 async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
-    let stopped = context.stopped();
-    let mut stopped = pin!(stopped);
-    loop {
-        let accepted = {
-            let accept = pin!(listener.accept());
-            match select(accept, stopped.as_mut()).await {
-                Either::Left((accepted, _)) => accepted,
-                Either::Right(_) => return,
-            }
-        };
-        let Ok((_, mut sink, stream)) = accepted else {
-            context.sleep(std::time::Duration::from_millis(100)).await;
-            continue;
-        };
+    accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
         let exposition = context.clone();
         drop(context.clone().spawn(move |_| async move {
             let mut lines = LineReader::new(stream);
@@ -359,13 +323,13 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
             };
             let response = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
-                 charset=utf-8\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                 charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = sink.send(response.into_bytes()).await;
         }));
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -56,6 +56,72 @@ impl LineReader {
     }
 }
 
+/// What a connection's reader task hands on.
+pub enum Event {
+    /// A whole line, without its ending.
+    Line(Vec<u8>),
+    /// A line grew past [`MAX_LINE`]; the reader stops.
+    TooLong,
+    /// The client closed the connection (or it failed); the reader stops.
+    End,
+}
+
+/// Spawns, in `scope` (an actor's own scope, so it ends with the actor), the task that reads
+/// `stream` line by line and hands each [`Event`] to `deliver`; it stops after `TooLong` or
+/// `End`, or when `deliver` answers `false` (the actor is gone).
+pub fn spawn_reader<F, Fut>(scope: &runtime::Context, stream: runtime::net::Stream, mut deliver: F)
+where
+    F: FnMut(Event) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    use runtime::Spawner as _;
+    let mut lines = LineReader::new(stream);
+    drop(scope.clone().spawn(move |_| async move {
+        loop {
+            let event = match lines.next_line().await {
+                Ok(Some(line)) => Event::Line(line),
+                Ok(None) | Err(LineError::Closed) => Event::End,
+                Err(LineError::TooLong) => Event::TooLong,
+            };
+            let last = !matches!(event, Event::Line(_));
+            if !deliver(event).await || last {
+                return;
+            }
+        }
+    }));
+}
+
+/// Accepts connections on `listener` and hands each to `accepted`, until the runtime is
+/// asked to stop. A failing accept is reported and retried after a pause (a lasting
+/// failure, such as running out of descriptors, must not spin).
+pub async fn accept_until_stopped(
+    context: &runtime::Context,
+    listener: &mut runtime::net::Listener,
+    name: &str,
+    mut accepted: impl FnMut(runtime::net::Sink, runtime::net::Stream),
+) {
+    use futures::future::{Either, select};
+    use runtime::prelude::*;
+    let stopped = context.stopped();
+    let mut stopped = std::pin::pin!(stopped);
+    loop {
+        let result = {
+            let accept = std::pin::pin!(listener.accept());
+            match select(accept, stopped.as_mut()).await {
+                Either::Left((result, _)) => result,
+                Either::Right(_) => return,
+            }
+        };
+        match result {
+            Ok((_, sink, stream)) => accepted(sink, stream),
+            Err(error) => {
+                eprintln!("{name}: accept failed: {error}");
+                context.sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

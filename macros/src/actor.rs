@@ -8,6 +8,7 @@
 //! (whose supertrait `Declared` reports a missing struct half) and the ref's methods.
 //! Generated code names the crate by absolute paths (`::actors::...`).
 
+use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt as _;
@@ -269,20 +270,6 @@ fn did_you_mean(word: &str, candidates: &[&str]) -> String {
         .min()
         .map(|(_, candidate)| format!(" (did you mean `{candidate}`?)"))
         .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous[j] + usize::from(ca != *cb);
-            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 fn snake_case(name: &str) -> String {

@@ -271,8 +271,8 @@ fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Er
     syn::Error::new(path.span(), message)
 }
 
-/// Levenshtein distance, for "did you mean" suggestions.
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance, for "did you mean" suggestions (also `#[actor]`'s).
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

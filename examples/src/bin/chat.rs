@@ -12,7 +12,7 @@
 //! disconnected, and the room goes on. Ctrl-C stops the server cleanly.
 
 use actors::prelude::*;
-use examples::lines::{LineError, LineReader, MAX_LINE};
+use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
 use futures::channel::oneshot;
 use futures::future::{Either, select};
 use runtime::net::Sink;
@@ -166,25 +166,18 @@ struct Connection {
 #[actor]
 impl Connection {
     async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
-        let mut lines = LineReader::new(self.stream.take().expect("set by the acceptor"));
         let connection = ctx.actor_ref();
-        drop(ctx.runtime().clone().spawn(move |_| async move {
-            loop {
-                match lines.next_line().await {
-                    Ok(Some(line)) => {
-                        if connection.tell_command(line).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(LineError::Closed) => break,
-                    Err(LineError::TooLong) => {
-                        let _ = connection.tell_too_long().await;
-                        return;
-                    }
+        let stream = self.stream.take().expect("set by the acceptor");
+        spawn_reader(ctx.runtime(), stream, move |event| {
+            let connection = connection.clone();
+            async move {
+                match event {
+                    Event::Line(line) => connection.tell_command(line).await.is_ok(),
+                    Event::TooLong => connection.tell_too_long().await.is_ok(),
+                    Event::End => connection.tell_quit().await.is_ok(),
                 }
             }
-            let _ = connection.tell_quit().await;
-        }));
+        });
         let greeting = format!(
             "* welcome, {}: /nick NAME, /join ROOM, then type to talk\n",
             self.nick
@@ -354,36 +347,23 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         listener.local_addr().expect("bound")
     );
     let next_id = AtomicU64::new(1);
-    let stopped = context.stopped();
-    let mut stopped = pin!(stopped);
-    loop {
-        let accepted = {
-            let accept = pin!(listener.accept());
-            match select(accept, stopped.as_mut()).await {
-                Either::Left((accepted, _)) => accepted,
-                Either::Right(_) => break,
+    accept_until_stopped(&context, &mut listener, "chat", |sink, stream| {
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        drop(
+            Connection {
+                id,
+                nick: format!("guest{id}"),
+                sink,
+                rooms: rooms.clone(),
+                room: None,
+                kicked: None,
+                backlog: Arc::new(AtomicUsize::new(0)),
+                stream: Some(stream),
             }
-        };
-        match accepted {
-            Ok((_, sink, stream)) => {
-                let id = next_id.fetch_add(1, Ordering::Relaxed);
-                drop(
-                    Connection {
-                        id,
-                        nick: format!("guest{id}"),
-                        sink,
-                        rooms: rooms.clone(),
-                        room: None,
-                        kicked: None,
-                        backlog: Arc::new(AtomicUsize::new(0)),
-                        stream: Some(stream),
-                    }
-                    .spawn(&context),
-                );
-            }
-            Err(error) => eprintln!("chat: accept failed: {error}"),
-        }
-    }
+            .spawn(&context),
+        );
+    })
+    .await;
     println!("chat stopped");
     Ok(())
 }

@@ -9,11 +9,9 @@
 //! are untouched), and on Ctrl-C stops accepting, lets its actors go, and exits 0.
 
 use actors::prelude::*;
-use examples::lines::{LineError, LineReader, MAX_LINE};
-use futures::future::{Either, select};
+use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
 use runtime::net::Sink;
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::time::Duration;
 
 /// One client connection: echoes the lines its reader task hands it.
@@ -27,25 +25,18 @@ struct Connection {
 #[actor]
 impl Connection {
     async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
-        let mut lines = LineReader::new(self.stream.take().expect("set by the acceptor"));
         let connection = ctx.actor_ref();
-        // In the actor's scope: it ends when the actor stops.
-        drop(ctx.runtime().clone().spawn(move |_| async move {
-            loop {
-                match lines.next_line().await {
-                    Ok(Some(line)) => {
-                        if connection.tell_line(line).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(LineError::Closed) => return,
-                    Err(LineError::TooLong) => {
-                        let _ = connection.tell_too_long().await;
-                        return;
-                    }
+        let stream = self.stream.take().expect("set by the acceptor");
+        spawn_reader(ctx.runtime(), stream, move |event| {
+            let connection = connection.clone();
+            async move {
+                match event {
+                    Event::Line(line) => connection.tell_line(line).await.is_ok(),
+                    Event::TooLong => connection.tell_too_long().await.is_ok(),
+                    Event::End => true,
                 }
             }
-        }));
+        });
     }
 
     /// Echoes `line`, or says why it cannot.
@@ -82,31 +73,18 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         "echo listening on {}",
         listener.local_addr().expect("bound")
     );
-    let stopped = context.stopped();
-    let mut stopped = pin!(stopped);
-    loop {
-        let accepted = {
-            let accept = pin!(listener.accept());
-            match select(accept, stopped.as_mut()).await {
-                Either::Left((accepted, _)) => accepted,
-                Either::Right(_) => break,
+    accept_until_stopped(&context, &mut listener, "echo", |sink, stream| {
+        // Dropped at once: the connection lives as long as its reader task holds a ref, and
+        // stops with it.
+        drop(
+            Connection {
+                sink,
+                stream: Some(stream),
             }
-        };
-        match accepted {
-            Ok((_, sink, stream)) => {
-                // Dropped at once: the connection lives as long as its reader task holds a
-                // ref, and stops with it.
-                drop(
-                    Connection {
-                        sink,
-                        stream: Some(stream),
-                    }
-                    .spawn(&context),
-                );
-            }
-            Err(error) => eprintln!("echo: accept failed: {error}"),
-        }
-    }
+            .spawn(&context),
+        );
+    })
+    .await;
     println!("echo stopped");
     Ok(())
 }
