@@ -3,7 +3,9 @@
 //! count that tells the actor when nobody can reach it any more, and a stop request.
 //!
 //! Invariants:
-//! - `state` holds the number of permits taken (`state >> 1`) and the closed bit (bit 0). A
+//! - `state` holds the number of permits taken (`state >> 2`), the closed bit (bit 0) and the
+//!   parked bit (bit 1: the consumer waits, so the next push wakes it; a busy consumer costs
+//!   its producers no wake at all). A
 //!   send takes a permit with one CAS before it pushes, and the consumer returns it after the
 //!   pop: at most `capacity` messages are ever in the queue, so a push never finds it full.
 //!   Once the closed bit is set no permit is handed out again.
@@ -14,8 +16,9 @@
 //!   one acquires what the earlier one released). A drain stops at a slot claimed but not
 //!   yet written; its writer then sees the bit and drains the rest itself. Dropping a message drops the
 //!   reply channel of an ask, which resolves it to `Closed`: asks never hang.
-//! - Uncontended, a send is a CAS on `state`, a CAS on the queue's tail, a stamp store and a
-//!   wake of the consumer (one RMW when it is not waiting); no lock and no allocation.
+//! - Uncontended, a send is a CAS on `state`, a CAS on the queue's tail, a stamp store and an
+//!   RMW of `state` (which also tells whether the consumer waits); a wake only when it does;
+//!   no lock and no allocation.
 //! - Senders that find the mailbox full queue their wakers in `waiters` (a lock, only on this
 //!   slow path) and count themselves in `waiting`. Returning a permit checks `waiting` after
 //!   the return (both `SeqCst`); a waiter checks for a permit again after it registers, with
@@ -42,7 +45,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Waker};
 
 const CLOSED: usize = 1;
-const PERMIT: usize = 2;
+/// The consumer found nothing and waits: the next push must wake it.
+const PARKED: usize = 2;
+const PERMIT: usize = 4;
+/// Permits are counted above the flag bits.
+const PERMIT_SHIFT: u32 = 2;
 
 /// The shared part of a mailbox.
 pub(crate) struct Mailbox<M> {
@@ -99,7 +106,7 @@ impl<M: Send> Mailbox<M> {
 
     /// Messages queued now (a snapshot).
     pub(crate) fn len(&self) -> usize {
-        self.state.load(Ordering::Relaxed) >> 1
+        self.state.load(Ordering::Relaxed) >> PERMIT_SHIFT
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -151,7 +158,7 @@ impl<M: Send> Mailbox<M> {
             if state & CLOSED != 0 {
                 return Err(Error::Closed);
             }
-            if state >> 1 >= self.capacity {
+            if state >> PERMIT_SHIFT >= self.capacity {
                 return Err(Error::Full);
             }
             match self.state.compare_exchange_weak(
@@ -166,18 +173,25 @@ impl<M: Send> Mailbox<M> {
         }
     }
 
-    fn push(&self, message: M) {
+    /// Pushes under a permit taken; returns whether it woke a parked consumer.
+    fn push(&self, message: M) -> bool {
         self.queue.push(message);
-        // A read-modify-write of `state`, not a load: RMWs of one location are totally
-        // ordered, so either `close`'s `fetch_or` comes first and this sees the bit, or this
-        // comes first and `close` acquires it, with the push before it, and drains the message.
-        if self.state.fetch_or(0, Ordering::AcqRel) & CLOSED != 0 {
+        // One read-modify-write of `state` after the push, which reads the closed bit and
+        // takes the parked bit. RMWs of one location are totally ordered: `close`'s
+        // `fetch_or`, or the consumer's parking `fetch_or`, either comes first (and this sees
+        // its bit) or comes after and acquires this push (and finds the message).
+        let state = self.state.fetch_and(!PARKED, Ordering::AcqRel);
+        if state & CLOSED != 0 {
             // Closed while this send held its permit: nobody may consume the message, so drop
             // it (and any other left) here.
             self.drain();
-            return;
+            return false;
         }
-        self.consumer_waker.wake();
+        if state & PARKED != 0 {
+            self.consumer_waker.wake();
+            return true;
+        }
+        false
     }
 
     /// Returns a permit and wakes one waiting sender, if any.
@@ -270,10 +284,21 @@ impl<M: Send> Consumer<M> {
             return Poll::Ready(received);
         }
         self.mailbox.consumer_waker.register(cx.waker());
-        match self.try_recv() {
+        match self.park() {
             Some(received) => Poll::Ready(received),
             None => Poll::Pending,
         }
+    }
+
+    /// Sets the parked bit, then looks once more: the next push wakes the consumer, and a
+    /// push before the bit is found here (see `push`).
+    fn park(&mut self) -> Option<Received<M>> {
+        self.mailbox.state.fetch_or(PARKED, Ordering::AcqRel);
+        let received = self.try_recv();
+        if received.is_some() {
+            self.mailbox.state.fetch_and(!PARKED, Ordering::Relaxed);
+        }
+        received
     }
 
     /// The next message, a stop request or `Disconnected`, if one is there now.
@@ -421,6 +446,27 @@ impl<M: Send> Drop for Sending<'_, M> {
 #[cfg(all(test, actors_loom))]
 mod models {
     use super::*;
+
+    /// A push racing the consumer's parking: either the consumer's last look finds the
+    /// message, or the push sees the parked bit and wakes it. Never neither (a lost wake).
+    #[test]
+    fn a_push_racing_the_consumer_parking_is_never_lost() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(2);
+            mailbox.add_sender();
+            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let producer = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || {
+                    mailbox.take_permit().expect("room");
+                    mailbox.push(7u8)
+                })
+            };
+            let found = consumer.try_recv().is_some() || consumer.park().is_some();
+            let woke = producer.join().unwrap();
+            assert!(found || woke, "the message was neither found nor signalled");
+        });
+    }
 
     /// A send racing `close`: the message is either refused or, once pushed, dropped by one
     /// of the two drains; never left in a closed mailbox (where an ask would wait forever).
