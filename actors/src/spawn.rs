@@ -34,17 +34,37 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     let mailbox = Mailbox::new(A::MAILBOX);
     let actor_ref = Ref::<A>::new(mailbox.clone());
     let closer = CloseOnDrop(mailbox.clone());
+    drop(spawn_incarnation(
+        actor,
+        context,
+        mailbox,
+        || {},
+        move |exit| {
+            // Asks still queued resolve before a panic goes on to the runtime.
+            drop(closer);
+            if let Exit::Panicked(payload) = exit {
+                std::panic::resume_unwind(payload);
+            }
+        },
+    ));
+    A::Ref::from(actor_ref)
+}
+
+/// Spawns one incarnation of `actor` on `mailbox`, in the scope node its label shares under
+/// `context`, with its placement: `started` runs once `on_start` returned, and `ended` gets
+/// how it ended. Unsupervised actors and supervised children both start here.
+pub(crate) fn spawn_incarnation<A: Actor>(
+    actor: A,
+    context: &runtime::Context,
+    mailbox: Arc<Mailbox<A::Message>>,
+    started: impl FnOnce() + Send + 'static,
+    ended: impl FnOnce(Exit) + Send + 'static,
+) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
     let mut metrics = Families::of(context).actor(A::LABEL);
-    // One scope node per label under `context`, shared by its actors of that label.
     placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
         let mut ctx = Context::<A>::new(runtime, mailbox);
-        let exit = run(actor, &mut ctx, &mut metrics, || {}).await;
-        // Asks still queued resolve before a panic goes on to the runtime.
-        drop(closer);
-        if let Exit::Panicked(payload) = exit {
-            std::panic::resume_unwind(payload);
-        }
-    });
-    A::Ref::from(actor_ref)
+        let exit = run(actor, &mut ctx, &mut metrics, started).await;
+        ended(exit);
+    })
 }

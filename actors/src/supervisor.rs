@@ -53,11 +53,11 @@
 //! - A child that ends because no ref is left is not restarted, whatever its policy: nobody
 //!   can reach it any more.
 
-use crate::actor::{Exit, run};
+use crate::actor::Exit;
 use crate::mailbox::Mailbox;
 use crate::metrics::Families;
-use crate::spawn::placed;
-use crate::{Actor, Context, Error, Ref};
+use crate::spawn::spawn_incarnation;
+use crate::{Actor, Error, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use parking_lot::Mutex;
@@ -236,20 +236,17 @@ impl<A: Actor> Child for ActorChild<A> {
                 return scope.clone().spawn(|_| async {});
             }
         };
-        let mailbox = self.mailbox.clone();
-        let mut metrics = Families::of(scope).actor(A::LABEL);
-        placed(scope.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
-            let _incarnation = incarnation;
-            let mut ctx = Context::<A>::new(runtime, mailbox);
-            let signal = move || {
-                let _ = started.send(());
-            };
-            let ended = match run(actor, &mut ctx, &mut metrics, signal).await {
+        let started = move || {
+            let _ = started.send(());
+        };
+        spawn_incarnation(actor, scope, self.mailbox.clone(), started, move |exit| {
+            reporter.report(match exit {
                 Exit::Stopped => Ended::Stopped,
                 Exit::Unreachable => Ended::Unreachable,
                 Exit::Panicked(_) => Ended::Failed,
-            };
-            reporter.report(ended);
+            });
+            // Held by the future until here; an aborted one drops it with the future.
+            drop(incarnation);
         })
     }
 
