@@ -20,6 +20,8 @@
 //! Invariants:
 //! - `SCHEDULED` is set exactly while one [`Runnable`] for the cell exists; only the thread
 //!   that moved the word out of `IDLE` (a waker or the poller) creates it.
+//! - The future is pinned from its first poll: it is dropped in place (`drop_in_place`), never
+//!   moved out, on every path (finish, abort, refusal, teardown, a panicking destructor).
 //! - The future is touched only by the thread that holds `RUNNING`, or by the thread that moved
 //!   the word into `COMPLETE` from a state without `RUNNING`. Those two are exclusive, which is
 //!   what makes the `UnsafeCell` accesses sound. The supervision slot is shared (a lock and
@@ -137,15 +139,14 @@ where
         unsafe { header.cast::<Cell<F>>().as_ref() }
     }
 
-    /// Takes the future out and drops it, containing a destructor panic. Returns whether the
+    /// Drops the future where it lies, containing a destructor panic. Returns whether the
     /// drop was clean.
     ///
     /// # Safety
     /// The caller has exclusive access to the future (module invariants).
     unsafe fn dispose(cell: &Cell<F>) -> bool {
         // SAFETY: exclusive access per the caller's contract.
-        let future = unsafe { (*cell.future.get()).take() };
-        Panics::contain(move || drop(future)).is_some()
+        Panics::contain(|| unsafe { drop_in_place(cell.future.get()) }).is_some()
     }
 
     /// # Safety
@@ -220,10 +221,8 @@ where
             NodeRef::Task((*this).clone()).abort();
             supervision::end(&this);
         }
-        // SAFETY: exclusive access per the caller's contract. Taken out before the drop so a
-        // panicking destructor leaves `None` behind and never runs twice.
-        let future = unsafe { (*cell.future.get()).take() };
-        drop(future);
+        // SAFETY: exclusive access per the caller's contract.
+        unsafe { drop_in_place(cell.future.get()) };
     }
 
     /// # Safety
@@ -463,6 +462,35 @@ unsafe fn counted<F: Future>(cell: NonNull<Cell<F>>) -> TaskRef {
     TaskRef {
         header: cell.cast::<Header>(),
     }
+}
+
+/// Drops the future in `slot` at its address (where it was pinned) and leaves `None` behind,
+/// also when its destructor panics: the slot is vacated on unwind too, so the destructor never
+/// runs twice and nothing ever moves the pinned value.
+///
+/// # Safety
+/// The caller has exclusive access to `slot` for the duration of the call.
+unsafe fn drop_in_place<F>(slot: *mut Option<F>) {
+    /// Writes `None` over a slot whose value has been dropped (or is being dropped and
+    /// unwinding), without dropping the old value again.
+    struct Vacate<F>(*mut Option<F>);
+    impl<F> Drop for Vacate<F> {
+        fn drop(&mut self) {
+            // SAFETY: exclusive access (the caller's contract); the value in the slot has been
+            // dropped in place, so overwriting it without a drop is what must happen.
+            unsafe { std::ptr::write(self.0, None) };
+        }
+    }
+    // SAFETY: exclusive access per the caller's contract; the raw pointer to the contents is
+    // taken without making a reference that outlives the drop.
+    let future: *mut F = match unsafe { &mut *slot } {
+        Some(future) => future,
+        None => return,
+    };
+    let _vacate = Vacate(slot);
+    // SAFETY: `future` points at a live, pinned value that nobody else touches; after this
+    // call only `_vacate` writes the slot, and it never reads or drops the old value.
+    unsafe { std::ptr::drop_in_place(future) };
 }
 
 impl Task {
