@@ -9,6 +9,8 @@
 //!   factory failed.
 //! - `runtime_pending_operations` is the number of io_uring operations in flight summed over
 //!   every worker.
+//! - `runtime_ring_unknown_completions_total` counts completions whose `user_data` named no
+//!   live operation: a driver bug, so it stays zero (the test suite checks it does).
 
 use crate::context::Execution;
 use parking_lot::Mutex;
@@ -54,6 +56,7 @@ pub(crate) struct RuntimeMetrics {
     pub(crate) tasks_spawned: Family<Label, Counter>,
     pub(crate) tasks_running: Family<Label, Gauge>,
     pub(crate) pending_operations: Gauge,
+    pub(crate) unknown_completions: Counter,
     pub(crate) tasks_live: Gauge,
 }
 
@@ -63,6 +66,7 @@ impl RuntimeMetrics {
         let tasks_spawned = Family::<Label, Counter>::default();
         let tasks_running = Family::<Label, Gauge>::default();
         let pending_operations = Gauge::default();
+        let unknown_completions = Counter::default();
         let tasks_live = Gauge::default();
         registry.register(
             "runtime_tasks_spawned",
@@ -80,6 +84,11 @@ impl RuntimeMetrics {
             pending_operations.clone(),
         );
         registry.register(
+            "runtime_ring_unknown_completions",
+            "io_uring completions that named no live operation (a driver bug; always zero)",
+            unknown_completions.clone(),
+        );
+        registry.register(
             "runtime_tasks_live",
             "Tasks in the task set, refreshed by the runner's service task",
             tasks_live.clone(),
@@ -89,7 +98,16 @@ impl RuntimeMetrics {
             tasks_spawned,
             tasks_running,
             pending_operations,
+            unknown_completions,
             tasks_live,
+        }
+    }
+
+    /// The metrics every worker's ring updates.
+    pub(crate) fn ring(&self) -> crate::driver::RingMetrics {
+        crate::driver::RingMetrics {
+            pending_operations: self.pending_operations.clone(),
+            unknown_completions: self.unknown_completions.clone(),
         }
     }
 

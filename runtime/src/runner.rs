@@ -248,7 +248,7 @@ fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
     Driver::new(
         shared.config.ring_config.size,
         shared.pool.mailbox(index).waker.eventfd().as_raw_fd(),
-        shared.metrics.pending_operations.clone(),
+        shared.metrics.ring(),
         shared.config.wheel_layout(),
     )
 }

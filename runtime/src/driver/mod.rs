@@ -12,6 +12,21 @@
 //!   ring is dropped with nothing in flight.
 //! - Wakers are never called with the worker's state borrowed: completions push them to the
 //!   caller's list, which the worker runs as deferred callbacks.
+//! - The driver never blocks in the kernel while anything waits in the backlog: every wait
+//!   (and the drain at close) first hands the kernel the whole backlog, so the eventfd read
+//!   that lets another thread interrupt the wait, and the cancellations a drain waits for, are
+//!   always submitted before the thread sleeps. No wait is bounded "just in case": a wait ends
+//!   on a completion, the eventfd, or the caller's own timeout.
+//! - An operation's `user_data` is its slot index with its generation (the low bits of its
+//!   unique id) above it, so a cancellation names exactly one operation even if its slot is
+//!   reused before the kernel sees the cancellation, and a completion that names no live
+//!   operation is a bug: it fails a debug assertion and counts in
+//!   `runtime_ring_unknown_completions_total`.
+//! - A panic while one completion is handled loses no other: completions are taken off the
+//!   ring into the driver's own queue and handled one at a time from there, and the operation
+//!   whose handling panicked leaves its slot, so a later drain never waits for it.
+//! - If the drain at close fails, everything the kernel may still write into is leaked, never
+//!   freed, before the failure is reported.
 //! - An operation with a deadline has exactly one entry in the timeout wheel while it is in
 //!   flight: the entry goes when the operation is done, and an entry that expires first sends
 //!   a cancellation, which the operation reports as `TimedOut`. The worker's waits end by the
@@ -27,6 +42,7 @@ use crate::slab::Slab;
 use deadlines::{Deadlines, Expired};
 use io_uring::{IoUring, opcode, squeue, types};
 use operation::{InFlight, Step};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
 use std::io;
@@ -36,19 +52,33 @@ use std::time::{Duration, Instant};
 
 pub(crate) use operation::{Operation, Request, RequestOutput};
 
-/// The `user_data` of the eventfd read; operations use their slot index.
+/// The `user_data` of the eventfd read. Its top bit is set, which no operation's is.
 const EVENTFD_TOKEN: u64 = u64::MAX;
-
-/// The longest a wait inside `io_uring_enter` lasts before it is entered again. Waits end on a
-/// completion; this bounds the cost of one whose wake is lost. Under load on Linux 6.18 a
-/// drain wait once slept through the completion it waited for (one `shutdown_drains_…` run
-/// beside the paged tests hung until a debugger's signal made it enter again, and then it
-/// finished at once), so no wait trusts its wake alone. An idle worker with operations in
-/// flight pays one system call per bound; a closing one, draining, re-enters sooner.
-const LOST_WAKE_BOUND: Duration = Duration::from_millis(500);
-const DRAIN_LOST_WAKE_BOUND: Duration = Duration::from_millis(50);
 /// The `user_data` of cancellation requests, whose own completions carry nothing.
 const CANCEL_TOKEN: u64 = u64::MAX - 1;
+/// The bits of an operation's id kept as its generation in `user_data`: 31, so an operation's
+/// `user_data` never has its top bit set and never equals the two tokens above.
+const GENERATION_MASK: u64 = (1 << 31) - 1;
+
+/// The `user_data` of the operation with `id` in slot `index`.
+fn token(index: usize, id: u64) -> u64 {
+    let index = u32::try_from(index).expect("fewer than 2^32 operations in flight on one ring");
+    ((id & GENERATION_MASK) << 32) | u64::from(index)
+}
+
+/// The slot index and generation an operation's `user_data` names.
+fn untoken(token: u64) -> (usize, u64) {
+    ((token & u64::from(u32::MAX)) as usize, token >> 32)
+}
+
+/// The ring's metrics, shared by every worker of a runner.
+#[derive(Clone, Default)]
+pub(crate) struct RingMetrics {
+    /// Operations in flight (submitted or in a backlog).
+    pub(crate) pending_operations: Gauge,
+    /// Completions whose `user_data` named no live operation (a bug; always zero).
+    pub(crate) unknown_completions: Counter,
+}
 
 /// A worker's ring.
 pub struct Driver {
@@ -60,15 +90,22 @@ pub struct Driver {
     eventfd: RawFd,
     eventfd_armed: bool,
     eventfd_buffer: Box<u64>,
-    pending_operations: Gauge,
+    metrics: RingMetrics,
     /// Deadlines of operations that time out (connects, sends, receives).
     deadlines: Deadlines,
     /// The id the next operation gets.
     next_id: u64,
-    /// Reused buffer of reaped completions (`user_data`, result, flags).
-    completions: Vec<(u64, i32, u32)>,
+    /// Completions taken off the ring and not handled yet (`user_data`, result, flags). A
+    /// panic while one is handled leaves the rest here for the next reap.
+    completions: VecDeque<(u64, i32, u32)>,
     #[cfg(test)]
     pub(crate) fail_next_service: Option<&'static str>,
+    /// Test hook: handling the completion of the operation in this slot panics (once).
+    #[cfg(test)]
+    pub(crate) panic_on_completion: Option<usize>,
+    /// Test hook: every enter of the drain at close fails with this error.
+    #[cfg(test)]
+    pub(crate) fail_drain: Option<i32>,
 }
 
 impl Driver {
@@ -77,7 +114,7 @@ impl Driver {
     pub(crate) fn new(
         size: u32,
         eventfd: RawFd,
-        pending_operations: Gauge,
+        metrics: RingMetrics,
         wheel: (Duration, u64),
     ) -> io::Result<Self> {
         let ring = IoUring::builder()
@@ -94,12 +131,16 @@ impl Driver {
             eventfd,
             eventfd_armed: false,
             eventfd_buffer: Box::new(0),
-            pending_operations,
+            metrics,
             deadlines: Deadlines::new(wheel.0, wheel.1),
             next_id: 0,
-            completions: Vec::new(),
+            completions: VecDeque::new(),
             #[cfg(test)]
             fail_next_service: None,
+            #[cfg(test)]
+            panic_on_completion: None,
+            #[cfg(test)]
+            fail_drain: None,
         })
     }
 
@@ -131,8 +172,8 @@ impl Driver {
                 .expect("just inserted")
                 .deadline = Some(position);
         }
-        self.pending_operations.inc();
-        self.push(entry.user_data(index as u64));
+        self.metrics.pending_operations.inc();
+        self.push(entry.user_data(token(index, self.next_id)));
     }
 
     /// When the earliest operation deadline comes due, if any.
@@ -163,7 +204,7 @@ impl Driver {
             operation.timed_out = true;
             operation.cancelled = true;
             self.push(
-                opcode::AsyncCancel::new(token as u64)
+                opcode::AsyncCancel::new(self::token(token, id))
                     .build()
                     .user_data(CANCEL_TOKEN),
             );
@@ -222,9 +263,37 @@ impl Driver {
         }
     }
 
+    /// Hands the kernel every queued entry, the backlog included, entering it as often as the
+    /// submission queue's size requires. Stops early only when the kernel takes nothing more
+    /// (`EBUSY`, `EAGAIN`, or no entry taken): it then holds completions to reap, and those end
+    /// any wait that follows at once.
+    fn submit_all(&mut self) -> io::Result<()> {
+        loop {
+            self.flush_backlog();
+            let queued = {
+                let mut submission = self.ring.submission();
+                submission.sync();
+                submission.len()
+            };
+            if queued == 0 {
+                debug_assert!(self.backlog.is_empty(), "the backlog fills an empty queue");
+                return Ok(());
+            }
+            match self.ring.submit() {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
     /// Submits what is queued and reaps every completion, pushing the wakers to notify.
     pub(crate) fn service(&mut self, wakes: &mut Vec<Waker>) -> io::Result<()> {
-        if self.operations.is_empty() && !self.eventfd_armed {
+        if self.operations.is_empty() && !self.eventfd_armed && self.completions.is_empty() {
             return Ok(());
         }
         self.flush_backlog();
@@ -254,51 +323,80 @@ impl Driver {
         Ok(())
     }
 
+    /// Takes every completion off the ring and handles them in order (see the module
+    /// invariants for a panic in between). Returns how many were handled.
     fn reap(&mut self, wakes: &mut Vec<Waker>) -> usize {
         let mut reaped = 0;
-        // Reaped first, handled after: handling pushes submissions, which needs the ring.
-        let mut completions = std::mem::take(&mut self.completions);
-        completions.clear();
-        completions.extend(
+        // Taken off first, handled after: handling pushes submissions, which needs the ring.
+        self.completions.extend(
             self.ring
                 .completion()
                 .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
         );
-        for &(token, result, flags) in &completions {
+        while let Some((token, result, flags)) = self.completions.pop_front() {
             reaped += 1;
             match token {
                 EVENTFD_TOKEN => self.eventfd_armed = false,
                 CANCEL_TOKEN => {}
-                index => {
-                    let index = index as usize;
-                    let Some(operation) = self.operations.get_mut(index) else {
-                        continue;
-                    };
-                    match operation.step(result, flags) {
-                        Step::Again => {
-                            let entry = operation.entry().user_data(index as u64);
-                            self.push(entry);
-                        }
-                        Step::Done(output) => {
-                            self.clear_deadline(index);
-                            let operation =
-                                self.operations.remove_if(index, |_| true).expect("present");
-                            self.pending_operations.dec();
-                            wakes.extend(operation.publish(output));
-                        }
-                    }
-                }
+                token => self.complete(token, result, flags, wakes),
             }
         }
-        self.completions = completions;
         if !self.backlog.is_empty() {
             self.flush_backlog();
         }
         reaped
     }
 
+    /// Handles one operation's completion.
+    fn complete(&mut self, token: u64, result: i32, flags: u32, wakes: &mut Vec<Waker>) {
+        let (index, generation) = untoken(token);
+        let live = self
+            .operations
+            .get(index)
+            .is_some_and(|operation| operation.id & GENERATION_MASK == generation);
+        if !live {
+            self.metrics.unknown_completions.inc();
+            debug_assert!(
+                false,
+                "a completion (user_data {token:#x}, result {result}) names no live operation"
+            );
+            return;
+        }
+        // If handling panics, the operation leaves its slot all the same (its resources are
+        // released: the kernel is done with them unless more completions follow), so a drain
+        // never waits for a completion that was already taken off the ring.
+        let more = io_uring::cqueue::more(flags);
+        let mut guard = ForgetOnUnwind {
+            driver: self,
+            index,
+            armed: !more,
+        };
+        #[cfg(test)]
+        if guard.driver.panic_on_completion == Some(index) {
+            guard.driver.panic_on_completion = None;
+            panic!("test hook: handling the completion of slot {index} panics");
+        }
+        let driver = &mut *guard.driver;
+        let operation = driver.operations.get_mut(index).expect("live");
+        match operation.step(result, flags) {
+            Step::Again => {
+                let entry = operation.entry().user_data(token);
+                driver.push(entry);
+            }
+            Step::Done(output) => {
+                driver.clear_deadline(index);
+                let operation = driver.operations.remove_if(index, |_| true).expect("live");
+                driver.metrics.pending_operations.dec();
+                guard.armed = false;
+                wakes.extend(operation.publish(output));
+            }
+        }
+        guard.armed = false;
+    }
+
     /// Waits inside `io_uring_enter` for a completion, a wake through `waker`'s eventfd, or
-    /// `timeout`. Returns at once if `begin` says a wake is already pending.
+    /// `timeout` (none: no limit). Returns at once if `begin` says a wake is already pending.
+    /// Everything queued, the backlog included, reaches the kernel before the thread sleeps.
     pub(crate) fn wait(
         &mut self,
         timeout: Option<Duration>,
@@ -316,14 +414,18 @@ impl Driver {
             self.eventfd_armed = true;
             self.push(entry);
         }
-        self.flush_backlog();
+        self.submit_all()?;
         if !begin() {
             return Ok(());
         }
-        let timeout = timeout.map_or(LOST_WAKE_BOUND, |timeout| timeout.min(LOST_WAKE_BOUND));
-        let timespec = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&timespec);
-        let result = self.ring.submitter().submit_with_args(1, &args);
+        let timespec = timeout.map(types::Timespec::from);
+        let result = match &timespec {
+            Some(timespec) => {
+                let args = types::SubmitArgs::new().timespec(timespec);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submitter().submit_and_wait(1),
+        };
         end();
         match result {
             Ok(_) => Ok(()),
@@ -341,15 +443,19 @@ impl Driver {
 
     /// Cancels every cancellable operation and the eventfd read, then waits until nothing is
     /// in flight. Durable work (writes) is left to complete.
+    ///
+    /// # Panics
+    /// If the kernel refuses the drain: everything the kernel may still write into is leaked
+    /// first (see [`Driver::abandon`]), so dropping the driver afterwards is sound.
     pub(crate) fn close(&mut self, wakes: &mut Vec<Waker>) {
         let cancellable: Vec<u64> = self
             .operations
             .iter()
             .filter(|(_, operation)| operation.is_cancellable())
-            .map(|(index, _)| index as u64)
+            .map(|(index, operation)| token(index, operation.id))
             .collect();
         for &token in &cancellable {
-            if let Some(operation) = self.operations.get_mut(token as usize) {
+            if let Some(operation) = self.operations.get_mut(untoken(token).0) {
                 operation.cancelled = true;
             }
         }
@@ -368,19 +474,77 @@ impl Driver {
             );
         }
         while !self.operations.is_empty() || self.eventfd_armed || !self.backlog.is_empty() {
-            self.flush_backlog();
-            let timespec = types::Timespec::from(DRAIN_LOST_WAKE_BOUND);
-            let args = types::SubmitArgs::new().timespec(&timespec);
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(_) => {}
+            // Everything goes in before the wait: a cancellation left in the backlog behind
+            // the entry it cancels would never be submitted while this thread sleeps.
+            let waited = self
+                .submit_all()
+                .and_then(|()| self.drain_enter().map(drop));
+            match waited {
+                Ok(()) => {}
                 Err(error)
                     if matches!(
                         error.raw_os_error(),
                         Some(libc::ETIME | libc::EINTR | libc::EBUSY)
                     ) => {}
-                Err(error) => panic!("io_uring driver service failed: {error}"),
+                Err(error) => {
+                    let abandoned = self.abandon();
+                    panic!(
+                        "io_uring driver could not drain its ring ({error}); the memory of its \
+                         {abandoned} unfinished operations is leaked so that the kernel never \
+                         writes into freed memory"
+                    );
+                }
             }
             self.reap(wakes);
+        }
+    }
+
+    /// One blocking enter of the drain: waits for at least one completion.
+    fn drain_enter(&mut self) -> io::Result<usize> {
+        #[cfg(test)]
+        if let Some(errno) = self.fail_drain {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.ring.submitter().submit_and_wait(1)
+    }
+
+    /// Leaks every resource the kernel may still use (the operations' buffers, descriptors and
+    /// addresses, and the eventfd buffer), so that nothing it writes lands in freed memory, and
+    /// leaves the driver with nothing in flight. Returns how many operations were abandoned.
+    fn abandon(&mut self) -> usize {
+        let operations = std::mem::take(&mut self.operations);
+        let abandoned = operations.len();
+        std::mem::forget(operations);
+        std::mem::forget(std::mem::replace(&mut self.eventfd_buffer, Box::new(0)));
+        self.eventfd_armed = false;
+        // The entries themselves are plain data; what they point at was leaked above.
+        self.backlog.clear();
+        self.completions.clear();
+        abandoned
+    }
+}
+
+/// Removes an operation from its slot if the handling of its completion unwinds (see
+/// [`Driver::complete`]).
+struct ForgetOnUnwind<'a> {
+    driver: &'a mut Driver,
+    index: usize,
+    armed: bool,
+}
+
+impl Drop for ForgetOnUnwind<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.driver.clear_deadline(self.index);
+        if self
+            .driver
+            .operations
+            .remove_if(self.index, |_| true)
+            .is_some()
+        {
+            self.driver.metrics.pending_operations.dec();
         }
     }
 }
@@ -431,6 +595,303 @@ fn explain_setup_error(error: io::Error) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::sync::Arc;
+    use std::sync::mpsc;
+    use std::task::Poll;
+
+    /// Far longer than any of these tests takes: a bound on waits that must make progress, so
+    /// a regression fails the test instead of hanging it.
+    const PROGRESS: Duration = Duration::from_secs(10);
+
+    /// A non-blocking eventfd, as a worker's wake state has.
+    fn eventfd() -> OwnedFd {
+        // SAFETY: no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(fd >= 0, "eventfd: {}", io::Error::last_os_error());
+        // SAFETY: a fresh descriptor nobody else owns.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    /// A pipe's read and write ends.
+    fn pipe() -> (Arc<OwnedFd>, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors; the result is checked.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: fresh descriptors nobody else owns.
+        unsafe {
+            (
+                Arc::new(OwnedFd::from_raw_fd(fds[0])),
+                OwnedFd::from_raw_fd(fds[1]),
+            )
+        }
+    }
+
+    fn write_byte(fd: &OwnedFd) {
+        // SAFETY: one byte from a live buffer to a live descriptor.
+        assert_eq!(
+            unsafe { libc::write(fd.as_raw_fd(), [7u8].as_ptr().cast(), 1) },
+            1
+        );
+    }
+
+    fn driver(size: u32, eventfd: &OwnedFd) -> Driver {
+        Driver::new(
+            size,
+            eventfd.as_raw_fd(),
+            RingMetrics::default(),
+            (Duration::from_millis(10), 64),
+        )
+        .expect("a ring")
+    }
+
+    /// Whether the operation behind `shared` has finished (its output is taken).
+    fn finished(shared: &operation::Shared) -> bool {
+        output(shared).is_some()
+    }
+
+    /// The output of the operation behind `shared`, taken, if it has finished.
+    fn output(shared: &operation::Shared) -> Option<RequestOutput> {
+        match shared.poll(Waker::noop()) {
+            Poll::Ready(output) => Some(output),
+            Poll::Pending => None,
+        }
+    }
+
+    /// A wake from another thread while the worker sleeps in the ring ends the wait, even when
+    /// the eventfd read that carries it sat behind idle reads in the backlog of a one-entry
+    /// ring: the backlog is submitted whole before the thread blocks.
+    #[test]
+    fn a_wake_ends_a_wait_whose_eventfd_read_was_backlogged() {
+        let wake = Arc::new(eventfd());
+        let (entered, on_enter) = mpsc::channel::<()>();
+        let waker = {
+            let wake = wake.clone();
+            std::thread::spawn(move || {
+                on_enter.recv().expect("the wait begins");
+                // SAFETY: eight bytes from a live buffer to the live eventfd.
+                let written =
+                    unsafe { libc::write(wake.as_raw_fd(), (&1u64 as *const u64).cast(), 8) };
+                assert_eq!(written, 8);
+            })
+        };
+        let (done, waited) = mpsc::channel();
+        // The ring is used only by the thread that made it (SINGLE_ISSUER).
+        let sleeper = std::thread::spawn(move || {
+            let mut ring = driver(1, &wake);
+            let (first, _first_writer) = pipe();
+            let (second, _second_writer) = pipe();
+            let _idle = [
+                ring.register(Request::Read { fd: first, len: 1 }),
+                ring.register(Request::Read { fd: second, len: 1 }),
+            ];
+            ring.wait(
+                None,
+                || {
+                    entered.send(()).expect("the waker listens");
+                    true
+                },
+                || {},
+            )
+            .expect("the wait succeeds");
+            let _ = done.send(());
+            let mut wakes = Vec::new();
+            ring.close(&mut wakes);
+            ring.in_flight()
+        });
+        waited
+            .recv_timeout(PROGRESS)
+            .expect("the wake ended the wait: the eventfd read was submitted before it");
+        waker.join().unwrap();
+        assert_eq!(sleeper.join().unwrap(), 0);
+    }
+
+    /// `close` on a one-entry ring whose cancellations queue behind the eventfd read and two
+    /// reads finishes: every cancellation is submitted before the drain blocks. With data
+    /// waiting the reads finish with it or are cancelled; either way nothing is left.
+    #[rstest::rstest]
+    fn close_submits_cancellations_queued_behind_the_entries_they_cancel(
+        #[values(false, true)] data_ready: bool,
+    ) {
+        let (done, closed) = mpsc::channel();
+        std::thread::spawn(move || {
+            let wake = eventfd();
+            let mut ring = driver(1, &wake);
+            let (first, first_writer) = pipe();
+            let (second, second_writer) = pipe();
+            if data_ready {
+                write_byte(&first_writer);
+                write_byte(&second_writer);
+            }
+            let reads = [
+                ring.register(Request::Read { fd: first, len: 1 }),
+                ring.register(Request::Read { fd: second, len: 1 }),
+            ];
+            // Arm the eventfd read without waiting: it queues behind the reads.
+            ring.wait(None, || false, || {}).expect("no wait");
+            let mut wakes = Vec::new();
+            ring.close(&mut wakes);
+            let all_finished = reads.iter().all(|read| finished(read));
+            let _ = done.send((ring.in_flight(), all_finished));
+        });
+        let (left, all_finished) = closed
+            .recv_timeout(PROGRESS)
+            .expect("close finished: its cancellations were submitted before it blocked");
+        assert_eq!(left, 0);
+        assert!(all_finished, "every read was answered");
+    }
+
+    /// A panic while one completion is handled loses none of the others taken off the ring with
+    /// it: they are handled by the next service, and the operation whose handling panicked
+    /// leaves its slot, so the drain at close does not wait for it.
+    #[test]
+    fn a_panic_while_handling_a_completion_loses_no_other_completion() {
+        let wake = eventfd();
+        let mut ring = driver(8, &wake);
+        let pipes: Vec<_> = (0..3).map(|_| pipe()).collect();
+        let reads: Vec<_> = pipes
+            .iter()
+            .map(|(read, _)| {
+                ring.register(Request::Read {
+                    fd: read.clone(),
+                    len: 1,
+                })
+            })
+            .collect();
+        ring.submit_now();
+        for (_, writer) in &pipes {
+            write_byte(writer);
+        }
+        // Wait until all three completions are on the ring (DEFER_TASKRUN posts them at an
+        // enter that waits), then make handling the first of them panic.
+        let timespec = types::Timespec::from(PROGRESS);
+        let args = types::SubmitArgs::new().timespec(&timespec);
+        ring.ring
+            .submitter()
+            .submit_with_args(3, &args)
+            .expect("three completions");
+        assert_eq!(ring.ring.completion().len(), 3);
+        ring.panic_on_completion = Some(0);
+        let mut wakes = Vec::new();
+        let panicked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.service(&mut wakes)));
+        assert!(panicked.is_err(), "the hook panics");
+        assert!(
+            ring.operations.get(0).is_none(),
+            "the operation whose handling panicked left its slot"
+        );
+        ring.service(&mut wakes).expect("service");
+        let left = ring.in_flight();
+        if left != 0 {
+            // Old behaviour: the other completions were lost and a drain would wait forever.
+            std::mem::forget(ring);
+            panic!("{left} operations never finished: their completions were lost");
+        }
+        assert!(finished(&reads[1]) && finished(&reads[2]));
+        ring.close(&mut wakes);
+    }
+
+    /// A drain the kernel refuses leaks what the kernel may still write into (here a read's
+    /// descriptor and buffer) instead of freeing it, says so, and leaves a driver that can be
+    /// dropped without draining again.
+    #[test]
+    fn a_failed_drain_leaks_the_memory_of_unfinished_operations() {
+        let wake = eventfd();
+        let mut ring = driver(4, &wake);
+        let (read, _writer) = pipe();
+        let _pending = ring.register(Request::Read {
+            fd: read.clone(),
+            len: 1,
+        });
+        ring.submit_now();
+        ring.fail_drain = Some(libc::EFAULT);
+        let mut wakes = Vec::new();
+        let panicked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.close(&mut wakes)))
+                .expect_err("a failed drain panics");
+        let message = panicked
+            .downcast_ref::<String>()
+            .expect("a formatted message");
+        assert!(
+            message.contains("could not drain") && message.contains("1 unfinished"),
+            "{message}"
+        );
+        assert_eq!(ring.in_flight(), 0);
+        drop(ring);
+        assert_eq!(
+            Arc::strong_count(&read),
+            2,
+            "the in-flight read's descriptor is leaked, not closed under the kernel"
+        );
+    }
+
+    /// A cancellation names exactly one operation: a stale cancellation of an operation that
+    /// already finished does not cancel the next operation to take its slot.
+    #[test]
+    fn a_stale_cancellation_does_not_cancel_the_next_operation_in_its_slot() {
+        let wake = eventfd();
+        let mut ring = driver(8, &wake);
+        let (read, writer) = pipe();
+        let first = ring.register(Request::Read {
+            fd: read.clone(),
+            len: 1,
+        });
+        let (index, _) = ring.operations.iter().next().expect("one operation");
+        let stale = token(index, ring.operations.get(index).unwrap().id);
+        write_byte(&writer);
+        let mut wakes = Vec::new();
+        while !finished(&first) {
+            ring.wait(Some(PROGRESS), || true, || {}).expect("wait");
+            ring.service(&mut wakes).expect("service");
+        }
+        // Both completions (the read's and the eventfd read's wake) are handled.
+        wakes.clear();
+        let second = ring.register(Request::Read { fd: read, len: 1 });
+        assert!(
+            ring.operations.get(index).is_some(),
+            "the slot is reused (what makes a stale cancellation dangerous)"
+        );
+        ring.push(
+            opcode::AsyncCancel::new(stale)
+                .build()
+                .user_data(CANCEL_TOKEN),
+        );
+        ring.submit_now();
+        write_byte(&writer);
+        let output = loop {
+            if let Some(output) = output(&second) {
+                break output;
+            }
+            ring.wait(Some(PROGRESS), || true, || {}).expect("wait");
+            ring.service(&mut wakes).expect("service");
+        };
+        // The read got its byte: the cancellation did not reach it.
+        let RequestOutput::Read(read) = output else {
+            unreachable!("a read answers Read");
+        };
+        assert_eq!(read.expect("not cancelled"), vec![7]);
+        ring.close(&mut wakes);
+    }
+
+    /// A completion that names no live operation is counted (and fails a debug assertion).
+    #[test]
+    fn a_completion_for_no_operation_is_counted() {
+        let wake = eventfd();
+        let mut ring = driver(4, &wake);
+        let (read, _writer) = pipe();
+        let _pending = ring.register(Request::Read { fd: read, len: 1 });
+        ring.push(opcode::Nop::new().build().user_data(token(3, 42)));
+        let mut wakes = Vec::new();
+        let mut reaped = false;
+        while !reaped {
+            ring.wait(Some(PROGRESS), || true, || {}).expect("wait");
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.service(&mut wakes)));
+            reaped = ring.metrics.unknown_completions.get() == 1;
+            assert_eq!(outcome.is_err(), cfg!(debug_assertions) && reaped);
+        }
+        ring.close(&mut wakes);
+    }
 
     #[test]
     fn setup_errors_name_the_cause_and_the_fix() {

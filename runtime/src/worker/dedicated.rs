@@ -145,7 +145,7 @@ fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
     let driver = Driver::new(
         shared.config.ring_config.size,
         state.eventfd().as_raw_fd(),
-        shared.metrics.pending_operations.clone(),
+        shared.metrics.ring(),
         shared.config.wheel_layout(),
     )?;
     Ok((state, driver))
