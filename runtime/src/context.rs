@@ -26,7 +26,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context as TaskContext, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// Where a spawned task runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -361,7 +361,7 @@ impl Clock for Context {
         let remaining = deadline
             .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO);
-        Sleep::until(Instant::now() + remaining)
+        Sleep::new(remaining)
     }
 
     fn timeout<F>(

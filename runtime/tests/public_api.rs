@@ -592,6 +592,48 @@ async fn timeout_expires_or_passes_the_output_through(context: Context) {
     assert_eq!(joined.unwrap().unwrap(), 9);
 }
 
+/// A sleep or timeout whose deadline lies past what time can represent means "never", as in
+/// tokio: `sleep(Duration::MAX)`, `sleep(from_secs(u64::MAX))`, a far `sleep_until` and
+/// `timeout(Duration::MAX, f)` neither panic nor end early, and the timeout passes `f`'s
+/// output through.
+#[runtime::test(worker_threads = 1)]
+async fn deadlines_past_the_representable_range_mean_never(context: Context) {
+    let far = context
+        .current()
+        .checked_add(Duration::from_secs(1 << 40))
+        .expect("a representable far future");
+    let mut never = [
+        context.sleep(Duration::MAX).boxed(),
+        context.sleep(Duration::from_secs(u64::MAX)).boxed(),
+        context.sleep_until(far).boxed(),
+    ];
+    for sleep in &mut never {
+        assert!(futures::poll!(sleep.as_mut()).is_pending());
+    }
+    // A real sleep ends while the endless ones are still pending.
+    let raced = futures::future::select(
+        futures::future::select_all(never),
+        context.sleep(Duration::from_millis(5)).boxed(),
+    )
+    .await;
+    assert!(
+        matches!(raced, futures::future::Either::Right(_)),
+        "an endless sleep ended"
+    );
+
+    assert_eq!(context.timeout(Duration::MAX, async { 5 }).await, Ok(5));
+    let (sender, receiver) = oneshot::channel();
+    let task = context.clone().spawn(move |context| async move {
+        context.sleep(Duration::from_millis(1)).await;
+        sender.send(9).unwrap();
+    });
+    assert_eq!(
+        context.timeout(Duration::MAX, receiver).await.unwrap(),
+        Ok(9)
+    );
+    task.await.unwrap();
+}
+
 /// `stop(value, timeout)` resolves every `stopped()` signal to the first value passed to stop
 /// and returns `Ok` once every signal has been dropped; later stops keep the first value.
 #[test]

@@ -711,7 +711,7 @@ fn teardown_drops_every_future_before_clearing_timers() {
     impl Drop for Probe {
         fn drop(&mut self) {
             let local = Local::current().expect("dropped on a worker");
-            let state = local.state.try_borrow_mut().expect("Local is not borrowed");
+            let mut state = local.state.try_borrow_mut().expect("Local is not borrowed");
             assert!(state.timers.next_deadline().is_some(), "timers still open");
             self.0.0.fetch_add(1, Ordering::SeqCst);
         }

@@ -1,12 +1,14 @@
 //! [`Sleep`]: a future that completes at a deadline, registered on the timer table of the
 //! worker that first polls it.
 //!
-//! A sleep whose deadline has already passed completes without registering. A registered
+//! A sleep whose deadline has already passed completes without registering; one whose deadline
+//! lies past what an `Instant` can represent (`Duration::MAX`, say) never completes and never
+//! registers, as a deadline of "never" should. A registered
 //! sleep may be polled on any thread: it leaves its waker in the shared entry. When the owning
 //! worker closes before the deadline, the sleep cannot complete any more, and polling it
 //! panics with "io_uring sleep polled after its worker closed".
 
-use super::timers::{CANCELLED, CLOSED, Entry, FIRED, Key};
+use super::timers::{CLOSED, Cancellations, Entry, FIRED, Key};
 use crate::worker::Local;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,26 +22,25 @@ const CLOSED_MESSAGE: &str = "io_uring sleep polled after its worker closed";
 struct Registration {
     entry: Arc<Entry>,
     key: Key,
+    /// The owner's count of remote cancellations, for a drop elsewhere.
+    cancellations: Cancellations,
     /// Id of the worker whose table holds the entry.
     owner: u64,
 }
 
 /// A future that completes once its deadline has passed.
 pub struct Sleep {
-    deadline: Instant,
+    /// `None`: never (the deadline is past what an `Instant` represents).
+    deadline: Option<Instant>,
     registration: Option<Registration>,
 }
 
 impl Sleep {
-    /// A sleep of `duration` from now.
+    /// A sleep of `duration` from now; one that ends past the representable range of time
+    /// (`Duration::MAX`, say) never ends.
     pub fn new(duration: Duration) -> Self {
-        Self::until(Instant::now() + duration)
-    }
-
-    /// A sleep until `deadline`.
-    pub fn until(deadline: Instant) -> Self {
         Self {
-            deadline,
+            deadline: Instant::now().checked_add(duration),
             registration: None,
         }
     }
@@ -58,10 +59,13 @@ impl Future for Sleep {
                 _ => Poll::Pending,
             };
         }
-        if Instant::now() >= self.deadline {
+        let Some(deadline) = self.deadline else {
+            // Never: nothing will wake this sleep, so nothing is registered.
+            return Poll::Pending;
+        };
+        if Instant::now() >= deadline {
             return Poll::Ready(());
         }
-        let deadline = self.deadline;
         let registered = Local::with_current(|local| {
             if local.is_closing() {
                 return None;
@@ -76,6 +80,7 @@ impl Future for Sleep {
             Some(Registration {
                 entry,
                 key,
+                cancellations: state.timers.cancellations().clone(),
                 owner: local.id(),
             })
         });
@@ -92,11 +97,17 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        let Some(Registration { entry, key, owner }) = self.registration.take() else {
+        let Some(Registration {
+            entry,
+            key,
+            cancellations,
+            owner,
+        }) = self.registration.take()
+        else {
             return;
         };
         // On the owner's thread (and outside its borrow) the entry leaves the table at once;
-        // anywhere else the table discards it when its deadline comes.
+        // anywhere else it is cancelled for the owner to sweep (see `timers`).
         let removed = Local::with_current(|current| {
             if current.id() != owner {
                 return false;
@@ -111,7 +122,7 @@ impl Drop for Sleep {
         })
         .unwrap_or(false);
         if !removed {
-            entry.state.store(CANCELLED, Ordering::Release);
+            entry.cancel(&cancellations);
         }
     }
 }

@@ -8,13 +8,18 @@
 //! - An entry leaves `PENDING` exactly once: to `FIRED` when its deadline passes on its
 //!   worker, to `CLOSED` when its worker closes the table. Either way its waker is handed to
 //!   the caller to run as a deferred callback, never under the worker's borrow.
-//! - A sleep dropped on its own worker removes its entry at once; dropped elsewhere it marks
-//!   the entry `CANCELLED` and the table discards it when its deadline comes.
+//! - A sleep dropped on its own worker removes its entry at once; dropped elsewhere (or while
+//!   its worker's state is borrowed) it marks the entry `CANCELLED` and counts it in the
+//!   table's shared [`Cancellations`]. The owner never waits for a cancelled entry: the
+//!   earliest deadline it reports skips (and discards) cancelled entries at the front, and an
+//!   insert sweeps the whole table once the cancelled entries could be more than half of it,
+//!   so the table holds at most about twice the live sleeps plus the cancellations since the
+//!   last sweep.
 
 use futures::task::AtomicWaker;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -30,6 +35,27 @@ pub(crate) struct Entry {
     pub(crate) waker: AtomicWaker,
 }
 
+impl Entry {
+    /// Cancels the entry from a thread that cannot reach its table: marks it and counts it
+    /// in the table's `cancellations`, for the owner to sweep. A fired or closed entry stays
+    /// as it is.
+    pub(crate) fn cancel(&self, cancellations: &Cancellations) {
+        if self
+            .state
+            .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            // Relaxed: the count only paces sweeps; the state word is what a sweep reads.
+            cancellations.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The number of a table's entries cancelled from elsewhere since its last sweep; shared
+/// with every sleep registered on it.
+#[derive(Clone, Default)]
+pub(crate) struct Cancellations(Arc<AtomicUsize>);
+
 /// Where an entry sits in its table.
 pub(crate) type Key = (Instant, u64);
 
@@ -37,13 +63,18 @@ pub(crate) type Key = (Instant, u64);
 #[derive(Default)]
 pub struct Timers {
     entries: BTreeMap<Key, Arc<Entry>>,
+    cancellations: Cancellations,
     next_id: u64,
     closed: bool,
 }
 
 impl Timers {
-    /// Registers `entry` to fire at `deadline`.
+    /// Registers `entry` to fire at `deadline`. Sweeps out cancelled entries first if they
+    /// could be more than half of the table.
     pub(crate) fn insert(&mut self, deadline: Instant, entry: Arc<Entry>) -> Key {
+        if self.cancellations.0.load(Ordering::Relaxed) > self.entries.len() / 2 {
+            self.sweep();
+        }
         let key = (deadline, self.next_id);
         self.next_id += 1;
         self.entries.insert(key, entry);
@@ -58,14 +89,36 @@ impl Timers {
         self.insert(Instant::now(), entry);
     }
 
+    /// The count that sleeps registered here report remote cancellations to.
+    pub(crate) fn cancellations(&self) -> &Cancellations {
+        &self.cancellations
+    }
+
     /// Forgets the entry at `key` (its sleep was dropped on this worker).
     pub(crate) fn remove(&mut self, key: &Key) {
         self.entries.remove(key);
     }
 
-    /// The earliest deadline, if any timer is registered.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.entries.keys().next().map(|(deadline, _)| *deadline)
+    /// Discards every cancelled entry.
+    fn sweep(&mut self) {
+        // Reset before the scan: a cancellation counted after it is either seen by this scan
+        // (and counted once too often, which only brings the next sweep forward) or left for
+        // the next sweep.
+        self.cancellations.0.store(0, Ordering::Relaxed);
+        self.entries
+            .retain(|_, entry| entry.state.load(Ordering::Acquire) != CANCELLED);
+    }
+
+    /// The earliest deadline of a timer that is not cancelled, if any. Cancelled entries in
+    /// front of it are discarded, so a worker never wakes for a sleep nobody waits for.
+    pub fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(entry) = self.entries.first_entry() {
+            if entry.get().state.load(Ordering::Acquire) != CANCELLED {
+                return Some(entry.key().0);
+            }
+            entry.remove();
+        }
+        None
     }
 
     /// Whether the table has been closed.
@@ -142,5 +195,54 @@ mod tests {
         timers.close(&mut wakes);
         assert_eq!(later.state.load(Ordering::Acquire), CLOSED);
         assert!(timers.is_closed() && timers.next_deadline().is_none());
+    }
+
+    /// An entry cancelled from another thread is not waited for: the next deadline skips it
+    /// (and the entry leaves the table) even though its own deadline has not come.
+    #[test]
+    fn a_remotely_cancelled_entry_is_not_waited_for() {
+        let mut timers = Timers::default();
+        let now = Instant::now();
+        let soon = Arc::new(Entry::default());
+        let later = Arc::new(Entry::default());
+        timers.insert(now + Duration::from_secs(1), soon.clone());
+        timers.insert(now + Duration::from_secs(60), later.clone());
+        let cancellations = timers.cancellations().clone();
+        std::thread::spawn(move || soon.cancel(&cancellations))
+            .join()
+            .unwrap();
+        assert_eq!(timers.next_deadline(), Some(now + Duration::from_secs(60)));
+        assert_eq!(timers.len(), 1, "the cancelled entry left the table");
+        later.cancel(timers.cancellations());
+        assert_eq!(timers.next_deadline(), None);
+        assert_eq!(timers.len(), 0);
+    }
+
+    /// Sleeps registered and then cancelled from elsewhere, far in the future, never pile up:
+    /// inserts sweep them, so the table stays within a small multiple of the live sleeps.
+    #[test]
+    fn remote_cancellations_keep_the_table_bounded() {
+        let mut timers = Timers::default();
+        let far = Instant::now() + Duration::from_secs(3600);
+        let live: Vec<_> = (0..10)
+            .map(|_| {
+                let entry = Arc::new(Entry::default());
+                timers.insert(far, entry.clone());
+                entry
+            })
+            .collect();
+        let mut largest = 0;
+        for _ in 0..10_000 {
+            let entry = Arc::new(Entry::default());
+            timers.insert(far, entry.clone());
+            entry.cancel(timers.cancellations());
+            largest = largest.max(timers.len());
+        }
+        assert!(largest <= 2 * live.len() + 2, "the table grew to {largest}");
+        // A fired entry is not cancelled (nor counted) afterwards.
+        let fired = Arc::new(Entry::default());
+        fired.state.store(FIRED, Ordering::Release);
+        fired.cancel(timers.cancellations());
+        assert_eq!(fired.state.load(Ordering::Acquire), FIRED);
     }
 }

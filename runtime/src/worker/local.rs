@@ -71,7 +71,7 @@ pub struct WorkerState {
 impl WorkerState {
     /// The earliest moment the worker must look again on its own: a timer's deadline or an
     /// I/O operation's timeout.
-    pub(crate) fn next_deadline(&self) -> Option<std::time::Instant> {
+    pub(crate) fn next_deadline(&mut self) -> Option<std::time::Instant> {
         let timer = self.timers.next_deadline();
         let io = self.driver.as_ref().and_then(Driver::next_deadline);
         match (timer, io) {

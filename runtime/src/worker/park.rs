@@ -51,7 +51,7 @@ impl Worker {
     fn deadline_passed(&self) -> bool {
         self.local
             .state
-            .borrow()
+            .borrow_mut()
             .next_deadline()
             .is_some_and(|deadline| deadline <= Instant::now())
     }
@@ -176,7 +176,7 @@ impl Worker {
         #[cfg(test)]
         crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeWait);
         let waker = &self.shared.pool.mailbox(self.index).waker;
-        let deadline = self.local.state.borrow().next_deadline();
+        let deadline = self.local.state.borrow_mut().next_deadline();
         // A completion of this worker's ring ends the spin too: nobody signals it, and it
         // would otherwise wait for the budget to run out.
         let ring_ready = || {
