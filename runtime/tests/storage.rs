@@ -114,6 +114,33 @@ async fn reading_past_the_end_is_an_error_not_a_short_read(context: Context) {
     assert_eq!(whole.len(), 100);
 }
 
+/// A read far past a small blob's end (1 TiB of a 5-byte blob, as a corrupt length field
+/// would ask for) is `BlobTooShort` naming the real end, decided before any buffer of that
+/// size is allocated (the process would abort otherwise); so is such a range in a batch.
+#[runtime::test]
+async fn a_huge_read_of_a_small_blob_is_refused_before_allocating(context: Context) {
+    let (blob, _) = context.open("partition", b"tiny").await.unwrap();
+    blob.write_at(0, b"hello".to_vec(), WriteOptions::default())
+        .await
+        .unwrap();
+    const TIB: usize = 1 << 40;
+    match blob.read_at(0, TIB, ReadOptions::default()).await {
+        Err(Error::BlobTooShort {
+            offset, len, end, ..
+        }) => assert_eq!((offset, len, end), (0, TIB, 5)),
+        other => panic!("expected BlobTooShort, got {other:?}"),
+    }
+    let batch = blob
+        .start_read_many(&[(0, 5), (1, TIB)], ReadOptions::default())
+        .await;
+    match batch.await {
+        Err(Error::BlobTooShort { len, end, .. }) => assert_eq!((len, end), (TIB, 5)),
+        other => panic!("expected BlobTooShort, got {other:?}"),
+    }
+    let whole = blob.read_at(0, 5, ReadOptions::default()).await.unwrap();
+    assert_eq!(whole.len(), 5);
+}
+
 /// A read of pages the page cache does not hold (dropped with `POSIX_FADV_DONTNEED` after a
 /// sync) goes to the ring and returns the same bytes as a cached one.
 #[test]

@@ -110,6 +110,31 @@ fn check_range(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
     )))
 }
 
+/// The longest read whose buffer is allocated without first asking the file for its length:
+/// one page-cache-sized allocation costs less than the `fstat` that would check it.
+const UNCHECKED_READ_LEN: usize = 64 * 1024;
+
+/// Refuses a read that [`check_range`] refuses, and, before a buffer of more than
+/// [`UNCHECKED_READ_LEN`] bytes is allocated for it, one that reaches past the blob's current
+/// length: a length from a caller (a corrupt header, say) never becomes an allocation the
+/// blob cannot fill.
+fn check_read(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
+    check_range(blob, offset, len)?;
+    if len <= UNCHECKED_READ_LEN {
+        return Ok(());
+    }
+    let (_, end) = blob.identity().map_err(|error| blob.failed(error))?;
+    if offset.saturating_add(len as u64) <= end {
+        return Ok(());
+    }
+    Err(Error::BlobTooShort {
+        blob: blob.file.label.clone(),
+        offset,
+        len,
+        end,
+    })
+}
+
 fn check_partition(partition: &str) -> Result<(), Error> {
     let valid = !partition.is_empty()
         && partition
@@ -257,7 +282,7 @@ impl Blob {
         async move {
             let invalid = ranges
                 .iter()
-                .find_map(|&(offset, len)| check_range(&blob, offset, len).err());
+                .find_map(|&(offset, len)| check_read(&blob, offset, len).err());
             let requests = ranges
                 .iter()
                 .filter(|_| invalid.is_none())
@@ -398,7 +423,7 @@ impl crate::Blob for Blob {
     ) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         let blob = self.clone();
         async move {
-            check_range(&blob, offset, len)?;
+            check_read(&blob, offset, len)?;
             if len == 0 {
                 return Ok(IoBufs::default());
             }
