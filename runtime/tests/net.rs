@@ -406,7 +406,79 @@ fn network_operations_off_the_runtime_fail_instead_of_hanging() {
         (listener, address)
     });
     let mut listener = listener;
-    let _client = TcpStream::connect(address).unwrap();
+    // No connection waiting: the accept would have to wait on a ring, and there is none.
     let accepted = futures::executor::block_on(listener.accept());
     assert!(matches!(accepted, Err(Error::AcceptFailed(_))));
+    // A waiting connection is taken without any ring; its halves then fail off the runtime.
+    let _client = TcpStream::connect(address).unwrap();
+    let (_, _sink, mut stream) = futures::executor::block_on(listener.accept()).unwrap();
+    assert!(matches!(
+        futures::executor::block_on(stream.recv(1)),
+        Err(Error::RecvFailed(_))
+    ));
+}
+
+/// The child half of the restart test: serves on the port it is given, with an accept in
+/// flight on the ring, until it is killed.
+#[test]
+fn restart_child_serves_until_killed() {
+    let Ok(port) = std::env::var("RUNTIME_RESTART_CHILD_PORT") else {
+        return;
+    };
+    let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let config = Config::new().with_idle_spinner(SpinnerConfig::disabled());
+    runtime::Runner::new(config).start(move |context| async move {
+        let mut listener = context.bind(address).await.expect("the child binds");
+        // Accept one connection (the parent's probe), then wait in a second accept.
+        let accepted = listener.accept();
+        println!("listening");
+        let _connection = accepted.await.expect("the probe connects");
+        let _ = listener.accept().await;
+    });
+}
+
+/// A server restarted right after `kill -9` binds its old port at once, 20 times in a row: the
+/// killed process's listening socket must not outlive it (a ring's in-flight requests are
+/// released only by its asynchronous teardown, so the ring must not hold the socket) and make
+/// the new bind fail with `AddrInUse`.
+#[test]
+fn a_server_killed_with_sigkill_can_bind_its_port_again_at_once() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let port = std::net::TcpListener::bind(loopback())
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    for round in 0..20 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "restart_child_serves_until_killed",
+                "--nocapture",
+            ])
+            .env("RUNTIME_RESTART_CHILD_PORT", port.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("the child reports").unwrap();
+            if line.contains("listening") {
+                break;
+            }
+        }
+        // An established connection too, as a real server has.
+        let probe = TcpStream::connect(address).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(probe);
+        let rebound = runtime::Runner::new(Config::new())
+            .start(move |context| async move { context.bind(address).await.map(drop) });
+        if let Err(error) = rebound {
+            panic!("round {round}: binding the killed server's port failed: {error}");
+        }
+    }
 }

@@ -36,7 +36,7 @@
 
 mod deadlines;
 pub(crate) mod operation;
-mod sockaddr;
+pub(crate) mod sockaddr;
 
 use crate::slab::Slab;
 use deadlines::{Deadlines, Expired};

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -60,8 +60,9 @@ pub(crate) enum Request {
         bufs: IoBufs,
         deadline: Option<Instant>,
     },
-    /// Accepts a connection on a listening socket.
-    Accept { fd: Arc<OwnedFd> },
+    /// Waits until `fd` is readable (a poll for `POLLIN`; what a listener's readiness set
+    /// waits with, so the ring holds no reference to the listening socket itself).
+    Readable { fd: Arc<OwnedFd> },
     /// Connects a socket to `address`.
     Connect {
         fd: Arc<OwnedFd>,
@@ -101,7 +102,7 @@ pub(crate) enum RequestOutput {
     /// whether the socket had more bytes queued after this receive (`SOCK_NONEMPTY`).
     Recv(IoBufMut, io::Result<usize>, bool),
     Send(io::Result<()>),
-    Accept(io::Result<(OwnedFd, Option<SocketAddr>)>),
+    Readable(io::Result<()>),
     Connect(io::Result<()>),
     /// The buffer (with what it held before plus what was read) and the bytes read.
     ReadAt(IoBufMut, io::Result<usize>),
@@ -177,9 +178,8 @@ enum Kind {
         bufs: IoBufs,
         vectored: Vectored,
     },
-    Accept {
+    Readable {
         fd: Arc<OwnedFd>,
-        address: Box<RawAddress>,
     },
     Connect {
         fd: Arc<OwnedFd>,
@@ -266,7 +266,7 @@ impl InFlight {
             Kind::Read { .. }
                 | Kind::Recv { .. }
                 | Kind::Send { .. }
-                | Kind::Accept { .. }
+                | Kind::Readable { .. }
                 | Kind::Connect { .. }
                 | Kind::ReadAt { .. }
         )
@@ -310,15 +310,8 @@ impl InFlight {
                         .build()
                 }
             }
-            Kind::Accept { fd, address } => {
-                address.len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                opcode::Accept::new(
-                    types::Fd(fd.as_raw_fd()),
-                    (&raw mut address.storage).cast(),
-                    &raw mut address.len,
-                )
-                .flags(libc::SOCK_CLOEXEC)
-                .build()
+            Kind::Readable { fd } => {
+                opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLIN as u32).build()
             }
             Kind::Connect { fd, address } => opcode::Connect::new(
                 types::Fd(fd.as_raw_fd()),
@@ -414,14 +407,9 @@ impl InFlight {
                 Ok(_) => RequestOutput::Send(Ok(())),
                 Err(_) => RequestOutput::Send(Err(error(result))),
             },
-            Kind::Accept { address, .. } => RequestOutput::Accept(match transferred(result) {
-                Ok(fd) => {
-                    // SAFETY: the kernel returned a fresh descriptor that nobody else owns.
-                    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-                    Ok((fd, address.to_socket_addr()))
-                }
-                Err(_) => Err(error(result)),
-            }),
+            Kind::Readable { .. } => {
+                RequestOutput::Readable(transferred(result).map(drop).map_err(|_| error(result)))
+            }
             Kind::Connect { .. } => {
                 RequestOutput::Connect(transferred(result).map(drop).map_err(|_| error(result)))
             }
@@ -530,13 +518,7 @@ impl Request {
                 },
                 deadline,
             ),
-            Request::Accept { fd } => (
-                Kind::Accept {
-                    fd,
-                    address: Box::new(RawAddress::empty()),
-                },
-                None,
-            ),
+            Request::Readable { fd } => (Kind::Readable { fd }, None),
             Request::Connect {
                 fd,
                 address,
@@ -612,7 +594,7 @@ impl Request {
                 unreachable!("refused reads hand their buffer back through `refuse`")
             }
             Request::Send { .. } => RequestOutput::Send(Err(error())),
-            Request::Accept { .. } => RequestOutput::Accept(Err(error())),
+            Request::Readable { .. } => RequestOutput::Readable(Err(error())),
             Request::Connect { .. } => RequestOutput::Connect(Err(error())),
             Request::Write { .. } => RequestOutput::Write(Err(error())),
             Request::Sync { .. } => RequestOutput::Sync(Err(error())),

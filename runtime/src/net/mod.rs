@@ -1,7 +1,13 @@
 //! TCP on the rings: [`Listener`], and a connection's halves [`Sink`] and [`Stream`].
 //!
-//! Every accept, connect and receive is an operation registered on the ring of the worker that
-//! first polls it. A send first offers its bytes to the socket with one non-blocking
+//! Every connect and receive is an operation registered on the ring of the worker that first
+//! polls it. An accept is a non-blocking `accept4` on the listening socket; when no connection
+//! is waiting, the ring waits for the listener's readiness set (an epoll descriptor holding
+//! only that socket) to become readable. The ring never holds the listening socket itself, so
+//! when a process dies (even by `kill -9`) its listening sockets close with its descriptor
+//! table, and a restarted server binds the port at once: a ring's in-flight requests are only
+//! released by its teardown, which the kernel finishes asynchronously, after the process is
+//! gone. A send first offers its bytes to the socket with one non-blocking
 //! `sendmsg` (what the socket takes at once needs no completion and no second wake of the
 //! task) and registers the rest. A receive that follows one which drained the socket asks the
 //! ring to wait for data before trying (`IORING_RECVSEND_POLL_FIRST`), saving a try that would
@@ -27,12 +33,13 @@
 
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::context::Context;
+use crate::driver::sockaddr::RawAddress;
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::{Error, Network};
 use std::future::{Future, poll_fn};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Poll, ready};
@@ -50,8 +57,11 @@ const BACKLOG: i32 = 1024;
 
 /// A TCP listener.
 pub struct Listener {
+    /// The listening socket, non-blocking.
     fd: Arc<OwnedFd>,
-    /// An accept registered by an earlier call that has not been taken yet.
+    /// An epoll descriptor watching `fd` for `EPOLLIN` (level-triggered): what the ring polls.
+    readiness: Arc<OwnedFd>,
+    /// A readiness wait registered by an earlier call that has not been taken yet.
     pending: Option<Operation>,
     timeouts: Timeouts,
 }
@@ -137,17 +147,69 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
 }
 
 fn bind(address: SocketAddr, timeouts: Timeouts) -> io::Result<Listener> {
+    // std sets SO_REUSEADDR, so connections of an earlier server in TIME_WAIT do not hold the
+    // port.
     let listener = std::net::TcpListener::bind(address)?;
     // std listens with a small backlog; a second `listen` only raises it.
     // SAFETY: a live listening socket; no memory preconditions.
     if unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    listener.set_nonblocking(true)?;
+    let readiness = readiness_set(listener.as_raw_fd())?;
     Ok(Listener {
         fd: Arc::new(OwnedFd::from(listener)),
+        readiness: Arc::new(readiness),
         pending: None,
         timeouts,
     })
+}
+
+/// An epoll descriptor that is readable while `fd` is (level-triggered `EPOLLIN`). It holds no
+/// reference that keeps `fd` open: closing `fd` removes it from the set.
+fn readiness_set(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: no memory preconditions; the result is checked.
+    let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epoll < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let epoll = unsafe { OwnedFd::from_raw_fd(epoll) };
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: both descriptors are live; `event` is a valid epoll_event for the call.
+    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(epoll)
+}
+
+/// One non-blocking `accept4`: a connection (blocking, close-on-exec, like every socket of
+/// the runtime) and its peer, or `WouldBlock` when none is waiting.
+fn accept_now(fd: &OwnedFd) -> io::Result<(OwnedFd, Option<SocketAddr>)> {
+    let mut address = RawAddress::empty();
+    loop {
+        // SAFETY: `address` has room for any socket address and `len` says how much.
+        let accepted = unsafe {
+            libc::accept4(
+                fd.as_raw_fd(),
+                (&raw mut address.storage).cast(),
+                &raw mut address.len,
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        if accepted >= 0 {
+            // SAFETY: the kernel returned a fresh descriptor that nobody else owns.
+            let socket = unsafe { OwnedFd::from_raw_fd(accepted) };
+            return Ok((socket, address.to_socket_addr()));
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
 }
 
 fn socket_for(address: SocketAddr) -> io::Result<OwnedFd> {
@@ -203,24 +265,35 @@ impl crate::Listener for Listener {
 
     fn accept(&mut self) -> impl Future<Output = Result<(SocketAddr, Sink, Stream), Error>> + Send {
         poll_fn(move |cx| {
-            if self.pending.is_none() {
-                let fd = self.fd.clone();
-                self.pending = Some(Operation::register(Request::Accept { fd }));
-            }
-            let output = ready!(finish_pending(&mut self.pending, cx)).expect("registered above");
-            Poll::Ready(match output {
-                RequestOutput::Accept(Ok((fd, peer))) => {
-                    let (sink, stream) = connection(fd, self.timeouts);
-                    let peer = match peer {
-                        Some(peer) => Ok(peer),
-                        None => peer_address(&sink.fd),
-                    };
-                    peer.map(|peer| (peer, sink, stream))
-                        .map_err(Error::AcceptFailed)
+            loop {
+                // A readiness wait left by an earlier call is taken first.
+                match ready!(finish_pending(&mut self.pending, cx)) {
+                    None | Some(RequestOutput::Readable(Ok(()))) => {}
+                    Some(RequestOutput::Readable(Err(error))) => {
+                        return Poll::Ready(Err(Error::AcceptFailed(error)));
+                    }
+                    Some(other) => unreachable!("a readiness wait answered {other:?}"),
                 }
-                RequestOutput::Accept(Err(error)) => Err(Error::AcceptFailed(error)),
-                other => unreachable!("an accept answered {other:?}"),
-            })
+                match accept_now(&self.fd) {
+                    Ok((fd, peer)) => {
+                        let (sink, stream) = connection(fd, self.timeouts);
+                        let peer = match peer {
+                            Some(peer) => Ok(peer),
+                            None => peer_address(&sink.fd),
+                        };
+                        return Poll::Ready(
+                            peer.map(|peer| (peer, sink, stream))
+                                .map_err(Error::AcceptFailed),
+                        );
+                    }
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                        self.pending = Some(Operation::register(Request::Readable {
+                            fd: self.readiness.clone(),
+                        }));
+                    }
+                    Err(error) => return Poll::Ready(Err(Error::AcceptFailed(error))),
+                }
+            }
         })
     }
 
@@ -245,7 +318,8 @@ fn with_std_listener<R>(fd: &OwnedFd, f: impl FnOnce(&std::net::TcpListener) -> 
 impl Drop for Listener {
     fn drop(&mut self) {
         if self.pending.as_ref().is_some_and(Operation::is_registered) {
-            // Ends the accept in flight (with an error), so the socket closes.
+            // Makes the socket readable (a shut listener reports end-of-file), so the readiness
+            // wait in flight ends instead of holding its ring until the worker closes.
             shutdown(&self.fd, libc::SHUT_RDWR);
         }
     }
