@@ -1,12 +1,13 @@
-//! The atomics and cells of the lock-free pool pieces (run queue, idle set, wake state),
-//! switched to `loom`'s checked versions under `--cfg loom` so their models explore every
-//! interleaving the memory model allows. Everything else in the crate uses `std` directly.
+//! The atomics and cells of the lock-free pieces (run queue, idle set, wake state, the task
+//! cell's state word and reference count), switched to `loom`'s checked versions under
+//! `--cfg loom` so their models explore every interleaving the memory model allows.
+//! Everything else in the crate uses `std` directly.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

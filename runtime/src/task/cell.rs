@@ -41,13 +41,13 @@ use crate::context::Execution;
 use crate::panic::Panics;
 use crate::pool::Pool;
 use crate::supervision::{self, NodeCore, NodeRef};
-use std::cell::UnsafeCell;
+use crate::sync::{AtomicUsize, UnsafeCell, fence};
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
@@ -104,7 +104,7 @@ pub(crate) struct Header {
     home: Home,
     /// Index of the task's entry in the task set; written once, under the set's lock, before
     /// the first runnable exists.
-    pub(crate) slot: AtomicUsize,
+    pub(crate) slot: std::sync::atomic::AtomicUsize,
     /// The task's node in the supervision tree.
     node: NodeCore,
 }
@@ -146,7 +146,7 @@ where
     /// The caller has exclusive access to the future (module invariants).
     unsafe fn dispose(cell: &Cell<F>) -> bool {
         // SAFETY: exclusive access per the caller's contract.
-        Panics::contain(|| unsafe { drop_in_place(cell.future.get()) }).is_some()
+        Panics::contain(|| cell.future.with_mut(|slot| unsafe { drop_in_place(slot) })).is_some()
     }
 
     /// # Safety
@@ -157,10 +157,10 @@ where
         let Some(supervision) = &cell.supervision else {
             // SAFETY: holding RUNNING makes this thread the only one touching `future`, and
             // the cell never moves while referenced, so pinning holds.
-            return match unsafe { &mut *cell.future.get() } {
+            return cell.future.with_mut(|slot| match unsafe { &mut *slot } {
                 Some(future) => unsafe { Pin::new_unchecked(future) }.poll(cx).map(drop),
                 None => Poll::Ready(()),
-            };
+            });
         };
         // This cell's own reference, borrowed for the tree calls below (no count changes).
         let this = ManuallyDrop::new(TaskRef { header });
@@ -171,13 +171,17 @@ where
             supervision::end(&this);
             return Poll::Ready(());
         }
-        // SAFETY: RUNNING, see above.
-        let Some(future) = (unsafe { &mut *cell.future.get() }) else {
+        // SAFETY: RUNNING, see above. The future is never moved while it is `Some`; it is
+        // dropped in place.
+        let polled = cell.future.with_mut(|slot| {
+            let future = unsafe { &mut *slot }.as_mut()?;
+            let pinned = unsafe { Pin::new_unchecked(future) };
+            Some(catch_unwind(AssertUnwindSafe(|| pinned.poll(cx))))
+        });
+        let Some(polled) = polled else {
             return Poll::Ready(());
         };
-        // SAFETY: the future is never moved while it is Some; it is dropped in place.
-        let pinned = unsafe { Pin::new_unchecked(future) };
-        match catch_unwind(AssertUnwindSafe(|| pinned.poll(cx))) {
+        match polled {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(output)) => {
                 // SAFETY: RUNNING, see above.
@@ -215,14 +219,14 @@ where
         let cell = unsafe { Self::from_header(header) };
         if cell.supervision.is_some()
             // SAFETY: exclusive access per the caller's contract.
-            && unsafe { (*cell.future.get()).is_some() }
+            && cell.future.with(|slot| unsafe { (*slot).is_some() })
         {
             let this = ManuallyDrop::new(TaskRef { header });
             NodeRef::Task((*this).clone()).abort();
             supervision::end(&this);
         }
         // SAFETY: exclusive access per the caller's contract.
-        unsafe { drop_in_place(cell.future.get()) };
+        cell.future.with_mut(|slot| unsafe { drop_in_place(slot) });
     }
 
     /// # Safety
@@ -262,7 +266,7 @@ where
         }
         // The last reference: every other holder's accesses happen before this drop (the
         // Release decrements above pair with this Acquire fence, as in `Arc::drop`).
-        std::sync::atomic::fence(Ordering::Acquire);
+        fence(Ordering::Acquire);
         // SAFETY: the cell was allocated by `Box::new` in `allocate` and nobody else holds it.
         drop(unsafe { Box::from_raw(header.cast::<Cell<F>>().as_ptr()) });
     }
@@ -398,7 +402,7 @@ where
         std::mem::forget(self);
         // SAFETY: nobody reaches the future before the runnable is delivered or the task is in
         // the set, and neither has happened yet: this write is exclusive.
-        unsafe { *cell.as_ref().future.get() = Some(future) };
+        unsafe { cell.as_ref().future.with_mut(|slot| *slot = Some(future)) };
         // SAFETY: the cell is alive (we hold counts) and supervised.
         let slot = unsafe { NonNull::from(cell.as_ref().supervision.as_ref().expect("set")) };
         // SAFETY: three of the four counts made at allocation; the fourth is the context's.
@@ -445,7 +449,7 @@ where
             refs: AtomicUsize::new(references),
             vtable: &Cell::<F>::VTABLE,
             home,
-            slot: AtomicUsize::new(usize::MAX),
+            slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
             node,
         },
         supervision,
@@ -502,7 +506,16 @@ impl Task {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let cell = allocate(Some(future), None, Home::Pool(pool), NodeCore::default(), 2);
+        Self::new_in(future, Home::Pool(pool))
+    }
+
+    /// [`Task::new`] with any home.
+    #[cfg(test)]
+    pub(crate) fn new_in<F>(future: F, home: Home) -> (Task, Runnable)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let cell = allocate(Some(future), None, home, NodeCore::default(), 2);
         // SAFETY: two references were counted at allocation.
         unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
     }
@@ -722,7 +735,7 @@ unsafe fn waker_drop(data: *const ()) {
     unsafe { (header.as_ref().vtable.release)(header) };
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
@@ -791,5 +804,212 @@ pub(crate) mod tests {
             1,
             "the last reference drops the future"
         );
+    }
+}
+
+/// Loom models of the state word and the reference count: every interleaving of a poll with
+/// wakes, clears and reference drops from other threads ends with the future dropped exactly
+/// once, at most one runnable at a time, no wake lost, and the cell freed once its last
+/// reference goes. Unsupervised cells with a dedicated-style home (an inbox that queues the
+/// runnables a wake makes) keep the models to the cell itself.
+#[cfg(all(test, loom))]
+mod models {
+    use super::*;
+    use loom::sync::Mutex;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::thread;
+
+    /// Collects the runnables wakes create.
+    #[derive(Default)]
+    struct Queue(Mutex<Vec<Runnable>>);
+
+    impl Inbox for Queue {
+        fn deliver(&self, runnable: Runnable) {
+            self.0.lock().unwrap().push(runnable);
+        }
+    }
+
+    impl Queue {
+        fn take(&self) -> Vec<Runnable> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    /// Counts its drops.
+    struct Dropped(Arc<AtomicUsize>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A future that is pending until it has been polled `polls` times, calling `on_poll`
+    /// with the waker at each poll, and counts its drop.
+    fn future(
+        drops: &Arc<AtomicUsize>,
+        polls: usize,
+        mut on_poll: impl FnMut(&Waker) + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let guard = Dropped(drops.clone());
+        let mut polled = 0;
+        std::future::poll_fn(move |cx| {
+            let _keep = &guard;
+            polled += 1;
+            on_poll(cx.waker());
+            if polled >= polls {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+
+    /// Runs `runnable` and every runnable it leads to until the task is done; returns how many
+    /// polls that took.
+    fn run_to_completion(first: Runnable, queue: &Queue) -> usize {
+        let mut next = vec![first];
+        let mut polls = 0;
+        while let Some(runnable) = next.pop() {
+            match runnable.run() {
+                Polled::Done(_) => return polls + 1,
+                Polled::Requeue(again) => next.push(again),
+                Polled::Idle => {}
+                Polled::Stale => return polls,
+            }
+            polls += 1;
+            next.extend(queue.take());
+        }
+        polls
+    }
+
+    /// A wake from another thread racing the poll that handed out the waker: the task is
+    /// polled again exactly once (requeued by the poller, or scheduled by the wake), never
+    /// lost and never queued twice.
+    #[test]
+    fn a_wake_racing_the_poll_is_never_lost_or_doubled() {
+        crate::sync::model(|| {
+            let queue = Arc::new(Queue::default());
+            let drops = Arc::new(AtomicUsize::new(0));
+            let waker_thread = Arc::new(Mutex::new(None));
+            let spawned = waker_thread.clone();
+            let (task, runnable) = Task::new_in(
+                future(&drops, 2, {
+                    let mut first = true;
+                    move |waker| {
+                        if std::mem::take(&mut first) {
+                            let waker = waker.clone();
+                            *spawned.lock().unwrap() = Some(thread::spawn(move || waker.wake()));
+                        }
+                    }
+                }),
+                Home::Dedicated(queue.clone()),
+            );
+            let first = runnable.run();
+            let handle = waker_thread.lock().unwrap().take().expect("spawned");
+            handle.join().unwrap();
+            let mut again: Vec<Runnable> = queue.take();
+            if let Polled::Requeue(runnable) = first {
+                again.push(runnable);
+            } else {
+                assert!(matches!(first, Polled::Idle));
+            }
+            assert_eq!(again.len(), 1, "exactly one runnable after one wake");
+            let runnable = again.pop().unwrap();
+            assert!(matches!(runnable.run(), Polled::Done(_)));
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+            assert!(queue.take().is_empty());
+            drop(task);
+            assert_eq!(Arc::strong_count(&queue), 1, "the cell is freed");
+        });
+    }
+
+    /// Teardown's clear racing a poll that completes (or stays pending): the future is dropped
+    /// exactly once, by the clear if it found the task idle or queued, by the poller otherwise.
+    #[test]
+    fn a_clear_racing_a_poll_drops_the_future_exactly_once() {
+        for polls in [1, 2] {
+            crate::sync::model(move || {
+                let queue = Arc::new(Queue::default());
+                let drops = Arc::new(AtomicUsize::new(0));
+                let (task, runnable) = Task::new_in(
+                    future(&drops, polls, |_| {}),
+                    Home::Dedicated(queue.clone()),
+                );
+                let clearer = {
+                    let task = task.clone();
+                    let drops = drops.clone();
+                    thread::spawn(move || {
+                        let cleared = task.clear();
+                        if cleared {
+                            assert_eq!(drops.load(Ordering::SeqCst), 1, "the clear dropped it");
+                        }
+                        cleared
+                    })
+                };
+                let polled = runnable.run();
+                let cleared = clearer.join().unwrap();
+                assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped exactly once");
+                match polled {
+                    Polled::Stale => assert!(cleared, "only a clear stales the runnable"),
+                    Polled::Done(_) => assert!(!cleared, "the poller dropped it"),
+                    Polled::Idle => assert!(cleared, "a pending task idles until it is cleared"),
+                    Polled::Requeue(_) => unreachable!("nothing woke the task"),
+                }
+                assert!(task.is_cleared());
+                assert!(queue.take().is_empty(), "no runnable after the clear");
+                drop(polled);
+                drop(task);
+                assert_eq!(Arc::strong_count(&queue), 1, "the cell is freed");
+            });
+        }
+    }
+
+    /// References dropped on other threads (the task set's entry, wakers cloned during the
+    /// poll, one of them woken by value) racing the poller's completion: the future is dropped
+    /// once and the cell freed exactly when the last reference goes, whichever thread that is.
+    #[test]
+    fn references_dropped_across_threads_free_the_cell_once() {
+        crate::sync::model(|| {
+            let queue = Arc::new(Queue::default());
+            let drops = Arc::new(AtomicUsize::new(0));
+            let wakers = Arc::new(Mutex::new(Vec::new()));
+            let keep = wakers.clone();
+            let (task, runnable) = Task::new_in(
+                future(&drops, 2, {
+                    let mut first = true;
+                    move |waker| {
+                        if std::mem::take(&mut first) {
+                            let mut kept = keep.lock().unwrap();
+                            kept.push(waker.clone());
+                            kept.push(waker.clone());
+                        }
+                    }
+                }),
+                Home::Dedicated(queue.clone()),
+            );
+            assert!(matches!(runnable.run(), Polled::Idle));
+            let (first, second) = {
+                let mut kept = wakers.lock().unwrap();
+                (kept.pop().unwrap(), kept.pop().unwrap())
+            };
+            let waking = thread::spawn(move || first.wake());
+            let dropping = thread::spawn(move || {
+                let clone = second.clone();
+                drop(second);
+                drop(clone);
+                drop(task);
+            });
+            waking.join().unwrap();
+            dropping.join().unwrap();
+            let polls = run_to_completion(queue.take().pop().expect("woken"), &queue);
+            assert_eq!(polls, 1);
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+            assert_eq!(
+                Arc::strong_count(&queue),
+                1,
+                "the last reference freed the cell"
+            );
+        });
     }
 }
