@@ -221,6 +221,9 @@ fn start_workers(config: Config) -> Result<Started, String> {
     for index in 1..shared.config.worker_threads {
         let (report, reported) = mpsc::channel();
         let worker_shared = shared.clone();
+        #[cfg(test)]
+        before_pool_launch(&shared, index)
+            .map_err(|error| format!("failed to spawn thread: {error}"))?;
         let thread = std::thread::Builder::new()
             .name(format!("iouring-pool-{index}"))
             .spawn(move || pool_worker(worker_shared, index, report))
@@ -239,6 +242,50 @@ fn start_workers(config: Config) -> Result<Started, String> {
         shared,
         local,
         pool_workers,
+    })
+}
+
+/// Test hook on the pool startup of the runners this thread starts, armed through
+/// [`POOL_LAUNCH`]: the launches record the runner's shared services and pool, and launching
+/// pool worker `fail_at` fails as a thread that cannot be created does.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct PoolLaunch {
+    /// The pool worker whose thread launch fails, once.
+    pub(crate) fail_at: Option<usize>,
+    /// The shared services of the runner that launched pool workers, not kept alive.
+    pub(crate) shared: std::sync::Weak<Shared>,
+    /// The pool of the runner that launched pool workers, kept past the runner.
+    pub(crate) pool: Option<Arc<Pool>>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Armed by a test on the thread that calls `start` (startup runs there).
+    pub(crate) static POOL_LAUNCH: std::cell::RefCell<Option<PoolLaunch>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The error text of an injected pool thread launch failure.
+#[cfg(test)]
+pub(crate) const POOL_LAUNCH_FAILURE: &str = "injected pool thread launch failure";
+
+/// Called on the runner's thread before pool worker `index`'s thread is launched: records the
+/// runner if [`POOL_LAUNCH`] is armed, and fails the launch it names.
+#[cfg(test)]
+fn before_pool_launch(shared: &Arc<Shared>, index: usize) -> std::io::Result<()> {
+    POOL_LAUNCH.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let Some(launch) = slot.as_mut() else {
+            return Ok(());
+        };
+        launch.shared = Arc::downgrade(shared);
+        launch.pool = Some(shared.pool.clone());
+        if launch.fail_at == Some(index) {
+            launch.fail_at = None;
+            return Err(std::io::Error::other(POOL_LAUNCH_FAILURE));
+        }
+        Ok(())
     })
 }
 

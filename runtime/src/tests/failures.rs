@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::hooks::{Fault, STARTUP_FAILURE, inject};
+use crate::runner::{POOL_LAUNCH, POOL_LAUNCH_FAILURE, PoolLaunch};
 
 /// A dedicated or blocking worker whose ring cannot be created: its handle is `Closed`;
 /// caught, the runner carries on; uncaught, the failure interrupts the root with the io error.
@@ -45,25 +46,69 @@ fn worker_startup_failure_uses_configured_panic_policy() {
     }
 }
 
-/// A pool worker that fails to start fails `start` whatever the panic policy; the builder is
-/// never called and the workers that started are stopped.
+/// A pool whose third worker's thread cannot be launched, or whose third worker's ring cannot
+/// be created, fails `start` whatever the panic policy: the builder is never called, the
+/// workers that started are stopped and joined, the runner's shared services are released,
+/// and the pool is left closed with a clean idle state, held by nobody else and with no task
+/// cell left (no strong or weak reference but the test's).
 #[test]
 fn partial_startup_failure_releases_all_workers() {
-    for catch in [false, true] {
-        let config = config().with_worker_threads(4).with_catch_panics(catch);
-        inject(config.storage_directory(), Fault::PoolStartup(2));
-        let called = Arc::new(AtomicBool::new(false));
-        let flag = called.clone();
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            Runner::new(config).start(move |_| {
-                flag.store(true, Ordering::SeqCst);
-                async {}
-            })
-        }));
-        let text = panic_text(result);
-        assert!(text.contains(STARTUP_FAILURE), "{text}");
-        assert!(!called.load(Ordering::SeqCst));
-        assert!(tls_cleared());
+    for launch in [false, true] {
+        for catch in [false, true] {
+            let case = format!("launch={launch} catch={catch}");
+            let config = config().with_worker_threads(4).with_catch_panics(catch);
+            if !launch {
+                inject(config.storage_directory(), Fault::PoolStartup(2));
+            }
+            POOL_LAUNCH.with(|slot| {
+                *slot.borrow_mut() = Some(PoolLaunch {
+                    fail_at: launch.then_some(2),
+                    ..PoolLaunch::default()
+                })
+            });
+            let called = Arc::new(AtomicBool::new(false));
+            let flag = called.clone();
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                Runner::new(config).start(move |_| {
+                    flag.store(true, Ordering::SeqCst);
+                    async {}
+                })
+            }));
+            let text = panic_text(result);
+            if launch {
+                assert!(text.contains("failed to spawn thread"), "{case}: {text}");
+                assert!(text.contains(POOL_LAUNCH_FAILURE), "{case}: {text}");
+            } else {
+                assert!(text.contains(STARTUP_FAILURE), "{case}: {text}");
+            }
+            assert!(
+                !called.load(Ordering::SeqCst),
+                "{case}: the builder was called"
+            );
+            assert!(tls_cleared(), "{case}");
+            let recorded = POOL_LAUNCH
+                .with(|slot| slot.borrow_mut().take())
+                .expect("armed above");
+            assert!(
+                recorded.fail_at.is_none(),
+                "{case}: the startup reached the failing launch"
+            );
+            assert!(
+                recorded.shared.upgrade().is_none(),
+                "{case}: the runner's shared services are released"
+            );
+            let pool = recorded.pool.expect("the runner launched pool workers");
+            assert!(
+                pool.is_clean(),
+                "{case}: the pool is closed and every worker left the idle set"
+            );
+            assert_eq!(
+                Arc::strong_count(&pool),
+                1,
+                "{case}: the runner and its workers released the pool"
+            );
+            assert_eq!(Arc::weak_count(&pool), 0, "{case}: no task cell is left");
+        }
     }
 }
 
@@ -166,15 +211,19 @@ fn service_error_preserves_completions_before_cleanup() {
 }
 
 /// A ring service failure on a pool worker is a worker failure: it interrupts the root even
-/// when task panics are caught.
+/// when task panics are caught, before the root's code resumes (the root, pending once with no
+/// wake of its own, is polled again only for the failure). The pool still ends clean, released
+/// by every worker and with no task cell left.
 #[test]
 fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
     let (read, write) = pipe();
     let resumed = Arc::new(AtomicBool::new(false));
+    let kept = Arc::new(Mutex::new(None));
     let result = catch_unwind(AssertUnwindSafe(|| {
         Runner::new(config().with_worker_threads(2).with_catch_panics(true)).start(|context| {
-            let resumed = resumed.clone();
+            let (resumed, kept) = (resumed.clone(), kept.clone());
             async move {
+                *kept.lock().unwrap() = Some(context.runtime().pool.clone());
                 // Worker zero stays busy with the root (blocked below) so that the foreign
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
@@ -186,7 +235,17 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
                 });
                 rx.recv().unwrap();
                 write_ping(&write);
-                futures::future::pending::<()>().await;
+                // Pending once without waking itself: only the failure polls the root again,
+                // and that poll must end it before the code below runs.
+                let mut yielded = false;
+                futures::future::poll_fn(|_| {
+                    if std::mem::replace(&mut yielded, true) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await;
                 resumed.store(true, Ordering::SeqCst);
             }
         })
@@ -196,8 +255,18 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
         text.contains("injected service failure after completion"),
         "{text}"
     );
-    assert!(!resumed.load(Ordering::SeqCst));
+    assert!(
+        !resumed.load(Ordering::SeqCst),
+        "the root must not resume after the failure"
+    );
     assert!(tls_cleared());
+    let pool: Arc<crate::pool::Pool> = kept.lock().unwrap().take().expect("a pool was kept");
+    assert!(
+        pool.is_clean(),
+        "every worker left the idle set with its counts returned"
+    );
+    assert_eq!(Arc::strong_count(&pool), 1, "the runner released its pool");
+    assert_eq!(Arc::weak_count(&pool), 0, "every task cell was freed");
 }
 
 /// Child-process plumbing for `startup_failure_is_reported_once`.

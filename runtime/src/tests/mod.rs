@@ -609,50 +609,126 @@ fn root_shutdown_cancels_descendants_across_workers() {
 }
 
 /// Shutdown aborts the whole tree and finishes every running metric before it drops any
-/// future; every future is dropped exactly once.
+/// future, whether the tasks were registered on worker zero and never polled, registered from
+/// a foreign thread with their first runnable still in the global queue, or polled once and
+/// suspended. Each case has a task of a scope and a task of a descendant scope nested in it;
+/// each future, when dropped, finds that descendant closed and every running gauge of both
+/// scopes at zero. With two workers, worker zero waits between the pool's close and the abort
+/// until worker one has finished its cleanup, so a worker dropping futures before the abort
+/// would be caught. Every future is dropped exactly once, the gauges stay at zero, and every
+/// handle is `Closed`.
 #[test]
 fn shutdown_cancels_tasks_before_destruction() {
-    for workers in [1, 2] {
-        struct CheckGauge(Context, Drops);
-        impl Drop for CheckGauge {
-            fn drop(&mut self) {
-                assert!(self.0.tree.is_aborted(), "the tree is aborted before drops");
-                let encoded = self.0.encode();
-                for line in encoded
-                    .lines()
-                    .filter(|line| line.starts_with("runtime_tasks_running{name=\"victims\""))
-                {
-                    assert!(line.ends_with(" 0"), "metrics finish before drops: {line}");
-                }
-                self.1.0.fetch_add(1, Ordering::SeqCst);
+    /// How far the tasks get before the root returns.
+    #[derive(Clone, Copy, Debug)]
+    enum Placement {
+        /// Spawned on worker zero and never polled.
+        Local,
+        /// Spawned from a foreign thread: the first runnable waits in the global queue.
+        Foreign,
+        /// Polled once and suspended.
+        Pending,
+    }
+    /// Whether the running gauges of the `victims` scope and its descendant exist and are
+    /// all zero.
+    fn gauges_finished(context: &Context) -> bool {
+        let encoded = context.encode();
+        let lines: Vec<_> = encoded
+            .lines()
+            .filter(|line| line.starts_with("runtime_tasks_running{name=\"victims"))
+            .collect();
+        !lines.is_empty() && lines.iter().all(|line| line.ends_with(" 0"))
+    }
+    /// Held by each future: counts its drop, and whether the drop found the descendant scope
+    /// closed and the gauges finished. It counts rather than asserts, as a panic here would be
+    /// contained by the task's disposal.
+    struct Cleanup {
+        descendant: Context,
+        drops: Drops,
+        cancelled: Drops,
+    }
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if self.descendant.tree.is_aborted() && gauges_finished(&self.descendant) {
+                self.cancelled.0.fetch_add(1, Ordering::SeqCst);
             }
+            self.drops.0.fetch_add(1, Ordering::SeqCst);
         }
-        let drops = Drops::default();
-        let handles = Runner::new(config().with_worker_threads(workers)).start(|context| {
-            let drops = drops.clone();
-            async move {
-                let victims = context.child("victims");
-                let mut handles = Vec::new();
-                for polled in [false, true] {
-                    let drops = drops.clone();
-                    let handle = victims.clone().spawn(move |context| {
-                        let check = CheckGauge(context, drops);
-                        async move {
-                            let _check = check;
-                            futures::future::pending::<()>().await
-                        }
-                    });
-                    if polled {
-                        reschedule().await;
+    }
+    for workers in [1, 2] {
+        for placement in [Placement::Local, Placement::Foreign, Placement::Pending] {
+            let case = format!("workers={workers} placement={placement:?}");
+            let drops = Drops::default();
+            let cancelled = Drops::default();
+            let (handles, victims) =
+                Runner::new(config().with_worker_threads(workers)).start(|context| {
+                    if workers > 1 {
+                        let shared_pool = context.runtime().pool.clone();
+                        BEFORE_ABORT.with(|hook| {
+                            *hook.borrow_mut() = Some(Box::new(move || {
+                                // The pool is closed: worker one leaves its loop, discards its
+                                // queue and cleans up, then closes its mailbox, which from then
+                                // on refuses messages (a message before that is harmless).
+                                pool::spin_until(
+                                    || {
+                                        thread::yield_now();
+                                        shared_pool.mailbox(1).send(Message::WakeRoot).is_err()
+                                    },
+                                    "worker one must finish its cleanup",
+                                );
+                            }))
+                        });
                     }
-                    handles.push(handle);
-                }
-                handles
+                    let (drops, cancelled) = (drops.clone(), cancelled.clone());
+                    async move {
+                        let victims = context.child("victims");
+                        let descendant = victims.child("descendant");
+                        let mut handles = Vec::new();
+                        let mut polled = Vec::new();
+                        for scope in [victims.clone(), descendant.clone()] {
+                            let cleanup = Cleanup {
+                                descendant: descendant.clone(),
+                                drops: drops.clone(),
+                                cancelled: cancelled.clone(),
+                            };
+                            let (started, ready) = oneshot::channel::<()>();
+                            let body = move |_: Context| async move {
+                                let _cleanup = cleanup;
+                                let _ = started.send(());
+                                futures::future::pending::<()>().await
+                            };
+                            let handle = match placement {
+                                Placement::Foreign => {
+                                    thread::spawn(move || scope.spawn(body)).join().unwrap()
+                                }
+                                Placement::Local | Placement::Pending => scope.spawn(body),
+                            };
+                            handles.push(handle);
+                            polled.push(ready);
+                        }
+                        if let Placement::Pending = placement {
+                            for ready in polled {
+                                ready.await.unwrap();
+                            }
+                        }
+                        (handles, victims)
+                    }
+                });
+            assert_eq!(
+                drops.count(),
+                2,
+                "{case}: every future is dropped exactly once"
+            );
+            assert_eq!(
+                cancelled.count(),
+                2,
+                "{case}: every future is dropped after the abort and the gauges' finish"
+            );
+            assert!(gauges_finished(&victims), "{case}: the gauges stay at zero");
+            for handle in handles {
+                assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)), "{case}");
             }
-        });
-        assert_eq!(drops.count(), 2);
-        for handle in handles {
-            assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+            drop(victims);
         }
     }
 }
@@ -888,58 +964,108 @@ fn task_panic_respects_policy() {
 }
 
 /// Deferred callbacks that produce runnable work keep the worker from parking: it runs the
-/// callbacks until none are left and looks for work again.
+/// callbacks until none are left and looks for work again. The last callback of a chain (of
+/// one or three) makes the root ready and wakes it, or spawns a task that sends the root its
+/// readiness; the worker must never reach the idle path while the root waits, with or without
+/// an idle spinner (our default spins not at all, so the spinning case sets a budget). The park
+/// ban holds from the root's first poll until it finishes.
 #[test]
 fn callback_generated_work_prevents_parking() {
+    /// The progress the last callback of a chain produces.
+    enum Work {
+        /// Mark the root ready and wake its registered waker.
+        Wake(Waker, Arc<AtomicBool>),
+        /// Spawn a task that sends the root its readiness through a channel.
+        Spawn(Context, oneshot::Sender<()>),
+    }
+    /// A deferred drop that defers `remaining` more before it produces the work.
+    struct Chained {
+        remaining: usize,
+        work: Option<Work>,
+    }
+    impl std::task::Wake for Chained {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for Chained {
+        fn drop(&mut self) {
+            let work = self.work.take().expect("the work is handed down the chain");
+            if self.remaining > 0 {
+                let next = Waker::from(Arc::new(Chained {
+                    remaining: self.remaining - 1,
+                    work: Some(work),
+                }));
+                let local = Local::current().unwrap();
+                local.state.borrow_mut().deferred.drops.push(next);
+                return;
+            }
+            match work {
+                Work::Wake(root, ready) => {
+                    ready.store(true, Ordering::SeqCst);
+                    root.wake();
+                }
+                Work::Spawn(context, ready) => {
+                    drop(context.spawn(move |_| async move { ready.send(()).unwrap() }));
+                }
+            }
+        }
+    }
+    /// Forbids parking on this thread until dropped, unwinding included.
+    struct ParkBan;
+    impl ParkBan {
+        fn new() -> Self {
+            assert!(
+                !FORBID_PARK.with(|forbid| forbid.replace(true)),
+                "a park ban is already installed"
+            );
+            ParkBan
+        }
+    }
+    impl Drop for ParkBan {
+        fn drop(&mut self) {
+            FORBID_PARK.with(|forbid| forbid.set(false));
+        }
+    }
     let spinning = SpinnerConfig {
         budget_us: 20,
         max_budget_us: 200,
         quick_wake_us: 50,
     };
     for spinner in [SpinnerConfig::disabled(), spinning] {
-        for chain in [0, 2] {
-            let config = config().with_idle_spinner(spinner);
-            Runner::new(config).start(|context| async move {
-                struct Chained {
-                    remaining: usize,
-                    then: Option<Waker>,
-                }
-                impl std::task::Wake for Chained {
-                    fn wake(self: Arc<Self>) {}
-                }
-                impl Drop for Chained {
-                    fn drop(&mut self) {
-                        if self.remaining > 0 {
-                            let next = Waker::from(Arc::new(Chained {
-                                remaining: self.remaining - 1,
-                                then: self.then.take(),
+        for spawn in [false, true] {
+            for chain in [0, 2] {
+                let config = config().with_idle_spinner(spinner);
+                Runner::new(config).start(|context| async move {
+                    let _ban = ParkBan::new();
+                    let (sender, mut receiver) = oneshot::channel::<()>();
+                    let mut sender = Some(sender);
+                    let ready = Arc::new(AtomicBool::new(false));
+                    let mut queued = false;
+                    futures::future::poll_fn(|cx| {
+                        if !queued {
+                            queued = true;
+                            let work = if spawn {
+                                Work::Spawn(context.child("callback_work"), sender.take().unwrap())
+                            } else {
+                                Work::Wake(cx.waker().clone(), ready.clone())
+                            };
+                            let waker = Waker::from(Arc::new(Chained {
+                                remaining: chain,
+                                work: Some(work),
                             }));
                             let local = Local::current().unwrap();
-                            local.state.borrow_mut().deferred.drops.push(next);
-                        } else if let Some(root) = self.then.take() {
-                            FORBID_PARK.with(|forbid| forbid.set(false));
-                            root.wake();
+                            local.state.borrow_mut().deferred.drops.push(waker);
                         }
-                    }
-                }
-                let mut armed = false;
-                futures::future::poll_fn(|cx| {
-                    if armed {
-                        return Poll::Ready(());
-                    }
-                    armed = true;
-                    let waker = Waker::from(Arc::new(Chained {
-                        remaining: chain,
-                        then: Some(cx.waker().clone()),
-                    }));
-                    let local = Local::current().unwrap();
-                    local.state.borrow_mut().deferred.drops.push(waker);
-                    FORBID_PARK.with(|forbid| forbid.set(true));
-                    Poll::Pending
-                })
-                .await;
-                let _ = &context;
-            });
+                        if spawn {
+                            Pin::new(&mut receiver).poll(cx).map(Result::unwrap)
+                        } else if ready.load(Ordering::SeqCst) {
+                            Poll::Ready(())
+                        } else {
+                            Poll::Pending
+                        }
+                    })
+                    .await;
+                });
+            }
         }
     }
 }
@@ -1107,6 +1233,24 @@ fn startup_failure_drops_the_root_builder_outside_any_unwind() {
     assert!(tls_cleared());
 }
 
+/// Validation rounds a ring size up to a power of two (3 becomes 4), and a runner started
+/// with such a size gives its workers the rounded one. The crate-level half of the seed's
+/// `config_validation_before_startup`, whose other checks `tests/public_api.rs` makes through
+/// the public API (which cannot see the validated size).
+#[test]
+fn config_validation_rounds_the_ring_size_up_to_a_power_of_two() {
+    let three = crate::RingConfig {
+        size: 3,
+        ..crate::RingConfig::default()
+    };
+    let mut rounded = config().with_ring_config(three);
+    rounded.validate();
+    assert_eq!(rounded.ring_config.size, 4, "validation rounds 3 up to 4");
+    let size = Runner::new(config().with_ring_config(three))
+        .start(|context| async move { context.runtime().config.ring_config.size });
+    assert_eq!(size, 4, "the runner uses the validated size");
+}
+
 /// A second runner on a directory in use fails before its closure; the outer runner keeps
 /// its TLS, its storage and its scheduling.
 #[test]
@@ -1213,7 +1357,9 @@ mod pool;
 mod shutdown;
 
 /// With several workers the root's tasks all complete on at most that many threads; a quiet
-/// worker zero keeps the first spawn, and the rest are handed out through the global queue.
+/// worker zero keeps the first spawn, and the rest are handed out through the global queue:
+/// while the root holds worker zero, the other workers start every one of them, so none runs
+/// on worker zero. With one worker every task runs on the root's thread.
 #[test]
 fn tasks_spread_across_workers_and_complete() {
     for workers in [1, 2, 4] {
@@ -1224,17 +1370,37 @@ fn tasks_spread_across_workers_and_complete() {
             let local = local.clone();
             async move {
                 let root = thread::current().id();
+                let started = Arc::new(AtomicUsize::new(0));
                 let handles: Vec<_> = (0..3 * workers)
-                    .map(|_| context.clone().spawn(|_| async { thread::current().id() }))
+                    .map(|_| {
+                        let started = started.clone();
+                        context.child("worker").spawn(move |_| async move {
+                            started.fetch_add(1, Ordering::SeqCst);
+                            thread::current().id()
+                        })
+                    })
                     .collect();
+                if workers > 1 {
+                    // The root holds worker zero: only the other workers can start the
+                    // globally queued spawns.
+                    pool::spin_until(
+                        || started.load(Ordering::SeqCst) >= 3 * workers - 1,
+                        "the globally queued spawns must start on the other workers",
+                    );
+                }
                 let mut threads = Vec::new();
                 for handle in handles {
                     threads.push(handle.await.unwrap());
                 }
                 local.set(1);
-                assert_eq!(threads[0], root, "a quiet worker keeps its first spawn");
                 if workers == 1 {
                     assert!(threads.iter().all(|thread| *thread == root));
+                } else {
+                    assert_eq!(threads[0], root, "a quiet worker keeps its first spawn");
+                    assert!(
+                        threads[1..].iter().all(|thread| *thread != root),
+                        "every other spawn runs off worker zero: {threads:?}"
+                    );
                 }
                 threads
             }
@@ -1242,6 +1408,7 @@ fn tasks_spread_across_workers_and_complete() {
         let distinct: std::collections::HashSet<_> = threads.into_iter().collect();
         assert!(distinct.len() <= workers);
         assert_eq!(local.get(), 1);
+        assert!(tls_cleared());
     }
 }
 

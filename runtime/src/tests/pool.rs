@@ -19,7 +19,7 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Spins on the calling thread until `done` holds, failing with `what` after the timeout.
 /// Spinning (rather than yielding to the runtime) keeps the calling worker busy.
-fn spin_until(done: impl Fn() -> bool, what: &str) {
+pub(super) fn spin_until(done: impl Fn() -> bool, what: &str) {
     let deadline = Instant::now() + TEST_TIMEOUT;
     while !done() {
         assert!(Instant::now() < deadline, "{what}");
@@ -210,35 +210,52 @@ impl KeptPool {
         *self.0.lock().unwrap() = Some(pool_of(context));
     }
 
+    /// Checks the kept pool once the runner has returned or unwound: closed, with every worker
+    /// out of the idle set and its counts returned; released by the runner and its workers
+    /// (this is the last strong reference); and with every task cell freed (each holds a weak
+    /// reference to its pool, so none left means no runnable leaked in a queue or a batch).
+    /// Dropping it then runs the pool's own idle-state check outside any unwind.
     fn check(&self) {
         let pool = self.0.lock().unwrap().take().expect("a pool was kept");
         assert!(
             pool.is_clean(),
             "every worker left the idle set with its counts returned"
         );
+        assert_eq!(
+            Arc::strong_count(&pool),
+            1,
+            "the runner must release its pool"
+        );
+        assert_eq!(Arc::weak_count(&pool), 0, "every task cell must be freed");
+        drop(pool);
     }
 }
 
 /// K: a wake of an idle task queues it on the waker's worker, a wake during a poll leaves the
 /// task with its poller, and a lone runnable is never stolen, so a chatty pair converges onto
-/// one worker: every request after the first is handled where the requester runs.
+/// one worker. The responder starts on worker one and goes idle there; the requester starts on
+/// worker zero, and from its first request on, every request is sent from worker zero, handled
+/// there, and answered from there.
 #[test]
 fn chatty_pair_converges_onto_one_worker() {
     const MESSAGES: usize = 200;
     Runner::new(config().with_worker_threads(2)).start(|context| async move {
         let root = thread::current().id();
-        let (requests, mut inbox) = futures::channel::mpsc::channel::<usize>(1);
-        let (replies, mut answers) = futures::channel::mpsc::channel::<usize>(1);
-        let handled = Arc::new(Mutex::new(Vec::new()));
+        // Each request carries the thread it was sent from, each reply the thread that
+        // handled the request.
+        let (requests, mut inbox) = futures::channel::mpsc::channel::<ThreadId>(1);
+        let (replies, mut answers) = futures::channel::mpsc::channel::<ThreadId>(1);
         let (responder, first) = spawn_elsewhere(&context, {
-            let handled = handled.clone();
             let mut replies = replies;
             async move {
                 use futures::{SinkExt, StreamExt};
-                while let Some(request) = inbox.next().await {
-                    handled.lock().unwrap().push(thread::current().id());
-                    replies.send(request).await.unwrap();
+                let mut seen = Vec::new();
+                while let Some(requester) = inbox.next().await {
+                    let here = thread::current().id();
+                    seen.push((requester, here));
+                    replies.send(here).await.unwrap();
                 }
+                seen
             }
         });
         assert_ne!(first, root, "the responder's first poll is elsewhere");
@@ -253,25 +270,34 @@ fn chatty_pair_converges_onto_one_worker() {
         let requester = context.clone().spawn(move |_| async move {
             use futures::{SinkExt, StreamExt};
             let mut requests = requests;
-            let mut threads = Vec::new();
-            for request in 0..MESSAGES {
-                requests.send(request).await.unwrap();
-                assert_eq!(answers.next().await, Some(request));
-                threads.push(thread::current().id());
+            let mut seen = Vec::new();
+            for _ in 0..MESSAGES {
+                let sent_from = thread::current().id();
+                requests.send(sent_from).await.unwrap();
+                let handled_on = answers.next().await.unwrap();
+                seen.push((sent_from, handled_on, thread::current().id()));
             }
-            threads
+            seen
         });
-        let requester_threads = requester.await.unwrap();
-        responder.await.unwrap();
+        let requester_seen = requester.await.unwrap();
+        let responder_seen = responder.await.unwrap();
+        assert_eq!(requester_seen.len(), MESSAGES);
+        assert_eq!(responder_seen.len(), MESSAGES);
         assert!(
-            requester_threads.iter().all(|thread| *thread == root),
-            "a quiet worker keeps its spawn, and wakes keep it there"
+            requester_seen
+                .iter()
+                .all(|&(sent_from, handled_on, answered_on)| {
+                    sent_from == root && handled_on == root && answered_on == root
+                }),
+            "every request is sent, handled and answered on the requester's worker: \
+             {requester_seen:?}"
         );
-        let handled = handled.lock().unwrap();
-        assert_eq!(handled.len(), MESSAGES);
         assert!(
-            handled[1..].iter().all(|thread| *thread == root),
-            "every request after the first is handled on the requester's worker"
+            responder_seen
+                .iter()
+                .all(|&(requester, handled_on)| requester == root && handled_on == root),
+            "the responder handles every request, the first included, on the requester's \
+             worker: {responder_seen:?}"
         );
     });
 }
@@ -1196,10 +1222,9 @@ async fn poll_once(sleep: &mut Pin<Box<Sleep>>) -> bool {
 /// O: a task mid-poll on worker one while the runner shuts down. Teardown clears it during
 /// the poll and leaves its future to the poller; a sleep owned by worker zero, polled after
 /// the clear, is still pending (worker zero keeps its registrations until every pool worker
-/// has stopped polling); the poller drops the future on its own thread after the poll. With
-/// `wake_root_first`, the task first wakes the root `BATCH_SIZE` times through worker zero's
-/// mailbox, so the root completes while registrations polled from worker one are live.
-fn shutdown_while_mid_poll_on_worker_one(wake_root_first: bool) {
+/// has stopped polling); the poller drops the future on its own thread after the poll.
+#[test]
+fn shutdown_while_a_task_is_mid_poll_on_another_worker() {
     let dropped = Arc::new(Mutex::new(None));
     let pending_after_clear = Arc::new(Mutex::new(None));
     let (site, seen) = (DropSite(dropped.clone()), pending_after_clear.clone());
@@ -1211,15 +1236,10 @@ fn shutdown_while_mid_poll_on_worker_one(wake_root_first: bool) {
         let own: Arc<Mutex<Option<Task>>> = Arc::new(Mutex::new(None));
         let started = Arc::new(AtomicBool::new(false));
         let future = {
-            let (own, started, pool) = (own.clone(), started.clone(), pool.clone());
+            let (own, started) = (own.clone(), started.clone());
             async move {
                 let _site = site;
                 assert_eq!(thread::current().name(), Some("iouring-pool-1"));
-                if wake_root_first {
-                    for _ in 0..BATCH_SIZE {
-                        assert!(pool.mailbox(0).send(Message::WakeRoot).is_ok());
-                    }
-                }
                 assert!(poll_once(&mut sleep).await, "pending through its owner");
                 started.store(true, Ordering::SeqCst);
                 spin_until(|| shared.tasks.is_closed(), "the runner must shut down");
@@ -1251,14 +1271,191 @@ fn shutdown_while_mid_poll_on_worker_one(wake_root_first: bool) {
     );
 }
 
-#[test]
-fn shutdown_while_a_task_is_mid_poll_on_another_worker() {
-    shutdown_while_mid_poll_on_worker_one(false);
+/// Polls `sleep` once with `waker` and says whether it is pending.
+fn pending_with(sleep: &mut Pin<Box<Sleep>>, waker: &Waker) -> bool {
+    sleep
+        .as_mut()
+        .poll(&mut TaskContext::from_waker(waker))
+        .is_pending()
 }
 
+/// One wake of a [`SlotWaker`]: the waking thread, whether that thread's worker was in its
+/// final cleanup, and whether the poller had already dropped the future that left the waker.
+type SlotWake = (ThreadId, bool, bool);
+
+/// A waker a poll on a worker that does not own the registration leaves in the registration's
+/// shared slot. It records its wakes, and its strong count shows whether the slot still holds
+/// it.
+struct SlotWaker {
+    wakes: Mutex<Vec<SlotWake>>,
+    /// Where the task that left the waker records its future's drop.
+    dropped: Arc<Mutex<Option<DroppedAt>>>,
+}
+
+impl SlotWaker {
+    fn new(dropped: &Arc<Mutex<Option<DroppedAt>>>) -> Arc<Self> {
+        Arc::new(Self {
+            wakes: Mutex::new(Vec::new()),
+            dropped: dropped.clone(),
+        })
+    }
+
+    fn wakes(&self) -> Vec<SlotWake> {
+        self.wakes.lock().unwrap().clone()
+    }
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let closing = Local::current().is_some_and(|local| local.is_closing());
+        let after_drop = self.dropped.lock().unwrap().is_some();
+        self.wakes
+            .lock()
+            .unwrap()
+            .push((thread::current().id(), closing, after_drop));
+    }
+}
+
+/// What the task of [`shutdown_keeps_a_slot_waker_left_by_another_worker_until_polling_ends`]
+/// saw after teardown cleared it: whether each sleep was still pending, and whether either
+/// slot waker had been woken by then.
+type SeenAfterClear = (bool, bool, bool);
+
+/// O, adapted from the seed's `shutdown_retains_a_taken_forward_until_polling_ends`: this
+/// runtime forwards no registration. A registration polled on a worker that does not own it
+/// leaves that poll's waker in the registration's shared slot, which the owner wakes; through
+/// shutdown the owner must keep that slot, and wake or release its waker, only once every pool
+/// worker has stopped polling.
+///
+/// Two sleeps are registered on worker zero. A task on worker one queues `BATCH_SIZE` root
+/// wakes in worker zero's mailbox, then polls both sleeps with recording wakers, leaving one in
+/// each slot. The root, pending once with no wake of its own, completes through those
+/// messages while both wakers are in their slots. After teardown has cleared the task during
+/// its poll, both sleeps are still pending and neither waker has been woken. One sleep stays
+/// with the future, which the poller drops after the poll: its waker is released (the slot
+/// lets go of it) and never woken. The other escapes the task: worker zero wakes its waker
+/// exactly once, on worker zero, in its final cleanup, after the poller dropped the future,
+/// and lets go of it; the escaped sleep then reports its worker closed.
 #[test]
-fn shutdown_retains_a_taken_forward_until_polling_ends() {
-    shutdown_while_mid_poll_on_worker_one(true);
+fn shutdown_keeps_a_slot_waker_left_by_another_worker_until_polling_ends() {
+    let runner = thread::current().id();
+    let dropped = Arc::new(Mutex::new(None));
+    let seen_after_clear: Arc<Mutex<Option<SeenAfterClear>>> = Arc::new(Mutex::new(None));
+    let escaped: Arc<Mutex<Option<Pin<Box<Sleep>>>>> = Arc::new(Mutex::new(None));
+    // `released` is left in the slot of the sleep that stays with the future, `woken` in the
+    // slot of the sleep that escapes.
+    let released = SlotWaker::new(&dropped);
+    let woken = SlotWaker::new(&dropped);
+    let site = DropSite(dropped.clone());
+    let (seen, escape) = (seen_after_clear.clone(), escaped.clone());
+    let (released_slot, woken_slot) = (released.clone(), woken.clone());
+    Runner::new(config().with_worker_threads(2)).start(move |context| async move {
+        let shared = context.runtime().clone();
+        let pool = pool_of(&context);
+        let mut staying = Box::pin(Sleep::new(Duration::from_secs(3600)));
+        let mut leaving = Box::pin(Sleep::new(Duration::from_secs(3600)));
+        assert!(poll_once(&mut staying).await, "registered on worker zero");
+        assert!(poll_once(&mut leaving).await, "registered on worker zero");
+        let own: Arc<Mutex<Option<Task>>> = Arc::new(Mutex::new(None));
+        let queued = Arc::new(AtomicBool::new(false));
+        let future = {
+            let (own, queued, pool) = (own.clone(), queued.clone(), pool.clone());
+            async move {
+                let _site = site;
+                assert_eq!(thread::current().name(), Some("iouring-pool-1"));
+                for _ in 0..BATCH_SIZE {
+                    assert!(pool.mailbox(0).send(Message::WakeRoot).is_ok());
+                }
+                let released_waker = Waker::from(released_slot.clone());
+                let woken_waker = Waker::from(woken_slot.clone());
+                assert!(
+                    pending_with(&mut staying, &released_waker),
+                    "pending through its owner"
+                );
+                assert!(
+                    pending_with(&mut leaving, &woken_waker),
+                    "pending through its owner"
+                );
+                queued.store(true, Ordering::SeqCst);
+                spin_until(|| shared.tasks.is_closed(), "the runner must shut down");
+                let task = own.lock().unwrap().take().unwrap();
+                spin_until(
+                    || crate::task::cell::tests::cancelled(&task),
+                    "teardown must clear the task during its poll",
+                );
+                drop(task);
+                // The same wakers again: the slots keep the ones they hold.
+                let staying_pending = pending_with(&mut staying, &released_waker);
+                let leaving_pending = pending_with(&mut leaving, &woken_waker);
+                let none_woken = released_slot.wakes().is_empty() && woken_slot.wakes().is_empty();
+                *seen.lock().unwrap() = Some((staying_pending, leaving_pending, none_woken));
+                *escape.lock().unwrap() = Some(leaving);
+                pending::<()>().await
+            }
+        };
+        let (task, runnable) = Task::new(future, Arc::downgrade(&pool));
+        *own.lock().unwrap() = Some(task.clone());
+        assert!(context.runtime().tasks.insert(task).is_ok());
+        // From outside the pool, so worker one starts the task while the root holds worker
+        // zero until the root wakes are queued and both slots hold their wakers.
+        thread::spawn(move || runnable.spawn()).join().unwrap();
+        spin_until(
+            || queued.load(Ordering::SeqCst),
+            "the task must queue the root wakes and poll both sleeps",
+        );
+        // Pending once without waking itself: only the queued root wakes poll the root again.
+        let mut yielded = false;
+        poll_fn(|_| {
+            if std::mem::replace(&mut yielded, true) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    });
+    assert_eq!(
+        *seen_after_clear.lock().unwrap(),
+        Some((true, true, true)),
+        "after the clear both sleeps are pending and neither slot waker was woken"
+    );
+    assert_eq!(
+        *dropped.lock().unwrap(),
+        Some((Some("iouring-pool-1".to_owned()), true)),
+        "the poller drops the future on its own thread, with its worker state present"
+    );
+    assert!(
+        released.wakes().is_empty(),
+        "the waker of a sleep dropped by its poller is never woken"
+    );
+    assert_eq!(
+        Arc::strong_count(&released),
+        1,
+        "the owner let go of the slot waker of the dropped sleep"
+    );
+    assert_eq!(
+        woken.wakes(),
+        [(runner, true, true)],
+        "the escaped sleep's slot waker is woken once, by worker zero's final cleanup, after \
+         the poller dropped the future"
+    );
+    assert_eq!(
+        Arc::strong_count(&woken),
+        1,
+        "the owner let go of the escaped sleep's slot waker"
+    );
+    let mut sleep = escaped.lock().unwrap().take().expect("the sleep escaped");
+    let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
+        let _ = sleep
+            .as_mut()
+            .poll(&mut TaskContext::from_waker(Waker::noop()));
+    })));
+    assert_eq!(text, "io_uring sleep polled after its worker closed");
+    drop(sleep);
 }
 
 /// A panic of a task polled on another worker follows the policy: caught, only its handle

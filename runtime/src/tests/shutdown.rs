@@ -214,7 +214,7 @@ fn queued_foreign_task_disposal_is_contained_at_shutdown() {
 }
 
 /// A pool worker whose timer waker panics when its table is cleared at shutdown fails the
-/// runner, and the pool ends clean.
+/// runner, and the pool ends clean: released by every worker, with no task cell left.
 #[test]
 fn pool_worker_failure_during_shutdown_fails_the_runner() {
     struct Bad;
@@ -259,6 +259,7 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
     let pool = kept.lock().unwrap().take().unwrap();
     assert!(pool.is_clean());
     assert_eq!(Arc::strong_count(&pool), 1);
+    assert_eq!(Arc::weak_count(&pool), 0, "every task cell was freed");
 }
 
 /// Dedicated and blocking workers release their leases when they finish; a finished worker
