@@ -263,7 +263,8 @@ mod tests {
     #[test]
     fn concurrent_producers_keep_their_own_order() {
         const PRODUCERS: usize = 4;
-        const EACH: usize = 20_000;
+        // Fewer under Miri, which interprets every step.
+        const EACH: usize = if cfg!(miri) { 100 } else { 20_000 };
         let queue = Arc::new(Queue::new(64));
         let permits = Arc::new(AtomicUsize::new(64));
         let producers: Vec<_> = (0..PRODUCERS)

@@ -234,6 +234,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "forgets payloads on purpose, which Miri reports as leaks"
+    )]
     fn a_failing_callback_does_not_skip_its_siblings() {
         let calls = Arc::new(AtomicUsize::new(0));
         let waker = Waker::from(Arc::new(Bad(calls.clone())));
