@@ -147,6 +147,9 @@ impl Driver {
     /// Whether completions wait to be reaped: posted already, or pending as deferred task
     /// work (which only an enter posts). Reads shared ring memory, no system call.
     pub(crate) fn has_completions(&mut self) -> bool {
+        if !self.completions.is_empty() {
+            return true;
+        }
         if self.operations.is_empty() {
             return false;
         }
@@ -415,7 +418,9 @@ impl Driver {
             self.push(entry);
         }
         self.submit_all()?;
-        if !begin() {
+        // Completions taken off the ring but not handled (a handler panicked) end the wait
+        // before it starts.
+        if !self.completions.is_empty() || !begin() {
             return Ok(());
         }
         let timespec = timeout.map(types::Timespec::from);
