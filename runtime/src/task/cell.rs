@@ -267,6 +267,13 @@ where
         // The last reference: every other holder's accesses happen before this drop (the
         // Release decrements above pair with this Acquire fence, as in `Arc::drop`).
         fence(Ordering::Acquire);
+        // Under loom, an access to the future slot here makes the models check that the free
+        // happens after every poller's accesses (loom does not track the `Box` itself).
+        #[cfg(loom)]
+        // SAFETY: the last reference: nobody else touches the cell.
+        unsafe { header.cast::<Cell<F>>().as_ref() }
+            .future
+            .with_mut(|_| ());
         // SAFETY: the cell was allocated by `Box::new` in `allocate` and nobody else holds it.
         drop(unsafe { Box::from_raw(header.cast::<Cell<F>>().as_ptr()) });
     }
@@ -994,15 +1001,18 @@ mod models {
                 (kept.pop().unwrap(), kept.pop().unwrap())
             };
             let waking = thread::spawn(move || first.wake());
+            waking.join().unwrap();
+            let woken = queue.take().pop().expect("woken");
+            // The last poll and the other references' drops race: the last reference goes on
+            // whichever thread is last.
             let dropping = thread::spawn(move || {
                 let clone = second.clone();
                 drop(second);
                 drop(clone);
                 drop(task);
             });
-            waking.join().unwrap();
+            let polls = run_to_completion(woken, &queue);
             dropping.join().unwrap();
-            let polls = run_to_completion(queue.take().pop().expect("woken"), &queue);
             assert_eq!(polls, 1);
             assert_eq!(drops.load(Ordering::SeqCst), 1);
             assert_eq!(

@@ -47,6 +47,9 @@ impl Entry {
         {
             // Relaxed: the count only paces sweeps; the state word is what a sweep reads.
             cancellations.0.fetch_add(1, Ordering::Relaxed);
+            // The waker goes now, on this thread: nothing will wake it, and dropping it later
+            // would run its drop inside the owner's borrow of its state.
+            drop(self.waker.take());
         }
     }
 }
@@ -199,6 +202,13 @@ mod tests {
 
     /// An entry cancelled from another thread is not waited for: the next deadline skips it
     /// (and the entry leaves the table) even though its own deadline has not come.
+    /// A waker that holds `Arc<()>` to show whether it is still alive.
+    struct CountWakes(#[allow(dead_code)] Arc<()>);
+
+    impl std::task::Wake for CountWakes {
+        fn wake(self: Arc<Self>) {}
+    }
+
     #[test]
     fn a_remotely_cancelled_entry_is_not_waited_for() {
         let mut timers = Timers::default();
@@ -213,6 +223,15 @@ mod tests {
             .unwrap();
         assert_eq!(timers.next_deadline(), Some(now + Duration::from_secs(60)));
         assert_eq!(timers.len(), 1, "the cancelled entry left the table");
+        // A cancelled entry's waker is dropped by the cancel, not kept until a sweep.
+        let entry = Arc::new(Entry::default());
+        let woken = Arc::new(());
+        let waker = std::task::Waker::from(Arc::new(CountWakes(woken.clone())));
+        entry.waker.register(&waker);
+        drop(waker);
+        timers.insert(now + Duration::from_secs(30), entry.clone());
+        entry.cancel(timers.cancellations());
+        assert_eq!(Arc::strong_count(&woken), 1, "the waker was released");
         later.cancel(timers.cancellations());
         assert_eq!(timers.next_deadline(), None);
         assert_eq!(timers.len(), 0);
