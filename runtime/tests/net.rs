@@ -155,6 +155,12 @@ async fn dial_and_echo_between_runtime_tasks(context: Context) {
         );
     }
     server.await.unwrap();
+    // Every completion named a live operation (a release build has no debug assertion).
+    let exposition = context.encode();
+    assert!(
+        exposition.contains("runtime_ring_unknown_completions_total 0"),
+        "{exposition}"
+    );
 }
 
 #[runtime::test(timeout = "20s")]
@@ -418,22 +424,33 @@ fn network_operations_off_the_runtime_fail_instead_of_hanging() {
     ));
 }
 
-/// The child half of the restart test: serves on the port it is given, with an accept in
-/// flight on the ring, until it is killed.
+/// The child half of the restart test: serves on the port it is given, with a connection
+/// accepted and the next accept waiting on the ring, until it is killed.
 #[test]
 fn restart_child_serves_until_killed() {
-    let Ok(port) = std::env::var("RUNTIME_RESTART_CHILD_PORT") else {
+    let (Ok(port), Ok(storage)) = (
+        std::env::var("RUNTIME_RESTART_CHILD_PORT"),
+        std::env::var("RUNTIME_RESTART_CHILD_STORAGE"),
+    ) else {
         return;
     };
     let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let config = Config::new().with_idle_spinner(SpinnerConfig::disabled());
+    let config = Config::new()
+        .with_idle_spinner(SpinnerConfig::disabled())
+        .with_storage_directory(storage);
     runtime::Runner::new(config).start(move |context| async move {
         let mut listener = context.bind(address).await.expect("the child binds");
-        // Accept one connection (the parent's probe), then wait in a second accept.
-        let accepted = listener.accept();
         println!("listening");
-        let _connection = accepted.await.expect("the probe connects");
-        let _ = listener.accept().await;
+        let _connection = listener.accept().await.expect("the probe connects");
+        // Poll the next accept once, so its wait is in flight on the ring, then say so.
+        let mut next = pin!(listener.accept());
+        std::future::poll_fn(|cx| {
+            assert!(next.as_mut().poll(cx).is_pending(), "nobody else connects");
+            std::task::Poll::Ready(())
+        })
+        .await;
+        println!("accepting");
+        let _ = next.await;
     });
 }
 
@@ -452,6 +469,10 @@ fn a_server_killed_with_sigkill_can_bind_its_port_again_at_once() {
         .port();
     let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     for round in 0..20 {
+        let storage = std::env::temp_dir().join(format!(
+            "runtime-restart-child-{}-{round}",
+            std::process::id()
+        ));
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -459,22 +480,28 @@ fn a_server_killed_with_sigkill_can_bind_its_port_again_at_once() {
                 "--nocapture",
             ])
             .env("RUNTIME_RESTART_CHILD_PORT", port.to_string())
+            .env("RUNTIME_RESTART_CHILD_STORAGE", &storage)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        loop {
-            let line = lines.next().expect("the child reports").unwrap();
-            if line.contains("listening") {
-                break;
+        let mut wait_for = |word: &str| {
+            loop {
+                let line = lines.next().expect("the child reports").unwrap();
+                if line.contains(word) {
+                    break;
+                }
             }
-        }
-        // An established connection too, as a real server has.
+        };
+        wait_for("listening");
+        // An established connection too, as a real server has, and an accept in flight.
         let probe = TcpStream::connect(address).unwrap();
+        wait_for("accepting");
         child.kill().unwrap();
         child.wait().unwrap();
         drop(probe);
+        let _ = std::fs::remove_dir_all(&storage);
         let rebound = runtime::Runner::new(Config::new())
             .start(move |context| async move { context.bind(address).await.map(drop) });
         if let Err(error) = rebound {

@@ -137,6 +137,15 @@ async fn a_huge_read_of_a_small_blob_is_refused_before_allocating(context: Conte
         Err(Error::BlobTooShort { len, end, .. }) => assert_eq!((len, end), (TIB, 5)),
         other => panic!("expected BlobTooShort, got {other:?}"),
     }
+    // Many small ranges add up: past 64 KiB together, they are checked too.
+    let small: Vec<(u64, usize)> = (0..100).map(|_| (4, 1024)).collect();
+    let batch = blob.start_read_many(&small, ReadOptions::default()).await;
+    match batch.await {
+        Err(Error::BlobTooShort {
+            offset, len, end, ..
+        }) => assert_eq!((offset, len, end), (4, 1024, 5)),
+        other => panic!("expected BlobTooShort, got {other:?}"),
+    }
     let whole = blob.read_at(0, 5, ReadOptions::default()).await.unwrap();
     assert_eq!(whole.len(), 5);
 }

@@ -135,6 +135,33 @@ fn check_read(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
     })
 }
 
+/// [`check_read`] for a batch: the length check runs once the batch's buffers together
+/// exceed [`UNCHECKED_READ_LEN`], so many small ranges cannot add up to an unchecked
+/// allocation either.
+fn check_reads(blob: &Blob, ranges: &[(u64, usize)]) -> Result<(), Error> {
+    let mut total = 0usize;
+    for &(offset, len) in ranges {
+        check_range(blob, offset, len)?;
+        total = total.saturating_add(len);
+    }
+    if total <= UNCHECKED_READ_LEN {
+        return Ok(());
+    }
+    let (_, end) = blob.identity().map_err(|error| blob.failed(error))?;
+    match ranges
+        .iter()
+        .find(|&&(offset, len)| offset.saturating_add(len as u64) > end)
+    {
+        None => Ok(()),
+        Some(&(offset, len)) => Err(Error::BlobTooShort {
+            blob: blob.file.label.clone(),
+            offset,
+            len,
+            end,
+        }),
+    }
+}
+
 fn check_partition(partition: &str) -> Result<(), Error> {
     let valid = !partition.is_empty()
         && partition
@@ -280,9 +307,7 @@ impl Blob {
         let blob = self.clone();
         let ranges = ranges.to_vec();
         async move {
-            let invalid = ranges
-                .iter()
-                .find_map(|&(offset, len)| check_read(&blob, offset, len).err());
+            let invalid = check_reads(&blob, &ranges).err();
             let requests = ranges
                 .iter()
                 .filter(|_| invalid.is_none())
