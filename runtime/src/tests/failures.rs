@@ -237,15 +237,7 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
                 write_ping(&write);
                 // Pending once without waking itself: only the failure polls the root again,
                 // and that poll must end it before the code below runs.
-                let mut yielded = false;
-                futures::future::poll_fn(|_| {
-                    if std::mem::replace(&mut yielded, true) {
-                        Poll::Ready(())
-                    } else {
-                        Poll::Pending
-                    }
-                })
-                .await;
+                super::pool::pending_once_unwoken().await;
                 resumed.store(true, Ordering::SeqCst);
             }
         })

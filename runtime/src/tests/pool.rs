@@ -27,6 +27,20 @@ pub(super) fn spin_until(done: impl Fn() -> bool, what: &str) {
     }
 }
 
+/// Returns `Pending` once without waking the task, then `Ready`: only someone else's wake
+/// (the one a test is about) polls the task again.
+pub(super) async fn pending_once_unwoken() {
+    let mut yielded = false;
+    std::future::poll_fn(|_| {
+        if std::mem::replace(&mut yielded, true) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
 fn pool_of(context: &Context) -> Arc<Pool> {
     context.runtime().pool.clone()
 }
@@ -765,15 +779,7 @@ fn root_poll_returns_an_inherited_count() {
             }
         });
         // Pending once: the hook wakes the root from worker zero's own park.
-        let mut yielded = false;
-        poll_fn(|_| {
-            if std::mem::replace(&mut yielded, true) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
-        .await;
+        pending_once_unwoken().await;
         woken.wake();
         spin_until(
             || woken.ran() != 0,
@@ -1408,15 +1414,7 @@ fn shutdown_keeps_a_slot_waker_left_by_another_worker_until_polling_ends() {
             "the task must queue the root wakes and poll both sleeps",
         );
         // Pending once without waking itself: only the queued root wakes poll the root again.
-        let mut yielded = false;
-        poll_fn(|_| {
-            if std::mem::replace(&mut yielded, true) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        })
-        .await;
+        pending_once_unwoken().await;
     });
     assert_eq!(
         *seen_after_clear.lock().unwrap(),
