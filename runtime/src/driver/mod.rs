@@ -272,10 +272,11 @@ impl Driver {
     }
 
     /// Hands the kernel every queued entry, the backlog included, entering it as often as the
-    /// submission queue's size requires. Stops early only when the kernel takes nothing more
-    /// (`EBUSY`, `EAGAIN`, or no entry taken): it then holds completions to reap, and those end
-    /// any wait that follows at once.
-    fn submit_all(&mut self) -> io::Result<()> {
+    /// submission queue's size requires. Returns whether everything went in: it stops early
+    /// when the kernel takes nothing more (`EBUSY`, `EAGAIN`, or no entry taken), and the
+    /// caller must then not sleep (it reaps, or lets its caller service the ring, and comes
+    /// back).
+    fn submit_all(&mut self) -> io::Result<bool> {
         loop {
             self.flush_backlog();
             let queued = {
@@ -285,14 +286,14 @@ impl Driver {
             };
             if queued == 0 {
                 debug_assert!(self.backlog.is_empty(), "the backlog fills an empty queue");
-                return Ok(());
+                return Ok(true);
             }
             match self.ring.submit() {
-                Ok(0) => return Ok(()),
+                Ok(0) => return Ok(false),
                 Ok(_) => {}
                 Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
                 Err(error) if matches!(error.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {
-                    return Ok(());
+                    return Ok(false);
                 }
                 Err(error) => return Err(error),
             }
@@ -412,13 +413,14 @@ impl Driver {
         end: impl FnOnce(),
     ) -> io::Result<()> {
         self.arm_eventfd();
-        self.submit_all()?;
+        let submitted = self.submit_all()?;
         // Completions taken off the ring but not handled (a handler panicked) end the wait
         // before it starts; so does anything the kernel did not take (it is out of memory or
         // holds completions to reap): the caller services the ring and comes back.
-        if !self.completions.is_empty() || self.holds_unsubmitted() || !begin() {
+        if !self.completions.is_empty() || !submitted || !begin() {
             return Ok(());
         }
+        #[cfg(test)]
         self.note_blocking_enter();
         let timespec = timeout.map(types::Timespec::from);
         let result = match &timespec {
@@ -513,11 +515,11 @@ impl Driver {
             // the entry it cancels would never be submitted while this thread sleeps. If the
             // kernel took less (it is out of memory, or holds completions to reap), reap and
             // try again instead of sleeping.
-            let waited = self.submit_all().and_then(|()| {
-                if self.holds_unsubmitted() {
-                    Ok(())
-                } else {
+            let waited = self.submit_all().and_then(|submitted| {
+                if submitted {
                     self.drain_enter().map(drop)
+                } else {
+                    Ok(())
                 }
             });
             match waited {
@@ -546,11 +548,13 @@ impl Driver {
         if let Some(errno) = self.fail_drain {
             return Err(io::Error::from_raw_os_error(errno));
         }
+        #[cfg(test)]
         self.note_blocking_enter();
         self.ring.submitter().submit_and_wait(1)
     }
 
     /// Whether entries wait in the backlog or the submission queue, unseen by the kernel.
+    #[cfg(test)]
     fn holds_unsubmitted(&mut self) -> bool {
         if !self.backlog.is_empty() {
             return true;
@@ -562,8 +566,8 @@ impl Driver {
 
     /// Test bookkeeping: counts blocking enters made while an entry was still unsubmitted,
     /// which the module invariants forbid (tests assert the count stays zero).
+    #[cfg(test)]
     fn note_blocking_enter(&mut self) {
-        #[cfg(test)]
         if self.holds_unsubmitted() {
             self.blocked_with_unsubmitted += 1;
         }

@@ -114,30 +114,10 @@ fn check_range(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
 /// one page-cache-sized allocation costs less than the `fstat` that would check it.
 const UNCHECKED_READ_LEN: usize = 64 * 1024;
 
-/// Refuses a read that [`check_range`] refuses, and, before a buffer of more than
-/// [`UNCHECKED_READ_LEN`] bytes is allocated for it, one that reaches past the blob's current
-/// length: a length from a caller (a corrupt header, say) never becomes an allocation the
-/// blob cannot fill.
-fn check_read(blob: &Blob, offset: u64, len: usize) -> Result<(), Error> {
-    check_range(blob, offset, len)?;
-    if len <= UNCHECKED_READ_LEN {
-        return Ok(());
-    }
-    let (_, end) = blob.identity().map_err(|error| blob.failed(error))?;
-    if offset.saturating_add(len as u64) <= end {
-        return Ok(());
-    }
-    Err(Error::BlobTooShort {
-        blob: blob.file.label.clone(),
-        offset,
-        len,
-        end,
-    })
-}
-
-/// [`check_read`] for a batch: the length check runs once the batch's buffers together
-/// exceed [`UNCHECKED_READ_LEN`], so many small ranges cannot add up to an unchecked
-/// allocation either.
+/// Refuses reads that [`check_range`] refuses, and, before buffers of more than
+/// [`UNCHECKED_READ_LEN`] bytes in all are allocated for them, any that reaches past the blob's
+/// current length: a length from a caller (a corrupt header, say), or many small ones, never
+/// become an allocation the blob cannot fill.
 fn check_reads(blob: &Blob, ranges: &[(u64, usize)]) -> Result<(), Error> {
     let mut total = 0usize;
     for &(offset, len) in ranges {
@@ -448,7 +428,7 @@ impl crate::Blob for Blob {
     ) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         let blob = self.clone();
         async move {
-            check_read(&blob, offset, len)?;
+            check_reads(&blob, &[(offset, len)])?;
             if len == 0 {
                 return Ok(IoBufs::default());
             }
