@@ -11,9 +11,10 @@
 //! - The loop stops before the next message when the handler called `Context::stop`, when a
 //!   stop is requested (by a supervisor), or when no ref is left and the mailbox is empty.
 
-use crate::Context;
+use crate::lifecycle::Signal;
 use crate::mailbox::Received;
 use crate::metrics::ActorMetrics;
+use crate::{ActorId, Context, ExitReason};
 use std::any::Any;
 use std::cell::Cell;
 use std::future::Future;
@@ -62,6 +63,10 @@ pub trait Actor: Declared {
     /// The typed ref `#[actor]` generates: `<Name>Ref`.
     type Ref: From<crate::Ref<Self>> + Clone + Send + Sync + 'static;
 
+    /// Whether linked actors' exits reach [`on_link_exit`](Self::on_link_exit) (the actor
+    /// declares that hook) instead of ending this actor too.
+    const TRAPS_EXITS: bool = false;
+
     /// Runs the handler `message` is for.
     fn handle(
         &mut self,
@@ -75,21 +80,76 @@ pub trait Actor: Declared {
         async {}
     }
 
-    /// Runs after the last message, whatever stopped the actor (but an abort of its task).
-    fn on_stop(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> + Send {
-        let _ = ctx;
+    /// Runs after the last message, whatever stopped the actor (but an abort of its task),
+    /// with the reason it stops.
+    fn on_stop(
+        &mut self,
+        ctx: &mut Context<Self>,
+        reason: &ExitReason,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, reason);
+        async {}
+    }
+
+    /// A monitored actor ended (see [`Context::monitor`]); handled in mailbox order.
+    fn on_down(
+        &mut self,
+        ctx: &mut Context<Self>,
+        id: ActorId,
+        reason: ExitReason,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, id, reason);
+        async {}
+    }
+
+    /// A linked actor ended (see [`Context::link`]); called only when
+    /// [`TRAPS_EXITS`](Self::TRAPS_EXITS), in mailbox order, for normal ends too.
+    fn on_link_exit(
+        &mut self,
+        ctx: &mut Context<Self>,
+        id: ActorId,
+        reason: ExitReason,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (ctx, id, reason);
         async {}
     }
 }
 
 /// How an incarnation ended.
 pub(crate) enum Exit {
-    /// `Context::stop`, or a stop request.
+    /// `Context::stop`.
     Stopped,
     /// No ref is left and every message was handled.
     Unreachable,
+    /// Its supervisor asked it to stop.
+    Requested,
+    /// A ref asked it to stop (`stop()`): done for good, whatever a supervisor's policy.
+    Terminated,
+    /// A linked actor ended abnormally.
+    Linked {
+        partner: ActorId,
+        reason: ExitReason,
+    },
     /// A handler or hook panicked; the payload.
     Panicked(Box<dyn Any + Send>),
+    /// Its task was aborted, or never ran: `on_stop` did not run.
+    Aborted,
+}
+
+impl Exit {
+    /// The reason refs, monitors and links see.
+    pub(crate) fn reason(&self) -> ExitReason {
+        match self {
+            Exit::Stopped | Exit::Unreachable => ExitReason::Normal,
+            Exit::Requested | Exit::Terminated => ExitReason::Stopped,
+            Exit::Linked { partner, reason } => ExitReason::Linked {
+                partner: *partner,
+                reason: Box::new(reason.clone()),
+            },
+            Exit::Panicked(payload) => ExitReason::panicked(&**payload),
+            Exit::Aborted => ExitReason::Shutdown,
+        }
+    }
 }
 
 thread_local! {
@@ -125,22 +185,23 @@ async fn guarded<F: Future>(future: F) -> Result<F::Output, Box<dyn Any + Send>>
 }
 
 /// Runs one incarnation of `actor` on `ctx`'s mailbox until it stops, and returns why.
-/// `started` runs once `on_start` has returned (or failed).
+/// `started` runs once `on_start` has returned (with `true`) or panicked (`false`).
 pub(crate) async fn run<A: Actor>(
     mut actor: A,
     ctx: &mut Context<A>,
     metrics: &mut ActorMetrics,
-    started: impl FnOnce(),
+    started: impl FnOnce(bool),
 ) -> Exit {
     let mut consumer = ctx
         .mailbox()
         .consumer()
         .expect("one incarnation consumes the mailbox at a time");
+    consumer.trap_exits(A::TRAPS_EXITS);
     let mut exit = match guarded(actor.on_start(ctx)).await {
         Ok(()) => None,
         Err(payload) => Some(Exit::Panicked(payload)),
     };
-    started();
+    started(exit.is_none());
     while exit.is_none() {
         if ctx.stopping() {
             exit = Some(Exit::Stopped);
@@ -153,24 +214,50 @@ pub(crate) async fn run<A: Actor>(
                 consumer.recv().await
             }
         };
-        match received {
+        let handled = match received {
             Received::Message(message) => {
                 metrics.taken(consumer.mailbox().len());
                 let handled = guarded(actor.handle(ctx, message)).await;
                 metrics.handled(consumer.mailbox().len());
-                if let Err(payload) = handled {
-                    exit = Some(Exit::Panicked(payload));
-                }
+                handled
             }
-            Received::Stop => exit = Some(Exit::Stopped),
-            Received::Disconnected => exit = Some(Exit::Unreachable),
+            Received::Signal(Signal::Down { id, reason, .. }) => {
+                guarded(actor.on_down(ctx, id, reason)).await
+            }
+            Received::Signal(Signal::Exit { from, reason }) if A::TRAPS_EXITS => {
+                guarded(actor.on_link_exit(ctx, from, reason)).await
+            }
+            Received::Signal(Signal::Exit { from, reason }) => {
+                exit = Some(Exit::Linked {
+                    partner: from,
+                    reason,
+                });
+                Ok(())
+            }
+            Received::Signal(Signal::Stop) => {
+                exit = Some(Exit::Terminated);
+                Ok(())
+            }
+            Received::Stop => {
+                exit = Some(Exit::Requested);
+                Ok(())
+            }
+            Received::Disconnected => {
+                exit = Some(Exit::Unreachable);
+                Ok(())
+            }
+        };
+        if let Err(payload) = handled {
+            exit = Some(Exit::Panicked(payload));
         }
     }
     metrics.idle();
     drop(consumer);
-    let stopped = guarded(actor.on_stop(ctx)).await;
+    let exit = exit.expect("set when the loop ends");
+    let reason = exit.reason();
+    let stopped = guarded(actor.on_stop(ctx, &reason)).await;
     drop(actor);
-    match (exit.expect("set when the loop ends"), stopped) {
+    match (exit, stopped) {
         (Exit::Panicked(payload), _) | (_, Err(payload)) => Exit::Panicked(payload),
         (exit, Ok(())) => exit,
     }

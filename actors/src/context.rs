@@ -1,8 +1,9 @@
 //! [`Context`]: what a handler reaches besides its actor's state: the runtime context of the
-//! actor's task, its own ref, children, and the way to stop.
+//! actor's task, its own ref and id, children, monitors and links, and the way to stop.
 
+use crate::lifecycle::{self, Monitor, Peer};
 use crate::mailbox::Mailbox;
-use crate::{Actor, Ref};
+use crate::{Actor, ActorHandle, ActorId, Ref, WeakRef};
 use std::sync::Arc;
 
 /// A handler's view of its actor's surroundings. Handlers take it as `ctx: &mut
@@ -40,6 +41,51 @@ impl<A: Actor> Context<A> {
     /// actor that keeps its own ref stops only by [`stop`](Self::stop) or its scope ending.
     pub fn actor_ref(&self) -> A::Ref {
         A::Ref::from(Ref::new(self.mailbox.clone()))
+    }
+
+    /// A ref to this actor that does not keep it alive: for timers and self-messages that
+    /// must not stop it from ending when nobody else can reach it.
+    pub fn weak_ref(&self) -> WeakRef<A> {
+        WeakRef::new(&self.mailbox)
+    }
+
+    /// This actor's id.
+    pub fn id(&self) -> ActorId {
+        self.mailbox.life.id()
+    }
+
+    /// Monitors `other`: exactly one down notification reaches this actor's `on_down` hook,
+    /// in mailbox order, when `other` ends (for a supervised actor: ends for good), with the
+    /// reason it ended. If it has already ended, the notification is queued at once, with
+    /// that reason ([`ExitReason::NotRunning`](crate::ExitReason::NotRunning) if only a weak
+    /// ref to a long-gone actor is left). Monitoring costs nothing until used, and one actor
+    /// may monitor another several times (each monitor notifies once).
+    pub fn monitor(&mut self, other: &impl ActorHandle) -> Monitor {
+        let this: Arc<dyn Peer> = self.mailbox.clone();
+        lifecycle::monitor(&this, other.actor_id(), other.__peer().0)
+    }
+
+    /// Cancels `monitor`: no down notification for it is handled from now on, even one
+    /// already queued.
+    pub fn demonitor(&mut self, monitor: Monitor) {
+        lifecycle::demonitor(&*self.mailbox, monitor);
+    }
+
+    /// Links this actor and `other`, both ways: when either ends abnormally (not
+    /// [`is_normal`](crate::ExitReason::is_normal)), the other ends too, with
+    /// [`ExitReason::Linked`](crate::ExitReason::Linked), before its next message, unless it
+    /// declares an `on_link_exit` hook (it traps exits): that hook then receives every linked
+    /// actor's end, normal ones too, in mailbox order. Linking to an actor that already ended
+    /// delivers its end at once. Linking twice is linking once; a link fires once.
+    pub fn link(&mut self, other: &impl ActorHandle) {
+        let this: Arc<dyn Peer> = self.mailbox.clone();
+        lifecycle::link(&this, other.actor_id(), other.__peer().0);
+    }
+
+    /// Removes the link to `other`, both ways: from now on neither hears of the other's end
+    /// through it, even an end already queued.
+    pub fn unlink(&mut self, other: &impl ActorHandle) {
+        lifecycle::unlink(&*self.mailbox, other.actor_id(), other.__peer().0);
     }
 
     /// Stops the actor once the current handler returns, and `on_stop` runs. Unsupervised,

@@ -1,4 +1,6 @@
-//! What a send or an ask to an actor can fail with.
+//! What a send or an ask to an actor, or a request to a supervisor, can fail with.
+
+use crate::ActorId;
 
 /// Why a message did not get through, or got no reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +17,20 @@ pub enum Error {
         /// The actor's label.
         actor: &'static str,
     },
+    /// A dynamic supervisor already has its `max_children`: nothing was started.
+    TooManyChildren {
+        /// The supervisor's label.
+        supervisor: &'static str,
+        /// Its `max_children`.
+        max: usize,
+    },
+    /// The id named no child of the supervisor (never one, or already ended for good).
+    NoSuchChild {
+        /// The supervisor's label.
+        supervisor: &'static str,
+        /// The id asked for.
+        id: ActorId,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -28,6 +44,16 @@ impl std::fmt::Display for Error {
                     "the actor `{actor}` panicked while it handled the message"
                 )
             }
+            Error::TooManyChildren { supervisor, max } => write!(
+                f,
+                "the supervisor `{supervisor}` already runs its maximum of {max} children: \
+                 terminate one, or raise `max_children`"
+            ),
+            Error::NoSuchChild { supervisor, id } => write!(
+                f,
+                "{id} is not a child of the supervisor `{supervisor}` (it never was, or it \
+                 already ended)"
+            ),
         }
     }
 }

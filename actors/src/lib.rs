@@ -54,6 +54,9 @@ mod actor;
 mod clock;
 mod context;
 mod error;
+mod exit;
+mod id;
+mod lifecycle;
 mod mailbox;
 mod metrics;
 mod oneshot;
@@ -65,7 +68,10 @@ mod sync;
 pub use actor::{Actor, Declared, Placement};
 pub use context::Context;
 pub use error::Error;
-pub use refs::{Ref, Reply};
+pub use exit::ExitReason;
+pub use id::ActorId;
+pub use lifecycle::Monitor;
+pub use refs::{ActorHandle, Join, PeerHandle, Ref, Reply, WeakRef};
 pub use runtime_macros::actor;
 pub use spawn::spawn;
 
@@ -73,6 +79,7 @@ pub use spawn::spawn;
 /// and the runtime's prelude.
 pub mod prelude {
     pub use crate::Actor as _;
+    pub use crate::ActorHandle as _;
     pub use crate::actor;
     pub use runtime::prelude::*;
 }

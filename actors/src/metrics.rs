@@ -1,5 +1,6 @@
 //! Per-label actor metrics, registered once per runtime: messages handled, time spent
-//! handling them, mailbox depth, restarts and actors running, each labelled `actor="<label>"`.
+//! handling them, mailbox depth, restarts, actors running and exits (also labelled by
+//! reason), each labelled `actor="<label>"`.
 //!
 //! The run loop counts in plain fields and publishes to the shared atomics only when its
 //! mailbox runs empty (before it waits) or every `FLUSH_EVERY` messages: actors of one label
@@ -28,6 +29,7 @@ pub(crate) struct Families {
     depth: Family<Label, Gauge>,
     restarts: Family<Label, Counter>,
     running: Family<Label, Gauge>,
+    exits: Family<[(&'static str, &'static str); 2], Counter>,
     /// Each label's handles, looked up once: a spawn then clones four handles instead of
     /// hashing its label into four families. Labels are `'static`, so the list is bounded by
     /// the program's labels.
@@ -52,6 +54,7 @@ impl Families {
                 depth: Family::default(),
                 restarts: Family::default(),
                 running: Family::default(),
+                exits: Family::default(),
                 labels: Default::default(),
             };
             registry.register(
@@ -79,8 +82,21 @@ impl Families {
                 "Actors running now, by actor label",
                 families.running.clone(),
             );
+            registry.register(
+                "actor_exits",
+                "Ends of actor incarnations, by actor label and exit reason (normal, stopped, \
+                 panicked, shutdown, linked)",
+                families.exits.clone(),
+            );
             families
         })
+    }
+
+    /// Counts an end of an actor labelled `label` for the reason `kind`.
+    pub(crate) fn exit(&self, label: &'static str, kind: &'static str) {
+        self.exits
+            .get_or_create(&[("actor", label), ("reason", kind)])
+            .inc();
     }
 
     /// The restart counter of actors labelled `label`.

@@ -1,13 +1,20 @@
-//! [`Ref`]: the sending end of an actor's mailbox, which the generated `<Name>Ref` wraps, and
-//! [`Reply`]: the channel an ask's answer comes back on.
+//! [`Ref`]: the sending end of an actor's mailbox, which the generated `<Name>Ref` wraps;
+//! [`WeakRef`]: one that does not keep the actor alive; [`Join`]: waiting for the actor's end;
+//! and [`Reply`]: the channel an ask's answer comes back on.
 //!
 //! A ref counts itself in the mailbox: when the last one is dropped, the actor handles what is
-//! queued and stops. An ask costs one allocation (its reply channel); a tell none.
+//! queued and stops. A weak ref holds the mailbox's memory but is not counted, and becomes a
+//! ref again only while the count is above zero (see `Mailbox::try_add_sender`). An ask costs
+//! one allocation (its reply channel); a tell none.
 
+use crate::lifecycle::{Peer, request_ordered_stop};
 use crate::mailbox::Mailbox;
 use crate::oneshot;
-use crate::{Actor, Error};
-use std::sync::Arc;
+use crate::{Actor, ActorId, Error, ExitReason};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
 /// A handle to send messages to an actor of type `A`. Cloning it is an atomic increment.
 pub struct Ref<A: Actor> {
@@ -47,6 +54,37 @@ impl<A: Actor> Ref<A> {
         }
     }
 
+    /// The actor's id.
+    pub fn id(&self) -> ActorId {
+        self.mailbox.life.id()
+    }
+
+    /// Asks the actor to stop once it has handled the messages queued before this call, and
+    /// resolves with its [`ExitReason`] once its `on_stop` has finished: `Stopped`, or why it
+    /// ended first. At once for an actor that already ended. A supervised actor stopped this
+    /// way is done for good: its supervisor does not restart it. The request is made when
+    /// `stop` is called, so dropping the future does not withdraw it.
+    pub fn stop(&self) -> Join {
+        request_ordered_stop(&*self.mailbox);
+        self.join()
+    }
+
+    /// Resolves with the actor's [`ExitReason`] whenever it ends (for a supervised actor: when
+    /// it ends for good, not restarted), without asking it to. At once if it already ended.
+    /// The future holds no ref: it does not keep the actor alive.
+    pub fn join(&self) -> Join {
+        Join {
+            peer: self.mailbox.clone(),
+            slot: None,
+        }
+    }
+
+    /// A ref that does not keep the actor alive; [`WeakRef::upgrade`] gives this one back
+    /// while the actor runs.
+    pub fn downgrade(&self) -> WeakRef<A> {
+        WeakRef::new(&self.mailbox)
+    }
+
     /// Whether the actor has stopped for good (its mailbox is closed).
     pub fn is_closed(&self) -> bool {
         self.mailbox.is_closed()
@@ -78,10 +116,150 @@ impl<A: Actor> Drop for Ref<A> {
 impl<A: Actor> std::fmt::Debug for Ref<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ref")
-            .field("actor", &A::LABEL)
+            .field("actor", &self.id())
             .field("queued", &self.mailbox.len())
             .field("closed", &self.mailbox.is_closed())
             .finish()
+    }
+}
+
+/// The end of an actor, as [`Ref::join`] and [`Ref::stop`] wait for it.
+pub struct Join {
+    peer: Arc<dyn Peer>,
+    /// Where this join's waker is registered, once it is.
+    slot: Option<usize>,
+}
+
+impl Future for Join {
+    type Output = ExitReason;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ExitReason> {
+        let this = &mut *self;
+        match this.peer.life().poll_join(&mut this.slot, cx.waker()) {
+            Some(reason) => {
+                this.slot = None;
+                Poll::Ready(reason)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Join {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            self.peer.life().forget_join(slot);
+        }
+    }
+}
+
+impl std::fmt::Debug for Join {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Join")
+            .field("actor", &self.peer.life().id())
+            .finish()
+    }
+}
+
+/// A ref that does not keep its actor alive: for timers, registries and self-messages that
+/// must not stop an actor from ending when nobody else can reach it.
+pub struct WeakRef<A: Actor> {
+    mailbox: Weak<Mailbox<A::Message>>,
+    id: ActorId,
+}
+
+impl<A: Actor> WeakRef<A> {
+    pub(crate) fn new(mailbox: &Arc<Mailbox<A::Message>>) -> Self {
+        WeakRef {
+            mailbox: Arc::downgrade(mailbox),
+            id: mailbox.life.id(),
+        }
+    }
+
+    /// The typed ref, while the actor runs and some ref still reaches it; `None` once it
+    /// ended or is finishing because its last ref was dropped.
+    pub fn upgrade(&self) -> Option<A::Ref> {
+        let mailbox = self.mailbox.upgrade()?;
+        if !mailbox.try_add_sender() {
+            return None;
+        }
+        Some(A::Ref::from(Ref { mailbox }))
+    }
+
+    /// The actor's id, whether or not it still runs.
+    pub fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// Resolves with the actor's [`ExitReason`] when it ends, like [`Ref::join`]; with
+    /// [`ExitReason::NotRunning`] if it ended so long ago that its mailbox is gone.
+    pub async fn join(&self) -> ExitReason {
+        match self.mailbox.upgrade() {
+            Some(mailbox) => {
+                Join {
+                    peer: mailbox,
+                    slot: None,
+                }
+                .await
+            }
+            None => ExitReason::NotRunning,
+        }
+    }
+}
+
+impl<A: Actor> Clone for WeakRef<A> {
+    fn clone(&self) -> Self {
+        WeakRef {
+            mailbox: self.mailbox.clone(),
+            id: self.id,
+        }
+    }
+}
+
+impl<A: Actor> std::fmt::Debug for WeakRef<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakRef").field("actor", &self.id).finish()
+    }
+}
+
+/// Anything that names an actor: its generated ref, a [`Ref`] or a [`WeakRef`]. What
+/// [`Context::monitor`](crate::Context::monitor) and [`Context::link`](crate::Context::link)
+/// take.
+pub trait ActorHandle {
+    /// The actor's id.
+    fn actor_id(&self) -> ActorId;
+
+    /// The actor's life, type-erased; `None` if its memory is gone (a weak ref to an actor
+    /// long ended).
+    #[doc(hidden)]
+    fn __peer(&self) -> PeerHandle;
+}
+
+/// An actor's life, type-erased (what [`ActorHandle`] gives). Not part of the public API.
+#[doc(hidden)]
+pub struct PeerHandle(pub(crate) Option<Arc<dyn Peer>>);
+
+impl<A: Actor> ActorHandle for Ref<A> {
+    fn actor_id(&self) -> ActorId {
+        self.id()
+    }
+
+    fn __peer(&self) -> PeerHandle {
+        PeerHandle(Some(self.mailbox.clone()))
+    }
+}
+
+impl<A: Actor> ActorHandle for WeakRef<A> {
+    fn actor_id(&self) -> ActorId {
+        self.id
+    }
+
+    fn __peer(&self) -> PeerHandle {
+        PeerHandle(
+            self.mailbox
+                .upgrade()
+                .map(|mailbox| mailbox as Arc<dyn Peer>),
+        )
     }
 }
 

@@ -1,22 +1,20 @@
 //! Starting an unsupervised actor: its mailbox, its task in a child scope named by its label
-//! with its placement, and the guard that closes the mailbox however the task ends.
+//! with its placement, and the guard that ends the actor however the task ends.
+//!
+//! Invariants:
+//! - Every incarnation reports its end exactly once: `ended` runs with how the run loop
+//!   ended, or, if the future is dropped first (an abort, a refused spawn, a panic outside a
+//!   handler), with `Exit::Aborted` from the future's drop. Each end is counted in
+//!   `actor_exits_total`.
+//! - An unsupervised actor's mailbox is ended (closed, its joiners, monitors and links told)
+//!   only after `on_stop` returned, so `stop()` and `join()` resolve after it.
 
 use crate::actor::{Exit, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::Families;
-use crate::{Actor, Context, Placement, Ref};
+use crate::{Actor, ActorId, Context, Placement, Ref};
 use runtime::Spawner as _;
 use std::sync::Arc;
-
-/// Closes a mailbox when dropped: when its actor's task ends, is aborted, or is never started
-/// (the runtime refused the spawn), so that no send or ask waits on a mailbox nobody reads.
-pub(crate) struct CloseOnDrop<M: Send>(pub(crate) Arc<Mailbox<M>>);
-
-impl<M: Send> Drop for CloseOnDrop<M> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
 
 /// `context` with `placement` applied.
 pub(crate) fn placed(context: runtime::Context, placement: Placement) -> runtime::Context {
@@ -27,21 +25,27 @@ pub(crate) fn placed(context: runtime::Context, placement: Placement) -> runtime
     }
 }
 
+/// A fresh mailbox for an actor of type `A`, with a fresh id.
+pub(crate) fn mailbox<A: Actor>() -> Arc<Mailbox<A::Message>> {
+    Mailbox::new(A::MAILBOX, ActorId::next(A::LABEL))
+}
+
 /// Runs `actor` in a child scope of `context` named by its label, with its placement, and
 /// returns its ref. What `<Name>::spawn` calls. Actors of one label spawned from one context
 /// share that scope's node (it lives while any of them does).
 pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
-    let mailbox = Mailbox::new(A::MAILBOX);
+    let mailbox = mailbox::<A>();
     let actor_ref = Ref::<A>::new(mailbox.clone());
-    let closer = CloseOnDrop(mailbox.clone());
+    let ending = mailbox.clone();
     drop(spawn_incarnation(
         actor,
         context,
         mailbox,
-        || {},
+        |_| {},
         move |exit| {
-            // Asks still queued resolve before a panic goes on to the runtime.
-            drop(closer);
+            // Asks still queued resolve, and joiners learn the reason, before a panic goes on
+            // to the runtime.
+            ending.end(exit.reason());
             if let Exit::Panicked(payload) = exit {
                 std::panic::resume_unwind(payload);
             }
@@ -50,21 +54,47 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     A::Ref::from(actor_ref)
 }
 
+/// Calls its function with `Exit::Aborted` if dropped before it was called.
+struct OnEnd<F: FnOnce(Exit)>(Option<F>);
+
+impl<F: FnOnce(Exit)> OnEnd<F> {
+    fn call(mut self, exit: Exit) {
+        if let Some(ended) = self.0.take() {
+            ended(exit);
+        }
+    }
+}
+
+impl<F: FnOnce(Exit)> Drop for OnEnd<F> {
+    fn drop(&mut self) {
+        if let Some(ended) = self.0.take() {
+            ended(Exit::Aborted);
+        }
+    }
+}
+
 /// Spawns one incarnation of `actor` on `mailbox`, in the scope node its label shares under
-/// `context`, with its placement: `started` runs once `on_start` returned, and `ended` gets
-/// how it ended. Unsupervised actors and supervised children both start here.
+/// `context`, with its placement: `started` runs once `on_start` returned (`true`) or panicked, and `ended` gets
+/// how it ended (`Exit::Aborted` if its future is dropped first). Unsupervised actors and
+/// supervised children both start here.
 pub(crate) fn spawn_incarnation<A: Actor>(
     actor: A,
     context: &runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
-    started: impl FnOnce() + Send + 'static,
+    started: impl FnOnce(bool) + Send + 'static,
     ended: impl FnOnce(Exit) + Send + 'static,
 ) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
-    let mut metrics = Families::of(context).actor(A::LABEL);
+    let families = Families::of(context);
+    let mut metrics = families.actor(A::LABEL);
+    let ended = OnEnd(Some(move |exit: Exit| {
+        families.exit(A::LABEL, exit.reason().kind());
+        ended(exit);
+    }));
     placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
+        let ended = ended;
         let mut ctx = Context::<A>::new(runtime, mailbox);
         let exit = run(actor, &mut ctx, &mut metrics, started).await;
-        ended(exit);
+        ended.call(exit);
     })
 }

@@ -25,7 +25,7 @@ impl Counter {
         self.total
     }
 
-    fn stop(&mut self, ctx: &mut Context<Self>) {
+    fn halt(&mut self, ctx: &mut Context<Self>) {
         ctx.stop();
     }
 }
@@ -250,7 +250,7 @@ async fn a_stopped_actor_answers_closed(context: runtime::Context) {
             counter.add(1).await
         })
     };
-    counter.stop().await.unwrap();
+    counter.halt().await.unwrap();
     let queued = queued.await.unwrap();
     assert!(
         queued == Err(Error::Closed) || queued == Ok(2),

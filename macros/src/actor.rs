@@ -377,6 +377,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             #vis fn inner(&self) -> &::actors::Ref<#name> {
                 &self.0
             }
+
         }
 
         impl #name {
@@ -387,6 +388,9 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         }
     })
 }
+
+/// Names the generated ref or actor already has: no handler may take them.
+const RESERVED: &[&str] = &["inner", "spawn", "clone", "id", "stop", "join", "downgrade"];
 
 /// One handler, as the impl declares it.
 struct Handler {
@@ -404,10 +408,50 @@ struct Handler {
     vis: syn::Visibility,
 }
 
-/// A hook: `on_start` or `on_stop`.
+/// The optional hooks, by name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HookKind {
+    Start,
+    Stop,
+    Down,
+    LinkExit,
+}
+
+impl HookKind {
+    fn of(name: &str) -> Option<Self> {
+        Some(match name {
+            "on_start" => HookKind::Start,
+            "on_stop" => HookKind::Stop,
+            "on_down" => HookKind::Down,
+            "on_link_exit" => HookKind::LinkExit,
+            _ => return None,
+        })
+    }
+
+    /// What the hook takes, for error messages.
+    fn signature(self) -> &'static str {
+        match self {
+            HookKind::Start => {
+                "it takes `&mut self` and optionally `ctx: &mut actors::Context<Self>`"
+            }
+            HookKind::Stop => {
+                "it takes `&mut self`, optionally `ctx: &mut actors::Context<Self>`, and \
+                 optionally `reason: &actors::ExitReason`"
+            }
+            HookKind::Down | HookKind::LinkExit => {
+                "it takes `&mut self`, optionally `ctx: &mut actors::Context<Self>`, then \
+                 `id: actors::ActorId, reason: actors::ExitReason`"
+            }
+        }
+    }
+}
+
+/// A hook: `on_start`, `on_stop`, `on_down` or `on_link_exit`.
 struct Hook {
     asyncness: bool,
     takes_context: bool,
+    /// `on_stop` takes the exit reason.
+    takes_reason: bool,
     /// Its `#[cfg]` attributes: compiled out, the trait's default hook applies.
     cfgs: Vec<syn::Attribute>,
 }
@@ -438,8 +482,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         }
     };
     let mut handlers = Vec::new();
-    let mut on_start = None;
-    let mut on_stop = None;
+    let mut hooks: Vec<(HookKind, Hook)> = Vec::new();
     // A bad handler is reported and left out of the expansion, which goes on with the rest:
     // the program then reports every bad handler, and nothing that follows from them.
     let mut errors: Option<syn::Error> = None;
@@ -476,16 +519,12 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             ));
             continue;
         }
-        match method.sig.ident.to_string().as_str() {
-            "on_start" => match hook(method) {
-                Ok(hook) => on_start = Some(hook),
+        match HookKind::of(&method.sig.ident.to_string()) {
+            Some(kind) => match hook(method, kind) {
+                Ok(hook) => hooks.push((kind, hook)),
                 Err(error) => report(error),
             },
-            "on_stop" => match hook(method) {
-                Ok(hook) => on_stop = Some(hook),
-                Err(error) => report(error),
-            },
-            _ => match handler(method, &name) {
+            None => match handler(method, &name) {
                 Ok(handler) => handlers.push(handler),
                 Err(error) => report(error),
             },
@@ -526,28 +565,62 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             }
         }
     });
-    let hook_method = |hook: &Option<Hook>, method: Ident| {
-        hook.as_ref().map(|hook| {
-            let context = hook.takes_context.then(|| quote!(ctx));
-            let call = quote!(#name::#method(self, #context));
-            let call = if hook.asyncness {
-                quote!(#call.await)
-            } else {
-                quote!(#call;)
-            };
-            let unused = (!hook.takes_context).then(|| quote!(let _ = ctx;));
-            let cfgs = &hook.cfgs;
-            quote! {
-                #(#cfgs)*
-                async fn #method(&mut self, ctx: &mut ::actors::Context<Self>) {
-                    #unused
-                    #call
-                }
+    let hook_methods = hooks.iter().map(|(kind, hook)| {
+        let context = hook.takes_context.then(|| quote!(ctx,));
+        let cfgs = &hook.cfgs;
+        let (method, parameters, arguments, unused) = match kind {
+            HookKind::Start => (
+                format_ident!("on_start"),
+                quote!(),
+                quote!(),
+                (!hook.takes_context).then(|| quote!(let _ = ctx;)),
+            ),
+            HookKind::Stop => (
+                format_ident!("on_stop"),
+                quote!(, reason: &::actors::ExitReason),
+                if hook.takes_reason {
+                    quote!(reason)
+                } else {
+                    quote!()
+                },
+                Some(match (hook.takes_context, hook.takes_reason) {
+                    (false, false) => quote!(let _ = (ctx, reason);),
+                    (false, true) => quote!(let _ = ctx;),
+                    (true, false) => quote!(let _ = reason;),
+                    (true, true) => quote!(),
+                }),
+            ),
+            HookKind::Down | HookKind::LinkExit => (
+                format_ident!(
+                    "{}",
+                    if *kind == HookKind::Down {
+                        "on_down"
+                    } else {
+                        "on_link_exit"
+                    }
+                ),
+                quote!(, id: ::actors::ActorId, reason: ::actors::ExitReason),
+                quote!(id, reason),
+                (!hook.takes_context).then(|| quote!(let _ = ctx;)),
+            ),
+        };
+        let call = quote!(#name::#method(self, #context #arguments));
+        let call = if hook.asyncness {
+            quote!(#call.await;)
+        } else {
+            quote!(#call;)
+        };
+        let traps = (*kind == HookKind::LinkExit)
+            .then(|| quote!(#(#cfgs)* const TRAPS_EXITS: bool = true;));
+        quote! {
+            #traps
+            #(#cfgs)*
+            async fn #method(&mut self, ctx: &mut ::actors::Context<Self> #parameters) {
+                #unused
+                #call
             }
-        })
-    };
-    let on_start = hook_method(&on_start, format_ident!("on_start"));
-    let on_stop = hook_method(&on_stop, format_ident!("on_stop"));
+        }
+    });
     let methods = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let method = &handler.name;
@@ -631,13 +704,45 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 }
             }
 
-            #on_start
-            #on_stop
+            #(#hook_methods)*
         }
 
         #[allow(private_interfaces)]
         impl #ref_name {
+            /// The actor's id, shown as `label#n`.
+            pub fn id(&self) -> ::actors::ActorId {
+                self.0.id()
+            }
+
+            /// Asks the actor to stop after the messages queued before this call; resolves
+            /// with its exit reason once its `on_stop` has finished (see
+            /// [`Ref::stop`](::actors::Ref::stop)).
+            pub fn stop(&self) -> ::actors::Join {
+                self.0.stop()
+            }
+
+            /// Resolves with the actor's exit reason whenever it ends, without asking it to
+            /// (see [`Ref::join`](::actors::Ref::join)).
+            pub fn join(&self) -> ::actors::Join {
+                self.0.join()
+            }
+
+            /// A ref that does not keep the actor alive.
+            pub fn downgrade(&self) -> ::actors::WeakRef<#name> {
+                self.0.downgrade()
+            }
+
             #(#methods)*
+        }
+
+        impl ::actors::ActorHandle for #ref_name {
+            fn actor_id(&self) -> ::actors::ActorId {
+                self.0.id()
+            }
+
+            fn __peer(&self) -> ::actors::PeerHandle {
+                ::actors::ActorHandle::__peer(&self.0)
+            }
         }
     })
 }
@@ -678,42 +783,70 @@ fn check_generics(method: &ImplItemFn) -> syn::Result<()> {
     Ok(())
 }
 
-fn hook(method: &ImplItemFn) -> syn::Result<Hook> {
+fn hook(method: &ImplItemFn, kind: HookKind) -> syn::Result<Hook> {
     check_generics(method)?;
-    let mut inputs = method.sig.inputs.iter().skip(1);
-    let takes_context = match inputs.next() {
-        None => false,
-        Some(FnArg::Typed(argument)) if is_context(&argument.ty) => true,
-        Some(other) => {
-            return Err(syn::Error::new(
-                other.span(),
-                format!(
-                    "`{}` is a hook: it takes `&mut self` and optionally `ctx: &mut \
-                     actors::Context<Self>`",
-                    method.sig.ident
-                ),
-            ));
+    let name = &method.sig.ident;
+    let wrong =
+        |span: Span| syn::Error::new(span, format!("`{name}` is a hook: {}", kind.signature()));
+    let mut inputs = method.sig.inputs.iter().skip(1).peekable();
+    let takes_context = match inputs.peek() {
+        Some(FnArg::Typed(argument)) if is_context(&argument.ty) => {
+            inputs.next();
+            true
         }
+        _ => false,
     };
-    if let Some(extra) = inputs.next() {
-        return Err(syn::Error::new(
-            extra.span(),
-            format!(
-                "`{}` is a hook: it takes `&mut self` and optionally `ctx: &mut \
-                 actors::Context<Self>`",
-                method.sig.ident
-            ),
-        ));
+    let rest: Vec<&FnArg> = inputs.collect();
+    let typed = |argument: &FnArg| match argument {
+        FnArg::Typed(argument) => Some((*argument.ty).clone()),
+        FnArg::Receiver(_) => None,
+    };
+    let mut takes_reason = false;
+    match kind {
+        HookKind::Start => {
+            if let Some(extra) = rest.first() {
+                return Err(wrong(extra.span()));
+            }
+        }
+        HookKind::Stop => match rest.as_slice() {
+            [] => {}
+            [reason] if typed(reason).is_some_and(|ty| is_reference_to(&ty, "ExitReason")) => {
+                takes_reason = true;
+            }
+            [first, ..] => {
+                let offending = if typed(first).is_some_and(|ty| is_reference_to(&ty, "ExitReason"))
+                {
+                    rest[1]
+                } else {
+                    first
+                };
+                return Err(wrong(offending.span()));
+            }
+        },
+        HookKind::Down | HookKind::LinkExit => {
+            let expected = ["ActorId", "ExitReason"];
+            for (index, wanted) in expected.iter().enumerate() {
+                match rest.get(index) {
+                    Some(argument) if typed(argument).is_some_and(|ty| is_named(&ty, wanted)) => {}
+                    Some(argument) => return Err(wrong(argument.span())),
+                    None => return Err(wrong(method.sig.paren_token.span.join())),
+                }
+            }
+            if let Some(extra) = rest.get(expected.len()) {
+                return Err(wrong(extra.span()));
+            }
+        }
     }
     if let ReturnType::Type(_, ty) = &method.sig.output {
         return Err(syn::Error::new(
             ty.span(),
-            format!("`{}` is a hook: it returns nothing", method.sig.ident),
+            format!("`{name}` is a hook: it returns nothing"),
         ));
     }
     Ok(Hook {
         asyncness: method.sig.asyncness.is_some(),
         takes_context,
+        takes_reason,
         cfgs: method
             .attrs
             .iter()
@@ -723,16 +856,39 @@ fn hook(method: &ImplItemFn) -> syn::Result<Hook> {
     })
 }
 
+/// Whether `ty` is a path whose last segment is `name` (such as `actors::ActorId`).
+fn is_named(ty: &Type, name: &str) -> bool {
+    match ty {
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == name && segment.arguments.is_empty()),
+        _ => false,
+    }
+}
+
+/// Whether `ty` is `&name` (shared, any lifetime).
+fn is_reference_to(ty: &Type, name: &str) -> bool {
+    match ty {
+        Type::Reference(reference) => {
+            reference.mutability.is_none() && is_named(&reference.elem, name)
+        }
+        _ => false,
+    }
+}
+
 fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
     check_generics(method)?;
     let name = method.sig.ident.clone();
     let plain = name.unraw().to_string();
-    if ["inner", "spawn", "clone"].contains(&plain.as_str()) {
+    if RESERVED.contains(&plain.as_str()) {
         return Err(syn::Error::new(
             name.span(),
             format!(
                 "a handler cannot be named `{plain}`: `#[actor]` generates that name (the \
-                 ref's `inner` and `clone`, the actor's `spawn`)"
+                 ref's `inner`, `clone`, `id`, `stop`, `join` and `downgrade`, the actor's \
+                 `spawn`)"
             ),
         ));
     }

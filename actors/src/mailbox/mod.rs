@@ -33,8 +33,8 @@
 
 mod queue;
 
-use crate::Error;
-use futures::task::AtomicWaker;
+use crate::lifecycle::{Life, Peer, Signal};
+use crate::{ActorId, Error, ExitReason};
 use parking_lot::Mutex;
 use queue::Queue;
 use std::collections::VecDeque;
@@ -59,9 +59,8 @@ pub(crate) struct Mailbox<M> {
     state: crate::sync::AtomicUsize,
     /// Refs alive.
     senders: AtomicUsize,
-    /// The consumer's waker: woken by every push, by the last ref's drop, by `close` and by a
-    /// stop request.
-    consumer_waker: AtomicWaker,
+    /// The actor's id, end, watchers and signals; holds the consumer's waker.
+    pub(crate) life: Life,
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
     /// Set by `request_stop`: the consumer reports `Stop` before any further message.
@@ -85,18 +84,20 @@ pub(crate) enum Received<M> {
     Stop,
     /// No ref is left and every message has been received, or the mailbox is closed.
     Disconnected,
+    /// A down notification, a linked actor's exit, or an ordered stop (see `lifecycle`).
+    Signal(Signal),
 }
 
 impl<M: Send> Mailbox<M> {
-    /// A mailbox holding at most `capacity` messages, with no ref yet.
-    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+    /// A mailbox holding at most `capacity` messages for the actor `id`, with no ref yet.
+    pub(crate) fn new(capacity: usize, id: ActorId) -> Arc<Self> {
         assert!(capacity > 0, "a mailbox holds at least one message");
         Arc::new(Mailbox {
             queue: Queue::new(capacity),
             capacity,
             state: crate::sync::AtomicUsize::new(0),
             senders: AtomicUsize::new(0),
-            consumer_waker: AtomicWaker::new(),
+            life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
             stop_requested: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
@@ -117,6 +118,27 @@ impl<M: Send> Mailbox<M> {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }
 
+    /// Counts a new ref made from a weak one, unless none is left (the actor is finishing
+    /// what is queued, or gone): once the count is zero it stays zero but for the actor's own
+    /// `Context::actor_ref`, so the consumer's `Disconnected` is final.
+    pub(crate) fn try_add_sender(&self) -> bool {
+        let mut senders = self.senders.load(Ordering::Relaxed);
+        loop {
+            if senders == 0 || self.is_closed() {
+                return false;
+            }
+            match self.senders.compare_exchange_weak(
+                senders,
+                senders + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(current) => senders = current,
+            }
+        }
+    }
+
     /// Counts a new ref.
     pub(crate) fn add_sender(&self) {
         // Relaxed: a new ref is made from an existing one (or by the actor, which holds the
@@ -128,7 +150,7 @@ impl<M: Send> Mailbox<M> {
     /// `Disconnected`.
     pub(crate) fn remove_sender(&self) {
         if self.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.consumer_waker.wake();
+            self.life.consumer_waker.wake();
         }
     }
 
@@ -188,7 +210,7 @@ impl<M: Send> Mailbox<M> {
             return false;
         }
         if state & PARKED != 0 {
-            self.consumer_waker.wake();
+            self.life.consumer_waker.wake();
             return true;
         }
         false
@@ -216,6 +238,16 @@ impl<M: Send> Mailbox<M> {
         }
     }
 
+    /// Ends the actor for good with `reason` (the first reason given wins): closes the
+    /// mailbox, then tells its joiners, monitors and links.
+    pub(crate) fn end(&self, reason: ExitReason) {
+        let finished = self.life.finish(reason);
+        self.close();
+        if let Some(finished) = finished {
+            finished.deliver();
+        }
+    }
+
     /// Closes the mailbox: sends fail with `Closed` from now on, waiting senders are woken to
     /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
     pub(crate) fn close(&self) {
@@ -232,7 +264,7 @@ impl<M: Send> Mailbox<M> {
             waker.wake();
         }
         self.drain();
-        self.consumer_waker.wake();
+        self.life.consumer_waker.wake();
     }
 
     fn drain(&self) {
@@ -245,7 +277,7 @@ impl<M: Send> Mailbox<M> {
     /// Asks the consumer to stop before its next message.
     pub(crate) fn request_stop(&self) {
         self.stop_requested.store(true, Ordering::SeqCst);
-        self.consumer_waker.wake();
+        self.life.consumer_waker.wake();
     }
 
     /// Clears a stop request (a supervised actor's next incarnation starts without it).
@@ -260,18 +292,37 @@ impl<M: Send> Mailbox<M> {
         }
         Some(Consumer {
             mailbox: self.clone(),
+            traps_exits: false,
         })
+    }
+}
+
+impl<M: Send> Peer for Mailbox<M> {
+    fn life(&self) -> &Life {
+        &self.life
+    }
+
+    fn tail(&self) -> usize {
+        self.queue.tail()
     }
 }
 
 /// The receiving end; one at a time per mailbox.
 pub(crate) struct Consumer<M: Send> {
     mailbox: Arc<Mailbox<M>>,
+    /// The actor handles linked actors' exits itself: they wait their turn in mailbox order
+    /// instead of ending it at once.
+    traps_exits: bool,
 }
 
 impl<M: Send> Consumer<M> {
     pub(crate) fn mailbox(&self) -> &Arc<Mailbox<M>> {
         &self.mailbox
+    }
+
+    /// Whether the actor traps exits (see the field).
+    pub(crate) fn trap_exits(&mut self, traps: bool) {
+        self.traps_exits = traps;
     }
 
     /// The next message, a stop request, or `Disconnected`.
@@ -283,7 +334,7 @@ impl<M: Send> Consumer<M> {
         if let Some(received) = self.try_recv() {
             return Poll::Ready(received);
         }
-        self.mailbox.consumer_waker.register(cx.waker());
+        self.mailbox.life.consumer_waker.register(cx.waker());
         match self.park() {
             Some(received) => Poll::Ready(received),
             None => Poll::Pending,
@@ -306,6 +357,13 @@ impl<M: Send> Consumer<M> {
         let mailbox = &*self.mailbox;
         if mailbox.stop_requested.load(Ordering::SeqCst) {
             return Some(Received::Stop);
+        }
+        if mailbox.life.has_signals()
+            && let Some(signal) = mailbox
+                .life
+                .take_signal(mailbox.queue.head(), self.traps_exits)
+        {
+            return Some(Received::Signal(signal));
         }
         if let Some(message) = mailbox.queue.pop() {
             mailbox.return_permit();
@@ -473,6 +531,7 @@ mod tests {
             Some(Received::Message(message)) => message,
             Some(Received::Stop) => panic!("a stop, not a message"),
             Some(Received::Disconnected) => panic!("disconnected, not a message"),
+            Some(Received::Signal(_)) => panic!("a signal, not a message"),
             None => panic!("nothing received"),
         }
     }
@@ -481,7 +540,7 @@ mod tests {
     /// the message back; a receive makes room again, also across the queue's wrap-around.
     #[test]
     fn fifo_within_capacity_and_full_beyond_it() {
-        let mailbox = Mailbox::new(3);
+        let mailbox = Mailbox::new(3, ActorId::next("test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().expect("the first consumer");
         assert!(mailbox.consumer().is_none(), "one consumer at a time");
@@ -505,7 +564,7 @@ mod tests {
     /// permit; a dropped waiting send passes its wake on to the next waiter.
     #[test]
     fn a_full_mailbox_wakes_a_waiting_sender_when_room_appears() {
-        let mailbox = Mailbox::new(1);
+        let mailbox = Mailbox::new(1, ActorId::next("test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u32).unwrap();
@@ -548,7 +607,7 @@ mod tests {
     #[test]
     fn close_drops_what_is_queued_and_refuses_the_rest() {
         let drops = Arc::new(AtomicUsize::new(0));
-        let mailbox = Mailbox::new(2);
+        let mailbox = Mailbox::new(2, ActorId::next("test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         for _ in 0..2 {
@@ -594,7 +653,7 @@ mod tests {
     /// `Disconnected`; a stop request comes before any further message.
     #[test]
     fn the_last_sender_leaving_disconnects_after_its_messages() {
-        let mailbox = Mailbox::new(4);
+        let mailbox = Mailbox::new(4, ActorId::next("test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u8).unwrap();
@@ -614,7 +673,7 @@ mod tests {
     fn producers_on_other_threads_reach_a_parking_consumer() {
         const PRODUCERS: usize = 2;
         let per_producer = if cfg!(miri) { 20 } else { 2000 };
-        let mailbox = Mailbox::new(4);
+        let mailbox = Mailbox::new(4, ActorId::next("test"));
         let mut consumer = mailbox.consumer().unwrap();
         let producers: Vec<_> = (0..PRODUCERS)
             .map(|producer| {
@@ -637,7 +696,9 @@ mod tests {
                         next[producer] += 1;
                     }
                     Received::Disconnected => break,
-                    Received::Stop => unreachable!("nobody asked to stop"),
+                    Received::Stop | Received::Signal(_) => {
+                        unreachable!("nobody asked to stop or signalled")
+                    }
                 }
             }
         });
@@ -657,7 +718,7 @@ mod models {
     #[test]
     fn a_push_racing_the_consumer_parking_is_never_lost() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2);
+            let mailbox = Mailbox::new(2, ActorId::next("test"));
             mailbox.add_sender();
             let mut consumer = mailbox.consumer().expect("the first consumer");
             let producer = {
@@ -678,7 +739,7 @@ mod models {
     #[test]
     fn a_send_racing_close_is_never_stranded() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2);
+            let mailbox = Mailbox::new(2, ActorId::next("test"));
             let message = Arc::new(());
             let sender = {
                 let (mailbox, message) = (mailbox.clone(), message.clone());

@@ -137,6 +137,17 @@ impl<T> Queue<T> {
         }
     }
 
+    /// Pushes that have claimed a slot so far (wrapping): what a signal queued now is stamped
+    /// with. Relaxed: a push that happened before the caller's load is seen by coherence.
+    pub(crate) fn tail(&self) -> usize {
+        self.tail.load(Ordering::Relaxed)
+    }
+
+    /// Pops so far (wrapping). Only the consumer moves it, so its own read is exact.
+    pub(crate) fn head(&self) -> usize {
+        self.head.load(Ordering::Relaxed)
+    }
+
     /// Takes the oldest value, if any.
     pub(crate) fn pop(&self) -> Option<T> {
         let mut head = self.head.load(Ordering::Relaxed);

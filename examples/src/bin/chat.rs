@@ -67,8 +67,11 @@ struct Member {
     backlog: Arc<AtomicUsize>,
     /// Fired when the room drops the member for being slow: its connection actor stops at
     /// once, even in the middle of a write its client does not read (the socket then closes
-    /// once that write ends).
+    /// once that write ends). A stop request could not do that: it waits for the write.
     kick: oneshot::Sender<()>,
+    /// The room's monitor of the connection: however the connection ends (a quit, a client
+    /// gone, a panic), the room hears of it and drops the member.
+    monitor: actors::Monitor,
 }
 
 #[actor(name = "chat_room", mailbox = 1024)]
@@ -80,8 +83,9 @@ struct Room {
 #[actor]
 impl Room {
     /// Adds a member; replies with how many the room has.
-    fn join(
+    fn enter(
         &mut self,
+        ctx: &mut actors::Context<Self>,
         id: u64,
         nick: String,
         connection: ConnectionRef,
@@ -89,6 +93,7 @@ impl Room {
         kick: oneshot::Sender<()>,
     ) -> usize {
         self.broadcast(id, format!("* {nick} joined #{}\n", self.name));
+        let monitor = ctx.monitor(&connection);
         self.members.insert(
             id,
             Member {
@@ -96,13 +101,28 @@ impl Room {
                 connection,
                 backlog,
                 kick,
+                monitor,
             },
         );
         self.members.len()
     }
 
-    fn leave(&mut self, id: u64) {
+    /// The member moves to another room.
+    fn leave(&mut self, ctx: &mut actors::Context<Self>, id: u64) {
         if let Some(member) = self.members.remove(&id) {
+            ctx.demonitor(member.monitor);
+            self.broadcast(id, format!("* {} left #{}\n", member.nick, self.name));
+        }
+    }
+
+    /// A member's connection ended: it left.
+    fn on_down(&mut self, connection: actors::ActorId, _reason: actors::ExitReason) {
+        let id = self
+            .members
+            .iter()
+            .find(|(_, member)| member.connection.id() == connection)
+            .map(|(id, _)| *id);
+        if let Some((id, member)) = id.and_then(|id| self.members.remove_entry(&id)) {
             self.broadcast(id, format!("* {} left #{}\n", member.nick, self.name));
         }
     }
@@ -185,12 +205,6 @@ impl Connection {
         self.write(ctx, greeting).await;
     }
 
-    async fn on_stop(&mut self) {
-        if let Some((_, room)) = self.room.take() {
-            let _ = room.tell_leave(self.id).await;
-        }
-    }
-
     /// A line from the client.
     async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
         if self.was_kicked() {
@@ -261,7 +275,7 @@ impl Connection {
         };
         let (kick, kicked) = oneshot::channel();
         match room
-            .join(
+            .enter(
                 self.id,
                 self.nick.clone(),
                 ctx.actor_ref(),
@@ -302,7 +316,7 @@ impl Connection {
             },
         };
         if !matches!(sent, Ok(Ok(()))) {
-            // The client is gone: `on_stop` tells the room.
+            // The client is gone: the room's monitor tells it.
             ctx.stop();
         }
     }

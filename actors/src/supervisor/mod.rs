@@ -53,11 +53,17 @@
 //! - A child that ends because no ref is left is not restarted, whatever its policy: nobody
 //!   can reach it any more.
 
+mod backoff;
+mod dynamic;
+
+pub use backoff::Backoff;
+pub use dynamic::{DynamicSupervisor, DynamicSupervisorRef};
+
 use crate::actor::Exit;
 use crate::mailbox::Mailbox;
 use crate::metrics::Families;
 use crate::spawn::spawn_incarnation;
-use crate::{Actor, Error, Ref};
+use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use parking_lot::Mutex;
@@ -126,6 +132,8 @@ impl<A: Actor> ChildSpec<A> {
 enum Ended {
     /// It stopped itself (or was asked to).
     Stopped,
+    /// A ref's `stop()` ended it: done for good, whatever its restart policy.
+    Terminated,
     /// No ref is left.
     Unreachable,
     /// It panicked (or, for a supervisor, escalated).
@@ -137,8 +145,40 @@ enum Event {
         index: usize,
         generation: u64,
         ended: Ended,
+        reason: ExitReason,
     },
     Stop,
+    /// A dynamic supervisor's new child, and where to say it started (or why not).
+    Start {
+        child: Box<dyn Child>,
+        started: oneshot::Sender<Result<(), Error>>,
+    },
+    /// A dynamic supervisor is asked to stop the child `id` for good.
+    Terminate {
+        id: ActorId,
+        done: oneshot::Sender<Result<(), Error>>,
+    },
+}
+
+impl Ended {
+    /// How the supervisor sees an incarnation's `exit`.
+    fn of(exit: &Exit) -> Self {
+        match exit {
+            Exit::Stopped | Exit::Requested => Ended::Stopped,
+            Exit::Terminated => Ended::Terminated,
+            Exit::Unreachable => Ended::Unreachable,
+            Exit::Linked { .. } | Exit::Panicked(_) | Exit::Aborted => Ended::Failed,
+        }
+    }
+
+    /// Whether a child with `restart` that ended this way restarts.
+    fn restarts(self, restart: Restart) -> bool {
+        match (restart, self) {
+            (_, Ended::Unreachable | Ended::Terminated) | (Restart::Temporary, _) => false,
+            (Restart::Transient, Ended::Stopped) => false,
+            (Restart::Transient, Ended::Failed) | (Restart::Permanent, _) => true,
+        }
+    }
 }
 
 /// Sends an incarnation's end to its supervisor.
@@ -150,16 +190,17 @@ struct Reporter {
 }
 
 impl Reporter {
-    fn report(mut self, ended: Ended) {
-        self.send(ended);
+    fn report(mut self, ended: Ended, reason: ExitReason) {
+        self.send(ended, reason);
     }
 
-    fn send(&mut self, ended: Ended) {
+    fn send(&mut self, ended: Ended, reason: ExitReason) {
         self.reported = true;
         let _ = self.events.unbounded_send(Event::Ended {
             index: self.index,
             generation: self.generation,
             ended,
+            reason,
         });
     }
 }
@@ -170,7 +211,7 @@ impl Drop for Reporter {
     /// makes this report stale.
     fn drop(&mut self) {
         if !self.reported {
-            self.send(Ended::Failed);
+            self.send(Ended::Failed, ExitReason::Shutdown);
         }
     }
 }
@@ -178,22 +219,26 @@ impl Drop for Reporter {
 /// A supervised child, type-erased.
 trait Child: Send {
     fn label(&self) -> &'static str;
+    /// The child's id (a nested supervisor has one of its own, which no ref shows).
+    fn id(&self) -> ActorId;
     fn restart(&self) -> Restart;
     fn shutdown_timeout(&self) -> Duration;
     /// Starts an incarnation under `scope`; it reports its end through `reporter`, and
-    /// `started` once it has started (its `on_start` returned, or its children started).
+    /// `started` once it has started (`true`: its `on_start` returned, or its children
+    /// started; `false`: its `on_start` panicked).
     /// `incarnation` is held by the incarnation's future: it is dropped with it.
     fn start(
         &mut self,
         scope: &runtime::Context,
         reporter: Reporter,
-        started: oneshot::Sender<()>,
+        started: oneshot::Sender<bool>,
         incarnation: Incarnation,
     ) -> runtime::Handle<()>;
     /// Asks the running incarnation to stop before its next message.
     fn request_stop(&self);
-    /// The child is done for good: its refs see `Closed`.
-    fn close(&self);
+    /// The child is done for good, for `reason`: its refs see `Closed`, its joiners,
+    /// monitors and links the reason.
+    fn close(&self, reason: ExitReason);
 }
 
 /// Held by an incarnation's future; its drop tells the supervisor the future is gone (an
@@ -212,6 +257,10 @@ impl<A: Actor> Child for ActorChild<A> {
         A::LABEL
     }
 
+    fn id(&self) -> ActorId {
+        self.mailbox.life.id()
+    }
+
     fn restart(&self) -> Restart {
         self.spec.restart
     }
@@ -224,7 +273,7 @@ impl<A: Actor> Child for ActorChild<A> {
         &mut self,
         scope: &runtime::Context,
         reporter: Reporter,
-        started: oneshot::Sender<()>,
+        started: oneshot::Sender<bool>,
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         self.mailbox.clear_stop();
@@ -232,19 +281,18 @@ impl<A: Actor> Child for ActorChild<A> {
             Ok(actor) => actor,
             Err(_) => {
                 // A factory that panics is a failed start.
-                reporter.report(Ended::Failed);
+                reporter.report(
+                    Ended::Failed,
+                    ExitReason::Panicked(format!("the factory of `{}` panicked", A::LABEL)),
+                );
                 return scope.clone().spawn(|_| async {});
             }
         };
-        let started = move || {
-            let _ = started.send(());
+        let started = move |ok| {
+            let _ = started.send(ok);
         };
         spawn_incarnation(actor, scope, self.mailbox.clone(), started, move |exit| {
-            reporter.report(match exit {
-                Exit::Stopped => Ended::Stopped,
-                Exit::Unreachable => Ended::Unreachable,
-                Exit::Panicked(_) => Ended::Failed,
-            });
+            reporter.report(Ended::of(&exit), exit.reason());
             // Held by the future until here; an aborted one drops it with the future.
             drop(incarnation);
         })
@@ -254,14 +302,15 @@ impl<A: Actor> Child for ActorChild<A> {
         self.mailbox.request_stop();
     }
 
-    fn close(&self) {
-        self.mailbox.close();
+    fn close(&self, reason: ExitReason) {
+        self.mailbox.end(reason);
     }
 }
 
 /// A supervisor supervised by another: its incarnations run its loop over the same children.
 struct SupervisorChild {
     label: &'static str,
+    id: ActorId,
     nested: Arc<Mutex<Nested>>,
     control: mpsc::UnboundedSender<Event>,
     restart: Restart,
@@ -298,6 +347,10 @@ impl Child for SupervisorChild {
         self.label
     }
 
+    fn id(&self) -> ActorId {
+        self.id
+    }
+
     fn restart(&self) -> Restart {
         self.restart
     }
@@ -310,7 +363,7 @@ impl Child for SupervisorChild {
         &mut self,
         scope: &runtime::Context,
         reporter: Reporter,
-        started: oneshot::Sender<()>,
+        started: oneshot::Sender<bool>,
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         let nested = self.nested.clone();
@@ -325,10 +378,13 @@ impl Child for SupervisorChild {
             let outcome = state.supervise(&runtime, Some(started)).await;
             // Back before the report: the next incarnation may start as soon as it is read.
             drop(running);
-            reporter.report(match outcome {
-                Ok(()) => Ended::Stopped,
-                Err(_) => Ended::Failed,
-            });
+            match outcome {
+                Ok(()) => reporter.report(Ended::Stopped, ExitReason::Stopped),
+                Err(_) => reporter.report(
+                    Ended::Failed,
+                    ExitReason::Panicked("its supervisor gave up".to_string()),
+                ),
+            }
         })
     }
 
@@ -336,7 +392,7 @@ impl Child for SupervisorChild {
         let _ = self.control.unbounded_send(Event::Stop);
     }
 
-    fn close(&self) {
+    fn close(&self, _reason: ExitReason) {
         let mut nested = self.nested.lock();
         nested.closed = true;
         if let Some(state) = nested.state.as_ref() {
@@ -354,6 +410,10 @@ struct Slot {
     /// Done for good: not restarted.
     finished: bool,
     restarts: Option<prometheus_client::metrics::counter::Counter>,
+    /// How its last incarnation ended: what its refs see once it is done for good.
+    last: Option<ExitReason>,
+    /// Consecutive delayed restarts, and when the running incarnation started.
+    backoff: backoff::Attempts,
 }
 
 /// An incarnation: its task's handle (until it resolved), and what resolves once its future
@@ -367,6 +427,30 @@ struct Running {
 /// Why a supervisor gave up.
 struct Escalated;
 
+/// The restarts within a supervisor's intensity window.
+#[derive(Default)]
+struct Intensity(VecDeque<Instant>);
+
+impl Intensity {
+    /// Records a restart; whether it is one too many: more than `limit` within `window`.
+    fn exceeded(&mut self, (limit, window): (usize, Duration)) -> bool {
+        let now = Instant::now();
+        while self
+            .0
+            .front()
+            .is_some_and(|&at| now.duration_since(at) > window)
+        {
+            self.0.pop_front();
+        }
+        self.0.push_back(now);
+        self.0.len() > limit
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// A supervisor's children and policy; what its loop runs on.
 struct State {
     label: &'static str,
@@ -375,7 +459,10 @@ struct State {
     slots: Vec<Slot>,
     events: mpsc::UnboundedReceiver<Event>,
     sender: mpsc::UnboundedSender<Event>,
-    restarts: VecDeque<Instant>,
+    restarts: Intensity,
+    backoff: Backoff,
+    /// Reports that arrived while a restart waited out its backoff, read before new ones.
+    deferred: VecDeque<Event>,
 }
 
 /// Builds a supervision tree level: children are added with [`child`](Self::child) (each
@@ -397,7 +484,9 @@ impl Supervisor {
                 slots: Vec::new(),
                 events,
                 sender,
-                restarts: VecDeque::new(),
+                restarts: Intensity::default(),
+                backoff: Backoff::none(),
+                deferred: VecDeque::new(),
             },
         }
     }
@@ -409,10 +498,18 @@ impl Supervisor {
         self
     }
 
+    /// Waits `backoff` before each restart (none by default): a child that keeps failing
+    /// is restarted ever more slowly. Its refs keep working meanwhile: messages wait in its
+    /// mailbox, bounded by its capacity. A stop during the wait is handled at once.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.state.backoff = backoff;
+        self
+    }
+
     /// Adds a child, started after those added before it; returns its ref, which reaches
     /// every incarnation.
     pub fn child<A: Actor>(&mut self, spec: ChildSpec<A>) -> A::Ref {
-        let mailbox = Mailbox::new(A::MAILBOX);
+        let mailbox = crate::spawn::mailbox::<A>();
         let actor_ref = Ref::<A>::new(mailbox.clone());
         self.state
             .slots
@@ -432,6 +529,7 @@ impl Supervisor {
         let label = supervisor.state.label;
         let child = SupervisorChild {
             label,
+            id: ActorId::next(label),
             nested: Arc::new(Mutex::new(Nested {
                 state: Some(supervisor.state),
                 closed: false,
@@ -480,7 +578,76 @@ impl Slot {
             generation: 0,
             finished: false,
             restarts: None,
+            last: None,
+            backoff: backoff::Attempts::default(),
         }
+    }
+
+    /// Starts an incarnation and waits until it started; whether its `on_start` returned.
+    async fn start(
+        &mut self,
+        index: usize,
+        events: mpsc::UnboundedSender<Event>,
+        runtime: &runtime::Context,
+    ) -> bool {
+        let slot = self;
+        slot.generation += 1;
+        let reporter = Reporter {
+            events,
+            index,
+            generation: slot.generation,
+            reported: false,
+        };
+        slot.backoff.started();
+        let (started, is_started) = oneshot::channel();
+        let (incarnation, gone) = oneshot::channel();
+        let handle = slot
+            .child
+            .start(runtime, reporter, started, Incarnation(incarnation));
+        slot.running = Some(Running {
+            handle: Some(handle),
+            gone,
+        });
+        // Dropped unsent when the child failed before it started: its report follows.
+        matches!(is_started.await, Ok(true))
+    }
+
+    /// Stops the child's running incarnation, if any: a stop request, then its shutdown
+    /// timeout, then an abort. Its own report of this end is ignored. With `until_gone`, also
+    /// waits until the incarnation's future is dropped (before a restart, which needs its
+    /// mailbox consumer); a handler blocking its thread delays that until it returns.
+    /// Without, an aborted incarnation stays in the slot for a later `stop` to wait for.
+    async fn stop(&mut self, runtime: &runtime::Context, until_gone: bool) {
+        let slot = self;
+        let Some(running) = slot.running.as_mut() else {
+            return;
+        };
+        slot.generation += 1;
+        slot.child.request_stop();
+        let mut aborted = false;
+        if let Some(handle) = running.handle.as_mut() {
+            if runtime
+                .timeout(slot.child.shutdown_timeout(), &mut *handle)
+                .await
+                .is_err()
+            {
+                handle.abort();
+                aborted = true;
+            }
+            running.handle = None;
+        }
+        slot.last = Some(if aborted {
+            ExitReason::Shutdown
+        } else {
+            ExitReason::Stopped
+        });
+        if aborted && !until_gone {
+            return;
+        }
+        // An ended task dropped its future before its handle resolved: this is immediate.
+        // An aborted one's handle resolves first, and its future is dropped after.
+        let _ = (&mut running.gone).await;
+        slot.running = None;
     }
 }
 
@@ -492,7 +659,7 @@ impl State {
     async fn supervise(
         &mut self,
         runtime: &runtime::Context,
-        started: Option<oneshot::Sender<()>>,
+        started: Option<oneshot::Sender<bool>>,
     ) -> Result<(), Escalated> {
         // Reports an earlier run left unread are about incarnations that are gone. So are a
         // nested supervisor's stops: its parent sends one to every incarnation it stops,
@@ -519,40 +686,44 @@ impl State {
             }
         }
         if let Some(started) = started {
-            let _ = started.send(());
+            let _ = started.send(true);
         }
         let outcome = loop {
-            let Some(event) = self.events.next().await else {
-                break Ok(());
+            let event = match self.deferred.pop_front() {
+                Some(event) => event,
+                None => match self.events.next().await {
+                    Some(event) => event,
+                    None => break Ok(()),
+                },
             };
-            let (index, ended) = match event {
+            let (index, ended, reason) = match event {
                 Event::Stop => break Ok(()),
                 Event::Ended {
                     index,
                     generation,
                     ended,
+                    reason,
                 } => {
                     if self.slots[index].generation != generation {
                         continue;
                     }
-                    (index, ended)
+                    (index, ended, reason)
                 }
+                // Only a dynamic supervisor is sent these.
+                Event::Start { .. } | Event::Terminate { .. } => continue,
             };
             let slot = &mut self.slots[index];
             slot.running = None;
-            let restart = match (slot.child.restart(), ended) {
-                (_, Ended::Unreachable) | (Restart::Temporary, _) => false,
-                (Restart::Transient, Ended::Stopped) => false,
-                (Restart::Transient, Ended::Failed) | (Restart::Permanent, _) => true,
-            };
-            if !restart {
+            slot.last = Some(reason.clone());
+            if !ended.restarts(slot.child.restart()) {
                 slot.finished = true;
-                slot.child.close();
+                slot.child.close(reason);
                 continue;
             }
-            if self.exceeded() {
+            if self.restarts.exceeded(self.intensity) {
                 break Err(Escalated);
             }
+            let delay = slot.backoff.next_delay(&self.backoff);
             let affected = match self.strategy {
                 Strategy::OneForOne => index..index + 1,
                 Strategy::OneForAll => 0..self.slots.len(),
@@ -560,6 +731,9 @@ impl State {
             };
             for other in affected.clone().rev() {
                 self.stop(other, runtime, true).await;
+            }
+            if !delay.is_zero() && self.pause(runtime, delay).await {
+                break Ok(());
             }
             for restarted in affected {
                 if self.slots[restarted].finished {
@@ -579,82 +753,38 @@ impl State {
         outcome
     }
 
+    /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later;
+    /// whether a stop came first.
+    async fn pause(&mut self, runtime: &runtime::Context, delay: Duration) -> bool {
+        let mut sleep = std::pin::pin!(runtime.sleep(delay));
+        loop {
+            let next = self.events.next();
+            match futures::future::select(sleep.as_mut(), next).await {
+                futures::future::Either::Left(_) => return false,
+                futures::future::Either::Right((Some(Event::Stop), _))
+                | futures::future::Either::Right((None, _)) => return true,
+                futures::future::Either::Right((Some(event), _)) => self.deferred.push_back(event),
+            }
+        }
+    }
+
     /// Starts the child and waits until it has started, as OTP's `start_link` does: children
     /// start one after the other, in order. A child that fails to start reports it as its
     /// end.
     async fn start(&mut self, index: usize, runtime: &runtime::Context) {
-        let slot = &mut self.slots[index];
-        slot.generation += 1;
-        let reporter = Reporter {
-            events: self.sender.clone(),
-            index,
-            generation: slot.generation,
-            reported: false,
-        };
-        let (started, is_started) = oneshot::channel();
-        let (incarnation, gone) = oneshot::channel();
-        let handle = slot
-            .child
-            .start(runtime, reporter, started, Incarnation(incarnation));
-        slot.running = Some(Running {
-            handle: Some(handle),
-            gone,
-        });
-        // Dropped unsent when the child failed before it started: its report follows.
-        let _ = is_started.await;
+        let events = self.sender.clone();
+        self.slots[index].start(index, events, runtime).await;
     }
 
-    /// Stops the child's running incarnation, if any: a stop request, then its shutdown
-    /// timeout, then an abort. Its own report of this end is ignored. With `until_gone`, also
-    /// waits until the incarnation's future is dropped (before a restart, which needs its
-    /// mailbox consumer); a handler blocking its thread delays that until it returns.
-    /// Without, an aborted incarnation stays in the slot for a later `stop` to wait for.
+    /// Stops the child's running incarnation, if any; see [`Slot::stop`].
     async fn stop(&mut self, index: usize, runtime: &runtime::Context, until_gone: bool) {
-        let slot = &mut self.slots[index];
-        let Some(running) = slot.running.as_mut() else {
-            return;
-        };
-        slot.generation += 1;
-        slot.child.request_stop();
-        let mut aborted = false;
-        if let Some(handle) = running.handle.as_mut() {
-            if runtime
-                .timeout(slot.child.shutdown_timeout(), &mut *handle)
-                .await
-                .is_err()
-            {
-                handle.abort();
-                aborted = true;
-            }
-            running.handle = None;
-        }
-        if aborted && !until_gone {
-            return;
-        }
-        // An ended task dropped its future before its handle resolved: this is immediate.
-        // An aborted one's handle resolves first, and its future is dropped after.
-        let _ = (&mut running.gone).await;
-        slot.running = None;
-    }
-
-    /// Records a restart; whether it is one too many within the intensity window.
-    fn exceeded(&mut self) -> bool {
-        let now = Instant::now();
-        let (limit, window) = self.intensity;
-        while self
-            .restarts
-            .front()
-            .is_some_and(|&at| now.duration_since(at) > window)
-        {
-            self.restarts.pop_front();
-        }
-        self.restarts.push_back(now);
-        self.restarts.len() > limit
+        self.slots[index].stop(runtime, until_gone).await;
     }
 
     fn close_all(&self) {
         for slot in &self.slots {
-            slot.child.close();
+            slot.child
+                .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
         }
     }
 }

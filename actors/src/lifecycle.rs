@@ -1,0 +1,471 @@
+//! An actor's life beyond its messages: its id, how it ended, who waits for that end
+//! (`join`), who monitors it, whom it is linked to, and the signals (down notifications,
+//! exits of linked actors, ordered stop requests) waiting to be handled in mailbox order.
+//!
+//! Every mailbox holds one [`Life`]; the rest of the crate reaches another actor's life
+//! type-erased, as a [`Peer`] (implemented by every `Mailbox<M>`).
+//!
+//! Invariants:
+//! - An actor ends once: [`Life::finish`] records the first reason and takes every watcher
+//!   out under the lock, so each joiner, monitor and link hears of the end exactly once, and
+//!   anything registered afterwards sees the recorded reason at once instead.
+//! - Nothing is delivered while a lock is held, and no code holds two lives' locks at once:
+//!   delivering to another actor locks only that actor's life.
+//! - A down notification is delivered only if the receiver still lists the monitor in
+//!   `monitoring`, and it is taken out of that list in the same critical section as the
+//!   signal is queued. `demonitor` removes it from the list, and a queued notification from
+//!   the signals, under the same lock: after it returns, no notification for that monitor is
+//!   handled, whatever the watched actor does concurrently. Links work the same way through
+//!   `links`, so `unlink` is as final.
+//! - A signal is stamped with the queue's tail when it is queued, and is handled once the
+//!   consumer's head has passed that stamp: after every message that was in the mailbox
+//!   before it (mailbox order). Stamps are read under the lock, so they grow along the list.
+//!   An exit signal that kills (the actor does not trap exits) is taken at once, ahead of
+//!   queued messages, as a link's death should be.
+//! - Until an actor is monitored, linked, joined or signalled, all of this is one null
+//!   pointer: `Extra` is boxed on first use.
+
+use crate::{ActorId, ExitReason};
+use futures::task::AtomicWaker;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+
+/// What an actor receives besides its messages.
+pub(crate) enum Signal {
+    /// A monitored actor ended.
+    Down {
+        monitor: u64,
+        id: ActorId,
+        reason: ExitReason,
+    },
+    /// A linked actor ended.
+    Exit { from: ActorId, reason: ExitReason },
+    /// A ref asked the actor to stop after what it had queued.
+    Stop,
+}
+
+/// Another actor's life, type-erased: its mailbox.
+pub(crate) trait Peer: Send + Sync {
+    fn life(&self) -> &Life;
+    /// The mailbox queue's tail now: the stamp of a signal queued now.
+    fn tail(&self) -> usize;
+}
+
+pub(crate) struct Life {
+    id: ActorId,
+    /// The consumer's waker: woken by pushes, the last ref's drop, `close`, stop requests
+    /// and signals.
+    pub(crate) consumer_waker: AtomicWaker,
+    /// Whether `signals` may be non-empty: the consumer's one load per message when it is
+    /// not. Set (`SeqCst`) after a signal is queued and before the wake; the consumer reads it
+    /// after it registers its waker, so it sees the flag or gets the wake.
+    signals_pending: AtomicBool,
+    state: Mutex<State>,
+}
+
+struct State {
+    ended: Option<ExitReason>,
+    extra: Option<Box<Extra>>,
+}
+
+/// What a monitored, linked, joined or signalled actor holds.
+#[derive(Default)]
+struct Extra {
+    /// Wakers of pending `join`s; a dropped join leaves `None` for the next one to reuse.
+    joiners: Vec<Option<Waker>>,
+    /// Monitors on this actor: their ids and the monitoring actors.
+    watchers: Vec<(u64, Weak<dyn Peer>)>,
+    /// Monitors this actor holds: their ids and the watched actors.
+    monitoring: Vec<(u64, Weak<dyn Peer>)>,
+    /// Actors linked to this one.
+    links: Vec<(ActorId, Weak<dyn Peer>)>,
+    /// Signals waiting, with their stamps.
+    signals: VecDeque<(usize, Signal)>,
+}
+
+/// What the end took out of a life, to deliver with no lock held.
+pub(crate) struct Finished {
+    id: ActorId,
+    reason: ExitReason,
+    extra: Option<Box<Extra>>,
+}
+
+/// Monitor ids, unique in the process.
+fn next_monitor() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Life {
+    pub(crate) fn new(id: ActorId) -> Self {
+        Life {
+            id,
+            consumer_waker: AtomicWaker::new(),
+            signals_pending: AtomicBool::new(false),
+            state: Mutex::new(State {
+                ended: None,
+                extra: None,
+            }),
+        }
+    }
+
+    pub(crate) fn id(&self) -> ActorId {
+        self.id
+    }
+
+    /// Records the end (the first reason wins) and takes every watcher out; `None` if it had
+    /// ended already.
+    pub(crate) fn finish(&self, reason: ExitReason) -> Option<Finished> {
+        let mut state = self.state.lock();
+        if state.ended.is_some() {
+            return None;
+        }
+        state.ended = Some(reason.clone());
+        let extra = state.extra.take();
+        self.signals_pending.store(false, Ordering::Relaxed);
+        Some(Finished {
+            id: self.id,
+            reason,
+            extra,
+        })
+    }
+
+    /// Polls for the end: the reason if it ended, else registers `waker` in `slot`.
+    pub(crate) fn poll_join(&self, slot: &mut Option<usize>, waker: &Waker) -> Option<ExitReason> {
+        let mut state = self.state.lock();
+        if let Some(reason) = &state.ended {
+            return Some(reason.clone());
+        }
+        let joiners = &mut state.extra.get_or_insert_with(Box::default).joiners;
+        match *slot {
+            Some(index) => match &mut joiners[index] {
+                Some(registered) => registered.clone_from(waker),
+                empty => *empty = Some(waker.clone()),
+            },
+            None => {
+                let index = match joiners.iter().position(Option::is_none) {
+                    Some(free) => {
+                        joiners[free] = Some(waker.clone());
+                        free
+                    }
+                    None => {
+                        joiners.push(Some(waker.clone()));
+                        joiners.len() - 1
+                    }
+                };
+                *slot = Some(index);
+            }
+        }
+        None
+    }
+
+    /// A join registered in `slot` is dropped.
+    pub(crate) fn forget_join(&self, slot: usize) {
+        let mut state = self.state.lock();
+        if let Some(extra) = state.extra.as_mut()
+            && let Some(entry) = extra.joiners.get_mut(slot)
+        {
+            *entry = None;
+        }
+    }
+
+    /// Whether a signal may be waiting.
+    pub(crate) fn has_signals(&self) -> bool {
+        self.signals_pending.load(Ordering::SeqCst)
+    }
+
+    /// The next signal to handle with the consumer at `head`: a killing exit first (unless
+    /// the actor traps exits), else the oldest signal whose stamp `head` has passed. Exits a
+    /// non-trapping actor ignores (normal ones) are dropped on the way.
+    pub(crate) fn take_signal(&self, head: usize, traps_exits: bool) -> Option<Signal> {
+        let mut state = self.state.lock();
+        let extra = state.extra.as_mut()?;
+        let signals = &mut extra.signals;
+        let mut taken = None;
+        if !traps_exits {
+            signals.retain(
+                |(_, signal)| !matches!(signal, Signal::Exit { reason, .. } if reason.is_normal()),
+            );
+            if let Some(position) = signals
+                .iter()
+                .position(|(_, signal)| matches!(signal, Signal::Exit { .. }))
+            {
+                taken = signals.remove(position).map(|(_, signal)| signal);
+            }
+        }
+        if taken.is_none()
+            && let Some(&(stamp, _)) = signals.front()
+            && head.wrapping_sub(stamp) as isize >= 0
+        {
+            taken = signals.pop_front().map(|(_, signal)| signal);
+        }
+        if signals.is_empty() {
+            self.signals_pending.store(false, Ordering::SeqCst);
+        }
+        taken
+    }
+
+    /// Queues `signal` (stamped `tail()`), unless the actor ended; `admit` decides under the
+    /// lock whether it still applies (a monitor or link not yet cancelled) and updates the
+    /// bookkeeping. Wakes the consumer.
+    fn queue(
+        &self,
+        tail: impl FnOnce() -> usize,
+        signal: Signal,
+        admit: impl FnOnce(&mut Extra) -> bool,
+    ) {
+        {
+            let mut state = self.state.lock();
+            if state.ended.is_some() {
+                return;
+            }
+            let extra = state.extra.get_or_insert_with(Box::default);
+            if !admit(extra) {
+                return;
+            }
+            if matches!(signal, Signal::Stop)
+                && extra
+                    .signals
+                    .iter()
+                    .any(|(_, queued)| matches!(queued, Signal::Stop))
+            {
+                // An earlier stop, earlier in mailbox order, already does it.
+                return;
+            }
+            extra.signals.push_back((tail(), signal));
+            self.signals_pending.store(true, Ordering::SeqCst);
+        }
+        self.consumer_waker.wake();
+    }
+}
+
+/// Asks `peer` to stop after what is queued now.
+pub(crate) fn request_ordered_stop(peer: &dyn Peer) {
+    peer.life().queue(|| peer.tail(), Signal::Stop, |_| true);
+}
+
+/// Delivers the down notification of `monitor` to `to`, if it still holds that monitor.
+fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
+    to.life().queue(
+        || to.tail(),
+        Signal::Down {
+            monitor,
+            id,
+            reason,
+        },
+        |extra| {
+            let held = extra
+                .monitoring
+                .iter()
+                .position(|(held, _)| *held == monitor);
+            held.map(|position| extra.monitoring.swap_remove(position))
+                .is_some()
+        },
+    );
+}
+
+/// Delivers the exit of the linked actor `from` to `to`, if the link still stands (and ends
+/// it: a link fires once).
+fn deliver_exit(to: &dyn Peer, from: ActorId, reason: ExitReason) {
+    to.life().queue(
+        || to.tail(),
+        Signal::Exit { from, reason },
+        |extra| {
+            let linked = extra.links.iter().position(|(id, _)| *id == from);
+            linked
+                .map(|position| extra.links.swap_remove(position))
+                .is_some()
+        },
+    );
+}
+
+impl Finished {
+    /// Tells every joiner, monitor and link about the end, and withdraws the monitors the
+    /// ended actor held from the actors they watched.
+    pub(crate) fn deliver(self) {
+        let Some(extra) = self.extra else {
+            return;
+        };
+        let Extra {
+            joiners,
+            watchers,
+            monitoring,
+            links,
+            signals,
+        } = *extra;
+        // Signals it will never handle (their contents may be refs, dropped here).
+        drop(signals);
+        for waker in joiners.into_iter().flatten() {
+            waker.wake();
+        }
+        for (monitor, watcher) in watchers {
+            if let Some(watcher) = watcher.upgrade() {
+                deliver_down(&*watcher, monitor, self.id, self.reason.clone());
+            }
+        }
+        for (_, partner) in links {
+            if let Some(partner) = partner.upgrade() {
+                deliver_exit(&*partner, self.id, self.reason.clone());
+            }
+        }
+        for (monitor, watched) in monitoring {
+            if let Some(watched) = watched.upgrade() {
+                watched.life().unwatch(monitor);
+            }
+        }
+    }
+}
+
+impl Life {
+    /// Removes the monitor `monitor` from the watchers of this (watched) actor.
+    fn unwatch(&self, monitor: u64) {
+        let mut state = self.state.lock();
+        if let Some(extra) = state.extra.as_mut() {
+            extra.watchers.retain(|(id, _)| *id != monitor);
+        }
+    }
+
+    /// Removes the link to `partner` from this actor; whether it was there.
+    fn drop_link(&self, partner: ActorId) -> bool {
+        let mut state = self.state.lock();
+        let Some(extra) = state.extra.as_mut() else {
+            return false;
+        };
+        let before = extra.links.len();
+        extra.links.retain(|(id, _)| *id != partner);
+        extra.links.len() != before
+    }
+}
+
+/// A monitor set up with [`Context::monitor`](crate::Context::monitor); give it to
+/// [`Context::demonitor`](crate::Context::demonitor) to cancel it.
+#[derive(Debug)]
+pub struct Monitor {
+    id: u64,
+    watched: ActorId,
+    target: Option<Weak<dyn Peer>>,
+}
+
+impl Monitor {
+    /// The monitored actor.
+    pub fn actor(&self) -> ActorId {
+        self.watched
+    }
+}
+
+/// `watcher` starts monitoring the actor `target` names (`watched`; `None` if it is long
+/// gone): exactly one down notification follows, at once if it already ended.
+pub(crate) fn monitor(
+    watcher: &Arc<dyn Peer>,
+    watched: ActorId,
+    target: Option<Arc<dyn Peer>>,
+) -> Monitor {
+    let id = next_monitor();
+    let weak_target = target.as_ref().map(Arc::downgrade);
+    {
+        let mut state = watcher.life().state.lock();
+        let extra = state.extra.get_or_insert_with(Box::default);
+        let held: Weak<dyn Peer> = match &weak_target {
+            Some(target) => target.clone(),
+            None => Weak::<crate::mailbox::Mailbox<()>>::new(),
+        };
+        extra.monitoring.push((id, held));
+    }
+    let ended = match &target {
+        None => Some(ExitReason::NotRunning),
+        Some(target) => {
+            let mut state = target.life().state.lock();
+            match &state.ended {
+                Some(reason) => Some(reason.clone()),
+                None => {
+                    let extra = state.extra.get_or_insert_with(Box::default);
+                    extra.watchers.push((id, Arc::downgrade(watcher)));
+                    None
+                }
+            }
+        }
+    };
+    if let Some(reason) = ended {
+        deliver_down(&**watcher, id, watched, reason);
+    }
+    Monitor {
+        id,
+        watched,
+        target: weak_target,
+    }
+}
+
+/// Cancels `monitor`, held by `watcher`: no down notification for it is handled afterwards,
+/// even one already queued.
+pub(crate) fn demonitor(watcher: &dyn Peer, monitor: Monitor) {
+    {
+        let mut state = watcher.life().state.lock();
+        if let Some(extra) = state.extra.as_mut() {
+            extra.monitoring.retain(|(id, _)| *id != monitor.id);
+            extra.signals.retain(
+                |(_, signal)| !matches!(signal, Signal::Down { monitor: id, .. } if *id == monitor.id),
+            );
+        }
+    }
+    if let Some(target) = monitor.target.and_then(|target| target.upgrade()) {
+        target.life().unwatch(monitor.id);
+    }
+}
+
+/// Links `this` and the actor `other` names (`other_id`; `None` if long gone): when either
+/// ends, the other gets its exit. If `other` already ended, `this` gets its exit now.
+pub(crate) fn link(this: &Arc<dyn Peer>, other_id: ActorId, other: Option<Arc<dyn Peer>>) {
+    let this_id = this.life().id();
+    if other_id == this_id {
+        return;
+    }
+    {
+        let mut state = this.life().state.lock();
+        let extra = state.extra.get_or_insert_with(Box::default);
+        if extra.links.iter().any(|(id, _)| *id == other_id) {
+            return;
+        }
+        let held: Weak<dyn Peer> = match &other {
+            Some(other) => Arc::downgrade(other),
+            None => Weak::<crate::mailbox::Mailbox<()>>::new(),
+        };
+        extra.links.push((other_id, held));
+    }
+    let ended = match &other {
+        None => Some(ExitReason::NotRunning),
+        Some(other) => {
+            let mut state = other.life().state.lock();
+            match &state.ended {
+                Some(reason) => Some(reason.clone()),
+                None => {
+                    let extra = state.extra.get_or_insert_with(Box::default);
+                    extra.links.push((this_id, Arc::downgrade(this)));
+                    None
+                }
+            }
+        }
+    };
+    if let Some(reason) = ended {
+        deliver_exit(&**this, other_id, reason);
+    }
+}
+
+/// Removes the link between `this` and `other`, both ways: neither hears of the other's end.
+pub(crate) fn unlink(this: &dyn Peer, other_id: ActorId, other: Option<Arc<dyn Peer>>) {
+    let this_id = this.life().id();
+    this.life().drop_link(other_id);
+    {
+        let mut state = this.life().state.lock();
+        if let Some(extra) = state.extra.as_mut() {
+            extra.signals.retain(
+                |(_, signal)| !matches!(signal, Signal::Exit { from, .. } if *from == other_id),
+            );
+        }
+    }
+    if let Some(other) = other {
+        other.life().drop_link(this_id);
+    }
+}

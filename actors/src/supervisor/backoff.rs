@@ -1,0 +1,184 @@
+//! Restart backoff: how long a supervisor waits before it restarts a child that failed again.
+//!
+//! Invariants:
+//! - The n-th consecutive delayed restart of a child (counting from 0) waits
+//!   `min(max, min_delay * 2^n)` less a random part of at most `jitter` of it, and never less
+//!   than the minimum delay: delays grow, spread apart so that children failing together do
+//!   not restart in lockstep, and are bounded above by the maximum.
+//! - The count resets once an incarnation has run for longer than the maximum delay: a child
+//!   that recovered starts again from the minimum.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// How long a supervisor waits before restarting a child: not at all (the default), or
+/// exponentially longer for each consecutive restart, between a minimum and a maximum, with
+/// jitter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    min: Duration,
+    max: Duration,
+    jitter: f64,
+}
+
+impl Backoff {
+    /// No delay: restart at once (OTP's behaviour).
+    pub fn none() -> Self {
+        Backoff {
+            min: Duration::ZERO,
+            max: Duration::ZERO,
+            jitter: 0.0,
+        }
+    }
+
+    /// `min` before the first restart, doubling for each consecutive one up to `max` (a `max`
+    /// below `min` is taken as `min`), each made up to 20% shorter at random but never below
+    /// `min`.
+    pub fn exponential(min: Duration, max: Duration) -> Self {
+        Backoff {
+            min,
+            max: max.max(min),
+            jitter: 0.2,
+        }
+    }
+
+    /// The random part: each delay is made shorter by up to `fraction` of it (clamped to
+    /// 0..=1; 0 makes the delays exact), never below the minimum.
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = if fraction.is_nan() {
+            0.0
+        } else {
+            fraction.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// The longest the `attempt`-th consecutive restart (from 0) waits: `min * 2^attempt`,
+    /// at most `max`. The shortest is this less the jitter, and at least `min`.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
+        self.min.saturating_mul(factor).min(self.max)
+    }
+
+    /// The delay before the `attempt`-th consecutive restart.
+    fn delay(&self, attempt: u32) -> Duration {
+        let ceiling = self.ceiling(attempt);
+        if ceiling.is_zero() || self.jitter == 0.0 {
+            return ceiling;
+        }
+        let shorter = ceiling.mul_f64(self.jitter * unit_random());
+        ceiling.saturating_sub(shorter).max(self.min)
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::none()
+    }
+}
+
+/// A child's consecutive delayed restarts.
+#[derive(Default)]
+pub(super) struct Attempts {
+    count: u32,
+    started: Option<Instant>,
+}
+
+impl Attempts {
+    /// An incarnation starts now.
+    pub(super) fn started(&mut self) {
+        self.started = Some(Instant::now());
+    }
+
+    /// The delay before the next restart, counting it.
+    pub(super) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
+        if self
+            .started
+            .is_some_and(|started| started.elapsed() > backoff.max)
+        {
+            self.count = 0;
+        }
+        let delay = backoff.delay(self.count);
+        self.count = self.count.saturating_add(1);
+        delay
+    }
+}
+
+/// A number in [0, 1) from a per-thread xorshift generator: jitter needs spread, not
+/// unpredictability.
+fn unit_random() -> f64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos() as u64)
+                ^ (&0u8 as *const u8 as u64).rotate_left(32)
+                ^ std::process::id() as u64;
+            seed | 1
+        });
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+
+    /// No backoff waits nothing, however many restarts.
+    #[test]
+    fn none_waits_nothing() {
+        let mut attempts = Attempts::default();
+        for _ in 0..5 {
+            assert_eq!(attempts.next_delay(&Backoff::none()), Duration::ZERO);
+        }
+    }
+
+    /// Exponential delays double from the minimum up to the maximum, each within its jitter
+    /// band and never below the minimum.
+    #[test]
+    fn exponential_delays_double_within_their_bounds() {
+        let min = Duration::from_millis(10);
+        let max = Duration::from_millis(100);
+        let backoff = Backoff::exponential(min, max);
+        let ceilings: Vec<_> = (0..6).map(|n| backoff.ceiling(n).as_millis()).collect();
+        assert_eq!(ceilings, [10, 20, 40, 80, 100, 100]);
+        let mut attempts = Attempts::default();
+        for n in 0..6 {
+            let delay = attempts.next_delay(&backoff);
+            let ceiling = backoff.ceiling(n);
+            assert!(delay <= ceiling, "attempt {n}: {delay:?} above {ceiling:?}");
+            assert!(delay >= min, "attempt {n}: {delay:?} below the minimum");
+            assert!(
+                delay >= ceiling.mul_f64(0.8),
+                "attempt {n}: {delay:?} past the jitter"
+            );
+        }
+        let exact = backoff.jitter(0.0);
+        assert_eq!(exact.delay(2), Duration::from_millis(40));
+        assert_eq!(
+            Backoff::exponential(max, min).ceiling(0),
+            max,
+            "max below min is min"
+        );
+        assert_eq!(backoff.ceiling(u32::MAX), max, "no overflow");
+    }
+
+    /// A child that ran longer than the maximum delay starts again from the minimum.
+    #[test]
+    fn a_long_run_resets_the_count() {
+        let backoff =
+            Backoff::exponential(Duration::from_nanos(1), Duration::from_nanos(2)).jitter(0.0);
+        let mut attempts = Attempts::default();
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(2));
+        attempts.started = Some(Instant::now() - Duration::from_millis(1));
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
+    }
+}

@@ -1,0 +1,466 @@
+//! [`DynamicSupervisor`]: OTP's `DynamicSupervisor`: children of any actor type, started on
+//! demand with [`DynamicSupervisorRef::start_child`], each restarted on its own (one for one)
+//! by its [`Restart`](super::Restart) policy, within a restart intensity and with an optional
+//! [`Backoff`]; past the intensity it stops every child and escalates, as [`Supervisor`]
+//! does.
+//!
+//! ```
+//! use actors::prelude::*;
+//! use actors::supervisor::{ChildSpec, DynamicSupervisor, Restart};
+//!
+//! #[actor]
+//! struct Session {
+//!     user: String,
+//! }
+//!
+//! #[actor]
+//! impl Session {
+//!     fn user(&self) -> String {
+//!         self.user.clone()
+//!     }
+//! }
+//!
+//! runtime::Runner::new(runtime::Config::default()).start(|context| async move {
+//!     let sessions = DynamicSupervisor::new("sessions").max_children(1000).spawn(&context);
+//!     let ada = sessions
+//!         .start_child(ChildSpec::new(|| Session { user: "ada".into() }).restart(Restart::Temporary))
+//!         .await
+//!         .unwrap();
+//!     assert_eq!(ada.user().await.unwrap(), "ada");
+//!     assert_eq!(sessions.count(), 1);
+//!     sessions.terminate_child(ada.id()).await.unwrap();
+//!     assert_eq!(sessions.count(), 0);
+//!     sessions.stop();
+//! });
+//! ```
+//!
+//! Invariants:
+//! - Children live in a map keyed by a number that is never reused, so a report from an
+//!   incarnation of a child that is gone can never be taken for another child's; within a
+//!   child, generations tell a stale report from a live one (as in `Supervisor`).
+//! - `count()` and `children()` read the registry, which holds every child admitted and not
+//!   yet done for good: a child is admitted by `start_child` (refused past `max_children`
+//!   before anything is spawned) and removed by the loop when it ends for good. Its mailbox is
+//!   ended (refs see `Closed`, joiners, monitors and links its reason) when it leaves.
+//! - A delayed restart is a timer in the loop, not a wait: other children, commands and
+//!   stops are handled while it runs; a child terminated meanwhile is not restarted.
+//! - Stopping the supervisor stops its children in reverse start order, each within its
+//!   shutdown timeout, and ends each for good.
+
+use super::{ActorChild, Backoff, Child, ChildSpec, Escalated, Event, Intensity, Slot};
+use crate::{Actor, ActorId, Error, ExitReason, Ref};
+use futures::StreamExt as _;
+use futures::channel::{mpsc, oneshot};
+use parking_lot::Mutex;
+use runtime::{Clock as _, Spawner as _};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Builds a dynamic supervisor; [`spawn`](Self::spawn) starts it.
+pub struct DynamicSupervisor {
+    label: &'static str,
+    intensity: (usize, Duration),
+    max_children: Option<usize>,
+    backoff: Backoff,
+}
+
+/// The children admitted, shared between the refs and the loop.
+struct Registry {
+    /// In start order: (key, id).
+    children: BTreeMap<u64, ActorId>,
+    /// Admitted by `start_child`, not yet in `children`.
+    admitting: usize,
+    next_key: u64,
+    /// The loop ended: nothing is admitted any more.
+    closed: bool,
+}
+
+impl DynamicSupervisor {
+    /// A dynamic supervisor labelled `label` (its scope's name: ASCII letters, digits and
+    /// `_`), with a restart intensity of 3 restarts within 5 seconds, no limit on children
+    /// and no backoff.
+    pub fn new(label: &'static str) -> Self {
+        DynamicSupervisor {
+            label,
+            intensity: (3, Duration::from_secs(5)),
+            max_children: None,
+            backoff: Backoff::none(),
+        }
+    }
+
+    /// At most `restarts` restarts (of all children together) within `within`: one more, and
+    /// the supervisor stops every child and escalates, as [`Supervisor`](super::Supervisor)
+    /// does.
+    pub fn intensity(mut self, restarts: usize, within: Duration) -> Self {
+        self.intensity = (restarts, within);
+        self
+    }
+
+    /// At most `max` children at a time: `start_child` past it fails with
+    /// [`Error::TooManyChildren`] and starts nothing.
+    pub fn max_children(mut self, max: usize) -> Self {
+        self.max_children = Some(max);
+        self
+    }
+
+    /// Waits `backoff` before each restart of a child (none by default). The child's refs
+    /// keep working meanwhile: messages wait in its mailbox, bounded by its capacity.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Starts the supervisor in a child scope of `context` named by its label. It runs until
+    /// [`DynamicSupervisorRef::stop`] or its scope ends; children start in its scope.
+    pub fn spawn(self, context: &runtime::Context) -> DynamicSupervisorRef {
+        let (sender, events) = mpsc::unbounded();
+        let registry = Arc::new(Mutex::new(Registry {
+            children: BTreeMap::new(),
+            admitting: 0,
+            next_key: 0,
+            closed: false,
+        }));
+        let mut state = Dynamic {
+            label: self.label,
+            intensity: self.intensity,
+            backoff: self.backoff,
+            restarts: Intensity::default(),
+            slots: HashMap::new(),
+            delayed: BTreeMap::new(),
+            events,
+            sender: sender.clone(),
+            registry: registry.clone(),
+        };
+        let label = self.label;
+        let handle = context.child(label).spawn(move |runtime| async move {
+            let outcome = state.supervise(&runtime).await;
+            state.close_all();
+            if outcome.is_err() {
+                panic!(
+                    "dynamic supervisor `{}` gave up: more than {} restarts within {:?}",
+                    state.label, state.intensity.0, state.intensity.1
+                );
+            }
+        });
+        DynamicSupervisorRef {
+            control: sender,
+            registry,
+            max_children: self.max_children,
+            handle: Arc::new(Mutex::new(Some(handle))),
+            label,
+        }
+    }
+}
+
+/// A running dynamic supervisor: start and terminate children, list them, stop it. Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct DynamicSupervisorRef {
+    control: mpsc::UnboundedSender<Event>,
+    registry: Arc<Mutex<Registry>>,
+    max_children: Option<usize>,
+    handle: Arc<Mutex<Option<runtime::Handle<()>>>>,
+    label: &'static str,
+}
+
+impl DynamicSupervisorRef {
+    /// Starts a child from `spec` and returns its typed ref once its `on_start` returned (as
+    /// OTP's `start_child` does). Fails with [`Error::TooManyChildren`] past `max_children`
+    /// and with [`Error::Closed`] once the supervisor has stopped; a child whose `on_start`
+    /// (or factory) panics fails with [`Error::Panicked`]. The ref reaches every incarnation.
+    pub async fn start_child<A: Actor>(&self, spec: ChildSpec<A>) -> Result<A::Ref, Error> {
+        {
+            let mut registry = self.registry.lock();
+            if registry.closed {
+                return Err(Error::Closed);
+            }
+            if let Some(max) = self.max_children
+                && registry.children.len() + registry.admitting >= max
+            {
+                return Err(Error::TooManyChildren {
+                    supervisor: self.label,
+                    max,
+                });
+            }
+            registry.admitting += 1;
+        }
+        let mailbox = crate::spawn::mailbox::<A>();
+        let actor_ref = Ref::<A>::new(mailbox.clone());
+        let (started, is_started) = oneshot::channel();
+        let child = Box::new(ActorChild { spec, mailbox });
+        if self
+            .control
+            .unbounded_send(Event::Start { child, started })
+            .is_err()
+        {
+            self.registry.lock().admitting -= 1;
+            return Err(Error::Closed);
+        }
+        match is_started.await {
+            Ok(Ok(())) => Ok(A::Ref::from(actor_ref)),
+            Ok(Err(error)) => Err(error),
+            // The loop went away with the request: it counted it off.
+            Err(oneshot::Canceled) => Err(Error::Closed),
+        }
+    }
+
+    /// Stops the child `id` for good (a stop request, its shutdown timeout, then an abort)
+    /// and removes it: its refs see `Closed`, its joiners [`ExitReason::Stopped`] (or
+    /// `Shutdown` if it had to be aborted). [`Error::NoSuchChild`] if `id` is not a child of
+    /// this supervisor (never was, or already ended for good).
+    pub async fn terminate_child(&self, id: ActorId) -> Result<(), Error> {
+        let (done, is_done) = oneshot::channel();
+        self.control
+            .unbounded_send(Event::Terminate { id, done })
+            .map_err(|_| Error::Closed)?;
+        is_done.await.unwrap_or(Err(Error::Closed))
+    }
+
+    /// The children now, in start order: those running, and those waiting for a restart.
+    pub fn children(&self) -> Vec<ActorId> {
+        self.registry.lock().children.values().copied().collect()
+    }
+
+    /// How many children there are now (see [`children`](Self::children)).
+    pub fn count(&self) -> usize {
+        self.registry.lock().children.len()
+    }
+
+    /// Stops every child, in reverse start order, then the supervisor.
+    pub fn stop(&self) {
+        let _ = self.control.unbounded_send(Event::Stop);
+    }
+
+    /// Waits for the supervisor to end: `Ok` once stopped, [`Error::Panicked`] if it gave up
+    /// (with the runtime's `catch_panics`; without it, its failure fails the runner), and
+    /// [`Error::Closed`] if its task was aborted or another clone already joined it.
+    pub async fn join(&self) -> Result<(), Error> {
+        let Some(handle) = self.handle.lock().take() else {
+            return Err(Error::Closed);
+        };
+        match handle.await {
+            Ok(()) => Ok(()),
+            Err(runtime::Error::Exited) => Err(Error::Panicked { actor: self.label }),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+}
+
+impl std::fmt::Debug for DynamicSupervisorRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamicSupervisorRef")
+            .field("label", &self.label)
+            .field("children", &self.count())
+            .finish()
+    }
+}
+
+/// The loop's state.
+struct Dynamic {
+    label: &'static str,
+    intensity: (usize, Duration),
+    backoff: Backoff,
+    restarts: Intensity,
+    /// Children by key (never reused).
+    slots: HashMap<u64, Slot>,
+    /// Restarts waiting out their backoff: (when, key) -> generation of the failed run.
+    delayed: BTreeMap<(Instant, u64), u64>,
+    events: mpsc::UnboundedReceiver<Event>,
+    sender: mpsc::UnboundedSender<Event>,
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl Dynamic {
+    async fn supervise(&mut self, runtime: &runtime::Context) -> Result<(), Escalated> {
+        let outcome = loop {
+            let event = match self.delayed.keys().next().copied() {
+                None => self.events.next().await,
+                Some((due, key)) => {
+                    let wait = due.saturating_duration_since(Instant::now());
+                    let sleep = std::pin::pin!(runtime.sleep(wait));
+                    match futures::future::select(sleep, self.events.next()).await {
+                        futures::future::Either::Left(_) => {
+                            let generation = self
+                                .delayed
+                                .remove(&(due, key))
+                                .expect("the earliest delayed restart");
+                            self.restart(key, generation, runtime).await;
+                            continue;
+                        }
+                        futures::future::Either::Right((event, _)) => event,
+                    }
+                }
+            };
+            let Some(event) = event else {
+                break Ok(());
+            };
+            match event {
+                Event::Stop => break Ok(()),
+                Event::Start { child, started } => self.start_child(child, started, runtime).await,
+                Event::Terminate { id, done } => {
+                    let key = self
+                        .slots
+                        .iter()
+                        .find(|(_, slot)| slot.child.id() == id)
+                        .map(|(key, _)| *key);
+                    let result = match key {
+                        Some(key) => {
+                            self.terminate(key, runtime).await;
+                            Ok(())
+                        }
+                        None => Err(Error::NoSuchChild {
+                            supervisor: self.label,
+                            id,
+                        }),
+                    };
+                    let _ = done.send(result);
+                }
+                Event::Ended {
+                    index,
+                    generation,
+                    ended,
+                    reason,
+                } => {
+                    let key = index as u64;
+                    let Some(slot) = self.slots.get_mut(&key) else {
+                        continue;
+                    };
+                    if slot.generation != generation {
+                        continue;
+                    }
+                    slot.running = None;
+                    slot.last = Some(reason.clone());
+                    if !ended.restarts(slot.child.restart()) {
+                        self.remove(key, reason);
+                        continue;
+                    }
+                    if self.restarts.exceeded(self.intensity) {
+                        break Err(Escalated);
+                    }
+                    let delay = slot.backoff.next_delay(&self.backoff);
+                    if delay.is_zero() {
+                        self.restart(key, generation, runtime).await;
+                    } else {
+                        self.delayed
+                            .insert((Instant::now() + delay, key), generation);
+                    }
+                }
+            }
+        };
+        self.stop_all(runtime).await;
+        outcome
+    }
+
+    /// Admits `child` and starts it, telling `started` once its `on_start` returned.
+    async fn start_child(
+        &mut self,
+        child: Box<dyn Child>,
+        started: oneshot::Sender<Result<(), Error>>,
+        runtime: &runtime::Context,
+    ) {
+        let key = {
+            let mut registry = self.registry.lock();
+            registry.admitting -= 1;
+            let key = registry.next_key;
+            registry.next_key += 1;
+            registry.children.insert(key, child.id());
+            key
+        };
+        let label = child.label();
+        let mut slot = Slot::new(child);
+        slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
+        self.slots.insert(key, slot);
+        let result = if self.start(key, runtime).await {
+            Ok(())
+        } else {
+            // Its `on_start` (or factory) panicked: not admitted, and not restarted. Its
+            // report, which may follow, finds no child.
+            self.remove(
+                key,
+                ExitReason::Panicked(format!("`{label}` panicked while it started")),
+            );
+            Err(Error::Panicked { actor: label })
+        };
+        let _ = started.send(result);
+    }
+
+    async fn start(&mut self, key: u64, runtime: &runtime::Context) -> bool {
+        let events = self.sender.clone();
+        match self.slots.get_mut(&key) {
+            Some(slot) => slot.start(key as usize, events, runtime).await,
+            None => false,
+        }
+    }
+
+    /// Restarts the child `key` whose run `generation` failed, unless it changed meanwhile
+    /// (terminated, or already restarted).
+    async fn restart(&mut self, key: u64, generation: u64, runtime: &runtime::Context) {
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return;
+        };
+        if slot.generation != generation || slot.running.is_some() {
+            return;
+        }
+        if let Some(counter) = &slot.restarts {
+            counter.inc();
+        }
+        self.start(key, runtime).await;
+    }
+
+    /// Stops the child `key` for good and removes it.
+    async fn terminate(&mut self, key: u64, runtime: &runtime::Context) {
+        let Some(slot) = self.slots.get_mut(&key) else {
+            return;
+        };
+        slot.stop(runtime, false).await;
+        let reason = slot.last.clone().unwrap_or(ExitReason::Stopped);
+        self.remove(key, reason);
+    }
+
+    /// The child `key` is done for good.
+    fn remove(&mut self, key: u64, reason: ExitReason) {
+        self.delayed.retain(|(_, delayed), _| *delayed != key);
+        if let Some(slot) = self.slots.remove(&key) {
+            slot.child.close(reason);
+        }
+        self.registry.lock().children.remove(&key);
+    }
+
+    /// Stops every child in reverse start order.
+    async fn stop_all(&mut self, runtime: &runtime::Context) {
+        let mut keys: Vec<u64> = self.slots.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys.into_iter().rev() {
+            if let Some(slot) = self.slots.get_mut(&key) {
+                slot.stop(runtime, false).await;
+            }
+        }
+    }
+
+    /// Ends every child for good and refuses new ones: the loop is over.
+    fn close_all(&mut self) {
+        let mut registry = self.registry.lock();
+        registry.closed = true;
+        registry.children.clear();
+        drop(registry);
+        self.delayed.clear();
+        for (_, slot) in self.slots.drain() {
+            slot.child
+                .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
+        }
+        // Requests that raced with the end get `Closed`, and are counted off.
+        while let Ok(event) = self.events.try_recv() {
+            if let Event::Start { started, .. } = event {
+                let _ = started.send(Err(Error::Closed));
+            }
+        }
+    }
+}
+
+impl Drop for Dynamic {
+    /// The loop's future was dropped (its scope ended) or it finished: every child is done.
+    fn drop(&mut self) {
+        self.close_all();
+    }
+}
