@@ -57,12 +57,12 @@ impl<A: Actor> Context<A> {
     /// Monitors `other`: exactly one down notification reaches this actor's `on_down` hook,
     /// in mailbox order, when `other` ends (for a supervised actor: ends for good), with the
     /// reason it ended. If it has already ended, the notification is queued at once, with
-    /// that reason ([`ExitReason::NotRunning`](crate::ExitReason::NotRunning) if only a weak
-    /// ref to a long-gone actor is left). Monitoring costs nothing until used, and one actor
-    /// may monitor another several times (each monitor notifies once).
+    /// that reason. Monitoring costs nothing until used, and one actor may monitor another
+    /// several times (each monitor notifies once). Dropping the [`Monitor`] does not cancel
+    /// it; [`demonitor`](Self::demonitor) does.
     pub fn monitor(&mut self, other: &impl ActorHandle) -> Monitor {
         let this: Arc<dyn Peer> = self.mailbox.clone();
-        lifecycle::monitor(&this, other.actor_id(), other.__peer().0)
+        lifecycle::monitor(&this, other.__peer().0)
     }
 
     /// Cancels `monitor`: no down notification for it is handled from now on, even one
@@ -79,13 +79,13 @@ impl<A: Actor> Context<A> {
     /// delivers its end at once. Linking twice is linking once; a link fires once.
     pub fn link(&mut self, other: &impl ActorHandle) {
         let this: Arc<dyn Peer> = self.mailbox.clone();
-        lifecycle::link(&this, other.actor_id(), other.__peer().0);
+        lifecycle::link(&this, other.__peer().0);
     }
 
     /// Removes the link to `other`, both ways: from now on neither hears of the other's end
     /// through it, even an end already queued.
     pub fn unlink(&mut self, other: &impl ActorHandle) {
-        lifecycle::unlink(&*self.mailbox, other.actor_id(), other.__peer().0);
+        lifecycle::unlink(&*self.mailbox, &*other.__peer().0);
     }
 
     /// Stops the actor once the current handler returns, and `on_stop` runs. Unsupervised,

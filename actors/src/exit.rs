@@ -30,9 +30,6 @@ pub enum ExitReason {
         /// Why that actor ended.
         reason: Box<ExitReason>,
     },
-    /// The actor had ended so long ago that nothing remembers why: a monitor or link set up
-    /// through a [`WeakRef`](crate::WeakRef) whose actor is gone.
-    NotRunning,
 }
 
 impl ExitReason {
@@ -41,8 +38,8 @@ impl ExitReason {
         matches!(self, ExitReason::Normal | ExitReason::Stopped)
     }
 
-    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown`, `linked` or
-    /// `not_running`.
+    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown` or
+    /// `linked`.
     pub fn kind(&self) -> &'static str {
         match self {
             ExitReason::Normal => "normal",
@@ -50,7 +47,6 @@ impl ExitReason {
             ExitReason::Panicked(_) => "panicked",
             ExitReason::Shutdown => "shutdown",
             ExitReason::Linked { .. } => "linked",
-            ExitReason::NotRunning => "not_running",
         }
     }
 
@@ -77,7 +73,6 @@ impl std::fmt::Display for ExitReason {
             ExitReason::Linked { partner, reason } => {
                 write!(f, "its linked actor {partner} ended ({reason})")
             }
-            ExitReason::NotRunning => write!(f, "not running"),
         }
     }
 }

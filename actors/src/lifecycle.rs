@@ -346,7 +346,7 @@ impl Life {
 pub struct Monitor {
     id: u64,
     watched: ActorId,
-    target: Option<Weak<dyn Peer>>,
+    target: Weak<dyn Peer>,
 }
 
 impl Monitor {
@@ -356,35 +356,24 @@ impl Monitor {
     }
 }
 
-/// `watcher` starts monitoring the actor `target` names (`watched`; `None` if it is long
-/// gone): exactly one down notification follows, at once if it already ended.
-pub(crate) fn monitor(
-    watcher: &Arc<dyn Peer>,
-    watched: ActorId,
-    target: Option<Arc<dyn Peer>>,
-) -> Monitor {
+/// `watcher` starts monitoring `target`: exactly one down notification follows, at once if
+/// it already ended.
+pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor {
     let id = next_monitor();
-    let weak_target = target.as_ref().map(Arc::downgrade);
+    let watched = target.life().id();
     {
         let mut state = watcher.life().state.lock();
         let extra = state.extra.get_or_insert_with(Box::default);
-        let held: Weak<dyn Peer> = match &weak_target {
-            Some(target) => target.clone(),
-            None => Weak::<crate::mailbox::Mailbox<()>>::new(),
-        };
-        extra.monitoring.push((id, held));
+        extra.monitoring.push((id, Arc::downgrade(&target)));
     }
-    let ended = match &target {
-        None => Some(ExitReason::NotRunning),
-        Some(target) => {
-            let mut state = target.life().state.lock();
-            match &state.ended {
-                Some(reason) => Some(reason.clone()),
-                None => {
-                    let extra = state.extra.get_or_insert_with(Box::default);
-                    extra.watchers.push((id, Arc::downgrade(watcher)));
-                    None
-                }
+    let ended = {
+        let mut state = target.life().state.lock();
+        match &state.ended {
+            Some(reason) => Some(reason.clone()),
+            None => {
+                let extra = state.extra.get_or_insert_with(Box::default);
+                extra.watchers.push((id, Arc::downgrade(watcher)));
+                None
             }
         }
     };
@@ -394,7 +383,7 @@ pub(crate) fn monitor(
     Monitor {
         id,
         watched,
-        target: weak_target,
+        target: Arc::downgrade(&target),
     }
 }
 
@@ -410,15 +399,16 @@ pub(crate) fn demonitor(watcher: &dyn Peer, monitor: Monitor) {
             );
         }
     }
-    if let Some(target) = monitor.target.and_then(|target| target.upgrade()) {
+    if let Some(target) = monitor.target.upgrade() {
         target.life().unwatch(monitor.id);
     }
 }
 
-/// Links `this` and the actor `other` names (`other_id`; `None` if long gone): when either
-/// ends, the other gets its exit. If `other` already ended, `this` gets its exit now.
-pub(crate) fn link(this: &Arc<dyn Peer>, other_id: ActorId, other: Option<Arc<dyn Peer>>) {
+/// Links `this` and `other`: when either ends, the other gets its exit. If `other` already
+/// ended, `this` gets its exit now.
+pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     let this_id = this.life().id();
+    let other_id = other.life().id();
     if other_id == this_id {
         return;
     }
@@ -428,23 +418,16 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other_id: ActorId, other: Option<Arc<dy
         if extra.links.iter().any(|(id, _)| *id == other_id) {
             return;
         }
-        let held: Weak<dyn Peer> = match &other {
-            Some(other) => Arc::downgrade(other),
-            None => Weak::<crate::mailbox::Mailbox<()>>::new(),
-        };
-        extra.links.push((other_id, held));
+        extra.links.push((other_id, Arc::downgrade(&other)));
     }
-    let ended = match &other {
-        None => Some(ExitReason::NotRunning),
-        Some(other) => {
-            let mut state = other.life().state.lock();
-            match &state.ended {
-                Some(reason) => Some(reason.clone()),
-                None => {
-                    let extra = state.extra.get_or_insert_with(Box::default);
-                    extra.links.push((this_id, Arc::downgrade(this)));
-                    None
-                }
+    let ended = {
+        let mut state = other.life().state.lock();
+        match &state.ended {
+            Some(reason) => Some(reason.clone()),
+            None => {
+                let extra = state.extra.get_or_insert_with(Box::default);
+                extra.links.push((this_id, Arc::downgrade(this)));
+                None
             }
         }
     };
@@ -453,9 +436,10 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other_id: ActorId, other: Option<Arc<dy
     }
 }
 
-/// Removes the link between `this` and `other`, both ways: neither hears of the other's end.
-pub(crate) fn unlink(this: &dyn Peer, other_id: ActorId, other: Option<Arc<dyn Peer>>) {
-    let this_id = this.life().id();
+/// Removes the link between `this` and `other`, both ways: neither hears of the other's end
+/// through it, even an end already queued.
+pub(crate) fn unlink(this: &dyn Peer, other: &dyn Peer) {
+    let other_id = other.life().id();
     this.life().drop_link(other_id);
     {
         let mut state = this.life().state.lock();
@@ -465,7 +449,5 @@ pub(crate) fn unlink(this: &dyn Peer, other_id: ActorId, other: Option<Arc<dyn P
             );
         }
     }
-    if let Some(other) = other {
-        other.life().drop_link(this_id);
-    }
+    other.life().drop_link(this.life().id());
 }

@@ -3,7 +3,7 @@
 //! and [`Reply`]: the channel an ask's answer comes back on.
 //!
 //! A ref counts itself in the mailbox: when the last one is dropped, the actor handles what is
-//! queued and stops. A weak ref holds the mailbox's memory but is not counted, and becomes a
+//! queued and stops. A weak ref holds the mailbox but is not counted, and becomes a
 //! ref again only while the count is above zero (see `Mailbox::try_add_sender`). An ask costs
 //! one allocation (its reply channel); a tell none.
 
@@ -13,7 +13,7 @@ use crate::oneshot;
 use crate::{Actor, ActorId, Error, ExitReason};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// A handle to send messages to an actor of type `A`. Cloning it is an atomic increment.
@@ -163,62 +163,56 @@ impl std::fmt::Debug for Join {
 
 /// A ref that does not keep its actor alive: for timers, registries and self-messages that
 /// must not stop an actor from ending when nobody else can reach it.
+///
+/// It holds the mailbox's memory (not its messages: an ended actor's are dropped), so that
+/// [`join`](Self::join) still knows why the actor ended after it did.
 pub struct WeakRef<A: Actor> {
-    mailbox: Weak<Mailbox<A::Message>>,
-    id: ActorId,
+    mailbox: Arc<Mailbox<A::Message>>,
 }
 
 impl<A: Actor> WeakRef<A> {
     pub(crate) fn new(mailbox: &Arc<Mailbox<A::Message>>) -> Self {
         WeakRef {
-            mailbox: Arc::downgrade(mailbox),
-            id: mailbox.life.id(),
+            mailbox: mailbox.clone(),
         }
     }
 
     /// The typed ref, while the actor runs and some ref still reaches it; `None` once it
     /// ended or is finishing because its last ref was dropped.
     pub fn upgrade(&self) -> Option<A::Ref> {
-        let mailbox = self.mailbox.upgrade()?;
-        if !mailbox.try_add_sender() {
+        if !self.mailbox.try_add_sender() {
             return None;
         }
-        Some(A::Ref::from(Ref { mailbox }))
+        Some(A::Ref::from(Ref {
+            mailbox: self.mailbox.clone(),
+        }))
     }
 
     /// The actor's id, whether or not it still runs.
     pub fn id(&self) -> ActorId {
-        self.id
+        self.mailbox.life.id()
     }
 
-    /// Resolves with the actor's [`ExitReason`] when it ends, like [`Ref::join`]; with
-    /// [`ExitReason::NotRunning`] if it ended so long ago that its mailbox is gone.
-    pub async fn join(&self) -> ExitReason {
-        match self.mailbox.upgrade() {
-            Some(mailbox) => {
-                Join {
-                    peer: mailbox,
-                    slot: None,
-                }
-                .await
-            }
-            None => ExitReason::NotRunning,
+    /// Resolves with the actor's [`ExitReason`] when it ends, like [`Ref::join`].
+    pub fn join(&self) -> Join {
+        Join {
+            peer: self.mailbox.clone(),
+            slot: None,
         }
     }
 }
 
 impl<A: Actor> Clone for WeakRef<A> {
     fn clone(&self) -> Self {
-        WeakRef {
-            mailbox: self.mailbox.clone(),
-            id: self.id,
-        }
+        WeakRef::new(&self.mailbox)
     }
 }
 
 impl<A: Actor> std::fmt::Debug for WeakRef<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WeakRef").field("actor", &self.id).finish()
+        f.debug_struct("WeakRef")
+            .field("actor", &self.id())
+            .finish()
     }
 }
 
@@ -229,15 +223,14 @@ pub trait ActorHandle {
     /// The actor's id.
     fn actor_id(&self) -> ActorId;
 
-    /// The actor's life, type-erased; `None` if its memory is gone (a weak ref to an actor
-    /// long ended).
+    /// The actor's life, type-erased.
     #[doc(hidden)]
     fn __peer(&self) -> PeerHandle;
 }
 
 /// An actor's life, type-erased (what [`ActorHandle`] gives). Not part of the public API.
 #[doc(hidden)]
-pub struct PeerHandle(pub(crate) Option<Arc<dyn Peer>>);
+pub struct PeerHandle(pub(crate) Arc<dyn Peer>);
 
 impl<A: Actor> ActorHandle for Ref<A> {
     fn actor_id(&self) -> ActorId {
@@ -245,21 +238,17 @@ impl<A: Actor> ActorHandle for Ref<A> {
     }
 
     fn __peer(&self) -> PeerHandle {
-        PeerHandle(Some(self.mailbox.clone()))
+        PeerHandle(self.mailbox.clone())
     }
 }
 
 impl<A: Actor> ActorHandle for WeakRef<A> {
     fn actor_id(&self) -> ActorId {
-        self.id
+        self.id()
     }
 
     fn __peer(&self) -> PeerHandle {
-        PeerHandle(
-            self.mailbox
-                .upgrade()
-                .map(|mailbox| mailbox as Arc<dyn Peer>),
-        )
+        PeerHandle(self.mailbox.clone())
     }
 }
 

@@ -10,7 +10,10 @@
 
 use crate::lines::{Event, LineReader, MAX_LINE, accept_until_stopped, spawn_reader};
 use actors::prelude::*;
-use actors::supervisor::{ChildSpec, Strategy, Supervisor, SupervisorRef};
+use actors::supervisor::{
+    ChildSpec, DynamicSupervisor, DynamicSupervisorRef, Restart, Strategy, Supervisor,
+    SupervisorRef,
+};
 use runtime::buffer::paged::{CacheRef, Writer};
 use runtime::net::{Listener, Sink};
 use std::collections::HashMap;
@@ -238,10 +241,17 @@ pub async fn answer(store: &StoreRef, line: &str) -> String {
     }
 }
 
-/// A running service: its store, its supervisor and where it listens.
+/// Connections served at once; one more is told so and closed.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// A running service: its store, its supervisors and where it listens.
 pub struct Service {
     pub store: StoreRef,
     pub supervisor: SupervisorRef,
+    /// The connection actors: temporary children, so a connection that fails (a panic) is
+    /// counted in `actor_exits_total{actor="kv_connection",reason="panicked"}` and removed,
+    /// and the service goes on.
+    pub connections: DynamicSupervisorRef,
     pub address: SocketAddr,
     pub metrics: SocketAddr,
 }
@@ -262,9 +272,13 @@ pub async fn serve(
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
     let store = supervisor.child(ChildSpec::new(move || Store::new(cache.clone())));
     let supervisor = supervisor.spawn(context);
+    let connections = DynamicSupervisor::new("kv_connections")
+        .max_children(MAX_CONNECTIONS)
+        .spawn(context);
     let service = Service {
         store: store.clone(),
         supervisor,
+        connections: connections.clone(),
         address: listener
             .local_addr()
             .map_err(|error| runtime::Error::BindFailed(address, error))?,
@@ -274,7 +288,7 @@ pub async fn serve(
     };
     let accepting = context.clone();
     drop(context.clone().spawn(move |_| async move {
-        accept(accepting, listener, store).await;
+        accept(accepting, listener, store, connections).await;
     }));
     let exposing = context.clone();
     drop(context.clone().spawn(move |_| async move {
@@ -283,16 +297,37 @@ pub async fn serve(
     Ok(service)
 }
 
-async fn accept(context: runtime::Context, mut listener: Listener, store: StoreRef) {
-    accept_until_stopped(&context, &mut listener, "kv", |sink, stream| {
-        drop(
-            Connection {
-                sink,
-                store: store.clone(),
-                stream: Some(stream),
+/// Accepts connections, each a temporary child of `connections`, at most `MAX_CONNECTIONS`
+/// at once.
+async fn accept(
+    context: runtime::Context,
+    mut listener: Listener,
+    store: StoreRef,
+    connections: DynamicSupervisorRef,
+) {
+    accept_until_stopped(&context, &mut listener, "kv", |mut sink, stream| {
+        let connections = connections.clone();
+        let store = store.clone();
+        drop(context.clone().spawn(move |_| async move {
+            if connections.count() >= MAX_CONNECTIONS {
+                let refusal = format!("ERR too many connections (at most {MAX_CONNECTIONS})\n");
+                let _ = sink.send(refusal.into_bytes()).await;
+                return;
             }
-            .spawn(&context),
-        );
+            // Started once (temporary): the factory hands over the socket.
+            let mut socket = Some((sink, stream));
+            let spec = ChildSpec::new(move || {
+                let (sink, stream) = socket.take().expect("a temporary child starts once");
+                Connection {
+                    sink,
+                    store: store.clone(),
+                    stream: Some(stream),
+                }
+            })
+            .restart(Restart::Temporary);
+            // Refused (full, or the service stopping): the socket closes with the spec.
+            let _ = connections.start_child(spec).await;
+        }));
     })
     .await;
 }

@@ -418,13 +418,14 @@ impl Dynamic {
         self.remove(key, reason);
     }
 
-    /// The child `key` is done for good.
+    /// The child `key` is done for good: out of the registry before its joiners hear of it,
+    /// so that whoever joined it sees it gone from `children()`.
     fn remove(&mut self, key: u64, reason: ExitReason) {
         self.delayed.retain(|(_, delayed), _| *delayed != key);
+        self.registry.lock().children.remove(&key);
         if let Some(slot) = self.slots.remove(&key) {
             slot.child.close(reason);
         }
-        self.registry.lock().children.remove(&key);
     }
 
     /// Stops every child in reverse start order.

@@ -1,0 +1,344 @@
+//! Dynamic supervision and restart backoff through the public API: children of two actor
+//! types under one `DynamicSupervisor`, each restart type, intensity and escalation,
+//! `max_children`, terminating children (and unknown ids), a ref's `stop()` on a supervised
+//! child, and backoff delays on both supervisors, observed in order and above their lower
+//! bounds.
+
+use actors::prelude::*;
+use actors::supervisor::{Backoff, ChildSpec, DynamicSupervisor, Restart, Strategy, Supervisor};
+use actors::{Context, Error, ExitReason};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// When each incarnation started and ended.
+type Timeline = Arc<Mutex<Vec<(&'static str, usize, Instant)>>>;
+
+#[actor(mailbox = 16)]
+struct Worker {
+    incarnation: usize,
+    timeline: Timeline,
+}
+
+#[actor]
+impl Worker {
+    fn on_start(&mut self) {
+        self.timeline
+            .lock()
+            .push(("start", self.incarnation, Instant::now()));
+    }
+
+    fn on_stop(&mut self) {
+        self.timeline
+            .lock()
+            .push(("stop", self.incarnation, Instant::now()));
+    }
+
+    fn incarnation(&self) -> usize {
+        self.incarnation
+    }
+
+    fn fail(&mut self) {
+        panic!("worker fails");
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// A second actor type, under the same supervisor.
+#[actor]
+struct Greeter {
+    name: String,
+}
+
+#[actor]
+impl Greeter {
+    fn greet(&self) -> String {
+        format!("hello from {}", self.name)
+    }
+}
+
+/// A spec for a worker, counting its incarnations from 1.
+fn worker(restart: Restart, timeline: &Timeline) -> ChildSpec<Worker> {
+    let timeline = timeline.clone();
+    let incarnations = AtomicUsize::new(0);
+    ChildSpec::new(move || Worker {
+        incarnation: incarnations.fetch_add(1, Ordering::SeqCst) + 1,
+        timeline: timeline.clone(),
+    })
+    .restart(restart)
+}
+
+/// Children of two actor types run under one supervisor, are listed in start order and
+/// counted; terminating one ends it for good (`Stopped`, refs closed) and removes it, and
+/// terminating an id that is not a child is an error that names it.
+#[runtime::test(timeout = "20s")]
+async fn children_of_two_types_start_list_and_terminate(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("mixed").spawn(&context);
+    let worker = supervisor
+        .start_child(worker(Restart::Permanent, &timeline))
+        .await
+        .unwrap();
+    let greeter = supervisor
+        .start_child(ChildSpec::new(|| Greeter { name: "ada".into() }))
+        .await
+        .unwrap();
+    assert_eq!(worker.incarnation().await, Ok(1));
+    assert_eq!(greeter.greet().await.unwrap(), "hello from ada");
+    assert_eq!(supervisor.count(), 2);
+    assert_eq!(supervisor.children(), [worker.id(), greeter.id()]);
+
+    supervisor.terminate_child(worker.id()).await.unwrap();
+    assert_eq!(worker.join().await, ExitReason::Stopped);
+    assert_eq!(worker.incarnation().await, Err(Error::Closed));
+    assert_eq!(supervisor.children(), [greeter.id()]);
+    let unknown = worker.id();
+    assert_eq!(
+        supervisor.terminate_child(unknown).await,
+        Err(Error::NoSuchChild {
+            supervisor: "mixed",
+            id: unknown
+        })
+    );
+    let error = supervisor.terminate_child(unknown).await.unwrap_err();
+    assert!(error.to_string().contains(&unknown.to_string()), "{error}");
+
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    assert_eq!(greeter.join().await, ExitReason::Stopped);
+    assert_eq!(
+        supervisor
+            .start_child(ChildSpec::new(|| Greeter {
+                name: "late".into()
+            }))
+            .await
+            .unwrap_err(),
+        Error::Closed
+    );
+}
+
+/// Each restart type: a permanent child restarts after a panic and after stopping itself; a
+/// transient one after a panic only; a temporary one never (it leaves with its reason).
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn each_restart_type_decides_which_ends_restart(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("types")
+        .intensity(10, Duration::from_secs(60))
+        .spawn(&context);
+    let start = |restart| supervisor.start_child(worker(restart, &timeline));
+
+    let permanent = start(Restart::Permanent).await.unwrap();
+    assert!(permanent.fail().await.is_err());
+    assert_eq!(permanent.incarnation().await, Ok(2));
+    permanent.tell_finish().await.unwrap();
+    assert_eq!(permanent.incarnation().await, Ok(3));
+
+    let transient = start(Restart::Transient).await.unwrap();
+    assert!(transient.fail().await.is_err());
+    assert_eq!(transient.incarnation().await, Ok(2));
+    transient.tell_finish().await.unwrap();
+    assert_eq!(transient.join().await, ExitReason::Normal);
+
+    let temporary = start(Restart::Temporary).await.unwrap();
+    assert!(temporary.fail().await.is_err());
+    assert_eq!(
+        temporary.join().await,
+        ExitReason::Panicked("worker fails".to_string())
+    );
+    assert_eq!(temporary.incarnation().await, Err(Error::Closed));
+
+    // Only the permanent child is left (the others' ends were read before their joins
+    // resolved).
+    assert_eq!(supervisor.children(), [permanent.id()]);
+    // A ref's stop is for good, whatever the policy.
+    assert_eq!(permanent.stop().await, ExitReason::Stopped);
+    assert_eq!(permanent.incarnation().await, Err(Error::Closed));
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.count(), 0);
+}
+
+/// Past its intensity the supervisor stops every child and escalates: it fails, its
+/// children's refs see `Closed`.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn exceeding_the_intensity_escalates(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("fragile_pool")
+        .intensity(1, Duration::from_secs(60))
+        .spawn(&context);
+    let steady = supervisor
+        .start_child(worker(Restart::Permanent, &timeline))
+        .await
+        .unwrap();
+    let failing = supervisor
+        .start_child(worker(Restart::Permanent, &timeline))
+        .await
+        .unwrap();
+    assert!(failing.fail().await.is_err());
+    assert_eq!(failing.incarnation().await, Ok(2));
+    assert!(failing.fail().await.is_err());
+    assert_eq!(
+        supervisor.join().await,
+        Err(Error::Panicked {
+            actor: "fragile_pool"
+        })
+    );
+    assert_eq!(steady.incarnation().await, Err(Error::Closed));
+    assert_eq!(failing.incarnation().await, Err(Error::Closed));
+    assert_eq!(steady.join().await, ExitReason::Stopped);
+}
+
+/// `max_children` refuses one more child with a clear error, starting nothing; room made by
+/// a child's end is usable again.
+#[runtime::test(timeout = "20s")]
+async fn max_children_refuses_with_a_clear_error(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("bounded")
+        .max_children(2)
+        .spawn(&context);
+    let first = supervisor
+        .start_child(worker(Restart::Temporary, &timeline))
+        .await
+        .unwrap();
+    let _second = supervisor
+        .start_child(worker(Restart::Temporary, &timeline))
+        .await
+        .unwrap();
+    let refused = supervisor
+        .start_child(worker(Restart::Temporary, &timeline))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        Error::TooManyChildren {
+            supervisor: "bounded",
+            max: 2
+        }
+    );
+    assert!(refused.to_string().contains("max_children"), "{refused}");
+    assert_eq!(timeline.lock().len(), 2, "the refused child never started");
+    first.tell_finish().await.unwrap();
+    assert_eq!(first.join().await, ExitReason::Normal);
+    let _third = supervisor
+        .start_child(worker(Restart::Temporary, &timeline))
+        .await
+        .unwrap();
+    assert_eq!(supervisor.count(), 2);
+}
+
+/// A child whose `on_start` panics is not admitted: `start_child` says so.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_child_that_fails_to_start_is_refused(context: runtime::Context) {
+    #[actor]
+    struct Broken;
+
+    #[actor]
+    impl Broken {
+        fn on_start(&mut self) {
+            panic!("broken on start");
+        }
+    }
+
+    let supervisor = DynamicSupervisor::new("careful").spawn(&context);
+    assert_eq!(
+        supervisor
+            .start_child(ChildSpec::new(|| Broken))
+            .await
+            .unwrap_err(),
+        Error::Panicked { actor: "broken" }
+    );
+    assert_eq!(supervisor.count(), 0);
+}
+
+/// The gaps between each failure and the next start, from a timeline.
+fn restart_gaps(timeline: &Timeline) -> Vec<Duration> {
+    let timeline = timeline.lock();
+    timeline
+        .windows(2)
+        .filter(|pair| pair[0].0 == "stop" && pair[1].0 == "start")
+        .map(|pair| {
+            assert_eq!(pair[1].1, pair[0].1 + 1, "incarnations in order");
+            pair[1].2 - pair[0].2
+        })
+        .collect()
+}
+
+/// A failing child, and the lower bounds of its first three restart delays.
+const BACKOFF_MIN: Duration = Duration::from_millis(20);
+const BACKOFF_MAX: Duration = Duration::from_millis(80);
+
+fn backoff() -> Backoff {
+    Backoff::exponential(BACKOFF_MIN, BACKOFF_MAX)
+}
+
+/// Asserts each restart waited at least its delay's lower bound (never an upper bound).
+fn assert_backed_off(gaps: &[Duration]) {
+    let backoff = backoff();
+    assert_eq!(gaps.len(), 3, "{gaps:?}");
+    for (attempt, gap) in gaps.iter().enumerate() {
+        let floor = backoff
+            .ceiling(attempt as u32)
+            .mul_f64(0.8)
+            .max(BACKOFF_MIN);
+        assert!(*gap >= floor, "restart {attempt}: {gap:?} < {floor:?}");
+    }
+}
+
+/// Restarts of a dynamic child wait their backoff, in order, each at least its lower bound;
+/// a message sent meanwhile waits in the mailbox and reaches the next incarnation.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn dynamic_restarts_back_off(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("patient")
+        .intensity(10, Duration::from_secs(60))
+        .backoff(backoff())
+        .spawn(&context);
+    let child = supervisor
+        .start_child(worker(Restart::Permanent, &timeline))
+        .await
+        .unwrap();
+    for incarnation in 1..=3 {
+        assert!(child.fail().await.is_err());
+        // Sent during the delay: answered by the next incarnation.
+        assert_eq!(child.incarnation().await, Ok(incarnation + 1));
+    }
+    assert_backed_off(&restart_gaps(&timeline));
+}
+
+/// The static supervisor backs off the same way, and a stop during a long delay is handled
+/// at once rather than after it.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn static_restarts_back_off_and_stop_during_the_delay(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let mut supervisor = Supervisor::new("patient_team", Strategy::OneForOne)
+        .intensity(10, Duration::from_secs(60))
+        .backoff(backoff());
+    let child = supervisor.child(worker(Restart::Permanent, &timeline));
+    let supervisor = supervisor.spawn(&context);
+    for incarnation in 1..=3 {
+        assert!(child.fail().await.is_err());
+        assert_eq!(child.incarnation().await, Ok(incarnation + 1));
+    }
+    assert_backed_off(&restart_gaps(&timeline));
+
+    let timeline = Timeline::default();
+    let mut supervisor_slow = Supervisor::new("slow_team", Strategy::OneForOne).backoff(
+        Backoff::exponential(Duration::from_secs(600), Duration::from_secs(600)),
+    );
+    let slow = supervisor_slow.child(worker(Restart::Permanent, &timeline));
+    let supervisor_slow = supervisor_slow.spawn(&context);
+    assert!(slow.fail().await.is_err());
+    supervisor_slow.stop();
+    // Within the test's timeout, far below the 600 s delay.
+    supervisor_slow.join().await.unwrap();
+    assert_eq!(
+        slow.join().await,
+        ExitReason::Panicked("worker fails".to_string())
+    );
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+}
