@@ -43,12 +43,22 @@
 //!   message.
 //! - Messages from one sender are handled in the order sent; one message at a time.
 //! - An actor stops when a handler calls [`Context::stop`], when its last ref is dropped
-//!   (after handling what is queued), when its parent scope ends, or when a handler panics.
-//!   Asks that it will not answer resolve to [`Error::Closed`] (or [`Error::Panicked`] for the
-//!   one whose handler panicked); none hangs.
+//!   (after handling what is queued), when a ref's `stop()` asks it to (after what was
+//!   queued before), when its parent scope ends, when a linked actor ends abnormally, or when
+//!   a handler panics. Asks that it will not answer resolve to [`Error::Closed`] (or
+//!   [`Error::Panicked`] for the one whose handler panicked); none hangs.
+//! - Every actor has an [`ActorId`] (`label#n`) and ends with an [`ExitReason`], which
+//!   `join()` and `stop()` on any ref resolve with, `on_stop(&mut self, reason:
+//!   &ExitReason)` may take, and monitors and links deliver. `downgrade()` gives a
+//!   [`WeakRef`], which does not keep the actor alive.
+//! - Monitors and links, with OTP's semantics, from the [`Context`]: `ctx.monitor(&other)`
+//!   delivers one down notification to the hook `on_down(&mut self, id: ActorId, reason:
+//!   ExitReason)` in mailbox order; `ctx.link(&other)` ends each side when the other ends
+//!   abnormally, unless it declares `on_link_exit(&mut self, id: ActorId, reason:
+//!   ExitReason)` (it traps exits). Both hooks may take `ctx` first, and may be async.
 //! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
-//!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`) appear in
-//!   `context.encode()`.
+//!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`, and
+//!   `actor_exits_total` also by reason) appear in `context.encode()`.
 
 mod actor;
 mod clock;

@@ -451,3 +451,173 @@ pub(crate) fn unlink(this: &dyn Peer, other: &dyn Peer) {
     }
     other.life().drop_link(this.life().id());
 }
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+    use crate::mailbox::{Mailbox, Received};
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll};
+
+    fn mailbox() -> Arc<Mailbox<u32>> {
+        let mailbox = Mailbox::new(8, ActorId::next("test"));
+        mailbox.add_sender();
+        mailbox
+    }
+
+    fn peer(mailbox: &Arc<Mailbox<u32>>) -> Arc<dyn Peer> {
+        mailbox.clone()
+    }
+
+    /// What the consumer takes next, shown briefly.
+    fn next(consumer: &mut crate::mailbox::Consumer<u32>) -> String {
+        match consumer.try_recv() {
+            Some(Received::Message(message)) => format!("m{message}"),
+            Some(Received::Signal(Signal::Down { id, reason, .. })) => {
+                format!("down {} {}", id.label(), reason.kind())
+            }
+            Some(Received::Signal(Signal::Exit { from, reason })) => {
+                format!("exit {} {}", from.label(), reason.kind())
+            }
+            Some(Received::Signal(Signal::Stop)) => "stop".to_string(),
+            Some(Received::Stop) => "requested".to_string(),
+            Some(Received::Disconnected) => "disconnected".to_string(),
+            None => "nothing".to_string(),
+        }
+    }
+
+    /// A signal is taken after the messages queued before it and before those queued after:
+    /// mailbox order. Repeated ordered stops collapse into the first.
+    #[test]
+    fn signals_take_their_turn_in_mailbox_order() {
+        let mailbox = mailbox();
+        let mut consumer = mailbox.consumer().unwrap();
+        mailbox.try_send(1).unwrap();
+        mailbox.try_send(2).unwrap();
+        request_ordered_stop(&*mailbox);
+        mailbox.try_send(3).unwrap();
+        request_ordered_stop(&*mailbox);
+        let taken: Vec<_> = (0..5).map(|_| next(&mut consumer)).collect();
+        assert_eq!(taken, ["m1", "m2", "stop", "m3", "nothing"]);
+    }
+
+    /// A linked actor's abnormal end jumps the queue of a non-trapping actor (it ends it
+    /// before its next message); a normal one is dropped. A trapping actor gets both in
+    /// mailbox order.
+    #[test]
+    fn exits_kill_at_once_unless_trapped() {
+        for traps in [false, true] {
+            let this = mailbox();
+            let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+            link(&peer(&this), partner.clone());
+            let mut consumer = this.consumer().unwrap();
+            consumer.trap_exits(traps);
+            this.try_send(1).unwrap();
+            partner.end(ExitReason::Panicked("boom".into()));
+            this.try_send(2).unwrap();
+            let taken: Vec<_> = (0..3).map(|_| next(&mut consumer)).collect();
+            if traps {
+                assert_eq!(taken, ["m1", "exit partner panicked", "m2"]);
+            } else {
+                assert_eq!(taken, ["exit partner panicked", "m1", "m2"]);
+            }
+        }
+        let this = mailbox();
+        let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+        link(&peer(&this), partner.clone());
+        let mut consumer = this.consumer().unwrap();
+        partner.end(ExitReason::Normal);
+        this.try_send(1).unwrap();
+        assert_eq!(
+            next(&mut consumer),
+            "m1",
+            "a normal end is not an exit to heed"
+        );
+        assert_eq!(next(&mut consumer), "nothing");
+    }
+
+    /// Both sides of a link fire once: the survivor's end does not echo back, and `unlink`
+    /// silences both ways.
+    #[test]
+    fn a_link_fires_once_and_unlink_is_final() {
+        let first = mailbox();
+        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        second.add_sender();
+        link(&peer(&first), second.clone());
+        let mut first_consumer = first.consumer().unwrap();
+        let mut second_consumer = second.consumer().unwrap();
+        second.end(ExitReason::Shutdown);
+        assert_eq!(next(&mut first_consumer), "exit second shutdown");
+        first.end(ExitReason::Panicked("after".into()));
+        assert_eq!(
+            next(&mut second_consumer),
+            "disconnected",
+            "an ended actor hears nothing"
+        );
+
+        let first = mailbox();
+        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        link(&peer(&first), second.clone());
+        unlink(&*first, &*second);
+        let mut consumer = first.consumer().unwrap();
+        second.end(ExitReason::Shutdown);
+        assert_eq!(next(&mut consumer), "nothing");
+    }
+
+    /// A monitor delivers one notification, at once if the target already ended; a
+    /// demonitor withdraws one already queued.
+    #[test]
+    fn monitors_notify_once_and_demonitor_withdraws() {
+        let watcher = mailbox();
+        let mut consumer = watcher.consumer().unwrap();
+        let target = Mailbox::<u32>::new(8, ActorId::next("target"));
+        let _monitor = monitor(&peer(&watcher), target.clone());
+        target.end(ExitReason::Stopped);
+        target.end(ExitReason::Normal);
+        assert_eq!(next(&mut consumer), "down target stopped");
+        assert_eq!(
+            next(&mut consumer),
+            "nothing",
+            "once, with the first reason"
+        );
+
+        let _late = monitor(&peer(&watcher), target.clone());
+        assert_eq!(next(&mut consumer), "down target stopped", "already ended");
+
+        let other = Mailbox::<u32>::new(8, ActorId::next("other"));
+        let cancelled = monitor(&peer(&watcher), other.clone());
+        other.end(ExitReason::Shutdown);
+        demonitor(&*watcher, cancelled);
+        assert_eq!(
+            next(&mut consumer),
+            "nothing",
+            "the queued one was withdrawn"
+        );
+    }
+
+    /// A join resolves with the end's reason, and at once after it; a dropped pending join
+    /// frees its slot for the next.
+    #[test]
+    fn joins_resolve_with_the_reason() {
+        let target = mailbox();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let join = || crate::refs::tests_join(peer(&target));
+        {
+            let mut dropped = pin!(join());
+            assert!(dropped.as_mut().poll(&mut cx).is_pending());
+        }
+        let mut pending = pin!(join());
+        assert!(pending.as_mut().poll(&mut cx).is_pending());
+        target.end(ExitReason::Stopped);
+        assert_eq!(
+            pending.as_mut().poll(&mut cx),
+            Poll::Ready(ExitReason::Stopped)
+        );
+        assert_eq!(
+            pin!(join()).as_mut().poll(&mut cx),
+            Poll::Ready(ExitReason::Stopped)
+        );
+    }
+}

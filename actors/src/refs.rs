@@ -130,6 +130,12 @@ pub struct Join {
     slot: Option<usize>,
 }
 
+/// A join on `peer`, for the lifecycle's unit tests.
+#[cfg(all(test, not(actors_loom)))]
+pub(crate) fn tests_join(peer: Arc<dyn Peer>) -> Join {
+    Join { peer, slot: None }
+}
+
 impl Future for Join {
     type Output = ExitReason;
 

@@ -27,7 +27,10 @@
 //!   waiter that is dropped before it takes its permit passes the wake on.
 //! - `senders` counts the refs. The consumer reports `Disconnected` only when that count is
 //!   zero and a pop after reading it finds nothing: the last ref's decrement (`Release`)
-//!   follows its last push, so the pop sees every message sent.
+//!   follows its last push, so the pop sees every message sent. A weak ref's upgrade
+//!   increments the count only from above zero (a CAS), so zero is final but for the
+//!   actor's own `Context::actor_ref`, made on the consumer's task: a `Disconnected` is never
+//!   followed by a message from an upgraded ref.
 //! - One consumer at a time: `Mailbox::consumer` hands out the single `Consumer`, and a new
 //!   one only after the previous is dropped (a supervised actor's incarnations take turns).
 
@@ -57,8 +60,8 @@ pub(crate) struct Mailbox<M> {
     capacity: usize,
     /// Permits taken `<< 1`, and the closed bit (checked by loom, with the slot queue).
     state: crate::sync::AtomicUsize,
-    /// Refs alive.
-    senders: AtomicUsize,
+    /// Refs alive (checked by loom with weak refs' upgrades).
+    senders: crate::sync::AtomicUsize,
     /// The actor's id, end, watchers and signals; holds the consumer's waker.
     pub(crate) life: Life,
     /// A `Consumer` exists.
@@ -96,7 +99,7 @@ impl<M: Send> Mailbox<M> {
             queue: Queue::new(capacity),
             capacity,
             state: crate::sync::AtomicUsize::new(0),
-            senders: AtomicUsize::new(0),
+            senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
             stop_requested: AtomicBool::new(false),
@@ -731,6 +734,40 @@ mod models {
             let found = consumer.try_recv().is_some() || consumer.park().is_some();
             let woke = producer.join().unwrap();
             assert!(found || woke, "the message was neither found nor signalled");
+        });
+    }
+
+    /// A weak ref's upgrade racing the last ref's drop: the upgrade fails, or it succeeds and
+    /// the consumer receives what the upgraded ref sends before it reports `Disconnected`.
+    #[test]
+    fn an_upgrade_racing_the_last_drop_never_loses_its_message() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(2, ActorId::next("test"));
+            mailbox.add_sender();
+            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let upgrader = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || {
+                    let upgraded = mailbox.try_add_sender();
+                    if upgraded {
+                        mailbox.try_send(1u8).expect("room");
+                        mailbox.remove_sender();
+                    }
+                    upgraded
+                })
+            };
+            mailbox.remove_sender();
+            let mut received = false;
+            loop {
+                match consumer.try_recv() {
+                    Some(Received::Message(_)) => received = true,
+                    Some(Received::Disconnected) => break,
+                    Some(_) => unreachable!("no stop or signal"),
+                    None => loom::thread::yield_now(),
+                }
+            }
+            let upgraded = upgrader.join().unwrap();
+            assert_eq!(received, upgraded, "an upgraded ref's message was lost");
         });
     }
 

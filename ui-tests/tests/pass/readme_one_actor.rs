@@ -48,5 +48,19 @@ async fn main(context: runtime::Context) -> Result<(), actors::Error> {
     assert_eq!(counter.total().await?, 0);
     supervisor.stop();
     supervisor.join().await?;
+
+    let counter = Counter { total: 0 }.spawn(&context);
+    assert_eq!(counter.id().to_string(), format!("counter#{}", counter.id().serial()));
+    assert_eq!(counter.stop().await, actors::ExitReason::Stopped);
+    assert_eq!(counter.join().await, actors::ExitReason::Stopped);
+
+    use actors::supervisor::{DynamicSupervisor, Restart};
+
+    let sessions = DynamicSupervisor::new("sessions").max_children(10_000).spawn(&context);
+    let counter = sessions
+        .start_child(ChildSpec::new(|| Counter { total: 0 }).restart(Restart::Temporary))
+        .await?; // Error::TooManyChildren past max_children
+    sessions.terminate_child(counter.id()).await?; // Error::NoSuchChild for an unknown id
+    assert_eq!(sessions.count(), 0);
     Ok(())
 }
