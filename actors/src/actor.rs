@@ -196,7 +196,6 @@ pub(crate) async fn run<A: Actor>(
         .mailbox()
         .consumer()
         .expect("one incarnation consumes the mailbox at a time");
-    consumer.trap_exits(A::TRAPS_EXITS);
     let mut exit = match guarded(actor.on_start(ctx)).await {
         Ok(()) => None,
         Err(payload) => Some(Exit::Panicked(payload)),

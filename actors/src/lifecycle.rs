@@ -20,8 +20,9 @@
 //! - A signal is stamped with the queue's tail when it is queued, and is handled once the
 //!   consumer's head has passed that stamp: after every message that was in the mailbox
 //!   before it (mailbox order). Stamps are read under the lock, so they grow along the list.
-//!   An exit signal that kills (the actor does not trap exits) is taken at once, ahead of
-//!   queued messages, as a link's death should be.
+//!   An exit signal that kills (the actor does not trap exits) is kept apart and taken at
+//!   once, ahead of queued messages, as a link's death should be; a normal exit is dropped
+//!   for such an actor when it arrives. Taking a signal is constant time.
 //! - Until an actor is monitored, linked, joined or signalled, all of this is one null
 //!   pointer: `Extra` is boxed on first use.
 
@@ -63,6 +64,9 @@ pub(crate) struct Life {
     /// not. Set (`SeqCst`) after a signal is queued and before the wake; the consumer reads it
     /// after it registers its waker, so it sees the flag or gets the wake.
     signals_pending: AtomicBool,
+    /// The actor declares `on_link_exit`: linked actors' exits are signals in mailbox order
+    /// rather than kills. Fixed when the mailbox is made, before any signal can arrive.
+    traps_exits: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -84,6 +88,11 @@ struct Extra {
     links: Vec<(ActorId, Weak<dyn Peer>)>,
     /// Signals waiting, with their stamps.
     signals: VecDeque<(usize, Signal)>,
+    /// A linked actor's abnormal end, for an actor that does not trap exits: taken before
+    /// any signal or message. Only the first is kept: one kill ends the actor.
+    kill: Option<Signal>,
+    /// A `Signal::Stop` is in `signals`.
+    stop_queued: bool,
 }
 
 /// What the end took out of a life, to deliver with no lock held.
@@ -105,6 +114,7 @@ impl Life {
             id,
             consumer_waker: AtomicWaker::new(),
             signals_pending: AtomicBool::new(false),
+            traps_exits: AtomicBool::new(false),
             state: Mutex::new(State {
                 ended: None,
                 extra: None,
@@ -177,32 +187,27 @@ impl Life {
         self.signals_pending.load(Ordering::SeqCst)
     }
 
-    /// The next signal to handle with the consumer at `head`: a killing exit first (unless
-    /// the actor traps exits), else the oldest signal whose stamp `head` has passed. Exits a
-    /// non-trapping actor ignores (normal ones) are dropped on the way.
-    pub(crate) fn take_signal(&self, head: usize, traps_exits: bool) -> Option<Signal> {
+    /// Declares whether the actor traps exits; called once, as its mailbox is made.
+    pub(crate) fn set_traps_exits(&self, traps: bool) {
+        self.traps_exits.store(traps, Ordering::Relaxed);
+    }
+
+    /// The next signal to handle with the consumer at `head`: a kill first, else the oldest
+    /// signal whose stamp `head` has passed. Constant time.
+    pub(crate) fn take_signal(&self, head: usize) -> Option<Signal> {
         let mut state = self.state.lock();
         let extra = state.extra.as_mut()?;
-        let signals = &mut extra.signals;
-        let mut taken = None;
-        if !traps_exits {
-            signals.retain(
-                |(_, signal)| !matches!(signal, Signal::Exit { reason, .. } if reason.is_normal()),
-            );
-            if let Some(position) = signals
-                .iter()
-                .position(|(_, signal)| matches!(signal, Signal::Exit { .. }))
-            {
-                taken = signals.remove(position).map(|(_, signal)| signal);
-            }
-        }
+        let mut taken = extra.kill.take();
         if taken.is_none()
-            && let Some(&(stamp, _)) = signals.front()
+            && let Some(&(stamp, _)) = extra.signals.front()
             && head.wrapping_sub(stamp) as isize >= 0
         {
-            taken = signals.pop_front().map(|(_, signal)| signal);
+            taken = extra.signals.pop_front().map(|(_, signal)| signal);
+            if matches!(taken, Some(Signal::Stop)) {
+                extra.stop_queued = false;
+            }
         }
-        if signals.is_empty() {
+        if extra.signals.is_empty() && extra.kill.is_none() {
             self.signals_pending.store(false, Ordering::SeqCst);
         }
         taken
@@ -226,14 +231,24 @@ impl Life {
             if !admit(extra) {
                 return;
             }
-            if matches!(signal, Signal::Stop)
-                && extra
-                    .signals
-                    .iter()
-                    .any(|(_, queued)| matches!(queued, Signal::Stop))
-            {
+            match &signal {
                 // An earlier stop, earlier in mailbox order, already does it.
-                return;
+                Signal::Stop if extra.stop_queued => return,
+                Signal::Stop => extra.stop_queued = true,
+                Signal::Exit { reason, .. } if !self.traps_exits.load(Ordering::Relaxed) => {
+                    // A normal end is nothing to a non-trapping actor; an abnormal one ends
+                    // it before anything else (the first one does).
+                    if !reason.is_normal() && extra.kill.is_none() {
+                        extra.kill = Some(signal);
+                        self.signals_pending.store(true, Ordering::SeqCst);
+                    } else {
+                        return;
+                    }
+                    drop(state);
+                    self.consumer_waker.wake();
+                    return;
+                }
+                _ => {}
             }
             extra.signals.push_back((tail(), signal));
             self.signals_pending.store(true, Ordering::SeqCst);
@@ -295,9 +310,11 @@ impl Finished {
             monitoring,
             links,
             signals,
+            kill,
+            stop_queued: _,
         } = *extra;
-        // Signals it will never handle (their contents may be refs, dropped here).
-        drop(signals);
+        // Signals it will never handle.
+        drop((signals, kill));
         for waker in joiners.into_iter().flatten() {
             waker.wake();
         }
@@ -447,6 +464,9 @@ pub(crate) fn unlink(this: &dyn Peer, other: &dyn Peer) {
             extra.signals.retain(
                 |(_, signal)| !matches!(signal, Signal::Exit { from, .. } if *from == other_id),
             );
+            if matches!(&extra.kill, Some(Signal::Exit { from, .. }) if *from == other_id) {
+                extra.kill = None;
+            }
         }
     }
     other.life().drop_link(this.life().id());
@@ -511,8 +531,8 @@ mod tests {
             let this = mailbox();
             let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
             link(&peer(&this), partner.clone());
+            this.life.set_traps_exits(traps);
             let mut consumer = this.consumer().unwrap();
-            consumer.trap_exits(traps);
             this.try_send(1).unwrap();
             partner.end(ExitReason::Panicked("boom".into()));
             this.try_send(2).unwrap();

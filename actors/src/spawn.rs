@@ -27,7 +27,9 @@ pub(crate) fn placed(context: runtime::Context, placement: Placement) -> runtime
 
 /// A fresh mailbox for an actor of type `A`, with a fresh id.
 pub(crate) fn mailbox<A: Actor>() -> Arc<Mailbox<A::Message>> {
-    Mailbox::new(A::MAILBOX, ActorId::next(A::LABEL))
+    let mailbox = Mailbox::new(A::MAILBOX, ActorId::next(A::LABEL));
+    mailbox.life.set_traps_exits(A::TRAPS_EXITS);
+    mailbox
 }
 
 /// Runs `actor` in a child scope of `context` named by its label, with its placement, and

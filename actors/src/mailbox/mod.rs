@@ -295,7 +295,6 @@ impl<M: Send> Mailbox<M> {
         }
         Some(Consumer {
             mailbox: self.clone(),
-            traps_exits: false,
         })
     }
 }
@@ -313,19 +312,11 @@ impl<M: Send> Peer for Mailbox<M> {
 /// The receiving end; one at a time per mailbox.
 pub(crate) struct Consumer<M: Send> {
     mailbox: Arc<Mailbox<M>>,
-    /// The actor handles linked actors' exits itself: they wait their turn in mailbox order
-    /// instead of ending it at once.
-    traps_exits: bool,
 }
 
 impl<M: Send> Consumer<M> {
     pub(crate) fn mailbox(&self) -> &Arc<Mailbox<M>> {
         &self.mailbox
-    }
-
-    /// Whether the actor traps exits (see the field).
-    pub(crate) fn trap_exits(&mut self, traps: bool) {
-        self.traps_exits = traps;
     }
 
     /// The next message, a stop request, or `Disconnected`.
@@ -362,9 +353,7 @@ impl<M: Send> Consumer<M> {
             return Some(Received::Stop);
         }
         if mailbox.life.has_signals()
-            && let Some(signal) = mailbox
-                .life
-                .take_signal(mailbox.queue.head(), self.traps_exits)
+            && let Some(signal) = mailbox.life.take_signal(mailbox.queue.head())
         {
             return Some(Received::Signal(signal));
         }
