@@ -11,7 +11,7 @@
 //! - The loop stops before the next message when the handler called `Context::stop`, when a
 //!   stop is requested (by a supervisor), or when no ref is left and the mailbox is empty.
 
-use crate::lifecycle::Signal;
+use crate::lifecycle::{Down, LinkExit, Signal};
 use crate::mailbox::Received;
 use crate::metrics::ActorMetrics;
 use crate::{ActorId, Context, ExitReason};
@@ -125,11 +125,9 @@ pub(crate) enum Exit {
     Requested,
     /// A ref asked it to stop (`stop()`): done for good, whatever a supervisor's policy.
     Terminated,
-    /// A linked actor ended abnormally.
-    Linked {
-        partner: ActorId,
-        reason: ExitReason,
-    },
+    /// A linked actor ended abnormally: its id and reason (boxed: rare, and it would double
+    /// the size of every actor's run loop).
+    Linked(Box<(ActorId, ExitReason)>),
     /// A handler or hook panicked; the payload.
     Panicked(Box<dyn Any + Send>),
     /// Its task was aborted, or never ran: `on_stop` did not run.
@@ -142,9 +140,9 @@ impl Exit {
         match self {
             Exit::Stopped | Exit::Unreachable => ExitReason::Normal,
             Exit::Requested | Exit::Terminated => ExitReason::Stopped,
-            Exit::Linked { partner, reason } => ExitReason::Linked {
-                partner: *partner,
-                reason: Box::new(reason.clone()),
+            Exit::Linked(linked) => ExitReason::Linked {
+                partner: linked.0,
+                reason: Box::new(linked.1.clone()),
             },
             Exit::Panicked(payload) => ExitReason::panicked(&**payload),
             Exit::Aborted => ExitReason::Shutdown,
@@ -220,17 +218,16 @@ pub(crate) async fn run<A: Actor>(
                 metrics.handled(consumer.mailbox().len());
                 handled
             }
-            Received::Signal(Signal::Down { id, reason, .. }) => {
+            Received::Signal(Signal::Down(down)) => {
+                let Down { id, reason, .. } = *down;
                 guarded(actor.on_down(ctx, id, reason)).await
             }
-            Received::Signal(Signal::Exit { from, reason }) if A::TRAPS_EXITS => {
+            Received::Signal(Signal::Exit(linked)) if A::TRAPS_EXITS => {
+                let LinkExit { from, reason } = *linked;
                 guarded(actor.on_link_exit(ctx, from, reason)).await
             }
-            Received::Signal(Signal::Exit { from, reason }) => {
-                exit = Some(Exit::Linked {
-                    partner: from,
-                    reason,
-                });
+            Received::Signal(Signal::Exit(linked)) => {
+                exit = Some(Exit::Linked(Box::new((linked.from, linked.reason))));
                 Ok(())
             }
             Received::Signal(Signal::Stop) => {
@@ -253,7 +250,8 @@ pub(crate) async fn run<A: Actor>(
     metrics.idle();
     drop(consumer);
     let exit = exit.expect("set when the loop ends");
-    let reason = exit.reason();
+    // Boxed: it lives across `on_stop`'s awaits, in every idle actor's future otherwise.
+    let reason = Box::new(exit.reason());
     let stopped = guarded(actor.on_stop(ctx, &reason)).await;
     drop(actor);
     match (exit, stopped) {

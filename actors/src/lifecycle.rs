@@ -34,18 +34,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 
-/// What an actor receives besides its messages.
+/// What an actor receives besides its messages. Two words: it shares the consumer's
+/// `Received` with messages, which every idle actor's run loop holds.
 pub(crate) enum Signal {
     /// A monitored actor ended.
-    Down {
-        monitor: u64,
-        id: ActorId,
-        reason: ExitReason,
-    },
+    Down(Box<Down>),
     /// A linked actor ended.
-    Exit { from: ActorId, reason: ExitReason },
+    Exit(Box<LinkExit>),
     /// A ref asked the actor to stop after what it had queued.
     Stop,
+}
+
+/// A monitored actor's end.
+pub(crate) struct Down {
+    pub(crate) monitor: u64,
+    pub(crate) id: ActorId,
+    pub(crate) reason: ExitReason,
+}
+
+/// A linked actor's end.
+pub(crate) struct LinkExit {
+    pub(crate) from: ActorId,
+    pub(crate) reason: ExitReason,
 }
 
 /// Another actor's life, type-erased: its mailbox.
@@ -71,7 +81,8 @@ pub(crate) struct Life {
 }
 
 struct State {
-    ended: Option<ExitReason>,
+    /// Boxed: a running actor pays one pointer for it.
+    ended: Option<Box<ExitReason>>,
     extra: Option<Box<Extra>>,
 }
 
@@ -133,7 +144,7 @@ impl Life {
         if state.ended.is_some() {
             return None;
         }
-        state.ended = Some(reason.clone());
+        state.ended = Some(Box::new(reason.clone()));
         let extra = state.extra.take();
         self.signals_pending.store(false, Ordering::Relaxed);
         Some(Finished {
@@ -147,7 +158,7 @@ impl Life {
     pub(crate) fn poll_join(&self, slot: &mut Option<usize>, waker: &Waker) -> Option<ExitReason> {
         let mut state = self.state.lock();
         if let Some(reason) = &state.ended {
-            return Some(reason.clone());
+            return Some(ExitReason::clone(reason));
         }
         let joiners = &mut state.extra.get_or_insert_with(Box::default).joiners;
         match *slot {
@@ -235,10 +246,10 @@ impl Life {
                 // An earlier stop, earlier in mailbox order, already does it.
                 Signal::Stop if extra.stop_queued => return,
                 Signal::Stop => extra.stop_queued = true,
-                Signal::Exit { reason, .. } if !self.traps_exits.load(Ordering::Relaxed) => {
+                Signal::Exit(exit) if !self.traps_exits.load(Ordering::Relaxed) => {
                     // A normal end is nothing to a non-trapping actor; an abnormal one ends
                     // it before anything else (the first one does).
-                    if !reason.is_normal() && extra.kill.is_none() {
+                    if !exit.reason.is_normal() && extra.kill.is_none() {
                         extra.kill = Some(signal);
                         self.signals_pending.store(true, Ordering::SeqCst);
                     } else {
@@ -266,11 +277,11 @@ pub(crate) fn request_ordered_stop(peer: &dyn Peer) {
 fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
     to.life().queue(
         || to.tail(),
-        Signal::Down {
+        Signal::Down(Box::new(Down {
             monitor,
             id,
             reason,
-        },
+        })),
         |extra| {
             let held = extra
                 .monitoring
@@ -287,7 +298,7 @@ fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
 fn deliver_exit(to: &dyn Peer, from: ActorId, reason: ExitReason) {
     to.life().queue(
         || to.tail(),
-        Signal::Exit { from, reason },
+        Signal::Exit(Box::new(LinkExit { from, reason })),
         |extra| {
             let linked = extra.links.iter().position(|(id, _)| *id == from);
             linked
@@ -386,7 +397,7 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
     let ended = {
         let mut state = target.life().state.lock();
         match &state.ended {
-            Some(reason) => Some(reason.clone()),
+            Some(reason) => Some(ExitReason::clone(reason)),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 extra.watchers.push((id, Arc::downgrade(watcher)));
@@ -412,7 +423,7 @@ pub(crate) fn demonitor(watcher: &dyn Peer, monitor: Monitor) {
         if let Some(extra) = state.extra.as_mut() {
             extra.monitoring.retain(|(id, _)| *id != monitor.id);
             extra.signals.retain(
-                |(_, signal)| !matches!(signal, Signal::Down { monitor: id, .. } if *id == monitor.id),
+                |(_, signal)| !matches!(signal, Signal::Down(down) if down.monitor == monitor.id),
             );
         }
     }
@@ -440,7 +451,7 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     let ended = {
         let mut state = other.life().state.lock();
         match &state.ended {
-            Some(reason) => Some(reason.clone()),
+            Some(reason) => Some(ExitReason::clone(reason)),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 extra.links.push((this_id, Arc::downgrade(this)));
@@ -462,9 +473,9 @@ pub(crate) fn unlink(this: &dyn Peer, other: &dyn Peer) {
         let mut state = this.life().state.lock();
         if let Some(extra) = state.extra.as_mut() {
             extra.signals.retain(
-                |(_, signal)| !matches!(signal, Signal::Exit { from, .. } if *from == other_id),
+                |(_, signal)| !matches!(signal, Signal::Exit(exit) if exit.from == other_id),
             );
-            if matches!(&extra.kill, Some(Signal::Exit { from, .. }) if *from == other_id) {
+            if matches!(&extra.kill, Some(Signal::Exit(exit)) if exit.from == other_id) {
                 extra.kill = None;
             }
         }
@@ -494,17 +505,25 @@ mod tests {
     fn next(consumer: &mut crate::mailbox::Consumer<u32>) -> String {
         match consumer.try_recv() {
             Some(Received::Message(message)) => format!("m{message}"),
-            Some(Received::Signal(Signal::Down { id, reason, .. })) => {
-                format!("down {} {}", id.label(), reason.kind())
+            Some(Received::Signal(Signal::Down(down))) => {
+                format!("down {} {}", down.id.label(), down.reason.kind())
             }
-            Some(Received::Signal(Signal::Exit { from, reason })) => {
-                format!("exit {} {}", from.label(), reason.kind())
+            Some(Received::Signal(Signal::Exit(exit))) => {
+                format!("exit {} {}", exit.from.label(), exit.reason.kind())
             }
             Some(Received::Signal(Signal::Stop)) => "stop".to_string(),
             Some(Received::Stop) => "requested".to_string(),
             Some(Received::Disconnected) => "disconnected".to_string(),
             None => "nothing".to_string(),
         }
+    }
+
+    /// A signal is two words, and a running actor's life stays small: both are in every
+    /// idle actor (its run loop holds a `Received`; its mailbox a `Life`).
+    #[test]
+    fn signals_and_lives_stay_small() {
+        assert!(std::mem::size_of::<Signal>() <= 2 * std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Life>() <= 80, "{}", std::mem::size_of::<Life>());
     }
 
     /// A signal is taken after the messages queued before it and before those queued after:

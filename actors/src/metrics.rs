@@ -38,10 +38,13 @@ pub(crate) struct Families {
 
 /// One label's handles.
 struct Handles {
+    label: &'static str,
     handled: Counter,
     handler_seconds: HandlerSeconds,
     depth: Gauge,
     running: Gauge,
+    /// The runtime's exit family (a shared handle): exits are rare, so each is looked up.
+    exits: Family<[(&'static str, &'static str); 2], Counter>,
 }
 
 impl Families {
@@ -92,13 +95,6 @@ impl Families {
         })
     }
 
-    /// Counts an end of an actor labelled `label` for the reason `kind`.
-    pub(crate) fn exit(&self, label: &'static str, kind: &'static str) {
-        self.exits
-            .get_or_create(&[("actor", label), ("reason", kind)])
-            .inc();
-    }
-
     /// The restart counter of actors labelled `label`.
     pub(crate) fn restarts(&self, label: &'static str) -> Counter {
         self.restarts.get_or_create(&[("actor", label)]).clone()
@@ -113,6 +109,8 @@ impl Families {
                 None => {
                     let key = [("actor", label)];
                     let handles = Arc::new(Handles {
+                        label,
+                        exits: self.exits.clone(),
                         handled: self.handled.get_or_create(&key).clone(),
                         handler_seconds: self.handler_seconds.get_or_create(&key).clone(),
                         depth: self.depth.get_or_create(&key).clone(),
@@ -162,6 +160,14 @@ impl ActorMetrics {
         if self.unpublished >= FLUSH_EVERY {
             self.publish(queued);
         }
+    }
+
+    /// Counts an end of this actor's incarnation for the reason `kind`.
+    pub(crate) fn exit(&self, kind: &'static str) {
+        self.handles
+            .exits
+            .get_or_create(&[("actor", self.handles.label), ("reason", kind)])
+            .inc();
     }
 
     /// The mailbox is empty (or the actor stops): publish, and end the busy stretch.

@@ -11,7 +11,7 @@
 
 use crate::actor::{Exit, run};
 use crate::mailbox::Mailbox;
-use crate::metrics::Families;
+use crate::metrics::{ActorMetrics, Families};
 use crate::{Actor, ActorId, Context, Placement, Ref};
 use runtime::Spawner as _;
 use std::sync::Arc;
@@ -56,12 +56,21 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     A::Ref::from(actor_ref)
 }
 
-/// Calls its function with `Exit::Aborted` if dropped before it was called.
-struct OnEnd<F: FnOnce(Exit)>(Option<F>);
+/// An incarnation's metrics and what to call when it ends: with its exit, or with
+/// `Exit::Aborted` if dropped first. Counts the exit either way.
+struct OnEnd<F: FnOnce(Exit)> {
+    metrics: ActorMetrics,
+    ended: Option<F>,
+}
 
 impl<F: FnOnce(Exit)> OnEnd<F> {
     fn call(mut self, exit: Exit) {
-        if let Some(ended) = self.0.take() {
+        self.end(exit);
+    }
+
+    fn end(&mut self, exit: Exit) {
+        if let Some(ended) = self.ended.take() {
+            self.metrics.exit(exit.reason().kind());
             ended(exit);
         }
     }
@@ -69,9 +78,7 @@ impl<F: FnOnce(Exit)> OnEnd<F> {
 
 impl<F: FnOnce(Exit)> Drop for OnEnd<F> {
     fn drop(&mut self) {
-        if let Some(ended) = self.0.take() {
-            ended(Exit::Aborted);
-        }
+        self.end(Exit::Aborted);
     }
 }
 
@@ -87,16 +94,13 @@ pub(crate) fn spawn_incarnation<A: Actor>(
     ended: impl FnOnce(Exit) + Send + 'static,
 ) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
-    let families = Families::of(context);
-    let mut metrics = families.actor(A::LABEL);
-    let ended = OnEnd(Some(move |exit: Exit| {
-        families.exit(A::LABEL, exit.reason().kind());
-        ended(exit);
-    }));
+    let mut ended = OnEnd {
+        metrics: Families::of(context).actor(A::LABEL),
+        ended: Some(ended),
+    };
     placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
-        let ended = ended;
         let mut ctx = Context::<A>::new(runtime, mailbox);
-        let exit = run(actor, &mut ctx, &mut metrics, started).await;
+        let exit = run(actor, &mut ctx, &mut ended.metrics, started).await;
         ended.call(exit);
     })
 }

@@ -167,7 +167,7 @@ impl Ended {
             Exit::Stopped | Exit::Requested => Ended::Stopped,
             Exit::Terminated => Ended::Terminated,
             Exit::Unreachable => Ended::Unreachable,
-            Exit::Linked { .. } | Exit::Panicked(_) | Exit::Aborted => Ended::Failed,
+            Exit::Linked(_) | Exit::Panicked(_) | Exit::Aborted => Ended::Failed,
         }
     }
 
