@@ -30,9 +30,14 @@ use crate::{ActorId, ExitReason};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::Waker;
+
+/// `Life::attention`: a supervisor's stop request waits.
+pub(crate) const STOP_REQUESTED: u8 = 1;
+/// `Life::attention`: a signal may wait.
+pub(crate) const SIGNALS: u8 = 2;
 
 /// What an actor receives besides its messages. Two words: it shares the consumer's
 /// `Received` with messages, which every idle actor's run loop holds.
@@ -70,10 +75,11 @@ pub(crate) struct Life {
     /// The consumer's waker: woken by pushes, the last ref's drop, `close`, stop requests
     /// and signals.
     pub(crate) consumer_waker: AtomicWaker,
-    /// Whether `signals` may be non-empty: the consumer's one load per message when it is
-    /// not. Set (`SeqCst`) after a signal is queued and before the wake; the consumer reads it
-    /// after it registers its waker, so it sees the flag or gets the wake.
-    signals_pending: AtomicBool,
+    /// `STOP_REQUESTED` (a supervisor asks the actor to stop before its next message) and
+    /// `SIGNALS` (`signals` or `kill` may hold something): the consumer's one load per
+    /// message. Set (`SeqCst`) before the wake; the consumer reads it after it registers its
+    /// waker, so it sees the bit or gets the wake.
+    attention: AtomicU8,
     /// The actor declares `on_link_exit`: linked actors' exits are signals in mailbox order
     /// rather than kills. Fixed when the mailbox is made, before any signal can arrive.
     traps_exits: AtomicBool,
@@ -124,7 +130,7 @@ impl Life {
         Life {
             id,
             consumer_waker: AtomicWaker::new(),
-            signals_pending: AtomicBool::new(false),
+            attention: AtomicU8::new(0),
             traps_exits: AtomicBool::new(false),
             state: Mutex::new(State {
                 ended: None,
@@ -146,7 +152,7 @@ impl Life {
         }
         state.ended = Some(Box::new(reason.clone()));
         let extra = state.extra.take();
-        self.signals_pending.store(false, Ordering::Relaxed);
+        self.attention.fetch_and(!SIGNALS, Ordering::Relaxed);
         Some(Finished {
             id: self.id,
             reason,
@@ -193,9 +199,20 @@ impl Life {
         }
     }
 
-    /// Whether a signal may be waiting.
-    pub(crate) fn has_signals(&self) -> bool {
-        self.signals_pending.load(Ordering::SeqCst)
+    /// What the consumer must look at before its next message: `STOP_REQUESTED`, `SIGNALS`.
+    pub(crate) fn attention(&self) -> u8 {
+        self.attention.load(Ordering::SeqCst)
+    }
+
+    /// Asks the consumer to stop before its next message.
+    pub(crate) fn request_stop(&self) {
+        self.attention.fetch_or(STOP_REQUESTED, Ordering::SeqCst);
+        self.consumer_waker.wake();
+    }
+
+    /// Clears a stop request (a supervised actor's next incarnation starts without it).
+    pub(crate) fn clear_stop(&self) {
+        self.attention.fetch_and(!STOP_REQUESTED, Ordering::SeqCst);
     }
 
     /// Declares whether the actor traps exits; called once, as its mailbox is made.
@@ -219,7 +236,7 @@ impl Life {
             }
         }
         if extra.signals.is_empty() && extra.kill.is_none() {
-            self.signals_pending.store(false, Ordering::SeqCst);
+            self.attention.fetch_and(!SIGNALS, Ordering::SeqCst);
         }
         taken
     }
@@ -251,7 +268,7 @@ impl Life {
                     // it before anything else (the first one does).
                     if !exit.reason.is_normal() && extra.kill.is_none() {
                         extra.kill = Some(signal);
-                        self.signals_pending.store(true, Ordering::SeqCst);
+                        self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
                     } else {
                         return;
                     }
@@ -262,7 +279,7 @@ impl Life {
                 _ => {}
             }
             extra.signals.push_back((tail(), signal));
-            self.signals_pending.store(true, Ordering::SeqCst);
+            self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
         }
         self.consumer_waker.wake();
     }
@@ -523,7 +540,11 @@ mod tests {
     #[test]
     fn signals_and_lives_stay_small() {
         assert!(std::mem::size_of::<Signal>() <= 2 * std::mem::size_of::<usize>());
-        assert!(std::mem::size_of::<Life>() <= 80, "{}", std::mem::size_of::<Life>());
+        assert!(
+            std::mem::size_of::<Life>() <= 80,
+            "{}",
+            std::mem::size_of::<Life>()
+        );
     }
 
     /// A signal is taken after the messages queued before it and before those queued after:

@@ -36,7 +36,7 @@
 
 mod queue;
 
-use crate::lifecycle::{Life, Peer, Signal};
+use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
 use crate::{ActorId, Error, ExitReason};
 use parking_lot::Mutex;
 use queue::Queue;
@@ -66,8 +66,6 @@ pub(crate) struct Mailbox<M> {
     pub(crate) life: Life,
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
-    /// Set by `request_stop`: the consumer reports `Stop` before any further message.
-    stop_requested: AtomicBool,
     /// Senders waiting for a permit.
     waiting: AtomicUsize,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
@@ -102,7 +100,6 @@ impl<M: Send> Mailbox<M> {
             senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
-            stop_requested: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
             waiters: Mutex::new(None),
         })
@@ -279,13 +276,12 @@ impl<M: Send> Mailbox<M> {
 
     /// Asks the consumer to stop before its next message.
     pub(crate) fn request_stop(&self) {
-        self.stop_requested.store(true, Ordering::SeqCst);
-        self.life.consumer_waker.wake();
+        self.life.request_stop();
     }
 
     /// Clears a stop request (a supervised actor's next incarnation starts without it).
     pub(crate) fn clear_stop(&self) {
-        self.stop_requested.store(false, Ordering::SeqCst);
+        self.life.clear_stop();
     }
 
     /// The consumer, unless one exists.
@@ -349,13 +345,15 @@ impl<M: Send> Consumer<M> {
     /// The next message, a stop request or `Disconnected`, if one is there now.
     pub(crate) fn try_recv(&mut self) -> Option<Received<M>> {
         let mailbox = &*self.mailbox;
-        if mailbox.stop_requested.load(Ordering::SeqCst) {
-            return Some(Received::Stop);
-        }
-        if mailbox.life.has_signals()
-            && let Some(signal) = mailbox.life.take_signal(mailbox.queue.head())
-        {
-            return Some(Received::Signal(signal));
+        // One load covers a stop request and signals: the common case pays nothing more.
+        let attention = mailbox.life.attention();
+        if attention != 0 {
+            if attention & STOP_REQUESTED != 0 {
+                return Some(Received::Stop);
+            }
+            if let Some(signal) = mailbox.life.take_signal(mailbox.queue.head()) {
+                return Some(Received::Signal(signal));
+            }
         }
         if let Some(message) = mailbox.queue.pop() {
             mailbox.return_permit();
