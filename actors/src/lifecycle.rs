@@ -26,11 +26,11 @@
 //! - Until an actor is monitored, linked, joined or signalled, all of this is one null
 //!   pointer: `Extra` is boxed on first use.
 
+use crate::sync::{AtomicU8, Mutex};
 use crate::{ActorId, ExitReason};
 use futures::task::AtomicWaker;
-use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 
@@ -162,6 +162,9 @@ impl Life {
 
     /// Polls for the end: the reason if it ended, else registers `waker` in `slot`.
     pub(crate) fn poll_join(&self, slot: &mut Option<usize>, waker: &Waker) -> Option<ExitReason> {
+        // A replaced waker is dropped after the lock: its drop may free a task whose own
+        // `Join` on this actor locks it again.
+        let mut replaced = None;
         let mut state = self.state.lock();
         if let Some(reason) = &state.ended {
             return Some(ExitReason::clone(reason));
@@ -169,8 +172,8 @@ impl Life {
         let joiners = &mut state.extra.get_or_insert_with(Box::default).joiners;
         match *slot {
             Some(index) => match &mut joiners[index] {
-                Some(registered) => registered.clone_from(waker),
-                empty => *empty = Some(waker.clone()),
+                Some(registered) if registered.will_wake(waker) => {}
+                entry => replaced = entry.replace(waker.clone()),
             },
             None => {
                 let index = match joiners.iter().position(Option::is_none) {
@@ -186,20 +189,26 @@ impl Life {
                 *slot = Some(index);
             }
         }
+        drop(state);
+        drop(replaced);
         None
     }
 
     /// A join registered in `slot` is dropped.
     pub(crate) fn forget_join(&self, slot: usize) {
         let mut state = self.state.lock();
-        if let Some(extra) = state.extra.as_mut()
-            && let Some(entry) = extra.joiners.get_mut(slot)
-        {
-            *entry = None;
-        }
+        let waker = state
+            .extra
+            .as_mut()
+            .and_then(|extra| extra.joiners.get_mut(slot))
+            .and_then(Option::take);
+        // Dropped after the lock, as in `poll_join`.
+        drop(state);
+        drop(waker);
     }
 
     /// What the consumer must look at before its next message: `STOP_REQUESTED`, `SIGNALS`.
+    #[inline]
     pub(crate) fn attention(&self) -> u8 {
         self.attention.load(Ordering::SeqCst)
     }
@@ -343,9 +352,6 @@ impl Finished {
         } = *extra;
         // Signals it will never handle.
         drop((signals, kill));
-        for waker in joiners.into_iter().flatten() {
-            waker.wake();
-        }
         for (monitor, watcher) in watchers {
             if let Some(watcher) = watcher.upgrade() {
                 deliver_down(&*watcher, monitor, self.id, self.reason.clone());
@@ -360,6 +366,11 @@ impl Finished {
             if let Some(watched) = watched.upgrade() {
                 watched.life().unwatch(monitor);
             }
+        }
+        // Joiners last: whatever a joiner does once it hears of the end (a message to a
+        // monitoring actor, say) comes after the down notifications in every mailbox.
+        for waker in joiners.into_iter().flatten() {
+            waker.wake();
         }
     }
 }
@@ -406,8 +417,17 @@ impl Monitor {
 pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor {
     let id = next_monitor();
     let watched = target.life().id();
+    let monitor = Monitor {
+        id,
+        watched,
+        target: Arc::downgrade(&target),
+    };
     {
         let mut state = watcher.life().state.lock();
+        if state.ended.is_some() {
+            // An ended actor (its aborted handler still running) hears of nothing.
+            return monitor;
+        }
         let extra = state.extra.get_or_insert_with(Box::default);
         extra.monitoring.push((id, Arc::downgrade(&target)));
     }
@@ -425,11 +445,7 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
     if let Some(reason) = ended {
         deliver_down(&**watcher, id, watched, reason);
     }
-    Monitor {
-        id,
-        watched,
-        target: Arc::downgrade(&target),
-    }
+    monitor
 }
 
 /// Cancels `monitor`, held by `watcher`: no down notification for it is handled afterwards,
@@ -459,6 +475,10 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     }
     {
         let mut state = this.life().state.lock();
+        if state.ended.is_some() {
+            // An ended actor (its aborted handler still running) links to nobody.
+            return;
+        }
         let extra = state.extra.get_or_insert_with(Box::default);
         if extra.links.iter().any(|(id, _)| *id == other_id) {
             return;
@@ -471,13 +491,24 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
             Some(reason) => Some(ExitReason::clone(reason)),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
-                extra.links.push((this_id, Arc::downgrade(this)));
+                // `other` may be linking to `this` at the same moment: one entry either way.
+                if !extra.links.iter().any(|(id, _)| *id == this_id) {
+                    extra.links.push((this_id, Arc::downgrade(this)));
+                }
                 None
             }
         }
     };
     if let Some(reason) = ended {
         deliver_exit(&**this, other_id, reason);
+        return;
+    }
+    // `this` may have ended between the two sections, its end delivered before `other`
+    // listed it: deliver it now. `deliver_exit` admits one of the two deliveries only (the
+    // first takes the entry out), so `other` hears of it once either way.
+    let ended = this.life().state.lock().ended.as_deref().cloned();
+    if let Some(reason) = ended {
+        deliver_exit(&*other, this_id, reason);
     }
 }
 
@@ -679,5 +710,113 @@ mod tests {
             pin!(join()).as_mut().poll(&mut cx),
             Poll::Ready(ExitReason::Stopped)
         );
+    }
+
+    /// A joiner is woken after the end's down notifications are queued: whatever it does
+    /// once it hears of the end (a message to a watcher, say) comes behind them.
+    #[test]
+    fn joiners_hear_of_the_end_after_the_watchers() {
+        struct Checks {
+            watcher: Arc<Mailbox<u32>>,
+            down_queued: AtomicBool,
+        }
+        impl std::task::Wake for Checks {
+            fn wake(self: Arc<Self>) {
+                let queued = self.watcher.life.attention() & SIGNALS != 0;
+                self.down_queued.store(queued, Ordering::SeqCst);
+            }
+        }
+        let (target, watcher) = (mailbox(), mailbox());
+        let _monitor = monitor(&peer(&watcher), peer(&target));
+        let checks = Arc::new(Checks {
+            watcher: watcher.clone(),
+            down_queued: AtomicBool::new(false),
+        });
+        let waker = Waker::from(checks.clone());
+        let mut join = pin!(crate::refs::tests_join(peer(&target)));
+        assert!(
+            join.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        target.end(ExitReason::Normal);
+        assert!(
+            checks.down_queued.load(Ordering::SeqCst),
+            "the joiner was woken before the watcher's down notification was queued"
+        );
+    }
+}
+
+#[cfg(all(test, actors_loom))]
+mod models {
+    use super::*;
+    use crate::mailbox::{Mailbox, Received};
+
+    /// Two actors link each other at the same moment, then one ends abnormally: the other
+    /// (which traps exits) hears of it exactly once.
+    #[test]
+    fn links_made_from_both_sides_at_once_fire_once() {
+        crate::sync::model(|| {
+            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
+            a.life.set_traps_exits(true);
+            a.add_sender();
+            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            let (a_peer, b_peer): (Arc<dyn Peer>, Arc<dyn Peer>) = (a.clone(), b.clone());
+            let other = {
+                let (a_peer, b_peer) = (a_peer.clone(), b_peer.clone());
+                loom::thread::spawn(move || link(&b_peer, a_peer))
+            };
+            link(&a_peer, b_peer);
+            other.join().unwrap();
+            b.end(ExitReason::Panicked("boom".into()));
+            let mut consumer = a.consumer().expect("the first consumer");
+            let mut exits = 0;
+            while let Some(received) = consumer.try_recv() {
+                match received {
+                    Received::Signal(Signal::Exit(_)) => exits += 1,
+                    _ => unreachable!("only b's exit is sent"),
+                }
+            }
+            assert_eq!(exits, 1, "one link, one exit");
+        });
+    }
+
+    /// An actor links to another as it ends itself (an aborted handler still running): the
+    /// partner hears of the end exactly once, or holds no link to it at all (the link came
+    /// too late to be made); never a link that stays silent.
+    #[test]
+    fn a_link_racing_the_linkers_own_end_is_heard_or_not_made() {
+        crate::sync::model(|| {
+            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
+            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            b.life.set_traps_exits(true);
+            b.add_sender();
+            let a_peer: Arc<dyn Peer> = a.clone();
+            let ender = {
+                let a = a.clone();
+                loom::thread::spawn(move || a.end(ExitReason::Panicked("boom".into())))
+            };
+            link(&a_peer, b.clone());
+            ender.join().unwrap();
+            let mut consumer = b.consumer().expect("the first consumer");
+            let mut exits = 0;
+            while let Some(received) = consumer.try_recv() {
+                match received {
+                    Received::Signal(Signal::Exit(_)) => exits += 1,
+                    _ => unreachable!("only a's exit is sent"),
+                }
+            }
+            let linked = b
+                .life
+                .state
+                .lock()
+                .extra
+                .as_ref()
+                .is_some_and(|extra| !extra.links.is_empty());
+            assert!(
+                exits <= 1 && !linked,
+                "{exits} exits heard, link left: {linked}"
+            );
+        });
     }
 }

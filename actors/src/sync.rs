@@ -1,12 +1,33 @@
-//! The atomics and cells of the lock-free pieces (the mailbox's slot queue and the reply
-//! channel), switched to `loom`'s checked versions under `--cfg actors_loom` (a name of its own, so the runtime it depends on builds as usual) so their models explore
+//! The atomics, cells and locks of the lock-free pieces (the mailbox's slot queue, an actor's
+//! life and the reply channel), switched to `loom`'s checked versions under `--cfg actors_loom` (a name of its own, so the runtime it depends on builds as usual) so their models explore
 //! every interleaving the memory model allows. Everything else in the crate uses `std`.
 
 #[cfg(actors_loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
 #[cfg(not(actors_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
+
+/// The lock of an actor's life: `parking_lot`'s, or loom's in models (a lock loom cannot see
+/// would block its single thread).
+#[cfg(not(actors_loom))]
+pub(crate) use parking_lot::Mutex;
+
+#[cfg(actors_loom)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+#[cfg(actors_loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.0
+            .lock()
+            .expect("no model panics while holding a life's lock")
+    }
+}
 
 #[cfg(actors_loom)]
 pub(crate) use loom::cell::UnsafeCell;

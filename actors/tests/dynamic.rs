@@ -230,27 +230,66 @@ async fn max_children_refuses_with_a_clear_error(context: runtime::Context) {
     assert_eq!(supervisor.count(), 2);
 }
 
-/// A child whose `on_start` panics is not admitted: `start_child` says so.
+/// A child whose `on_start` panics is not admitted: `start_child` says so, once the
+/// child's `on_stop` has run (its mailbox ends after it, as every actor's does).
 #[runtime::test(timeout = "20s", catch_panics = true)]
 async fn a_child_that_fails_to_start_is_refused(context: runtime::Context) {
     #[actor]
-    struct Broken;
+    struct Broken {
+        stopped: Arc<Mutex<Option<ExitReason>>>,
+    }
 
     #[actor]
     impl Broken {
         fn on_start(&mut self) {
             panic!("broken on start");
         }
+
+        fn on_stop(&mut self, reason: &ExitReason) {
+            *self.stopped.lock() = Some(reason.clone());
+        }
     }
 
+    let stopped = Arc::new(Mutex::new(None));
     let supervisor = DynamicSupervisor::new("careful").spawn(&context);
+    let spec = {
+        let stopped = stopped.clone();
+        ChildSpec::new(move || Broken {
+            stopped: stopped.clone(),
+        })
+    };
     assert_eq!(
-        supervisor
-            .start_child(ChildSpec::new(|| Broken))
-            .await
-            .unwrap_err(),
+        supervisor.start_child(spec).await.unwrap_err(),
         Error::Panicked { actor: "broken" }
     );
+    assert_eq!(
+        *stopped.lock(),
+        Some(ExitReason::Panicked("broken on start".to_string()))
+    );
+    assert_eq!(supervisor.count(), 0);
+    assert_eq!(supervisor.children(), []);
+}
+
+/// A child terminated while it waits out a restart's backoff ends `Stopped` (it was asked
+/// to), not with the failure it was about to be restarted from.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn terminating_a_child_during_its_backoff_stops_it(context: runtime::Context) {
+    let timeline = Timeline::default();
+    let supervisor = DynamicSupervisor::new("halting")
+        .backoff(Backoff::exponential(
+            Duration::from_secs(600),
+            Duration::from_secs(600),
+        ))
+        .spawn(&context);
+    let child = supervisor
+        .start_child(worker(Restart::Permanent, &timeline))
+        .await
+        .unwrap();
+    assert!(child.fail().await.is_err());
+    // Still listed while it waits for its restart.
+    assert_eq!(supervisor.children(), [child.id()]);
+    supervisor.terminate_child(child.id()).await.unwrap();
+    assert_eq!(child.join().await, ExitReason::Stopped);
     assert_eq!(supervisor.count(), 0);
 }
 
@@ -335,10 +374,9 @@ async fn static_restarts_back_off_and_stop_during_the_delay(context: runtime::Co
     supervisor_slow.stop();
     // Within the test's timeout, far below the 600 s delay.
     supervisor_slow.join().await.unwrap();
-    assert_eq!(
-        slow.join().await,
-        ExitReason::Panicked("worker fails".to_string())
-    );
+    // It ends for good because its supervisor stopped, not from the failure it waited to be
+    // restarted from.
+    assert_eq!(slow.join().await, ExitReason::Stopped);
     supervisor.stop();
     supervisor.join().await.unwrap();
 }

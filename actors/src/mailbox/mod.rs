@@ -343,19 +343,19 @@ impl<M: Send> Consumer<M> {
     }
 
     /// The next message, a stop request or `Disconnected`, if one is there now.
+    ///
+    /// Signals are looked at after the head message is found ready and before it is taken:
+    /// a signal queued before that message was pushed, by its sender or by anyone whose
+    /// actions the sender saw, is then visible (the pusher's `Release` stamp, acquired by
+    /// `ready`), and taken first if its stamp says so. A message that turns ready after the
+    /// look waits for the next call, which looks again.
     pub(crate) fn try_recv(&mut self) -> Option<Received<M>> {
         let mailbox = &*self.mailbox;
-        // One load covers a stop request and signals: the common case pays nothing more.
-        let attention = mailbox.life.attention();
-        if attention != 0 {
-            if attention & STOP_REQUESTED != 0 {
-                return Some(Received::Stop);
-            }
-            if let Some(signal) = mailbox.life.take_signal(mailbox.queue.head()) {
-                return Some(Received::Signal(signal));
-            }
+        let ready = mailbox.queue.ready();
+        if let Some(received) = self.attend() {
+            return Some(received);
         }
-        if let Some(message) = mailbox.queue.pop() {
+        if ready && let Some(message) = mailbox.queue.pop() {
             mailbox.return_permit();
             return Some(Received::Message(message));
         }
@@ -363,7 +363,11 @@ impl<M: Send> Consumer<M> {
             return Some(Received::Disconnected);
         }
         if mailbox.senders.load(Ordering::Acquire) == 0 {
-            // The last ref's pushes happened before its decrement: one more look finds them.
+            // The last ref's pushes, and the signals it queued before them, happened before
+            // its decrement: one more look finds them.
+            if let Some(received) = self.attend() {
+                return Some(received);
+            }
             return Some(match mailbox.queue.pop() {
                 Some(message) => {
                     mailbox.return_permit();
@@ -373,6 +377,22 @@ impl<M: Send> Consumer<M> {
             });
         }
         None
+    }
+
+    /// A stop request, or a signal due before the head message. One load covers both: the
+    /// common case pays nothing more.
+    #[inline]
+    fn attend(&self) -> Option<Received<M>> {
+        let life = &self.mailbox.life;
+        let attention = life.attention();
+        if attention == 0 {
+            return None;
+        }
+        if attention & STOP_REQUESTED != 0 {
+            return Some(Received::Stop);
+        }
+        life.take_signal(self.mailbox.queue.head())
+            .map(Received::Signal)
     }
 }
 
@@ -755,6 +775,37 @@ mod models {
             }
             let upgraded = upgrader.join().unwrap();
             assert_eq!(received, upgraded, "an upgraded ref's message was lost");
+        });
+    }
+
+    /// A ref asks for an ordered stop and then sends a message: however the consumer's looks
+    /// interleave with the two, it receives the stop first (mailbox order).
+    #[test]
+    fn a_signal_queued_before_a_message_is_received_before_it() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(2, ActorId::next("test"));
+            mailbox.add_sender();
+            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let producer = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || {
+                    crate::lifecycle::request_ordered_stop(&*mailbox);
+                    mailbox.try_send(1u8).expect("room");
+                })
+            };
+            let mut stopped = false;
+            loop {
+                match consumer.try_recv() {
+                    Some(Received::Signal(Signal::Stop)) => stopped = true,
+                    Some(Received::Message(_)) => {
+                        assert!(stopped, "the message overtook the stop queued before it");
+                        break;
+                    }
+                    Some(_) => unreachable!("one stop and one message"),
+                    None => loom::thread::yield_now(),
+                }
+            }
+            producer.join().unwrap();
         });
     }
 

@@ -148,6 +148,16 @@ impl<T> Queue<T> {
         self.head.load(Ordering::Relaxed)
     }
 
+    /// Whether the value at the head is written: a pop now takes it (unless a drain does).
+    /// `Acquire`, like the pop's own load: what its pusher did before the push is visible to
+    /// the caller afterwards.
+    #[inline]
+    pub(crate) fn ready(&self) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        self.slot(head)
+            .is_some_and(|slot| slot.stamp.load(Ordering::Acquire) == head.wrapping_add(1))
+    }
+
     /// Takes the oldest value, if any.
     pub(crate) fn pop(&self) -> Option<T> {
         let mut head = self.head.load(Ordering::Relaxed);

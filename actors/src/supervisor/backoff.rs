@@ -56,8 +56,21 @@ impl Backoff {
     /// The longest the `attempt`-th consecutive restart (from 0) waits: `min * 2^attempt`,
     /// at most `max`. The shortest is this less the jitter, and at least `min`.
     pub fn ceiling(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
-        self.min.saturating_mul(factor).min(self.max)
+        // In nanoseconds, wide enough for every `Duration`: doubling goes on until `max`
+        // (a narrower factor would stop short of a large `max` from a tiny `min`).
+        let ceiling = self.max.as_nanos();
+        let nanos = match 1u128.checked_shl(attempt) {
+            Some(factor) => self.min.as_nanos().saturating_mul(factor).min(ceiling),
+            None => ceiling,
+        };
+        if nanos == ceiling {
+            return self.max;
+        }
+        // Below `max`, so the seconds fit.
+        Duration::new(
+            (nanos / 1_000_000_000) as u64,
+            (nanos % 1_000_000_000) as u32,
+        )
     }
 
     /// The delay before the `attempt`-th consecutive restart.
@@ -171,6 +184,20 @@ mod tests {
     }
 
     /// A child that ran longer than the maximum delay starts again from the minimum.
+    /// Doubling from a tiny minimum still reaches a large maximum (it saturates instead of
+    /// stopping at `min * 2^31`), and a huge minimum saturates at the maximum.
+    #[test]
+    fn ceilings_reach_the_maximum_from_any_minimum() {
+        let max = Duration::from_secs(10);
+        let backoff = Backoff::exponential(Duration::from_nanos(1), max);
+        assert_eq!(backoff.ceiling(40), max);
+        assert_eq!(backoff.ceiling(u32::MAX), max);
+        assert_eq!(backoff.ceiling(33), Duration::from_nanos(1 << 33));
+        let huge = Backoff::exponential(Duration::MAX, Duration::MAX);
+        assert_eq!(huge.ceiling(0), Duration::MAX);
+        assert_eq!(huge.ceiling(5), Duration::MAX);
+    }
+
     #[test]
     fn a_long_run_resets_the_count() {
         let backoff =

@@ -128,6 +128,7 @@ impl DynamicSupervisor {
             restarts: Intensity::default(),
             slots: HashMap::new(),
             delayed: BTreeMap::new(),
+            failed_starts: HashMap::new(),
             events,
             sender: sender.clone(),
             registry: registry.clone(),
@@ -168,7 +169,11 @@ impl DynamicSupervisorRef {
     /// Starts a child from `spec` and returns its typed ref once its `on_start` returned (as
     /// OTP's `start_child` does). Fails with [`Error::TooManyChildren`] past `max_children`
     /// and with [`Error::Closed`] once the supervisor has stopped; a child whose `on_start`
-    /// (or factory) panics fails with [`Error::Panicked`]. The ref reaches every incarnation.
+    /// (or factory) panics fails with [`Error::Panicked`], once its `on_stop` ran. The ref
+    /// reaches every incarnation.
+    ///
+    /// Children start one at a time, each `on_start` to its end: a child's `on_start` must
+    /// not wait on its own supervisor (`start_child`, `terminate_child`), which waits on it.
     pub async fn start_child<A: Actor>(&self, spec: ChildSpec<A>) -> Result<A::Ref, Error> {
         {
             let mut registry = self.registry.lock();
@@ -266,6 +271,9 @@ struct Dynamic {
     slots: HashMap<u64, Slot>,
     /// Restarts waiting out their backoff: (when, key) -> generation of the failed run.
     delayed: BTreeMap<(Instant, u64), u64>,
+    /// Children whose first `on_start` failed, out of the registry already: their callers
+    /// hear of it with the child's report, once its `on_stop` ran and its reason is known.
+    failed_starts: HashMap<u64, oneshot::Sender<Result<(), Error>>>,
     events: mpsc::UnboundedReceiver<Event>,
     sender: mpsc::UnboundedSender<Event>,
     registry: Arc<Mutex<Registry>>,
@@ -302,7 +310,9 @@ impl Dynamic {
                     let key = self
                         .slots
                         .iter()
-                        .find(|(_, slot)| slot.child.id() == id)
+                        .find(|(key, slot)| {
+                            slot.child.id() == id && !self.failed_starts.contains_key(key)
+                        })
                         .map(|(key, _)| *key);
                     let result = match key {
                         Some(key) => {
@@ -331,6 +341,17 @@ impl Dynamic {
                     }
                     slot.running = None;
                     slot.last = Some(reason.clone());
+                    if let Some(started) = self.failed_starts.remove(&key) {
+                        let error = match reason {
+                            ExitReason::Panicked(_) => Error::Panicked {
+                                actor: slot.child.label(),
+                            },
+                            _ => Error::Closed,
+                        };
+                        self.remove(key, reason);
+                        let _ = started.send(Err(error));
+                        continue;
+                    }
                     if !ended.restarts(slot.child.restart()) {
                         self.remove(key, reason);
                         continue;
@@ -341,10 +362,11 @@ impl Dynamic {
                     let delay = slot.backoff.next_delay(&self.backoff);
                     if delay.is_zero() {
                         self.restart(key, generation, runtime).await;
-                    } else {
-                        self.delayed
-                            .insert((Instant::now() + delay, key), generation);
+                    } else if let Some(due) = Instant::now().checked_add(delay) {
+                        self.delayed.insert((due, key), generation);
                     }
+                    // A delay past the clock's range is never: the child waits for a
+                    // terminate or the supervisor's end.
                 }
             }
         };
@@ -371,18 +393,15 @@ impl Dynamic {
         let mut slot = Slot::new(child);
         slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
         self.slots.insert(key, slot);
-        let result = if self.start(key, runtime).await {
-            Ok(())
+        if self.start(key, runtime).await {
+            let _ = started.send(Ok(()));
         } else {
-            // Its `on_start` (or factory) panicked: not admitted, and not restarted. Its
-            // report, which may follow, finds no child.
-            self.remove(
-                key,
-                ExitReason::Panicked(format!("`{label}` panicked while it started")),
-            );
-            Err(Error::Panicked { actor: label })
-        };
-        let _ = started.send(result);
+            // Its `on_start` panicked (or it could not be spawned): not admitted, and not
+            // restarted. Its report follows once its `on_stop` ran, with the reason its
+            // mailbox ends with and the caller hears of (see `Event::Ended`).
+            self.registry.lock().children.remove(&key);
+            self.failed_starts.insert(key, started);
+        }
     }
 
     async fn start(&mut self, key: u64, runtime: &runtime::Context) -> bool {
@@ -446,6 +465,8 @@ impl Dynamic {
         registry.children.clear();
         drop(registry);
         self.delayed.clear();
+        // Their callers see `Closed`.
+        self.failed_starts.clear();
         for (_, slot) in self.slots.drain() {
             slot.child
                 .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));

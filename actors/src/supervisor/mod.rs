@@ -620,6 +620,9 @@ impl Slot {
     async fn stop(&mut self, runtime: &runtime::Context, until_gone: bool) {
         let slot = self;
         let Some(running) = slot.running.as_mut() else {
+            // Waiting out a backoff (or never started): it ends here because it was asked
+            // to, whatever ended its last run.
+            slot.last = Some(ExitReason::Stopped);
             return;
         };
         slot.generation += 1;
