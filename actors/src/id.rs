@@ -4,6 +4,8 @@
 //! its refs and its mailbox) across restarts. Serials come from one process-wide counter, so
 //! ids are unique per runtime (and across runtimes of one process) and never reused.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The identity of an actor: its label and a serial number, unique in the process.
@@ -66,3 +68,30 @@ mod tests {
         assert_eq!(format!("{second:?}"), second.to_string());
     }
 }
+/// A map keyed by a process-wide counter (an actor's serial, a monitor id, a supervisor's
+/// child key): a watcher of 10k actors finds each down's monitor in constant time, where a
+/// list made every notification a scan.
+pub(crate) type Serials<V> = HashMap<u64, V, BuildHasherDefault<SerialHasher>>;
+
+/// Monitor ids and actor serials are unique counters: a multiply by an odd constant spreads
+/// them over the table (its high bits too) without SipHash's cost. Nobody outside the
+/// process picks them, so there is no flooding to defend against.
+#[derive(Default)]
+pub(crate) struct SerialHasher(u64);
+
+impl Hasher for SerialHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+

@@ -26,6 +26,7 @@
 //! - Until an actor is monitored, linked, joined or signalled, all of this is one null
 //!   pointer: `Extra` is boxed on first use.
 
+use crate::id::Serials;
 use crate::sync::{AtomicU8, Mutex};
 use crate::{ActorId, ExitReason};
 use futures::task::AtomicWaker;
@@ -98,11 +99,11 @@ struct Extra {
     /// Wakers of pending `join`s; a dropped join leaves `None` for the next one to reuse.
     joiners: Vec<Option<Waker>>,
     /// Monitors on this actor: their ids and the monitoring actors.
-    watchers: Vec<(u64, Weak<dyn Peer>)>,
+    watchers: Serials<Weak<dyn Peer>>,
     /// Monitors this actor holds: their ids and the watched actors.
-    monitoring: Vec<(u64, Weak<dyn Peer>)>,
-    /// Actors linked to this one.
-    links: Vec<(ActorId, Weak<dyn Peer>)>,
+    monitoring: Serials<Weak<dyn Peer>>,
+    /// Actors linked to this one, by serial.
+    links: Serials<Weak<dyn Peer>>,
     /// Signals waiting, with their stamps.
     signals: VecDeque<(usize, Signal)>,
     /// A linked actor's abnormal end, for an actor that does not trap exits: taken before
@@ -309,12 +310,7 @@ fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
             reason,
         })),
         |extra| {
-            let held = extra
-                .monitoring
-                .iter()
-                .position(|(held, _)| *held == monitor);
-            held.map(|position| extra.monitoring.swap_remove(position))
-                .is_some()
+            extra.monitoring.remove(&monitor).is_some()
         },
     );
 }
@@ -326,10 +322,7 @@ fn deliver_exit(to: &dyn Peer, from: ActorId, reason: ExitReason) {
         || to.tail(),
         Signal::Exit(Box::new(LinkExit { from, reason })),
         |extra| {
-            let linked = extra.links.iter().position(|(id, _)| *id == from);
-            linked
-                .map(|position| extra.links.swap_remove(position))
-                .is_some()
+            extra.links.remove(&from.serial()).is_some()
         },
     );
 }
@@ -380,7 +373,7 @@ impl Life {
     fn unwatch(&self, monitor: u64) {
         let mut state = self.state.lock();
         if let Some(extra) = state.extra.as_mut() {
-            extra.watchers.retain(|(id, _)| *id != monitor);
+            extra.watchers.remove(&monitor);
         }
     }
 
@@ -390,9 +383,7 @@ impl Life {
         let Some(extra) = state.extra.as_mut() else {
             return false;
         };
-        let before = extra.links.len();
-        extra.links.retain(|(id, _)| *id != partner);
-        extra.links.len() != before
+        extra.links.remove(&partner.serial()).is_some()
     }
 }
 
@@ -429,7 +420,7 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
             return monitor;
         }
         let extra = state.extra.get_or_insert_with(Box::default);
-        extra.monitoring.push((id, Arc::downgrade(&target)));
+        extra.monitoring.insert(id, Arc::downgrade(&target));
     }
     let ended = {
         let mut state = target.life().state.lock();
@@ -437,7 +428,7 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
             Some(reason) => Some(ExitReason::clone(reason)),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
-                extra.watchers.push((id, Arc::downgrade(watcher)));
+                extra.watchers.insert(id, Arc::downgrade(watcher));
                 None
             }
         }
@@ -454,7 +445,7 @@ pub(crate) fn demonitor(watcher: &dyn Peer, monitor: Monitor) {
     {
         let mut state = watcher.life().state.lock();
         if let Some(extra) = state.extra.as_mut() {
-            extra.monitoring.retain(|(id, _)| *id != monitor.id);
+            extra.monitoring.remove(&monitor.id);
             extra.signals.retain(
                 |(_, signal)| !matches!(signal, Signal::Down(down) if down.monitor == monitor.id),
             );
@@ -480,10 +471,10 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
             return;
         }
         let extra = state.extra.get_or_insert_with(Box::default);
-        if extra.links.iter().any(|(id, _)| *id == other_id) {
+        if extra.links.contains_key(&other_id.serial()) {
             return;
         }
-        extra.links.push((other_id, Arc::downgrade(&other)));
+        extra.links.insert(other_id.serial(), Arc::downgrade(&other));
     }
     let ended = {
         let mut state = other.life().state.lock();
@@ -492,9 +483,10 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 // `other` may be linking to `this` at the same moment: one entry either way.
-                if !extra.links.iter().any(|(id, _)| *id == this_id) {
-                    extra.links.push((this_id, Arc::downgrade(this)));
-                }
+                extra
+                    .links
+                    .entry(this_id.serial())
+                    .or_insert_with(|| Arc::downgrade(this));
                 None
             }
         }

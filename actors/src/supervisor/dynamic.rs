@@ -48,12 +48,13 @@
 //!   shutdown timeout, and ends each for good.
 
 use super::{ActorChild, Backoff, Child, ChildSpec, Escalated, Event, Intensity, Slot};
+use crate::id::Serials;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use parking_lot::Mutex;
 use runtime::{Clock as _, Spawner as _};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -126,9 +127,10 @@ impl DynamicSupervisor {
             intensity: self.intensity,
             backoff: self.backoff,
             restarts: Intensity::default(),
-            slots: HashMap::new(),
+            slots: Serials::default(),
+            keys: Serials::default(),
             delayed: BTreeMap::new(),
-            failed_starts: HashMap::new(),
+            failed_starts: Serials::default(),
             events,
             sender: sender.clone(),
             registry: registry.clone(),
@@ -268,12 +270,14 @@ struct Dynamic {
     backoff: Backoff,
     restarts: Intensity,
     /// Children by key (never reused).
-    slots: HashMap<u64, Slot>,
+    slots: Serials<Slot>,
+    /// Their keys by id serial: `terminate_child` finds its child in constant time.
+    keys: Serials<u64>,
     /// Restarts waiting out their backoff: (when, key) -> generation of the failed run.
     delayed: BTreeMap<(Instant, u64), u64>,
     /// Children whose first `on_start` failed, out of the registry already: their callers
     /// hear of it with the child's report, once its `on_stop` ran and its reason is known.
-    failed_starts: HashMap<u64, oneshot::Sender<Result<(), Error>>>,
+    failed_starts: Serials<oneshot::Sender<Result<(), Error>>>,
     events: mpsc::UnboundedReceiver<Event>,
     sender: mpsc::UnboundedSender<Event>,
     registry: Arc<Mutex<Registry>>,
@@ -308,12 +312,10 @@ impl Dynamic {
                 Event::Start { child, started } => self.start_child(child, started, runtime).await,
                 Event::Terminate { id, done } => {
                     let key = self
-                        .slots
-                        .iter()
-                        .find(|(key, slot)| {
-                            slot.child.id() == id && !self.failed_starts.contains_key(key)
-                        })
-                        .map(|(key, _)| *key);
+                        .keys
+                        .get(&id.serial())
+                        .copied()
+                        .filter(|key| !self.failed_starts.contains_key(key));
                     let result = match key {
                         Some(key) => {
                             self.terminate(key, runtime).await;
@@ -392,6 +394,7 @@ impl Dynamic {
         let label = child.label();
         let mut slot = Slot::new(child);
         slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
+        self.keys.insert(slot.child.id().serial(), key);
         self.slots.insert(key, slot);
         if self.start(key, runtime).await {
             let _ = started.send(Ok(()));
@@ -443,6 +446,7 @@ impl Dynamic {
         self.delayed.retain(|(_, delayed), _| *delayed != key);
         self.registry.lock().children.remove(&key);
         if let Some(slot) = self.slots.remove(&key) {
+            self.keys.remove(&slot.child.id().serial());
             slot.child.close(reason);
         }
     }
@@ -467,6 +471,7 @@ impl Dynamic {
         self.delayed.clear();
         // Their callers see `Closed`.
         self.failed_starts.clear();
+        self.keys.clear();
         for (_, slot) in self.slots.drain() {
             slot.child
                 .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
