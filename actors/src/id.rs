@@ -94,4 +94,3 @@ impl Hasher for SerialHasher {
         self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
-

@@ -309,9 +309,7 @@ fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
             id,
             reason,
         })),
-        |extra| {
-            extra.monitoring.remove(&monitor).is_some()
-        },
+        |extra| extra.monitoring.remove(&monitor).is_some(),
     );
 }
 
@@ -321,9 +319,7 @@ fn deliver_exit(to: &dyn Peer, from: ActorId, reason: ExitReason) {
     to.life().queue(
         || to.tail(),
         Signal::Exit(Box::new(LinkExit { from, reason })),
-        |extra| {
-            extra.links.remove(&from.serial()).is_some()
-        },
+        |extra| extra.links.remove(&from.serial()).is_some(),
     );
 }
 
@@ -474,7 +470,9 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
         if extra.links.contains_key(&other_id.serial()) {
             return;
         }
-        extra.links.insert(other_id.serial(), Arc::downgrade(&other));
+        extra
+            .links
+            .insert(other_id.serial(), Arc::downgrade(&other));
     }
     let ended = {
         let mut state = other.life().state.lock();

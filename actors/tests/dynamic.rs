@@ -380,3 +380,55 @@ async fn static_restarts_back_off_and_stop_during_the_delay(context: runtime::Co
     supervisor.stop();
     supervisor.join().await.unwrap();
 }
+
+/// Stopping a dynamic supervisor asks all its children at once (as OTP's does): two children
+/// whose `on_stop` each waits for the other's to begin both end `Stopped`. One at a time,
+/// the first would wait out its (long) shutdown timeout.
+#[runtime::test(timeout = "20s")]
+async fn stopping_the_supervisor_stops_its_children_at_once(context: runtime::Context) {
+    use futures::StreamExt as _;
+    use futures::channel::mpsc;
+
+    #[actor]
+    struct Patient {
+        stopping: mpsc::UnboundedSender<()>,
+        others: Arc<Mutex<Option<futures::channel::oneshot::Receiver<()>>>>,
+    }
+
+    #[actor]
+    impl Patient {
+        async fn on_stop(&mut self) {
+            let _ = self.stopping.unbounded_send(());
+            let go = self.others.lock().take().expect("one go per child");
+            let _ = go.await;
+        }
+    }
+
+    let (stopping, mut stopped) = mpsc::unbounded();
+    let supervisor = DynamicSupervisor::new("together").spawn(&context);
+    let mut goes = Vec::new();
+    let mut children = Vec::new();
+    for _ in 0..2 {
+        let (go, gone) = futures::channel::oneshot::channel();
+        goes.push(go);
+        let others = Arc::new(Mutex::new(Some(gone)));
+        let stopping = stopping.clone();
+        let spec = ChildSpec::new(move || Patient {
+            stopping: stopping.clone(),
+            others: others.clone(),
+        })
+        .shutdown_timeout(Duration::from_secs(600));
+        children.push(supervisor.start_child(spec).await.unwrap());
+    }
+    supervisor.stop();
+    // Both `on_stop`s began before either finished.
+    stopped.next().await.unwrap();
+    stopped.next().await.unwrap();
+    for go in goes {
+        go.send(()).unwrap();
+    }
+    supervisor.join().await.unwrap();
+    for child in &children {
+        assert_eq!(child.join().await, ExitReason::Stopped);
+    }
+}

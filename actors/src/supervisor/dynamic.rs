@@ -44,8 +44,8 @@
 //!   ended (refs see `Closed`, joiners, monitors and links its reason) when it leaves.
 //! - A delayed restart is a timer in the loop, not a wait: other children, commands and
 //!   stops are handled while it runs; a child terminated meanwhile is not restarted.
-//! - Stopping the supervisor stops its children in reverse start order, each within its
-//!   shutdown timeout, and ends each for good.
+//! - Stopping the supervisor asks every child to stop at once, then waits for each within
+//!   its shutdown timeout (aborting past it), and ends each for good.
 
 use super::{ActorChild, Backoff, Child, ChildSpec, Escalated, Event, Intensity, Slot};
 use crate::id::Serials;
@@ -234,7 +234,8 @@ impl DynamicSupervisorRef {
         self.registry.lock().children.len()
     }
 
-    /// Stops every child, in reverse start order, then the supervisor.
+    /// Stops every child (all asked at once, as OTP's `DynamicSupervisor` does), then the
+    /// supervisor.
     pub fn stop(&self) {
         let _ = self.control.unbounded_send(Event::Stop);
     }
@@ -451,13 +452,21 @@ impl Dynamic {
         }
     }
 
-    /// Stops every child in reverse start order.
+    /// Stops every child: all are asked at once, then each is waited for (its shutdown
+    /// timeout, then an abort) in reverse start order. Dynamic children are independent of
+    /// each other, so, as OTP's `DynamicSupervisor` does, they stop concurrently rather
+    /// than one after the other.
     async fn stop_all(&mut self, runtime: &runtime::Context) {
         let mut keys: Vec<u64> = self.slots.keys().copied().collect();
         keys.sort_unstable();
+        for key in keys.iter().rev() {
+            if let Some(slot) = self.slots.get_mut(key) {
+                slot.request_stop();
+            }
+        }
         for key in keys.into_iter().rev() {
             if let Some(slot) = self.slots.get_mut(&key) {
-                slot.stop(runtime, false).await;
+                slot.finish_stop(runtime, false).await;
             }
         }
     }

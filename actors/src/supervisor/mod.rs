@@ -618,15 +618,29 @@ impl Slot {
     /// mailbox consumer); a handler blocking its thread delays that until it returns.
     /// Without, an aborted incarnation stays in the slot for a later `stop` to wait for.
     async fn stop(&mut self, runtime: &runtime::Context, until_gone: bool) {
+        self.request_stop();
+        self.finish_stop(runtime, until_gone).await;
+    }
+
+    /// The first half of [`stop`](Self::stop): asks the running incarnation to stop and
+    /// ignores its report from now on; a child waiting out a backoff (or never started) ends
+    /// here, `Stopped` because it was asked to, whatever ended its last run.
+    fn request_stop(&mut self) {
+        if self.running.is_none() {
+            self.last = Some(ExitReason::Stopped);
+            return;
+        }
+        self.generation += 1;
+        self.child.request_stop();
+    }
+
+    /// The second half of [`stop`](Self::stop), after [`request_stop`](Self::request_stop):
+    /// waits out the shutdown timeout, then aborts.
+    async fn finish_stop(&mut self, runtime: &runtime::Context, until_gone: bool) {
         let slot = self;
         let Some(running) = slot.running.as_mut() else {
-            // Waiting out a backoff (or never started): it ends here because it was asked
-            // to, whatever ended its last run.
-            slot.last = Some(ExitReason::Stopped);
             return;
         };
-        slot.generation += 1;
-        slot.child.request_stop();
         let mut aborted = false;
         if let Some(handle) = running.handle.as_mut() {
             if runtime
