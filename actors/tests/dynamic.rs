@@ -190,6 +190,11 @@ async fn exceeding_the_intensity_escalates(context: runtime::Context) {
     assert_eq!(steady.incarnation().await, Err(Error::Closed));
     assert_eq!(failing.incarnation().await, Err(Error::Closed));
     assert_eq!(steady.join().await, ExitReason::Stopped);
+    // The child that made it give up keeps its failure.
+    assert_eq!(
+        failing.join().await,
+        ExitReason::Panicked("worker fails".to_string())
+    );
 }
 
 /// `max_children` refuses one more child with a clear error, starting nothing; room made by

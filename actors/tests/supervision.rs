@@ -212,6 +212,12 @@ async fn exceeding_the_intensity_escalates_to_the_runtime(context: runtime::Cont
     );
     assert_eq!(a.incarnation().await, Err(Error::Closed));
     assert_eq!(b.incarnation().await, Err(Error::Closed));
+    // The sibling was stopped; the child that made it give up keeps its failure.
+    assert_eq!(a.join().await, actors::ExitReason::Stopped);
+    assert!(
+        matches!(b.join().await, actors::ExitReason::Panicked(_)),
+        "b ends with its failure"
+    );
     let journal = journal.lock().clone();
     assert_eq!(
         journal.last().map(String::as_str),

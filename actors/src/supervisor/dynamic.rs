@@ -436,6 +436,7 @@ impl Dynamic {
         let Some(slot) = self.slots.get_mut(&key) else {
             return;
         };
+        slot.stop_waiting();
         slot.stop(runtime, false).await;
         let reason = slot.last.clone().unwrap_or(ExitReason::Stopped);
         self.remove(key, reason);
@@ -459,6 +460,13 @@ impl Dynamic {
     async fn stop_all(&mut self, runtime: &runtime::Context) {
         let mut keys: Vec<u64> = self.slots.keys().copied().collect();
         keys.sort_unstable();
+        // Children waiting out a backoff end `Stopped`; the one that made the supervisor
+        // give up (not waiting: it was never to restart) keeps its failure.
+        for &(_, key) in self.delayed.keys() {
+            if let Some(slot) = self.slots.get_mut(&key) {
+                slot.stop_waiting();
+            }
+        }
         for key in keys.iter().rev() {
             if let Some(slot) = self.slots.get_mut(key) {
                 slot.request_stop();

@@ -622,16 +622,23 @@ impl Slot {
         self.finish_stop(runtime, until_gone).await;
     }
 
-    /// The first half of [`stop`](Self::stop): asks the running incarnation to stop and
-    /// ignores its report from now on; a child waiting out a backoff (or never started) ends
-    /// here, `Stopped` because it was asked to, whatever ended its last run.
+    /// The first half of [`stop`](Self::stop): asks the running incarnation, if any, to
+    /// stop, and ignores its report from now on.
     fn request_stop(&mut self) {
         if self.running.is_none() {
-            self.last = Some(ExitReason::Stopped);
             return;
         }
         self.generation += 1;
         self.child.request_stop();
+    }
+
+    /// The child waits out a backoff and is stopped for good meanwhile: it ends `Stopped`
+    /// (it was asked to), not with the failure it was to be restarted from. A child that
+    /// ended for good, or whose supervisor gave up, keeps its own reason.
+    fn stop_waiting(&mut self) {
+        if self.running.is_none() && !self.finished {
+            self.last = Some(ExitReason::Stopped);
+        }
     }
 
     /// The second half of [`stop`](Self::stop), after [`request_stop`](Self::request_stop):
@@ -750,6 +757,9 @@ impl State {
                 self.stop(other, runtime, true).await;
             }
             if !delay.is_zero() && self.pause(runtime, delay).await {
+                for waiting in affected {
+                    self.slots[waiting].stop_waiting();
+                }
                 break Ok(());
             }
             for restarted in affected {
