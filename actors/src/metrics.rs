@@ -11,14 +11,15 @@
 //! inside a handler count. The first encoding calibrates that clock (a 5 ms spin). The depth
 //! gauge sums the depths the label's actors last sampled (each adds the change in its own).
 
+use crate::ExitReason;
 use crate::clock;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 type Label = [(&'static str, &'static str); 1];
 
@@ -43,8 +44,26 @@ struct Handles {
     handler_seconds: HandlerSeconds,
     depth: Gauge,
     running: Gauge,
-    /// The runtime's exit family (a shared handle): exits are rare, so each is looked up.
+    restarts: Counter,
+    /// The runtime's exit family (a shared handle), and this label's counter for each
+    /// reason, looked up in it on the first exit of that kind (so only reasons that
+    /// happened show).
     exits: Family<[(&'static str, &'static str); 2], Counter>,
+    exit_counters: [OnceLock<Counter>; EXIT_KINDS],
+}
+
+/// `ExitReason`'s kinds.
+const EXIT_KINDS: usize = 5;
+
+/// Where `reason`'s kind is counted in `Handles::exit_counters`.
+fn exit_index(reason: &ExitReason) -> usize {
+    match reason {
+        ExitReason::Normal => 0,
+        ExitReason::Stopped => 1,
+        ExitReason::Panicked(_) => 2,
+        ExitReason::Shutdown => 3,
+        ExitReason::Linked { .. } => 4,
+    }
 }
 
 impl Families {
@@ -97,30 +116,33 @@ impl Families {
 
     /// The restart counter of actors labelled `label`.
     pub(crate) fn restarts(&self, label: &'static str) -> Counter {
-        self.restarts.get_or_create(&[("actor", label)]).clone()
+        self.handles(label).restarts.clone()
+    }
+
+    /// `label`'s handles, made on its first use.
+    fn handles(&self, label: &'static str) -> Arc<Handles> {
+        let mut labels = self.labels.lock();
+        if let Some((_, handles)) = labels.iter().find(|(existing, _)| *existing == label) {
+            return handles.clone();
+        }
+        let key = [("actor", label)];
+        let handles = Arc::new(Handles {
+            label,
+            exits: self.exits.clone(),
+            exit_counters: Default::default(),
+            handled: self.handled.get_or_create(&key).clone(),
+            handler_seconds: self.handler_seconds.get_or_create(&key).clone(),
+            depth: self.depth.get_or_create(&key).clone(),
+            running: self.running.get_or_create(&key).clone(),
+            restarts: self.restarts.get_or_create(&key).clone(),
+        });
+        labels.push((label, handles.clone()));
+        handles
     }
 
     /// The metrics of one actor labelled `label`.
     pub(crate) fn actor(&self, label: &'static str) -> ActorMetrics {
-        let handles = {
-            let mut labels = self.labels.lock();
-            match labels.iter().find(|(existing, _)| *existing == label) {
-                Some((_, handles)) => handles.clone(),
-                None => {
-                    let key = [("actor", label)];
-                    let handles = Arc::new(Handles {
-                        label,
-                        exits: self.exits.clone(),
-                        handled: self.handled.get_or_create(&key).clone(),
-                        handler_seconds: self.handler_seconds.get_or_create(&key).clone(),
-                        depth: self.depth.get_or_create(&key).clone(),
-                        running: self.running.get_or_create(&key).clone(),
-                    });
-                    labels.push((label, handles.clone()));
-                    handles
-                }
-            }
-        };
+        let handles = self.handles(label);
         handles.running.inc();
         ActorMetrics {
             handles,
@@ -162,11 +184,14 @@ impl ActorMetrics {
         }
     }
 
-    /// Counts an end of this actor's incarnation for the reason `kind`.
-    pub(crate) fn exit(&self, kind: &'static str) {
-        self.handles
-            .exits
-            .get_or_create(&[("actor", self.handles.label), ("reason", kind)])
+    /// Counts an end of this actor's incarnation for `reason`.
+    pub(crate) fn exit(&self, reason: &ExitReason) {
+        let handles = &*self.handles;
+        handles.exit_counters[exit_index(reason)]
+            .get_or_init(|| {
+                let key = [("actor", handles.label), ("reason", reason.kind())];
+                handles.exits.get_or_create(&key).clone()
+            })
             .inc();
     }
 

@@ -44,7 +44,7 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
         context,
         mailbox,
         |_| {},
-        move |exit| {
+        move |exit, _| {
             // Asks still queued resolve, and joiners learn the reason, before a panic goes on
             // to the runtime.
             ending.end(exit.reason());
@@ -57,49 +57,58 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
 }
 
 /// An incarnation's metrics and what to call when it ends: with its exit, or with
-/// `Exit::Aborted` if dropped first. Counts the exit either way.
-struct OnEnd<F: FnOnce(Exit)> {
+/// `Exit::Aborted` if dropped first, and whether its `on_start` had returned. Counts the exit
+/// either way.
+struct OnEnd<F: FnOnce(Exit, bool)> {
     metrics: ActorMetrics,
+    began: bool,
     ended: Option<F>,
 }
 
-impl<F: FnOnce(Exit)> OnEnd<F> {
+impl<F: FnOnce(Exit, bool)> OnEnd<F> {
     fn call(mut self, exit: Exit) {
         self.end(exit);
     }
 
     fn end(&mut self, exit: Exit) {
         if let Some(ended) = self.ended.take() {
-            self.metrics.exit(exit.reason().kind());
-            ended(exit);
+            self.metrics.exit(&exit.reason());
+            ended(exit, self.began);
         }
     }
 }
 
-impl<F: FnOnce(Exit)> Drop for OnEnd<F> {
+impl<F: FnOnce(Exit, bool)> Drop for OnEnd<F> {
     fn drop(&mut self) {
         self.end(Exit::Aborted);
     }
 }
 
 /// Spawns one incarnation of `actor` on `mailbox`, in the scope node its label shares under
-/// `context`, with its placement: `started` runs once `on_start` returned (`true`) or panicked, and `ended` gets
-/// how it ended (`Exit::Aborted` if its future is dropped first). Unsupervised actors and
-/// supervised children both start here.
+/// `context`, with its placement: `started` runs once `on_start` returned (`true`) or
+/// panicked, and `ended` gets how it ended (`Exit::Aborted` if its future is dropped first)
+/// and whether `on_start` had returned. Unsupervised actors and supervised children both
+/// start here.
 pub(crate) fn spawn_incarnation<A: Actor>(
     actor: A,
     context: &runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
     started: impl FnOnce(bool) + Send + 'static,
-    ended: impl FnOnce(Exit) + Send + 'static,
+    ended: impl FnOnce(Exit, bool) + Send + 'static,
 ) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
     let mut ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
+        began: false,
         ended: Some(ended),
     };
     placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
         let mut ctx = Context::<A>::new(runtime, mailbox);
+        let began = &mut ended.began;
+        let started = move |ok| {
+            *began = ok;
+            started(ok);
+        };
         let exit = run(actor, &mut ctx, &mut ended.metrics, started).await;
         ended.call(exit);
     })

@@ -256,12 +256,17 @@ async fn a_child_that_fails_to_start_is_refused(context: runtime::Context) {
     }
 
     let stopped = Arc::new(Mutex::new(None));
+    let made = Arc::new(AtomicUsize::new(0));
     let supervisor = DynamicSupervisor::new("careful").spawn(&context);
     let spec = {
-        let stopped = stopped.clone();
-        ChildSpec::new(move || Broken {
-            stopped: stopped.clone(),
+        let (stopped, made) = (stopped.clone(), made.clone());
+        ChildSpec::new(move || {
+            made.fetch_add(1, Ordering::SeqCst);
+            Broken {
+                stopped: stopped.clone(),
+            }
         })
+        .restart(Restart::Permanent)
     };
     assert_eq!(
         supervisor.start_child(spec).await.unwrap_err(),
@@ -273,6 +278,66 @@ async fn a_child_that_fails_to_start_is_refused(context: runtime::Context) {
     );
     assert_eq!(supervisor.count(), 0);
     assert_eq!(supervisor.children(), []);
+    // Refused, not restarted, though it is permanent: a greeter started next is the only
+    // child (a restart would have been made before this request was read).
+    let greeter = supervisor
+        .start_child(ChildSpec::new(|| Greeter {
+            name: "next".into(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(supervisor.children(), [greeter.id()]);
+    assert_eq!(made.load(Ordering::SeqCst), 1);
+}
+
+/// The loop does not wait for a child's `on_start`: a child may start a sibling through its
+/// own supervisor while it starts (waiting there would deadlock a loop that waited for it).
+#[runtime::test(timeout = "20s")]
+async fn a_child_may_call_its_supervisor_while_it_starts(context: runtime::Context) {
+    #[actor]
+    struct Founder {
+        supervisor: actors::supervisor::DynamicSupervisorRef,
+        sibling: Option<GreeterRef>,
+    }
+
+    #[actor]
+    impl Founder {
+        async fn on_start(&mut self) {
+            let sibling = self
+                .supervisor
+                .start_child(ChildSpec::new(|| Greeter {
+                    name: "sibling".into(),
+                }))
+                .await
+                .expect("the supervisor answers while this child starts");
+            self.sibling = Some(sibling);
+        }
+
+        fn sibling(&self) -> Option<GreeterRef> {
+            self.sibling.clone()
+        }
+    }
+
+    let supervisor = DynamicSupervisor::new("founders").spawn(&context);
+    let founder = {
+        let handle = supervisor.clone();
+        supervisor
+            .start_child(ChildSpec::new(move || Founder {
+                supervisor: handle.clone(),
+                sibling: None,
+            }))
+            .await
+            .unwrap()
+    };
+    let sibling = founder
+        .sibling()
+        .await
+        .unwrap()
+        .expect("started in on_start");
+    assert_eq!(sibling.greet().await.unwrap(), "hello from sibling");
+    assert_eq!(supervisor.children(), [founder.id(), sibling.id()]);
+    supervisor.stop();
+    supervisor.join().await.unwrap();
 }
 
 /// A child terminated while it waits out a restart's backoff ends `Stopped` (it was asked

@@ -42,12 +42,16 @@
 //!   yet done for good: a child is admitted by `start_child` (refused past `max_children`
 //!   before anything is spawned) and removed by the loop when it ends for good. Its mailbox is
 //!   ended (refs see `Closed`, joiners, monitors and links its reason) when it leaves.
+//! - The loop never waits for a child's `on_start`: a new child tells its caller itself
+//!   whether it started, and reports its end as every incarnation does. A first run that
+//!   fails to start reports `Ended::FailedToStart` and is removed, never restarted; its
+//!   caller answers once the removal ended the child's mailbox.
 //! - A delayed restart is a timer in the loop, not a wait: other children, commands and
 //!   stops are handled while it runs; a child terminated meanwhile is not restarted.
 //! - Stopping the supervisor asks every child to stop at once, then waits for each within
 //!   its shutdown timeout (aborting past it), and ends each for good.
 
-use super::{ActorChild, Backoff, Child, ChildSpec, Escalated, Event, Intensity, Slot};
+use super::{ActorChild, Backoff, Child, ChildSpec, Ended, Escalated, Event, Intensity, Slot};
 use crate::id::Serials;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
@@ -130,7 +134,7 @@ impl DynamicSupervisor {
             slots: Serials::default(),
             keys: Serials::default(),
             delayed: BTreeMap::new(),
-            failed_starts: Serials::default(),
+            first_runs: Serials::default(),
             events,
             sender: sender.clone(),
             registry: registry.clone(),
@@ -171,11 +175,12 @@ impl DynamicSupervisorRef {
     /// Starts a child from `spec` and returns its typed ref once its `on_start` returned (as
     /// OTP's `start_child` does). Fails with [`Error::TooManyChildren`] past `max_children`
     /// and with [`Error::Closed`] once the supervisor has stopped; a child whose `on_start`
-    /// (or factory) panics fails with [`Error::Panicked`], once its `on_stop` ran. The ref
-    /// reaches every incarnation.
+    /// (or factory) panics fails with [`Error::Panicked`], once its `on_stop` ran and it is
+    /// out of [`children`](Self::children). The ref reaches every incarnation.
     ///
-    /// Children start one at a time, each `on_start` to its end: a child's `on_start` must
-    /// not wait on its own supervisor (`start_child`, `terminate_child`), which waits on it.
+    /// The child answers its caller itself: the supervisor's loop does not wait for its
+    /// `on_start`, so children start concurrently, and a child's `on_start` may call its own
+    /// supervisor.
     pub async fn start_child<A: Actor>(&self, spec: ChildSpec<A>) -> Result<A::Ref, Error> {
         {
             let mut registry = self.registry.lock();
@@ -205,9 +210,15 @@ impl DynamicSupervisorRef {
             return Err(Error::Closed);
         }
         match is_started.await {
-            Ok(Ok(())) => Ok(A::Ref::from(actor_ref)),
-            Ok(Err(error)) => Err(error),
-            // The loop went away with the request: it counted it off.
+            Ok(true) => Ok(A::Ref::from(actor_ref)),
+            Ok(false) => {
+                // Its `on_start` (or factory) panicked: the loop removes it when its report
+                // arrives, after its `on_stop`, and only then ends its mailbox.
+                actor_ref.join().await;
+                Err(Error::Panicked { actor: A::LABEL })
+            }
+            // The loop went away with the request (it counted it off), or the child could
+            // not be spawned (its scope is closing).
             Err(oneshot::Canceled) => Err(Error::Closed),
         }
     }
@@ -276,9 +287,10 @@ struct Dynamic {
     keys: Serials<u64>,
     /// Restarts waiting out their backoff: (when, key) -> generation of the failed run.
     delayed: BTreeMap<(Instant, u64), u64>,
-    /// Children whose first `on_start` failed, out of the registry already: their callers
-    /// hear of it with the child's report, once its `on_stop` ran and its reason is known.
-    failed_starts: Serials<oneshot::Sender<Result<(), Error>>>,
+    /// Children whose first run has not reported yet, with its generation: a first run
+    /// that fails to start is refused (removed, not restarted), as OTP refuses a child
+    /// whose `init` fails.
+    first_runs: Serials<u64>,
     events: mpsc::UnboundedReceiver<Event>,
     sender: mpsc::UnboundedSender<Event>,
     registry: Arc<Mutex<Registry>>,
@@ -298,7 +310,7 @@ impl Dynamic {
                                 .delayed
                                 .remove(&(due, key))
                                 .expect("the earliest delayed restart");
-                            self.restart(key, generation, runtime).await;
+                            self.restart(key, generation, runtime);
                             continue;
                         }
                         futures::future::Either::Right((event, _)) => event,
@@ -310,13 +322,9 @@ impl Dynamic {
             };
             match event {
                 Event::Stop => break Ok(()),
-                Event::Start { child, started } => self.start_child(child, started, runtime).await,
+                Event::Start { child, started } => self.start_child(child, started, runtime),
                 Event::Terminate { id, done } => {
-                    let key = self
-                        .keys
-                        .get(&id.serial())
-                        .copied()
-                        .filter(|key| !self.failed_starts.contains_key(key));
+                    let key = self.keys.get(&id.serial()).copied();
                     let result = match key {
                         Some(key) => {
                             self.terminate(key, runtime).await;
@@ -344,15 +352,10 @@ impl Dynamic {
                     }
                     slot.running = None;
                     slot.last = Some(reason.clone());
-                    if let Some(started) = self.failed_starts.remove(&key) {
-                        let error = match reason {
-                            ExitReason::Panicked(_) => Error::Panicked {
-                                actor: slot.child.label(),
-                            },
-                            _ => Error::Closed,
-                        };
+                    let first_run = self.first_runs.remove(&key) == Some(generation);
+                    if first_run && ended == Ended::FailedToStart {
+                        // Its caller waits for this removal (see `start_child`).
                         self.remove(key, reason);
-                        let _ = started.send(Err(error));
                         continue;
                     }
                     if !ended.restarts(slot.child.restart()) {
@@ -364,7 +367,7 @@ impl Dynamic {
                     }
                     let delay = slot.backoff.next_delay(&self.backoff);
                     if delay.is_zero() {
-                        self.restart(key, generation, runtime).await;
+                        self.restart(key, generation, runtime);
                     } else if let Some(due) = Instant::now().checked_add(delay) {
                         self.delayed.insert((due, key), generation);
                     }
@@ -377,11 +380,12 @@ impl Dynamic {
         outcome
     }
 
-    /// Admits `child` and starts it, telling `started` once its `on_start` returned.
-    async fn start_child(
+    /// Admits `child` and starts it; the child itself tells `started` once its `on_start`
+    /// returned (or panicked).
+    fn start_child(
         &mut self,
         child: Box<dyn Child>,
-        started: oneshot::Sender<Result<(), Error>>,
+        started: oneshot::Sender<bool>,
         runtime: &runtime::Context,
     ) {
         let key = {
@@ -396,29 +400,15 @@ impl Dynamic {
         let mut slot = Slot::new(child);
         slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
         self.keys.insert(slot.child.id().serial(), key);
+        slot.launch(key as usize, self.sender.clone(), runtime, started);
+        self.first_runs.insert(key, slot.generation);
         self.slots.insert(key, slot);
-        if self.start(key, runtime).await {
-            let _ = started.send(Ok(()));
-        } else {
-            // Its `on_start` panicked (or it could not be spawned): not admitted, and not
-            // restarted. Its report follows once its `on_stop` ran, with the reason its
-            // mailbox ends with and the caller hears of (see `Event::Ended`).
-            self.registry.lock().children.remove(&key);
-            self.failed_starts.insert(key, started);
-        }
-    }
-
-    async fn start(&mut self, key: u64, runtime: &runtime::Context) -> bool {
-        let events = self.sender.clone();
-        match self.slots.get_mut(&key) {
-            Some(slot) => slot.start(key as usize, events, runtime).await,
-            None => false,
-        }
     }
 
     /// Restarts the child `key` whose run `generation` failed, unless it changed meanwhile
-    /// (terminated, or already restarted).
-    async fn restart(&mut self, key: u64, generation: u64, runtime: &runtime::Context) {
+    /// (terminated, or already restarted). Nobody waits for its `on_start`: a failure there
+    /// is reported as its end, like any other.
+    fn restart(&mut self, key: u64, generation: u64, runtime: &runtime::Context) {
         let Some(slot) = self.slots.get_mut(&key) else {
             return;
         };
@@ -428,7 +418,8 @@ impl Dynamic {
         if let Some(counter) = &slot.restarts {
             counter.inc();
         }
-        self.start(key, runtime).await;
+        let (started, _) = oneshot::channel();
+        slot.launch(key as usize, self.sender.clone(), runtime, started);
     }
 
     /// Stops the child `key` for good and removes it.
@@ -446,6 +437,7 @@ impl Dynamic {
     /// so that whoever joined it sees it gone from `children()`.
     fn remove(&mut self, key: u64, reason: ExitReason) {
         self.delayed.retain(|(_, delayed), _| *delayed != key);
+        self.first_runs.remove(&key);
         self.registry.lock().children.remove(&key);
         if let Some(slot) = self.slots.remove(&key) {
             self.keys.remove(&slot.child.id().serial());
@@ -486,8 +478,7 @@ impl Dynamic {
         registry.children.clear();
         drop(registry);
         self.delayed.clear();
-        // Their callers see `Closed`.
-        self.failed_starts.clear();
+        self.first_runs.clear();
         self.keys.clear();
         for (_, slot) in self.slots.drain() {
             slot.child
@@ -495,8 +486,9 @@ impl Dynamic {
         }
         // Requests that raced with the end get `Closed`, and are counted off.
         while let Ok(event) = self.events.try_recv() {
-            if let Event::Start { started, .. } = event {
-                let _ = started.send(Err(Error::Closed));
+            if let Event::Start { child, started } = event {
+                child.close(ExitReason::Shutdown);
+                drop(started);
             }
         }
     }

@@ -138,6 +138,9 @@ enum Ended {
     Unreachable,
     /// It panicked (or, for a supervisor, escalated).
     Failed,
+    /// Its factory or `on_start` panicked, or it never ran: a failure, which a dynamic
+    /// supervisor tells apart on a child's first start (refused, not restarted).
+    FailedToStart,
 }
 
 enum Event {
@@ -148,10 +151,11 @@ enum Event {
         reason: ExitReason,
     },
     Stop,
-    /// A dynamic supervisor's new child, and where to say it started (or why not).
+    /// A dynamic supervisor's new child, and where the child itself says it started
+    /// (`true`) or not.
     Start {
         child: Box<dyn Child>,
-        started: oneshot::Sender<Result<(), Error>>,
+        started: oneshot::Sender<bool>,
     },
     /// A dynamic supervisor is asked to stop the child `id` for good.
     Terminate {
@@ -176,7 +180,8 @@ impl Ended {
         match (restart, self) {
             (_, Ended::Unreachable | Ended::Terminated) | (Restart::Temporary, _) => false,
             (Restart::Transient, Ended::Stopped) => false,
-            (Restart::Transient, Ended::Failed) | (Restart::Permanent, _) => true,
+            (Restart::Transient, Ended::Failed | Ended::FailedToStart)
+            | (Restart::Permanent, _) => true,
         }
     }
 }
@@ -281,8 +286,9 @@ impl<A: Actor> Child for ActorChild<A> {
             Ok(actor) => actor,
             Err(_) => {
                 // A factory that panics is a failed start.
+                let _ = started.send(false);
                 reporter.report(
-                    Ended::Failed,
+                    Ended::FailedToStart,
                     ExitReason::Panicked(format!("the factory of `{}` panicked", A::LABEL)),
                 );
                 return scope.clone().spawn(|_| async {});
@@ -291,11 +297,22 @@ impl<A: Actor> Child for ActorChild<A> {
         let started = move |ok| {
             let _ = started.send(ok);
         };
-        spawn_incarnation(actor, scope, self.mailbox.clone(), started, move |exit| {
-            reporter.report(Ended::of(&exit), exit.reason());
-            // Held by the future until here; an aborted one drops it with the future.
-            drop(incarnation);
-        })
+        spawn_incarnation(
+            actor,
+            scope,
+            self.mailbox.clone(),
+            started,
+            move |exit, began| {
+                let ended = if began {
+                    Ended::of(&exit)
+                } else {
+                    Ended::FailedToStart
+                };
+                reporter.report(ended, exit.reason());
+                // Held by the future until here; an aborted one drops it with the future.
+                drop(incarnation);
+            },
+        )
     }
 
     fn request_stop(&self) {
@@ -590,26 +607,37 @@ impl Slot {
         events: mpsc::UnboundedSender<Event>,
         runtime: &runtime::Context,
     ) -> bool {
-        let slot = self;
-        slot.generation += 1;
+        let (started, is_started) = oneshot::channel();
+        self.launch(index, events, runtime, started);
+        // Dropped unsent when the child failed before it started: its report follows.
+        matches!(is_started.await, Ok(true))
+    }
+
+    /// Starts an incarnation without waiting for it: it says on `started` whether its
+    /// `on_start` returned, and reports its end as every incarnation does.
+    fn launch(
+        &mut self,
+        index: usize,
+        events: mpsc::UnboundedSender<Event>,
+        runtime: &runtime::Context,
+        started: oneshot::Sender<bool>,
+    ) {
+        self.generation += 1;
         let reporter = Reporter {
             events,
             index,
-            generation: slot.generation,
+            generation: self.generation,
             reported: false,
         };
-        slot.backoff.started();
-        let (started, is_started) = oneshot::channel();
+        self.backoff.started();
         let (incarnation, gone) = oneshot::channel();
-        let handle = slot
+        let handle = self
             .child
             .start(runtime, reporter, started, Incarnation(incarnation));
-        slot.running = Some(Running {
+        self.running = Some(Running {
             handle: Some(handle),
             gone,
         });
-        // Dropped unsent when the child failed before it started: its report follows.
-        matches!(is_started.await, Ok(true))
     }
 
     /// Stops the child's running incarnation, if any: a stop request, then its shutdown
