@@ -88,9 +88,37 @@ pub(crate) struct Life {
 }
 
 struct State {
-    /// Boxed: a running actor pays one pointer for it.
-    ended: Option<Box<ExitReason>>,
+    ended: Option<EndedWith>,
     extra: Option<Box<Extra>>,
+}
+
+/// The reason an actor ended with, as its life keeps it: the common reasons in place, the
+/// rest boxed (a running actor pays two words, and most ends allocate nothing).
+enum EndedWith {
+    Normal,
+    Stopped,
+    Shutdown,
+    Other(Box<ExitReason>),
+}
+
+impl EndedWith {
+    fn new(reason: &ExitReason) -> Self {
+        match reason {
+            ExitReason::Normal => EndedWith::Normal,
+            ExitReason::Stopped => EndedWith::Stopped,
+            ExitReason::Shutdown => EndedWith::Shutdown,
+            other => EndedWith::Other(Box::new(other.clone())),
+        }
+    }
+
+    fn reason(&self) -> ExitReason {
+        match self {
+            EndedWith::Normal => ExitReason::Normal,
+            EndedWith::Stopped => ExitReason::Stopped,
+            EndedWith::Shutdown => ExitReason::Shutdown,
+            EndedWith::Other(reason) => ExitReason::clone(reason),
+        }
+    }
 }
 
 /// What a monitored, linked, joined or signalled actor holds.
@@ -109,8 +137,12 @@ struct Extra {
     /// A linked actor's abnormal end, for an actor that does not trap exits: taken before
     /// any signal or message. Only the first is kept: one kill ends the actor.
     kill: Option<Signal>,
-    /// A `Signal::Stop` is in `signals`.
+    /// A `Signal::Stop` is in `signals` or `stop_at`.
     stop_queued: bool,
+    /// An ordered stop that came while no signal waited, with its stamp: due before any
+    /// signal in `signals` (all came after it, so their stamps are at least its), it needs
+    /// no room in the queue (a stop then allocates nothing).
+    stop_at: Option<usize>,
 }
 
 /// What the end took out of a life, to deliver with no lock held.
@@ -151,7 +183,7 @@ impl Life {
         if state.ended.is_some() {
             return None;
         }
-        state.ended = Some(Box::new(reason.clone()));
+        state.ended = Some(EndedWith::new(&reason));
         let extra = state.extra.take();
         self.attention.fetch_and(!SIGNALS, Ordering::Relaxed);
         Some(Finished {
@@ -167,8 +199,8 @@ impl Life {
         // `Join` on this actor locks it again.
         let mut replaced = None;
         let mut state = self.state.lock();
-        if let Some(reason) = &state.ended {
-            return Some(ExitReason::clone(reason));
+        if let Some(ended) = &state.ended {
+            return Some(ended.reason());
         }
         let joiners = &mut state.extra.get_or_insert_with(Box::default).joiners;
         match *slot {
@@ -235,17 +267,26 @@ impl Life {
     pub(crate) fn take_signal(&self, head: usize) -> Option<Signal> {
         let mut state = self.state.lock();
         let extra = state.extra.as_mut()?;
+        let passed = |stamp: usize| head.wrapping_sub(stamp) as isize >= 0;
         let mut taken = extra.kill.take();
         if taken.is_none()
+            && let Some(stamp) = extra.stop_at
+        {
+            if passed(stamp) {
+                extra.stop_at = None;
+                extra.stop_queued = false;
+                taken = Some(Signal::Stop);
+            }
+        } else if taken.is_none()
             && let Some(&(stamp, _)) = extra.signals.front()
-            && head.wrapping_sub(stamp) as isize >= 0
+            && passed(stamp)
         {
             taken = extra.signals.pop_front().map(|(_, signal)| signal);
             if matches!(taken, Some(Signal::Stop)) {
                 extra.stop_queued = false;
             }
         }
-        if extra.signals.is_empty() && extra.kill.is_none() {
+        if extra.signals.is_empty() && extra.kill.is_none() && extra.stop_at.is_none() {
             self.attention.fetch_and(!SIGNALS, Ordering::SeqCst);
         }
         taken
@@ -272,6 +313,14 @@ impl Life {
             match &signal {
                 // An earlier stop, earlier in mailbox order, already does it.
                 Signal::Stop if extra.stop_queued => return,
+                Signal::Stop if extra.signals.is_empty() => {
+                    extra.stop_queued = true;
+                    extra.stop_at = Some(tail());
+                    self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
+                    drop(state);
+                    self.consumer_waker.wake();
+                    return;
+                }
                 Signal::Stop => extra.stop_queued = true,
                 Signal::Exit(exit) if !self.traps_exits.load(Ordering::Relaxed) => {
                     // A normal end is nothing to a non-trapping actor; an abnormal one ends
@@ -338,6 +387,7 @@ impl Finished {
             signals,
             kill,
             stop_queued: _,
+            stop_at: _,
         } = *extra;
         // Signals it will never handle.
         drop((signals, kill));
@@ -421,7 +471,7 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
     let ended = {
         let mut state = target.life().state.lock();
         match &state.ended {
-            Some(reason) => Some(ExitReason::clone(reason)),
+            Some(ended) => Some(ended.reason()),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 extra.watchers.insert(id, Arc::downgrade(watcher));
@@ -477,7 +527,7 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     let ended = {
         let mut state = other.life().state.lock();
         match &state.ended {
-            Some(reason) => Some(ExitReason::clone(reason)),
+            Some(ended) => Some(ended.reason()),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 // `other` may be linking to `this` at the same moment: one entry either way.
@@ -496,7 +546,13 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     // `this` may have ended between the two sections, its end delivered before `other`
     // listed it: deliver it now. `deliver_exit` admits one of the two deliveries only (the
     // first takes the entry out), so `other` hears of it once either way.
-    let ended = this.life().state.lock().ended.as_deref().cloned();
+    let ended = this
+        .life()
+        .state
+        .lock()
+        .ended
+        .as_ref()
+        .map(EndedWith::reason);
     if let Some(reason) = ended {
         deliver_exit(&*other, this_id, reason);
     }
@@ -557,12 +613,14 @@ mod tests {
     }
 
     /// A signal is two words, and a running actor's life stays small: both are in every
-    /// idle actor (its run loop holds a `Received`; its mailbox a `Life`).
+    /// idle actor (its run loop holds a `Received`; its mailbox a `Life`, two words of which
+    /// keep the common end reasons in place, so most ends allocate nothing).
     #[test]
     fn signals_and_lives_stay_small() {
         assert!(std::mem::size_of::<Signal>() <= 2 * std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Option<EndedWith>>() <= 2 * std::mem::size_of::<usize>());
         assert!(
-            std::mem::size_of::<Life>() <= 80,
+            std::mem::size_of::<Life>() <= 88,
             "{}",
             std::mem::size_of::<Life>()
         );
@@ -581,6 +639,32 @@ mod tests {
         request_ordered_stop(&*mailbox);
         let taken: Vec<_> = (0..5).map(|_| next(&mut consumer)).collect();
         assert_eq!(taken, ["m1", "m2", "stop", "m3", "nothing"]);
+    }
+
+    /// A stop that finds no signal waiting (kept apart from the queue) and one that finds
+    /// one (queued behind it) both keep mailbox order with the signals around them.
+    #[test]
+    fn stops_keep_their_turn_among_signals() {
+        let (watcher, first, second) = (mailbox(), mailbox(), mailbox());
+        let _first = monitor(&peer(&watcher), peer(&first));
+        let _second = monitor(&peer(&watcher), peer(&second));
+        let mut consumer = watcher.consumer().unwrap();
+        watcher.try_send(1).unwrap();
+        request_ordered_stop(&*watcher);
+        first.end(ExitReason::Normal);
+        let taken: Vec<_> = (0..4).map(|_| next(&mut consumer)).collect();
+        assert_eq!(taken, ["m1", "stop", "down test normal", "nothing"]);
+
+        watcher.try_send(2).unwrap();
+        second.end(ExitReason::Stopped);
+        watcher.try_send(3).unwrap();
+        request_ordered_stop(&*watcher);
+        watcher.try_send(4).unwrap();
+        let taken: Vec<_> = (0..6).map(|_| next(&mut consumer)).collect();
+        assert_eq!(
+            taken,
+            ["m2", "down test stopped", "m3", "stop", "m4", "nothing"]
+        );
     }
 
     /// A linked actor's abnormal end jumps the queue of a non-trapping actor (it ends it
