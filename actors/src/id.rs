@@ -52,22 +52,6 @@ impl std::fmt::Debug for ActorId {
     }
 }
 
-#[cfg(all(test, not(actors_loom)))]
-mod tests {
-    use super::*;
-
-    /// Ids are unique, keep their label, and show as `label#n`.
-    #[test]
-    fn ids_are_unique_and_show_their_label() {
-        let first = ActorId::next("worker");
-        let second = ActorId::next("worker");
-        assert_ne!(first, second);
-        assert!(second.serial() > first.serial());
-        assert_eq!(first.label(), "worker");
-        assert_eq!(first.to_string(), format!("worker#{}", first.serial()));
-        assert_eq!(format!("{second:?}"), second.to_string());
-    }
-}
 /// A map keyed by a process-wide counter (an actor's serial, a monitor id, a supervisor's
 /// child key): a watcher of 10k actors finds each down's monitor in constant time, where a
 /// list made every notification a scan.
@@ -92,5 +76,136 @@ impl Hasher for SerialHasher {
 
     fn write_u64(&mut self, value: u64) {
         self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by serial that keeps a single entry in place: most actors are watched by one
+/// monitor, hold one or none, and link to one partner, so the common case allocates no table
+/// (and frees none when the actor ends, often on another thread than the one that made it).
+#[derive(Default)]
+pub(crate) enum Few<V> {
+    #[default]
+    Empty,
+    One(u64, V),
+    Many(Serials<V>),
+}
+
+impl<V> Few<V> {
+    pub(crate) fn insert(&mut self, key: u64, value: V) {
+        match self {
+            Few::Empty => *self = Few::One(key, value),
+            Few::One(held, slot) if *held == key => *slot = value,
+            Few::One(..) => {
+                let Few::One(held, first) = std::mem::take(self) else {
+                    unreachable!("matched just above")
+                };
+                let mut many = Serials::default();
+                many.insert(held, first);
+                many.insert(key, value);
+                *self = Few::Many(many);
+            }
+            Few::Many(many) => {
+                many.insert(key, value);
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &u64) -> Option<V> {
+        match self {
+            Few::One(held, _) if held == key => match std::mem::take(self) {
+                Few::One(_, value) => Some(value),
+                _ => unreachable!("matched just above"),
+            },
+            Few::Many(many) => many.remove(key),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn contains_key(&self, key: &u64) -> bool {
+        match self {
+            Few::Empty => false,
+            Few::One(held, _) => held == key,
+            Few::Many(many) => many.contains_key(key),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Few::Empty => true,
+            Few::One(..) => false,
+            Few::Many(many) => many.is_empty(),
+        }
+    }
+}
+
+impl<V> IntoIterator for Few<V> {
+    type Item = (u64, V);
+    type IntoIter = FewEntries<V>;
+
+    fn into_iter(self) -> FewEntries<V> {
+        match self {
+            Few::Empty => FewEntries::One(None),
+            Few::One(key, value) => FewEntries::One(Some((key, value))),
+            Few::Many(many) => FewEntries::Many(many.into_iter()),
+        }
+    }
+}
+
+/// The entries of a [`Few`], taken out.
+pub(crate) enum FewEntries<V> {
+    One(Option<(u64, V)>),
+    Many(std::collections::hash_map::IntoIter<u64, V>),
+}
+
+impl<V> Iterator for FewEntries<V> {
+    type Item = (u64, V);
+
+    fn next(&mut self) -> Option<(u64, V)> {
+        match self {
+            FewEntries::One(entry) => entry.take(),
+            FewEntries::Many(entries) => entries.next(),
+        }
+    }
+}
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+
+    /// Ids are unique, keep their label, and show as `label#n`.
+    #[test]
+    fn ids_are_unique_and_show_their_label() {
+        let first = ActorId::next("worker");
+        let second = ActorId::next("worker");
+        assert_ne!(first, second);
+        assert!(second.serial() > first.serial());
+        assert_eq!(first.label(), "worker");
+        assert_eq!(first.to_string(), format!("worker#{}", first.serial()));
+        assert_eq!(format!("{second:?}"), second.to_string());
+    }
+
+    /// `Few` keeps one entry in place, moves to a table at the second, and keeps every
+    /// entry either way.
+    #[test]
+    fn few_keeps_every_entry_in_place_or_in_a_table() {
+        let mut few = Few::default();
+        assert!(few.is_empty());
+        few.insert(1, "a");
+        few.insert(1, "a again");
+        assert!(matches!(few, Few::One(1, "a again")));
+        few.insert(2, "b");
+        few.insert(3, "c");
+        assert!(few.contains_key(&2) && !few.contains_key(&4));
+        assert_eq!(few.remove(&2), Some("b"));
+        assert_eq!(few.remove(&2), None);
+        let mut entries: Vec<_> = few.into_iter().collect();
+        entries.sort_unstable();
+        assert_eq!(entries, [(1, "a again"), (3, "c")]);
+        let mut one = Few::default();
+        one.insert(7, ());
+        assert_eq!(one.remove(&7), Some(()));
+        assert!(one.is_empty());
+        assert_eq!(one.into_iter().count(), 0);
     }
 }

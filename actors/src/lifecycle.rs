@@ -26,7 +26,7 @@
 //! - Until an actor is monitored, linked, joined or signalled, all of this is one null
 //!   pointer: `Extra` is boxed on first use.
 
-use crate::id::Serials;
+use crate::id::Few;
 use crate::sync::{AtomicU8, Mutex};
 use crate::{ActorId, ExitReason};
 use futures::task::AtomicWaker;
@@ -127,11 +127,11 @@ struct Extra {
     /// Wakers of pending `join`s; a dropped join leaves `None` for the next one to reuse.
     joiners: Vec<Option<Waker>>,
     /// Monitors on this actor: their ids and the monitoring actors.
-    watchers: Serials<Weak<dyn Peer>>,
+    watchers: Few<Weak<dyn Peer>>,
     /// Monitors this actor holds: their ids and the watched actors.
-    monitoring: Serials<Weak<dyn Peer>>,
+    monitoring: Few<Weak<dyn Peer>>,
     /// Actors linked to this one, by serial.
-    links: Serials<Weak<dyn Peer>>,
+    links: Few<Weak<dyn Peer>>,
     /// Signals waiting, with their stamps.
     signals: VecDeque<(usize, Signal)>,
     /// A linked actor's abnormal end, for an actor that does not trap exits: taken before
@@ -531,10 +531,9 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 // `other` may be linking to `this` at the same moment: one entry either way.
-                extra
-                    .links
-                    .entry(this_id.serial())
-                    .or_insert_with(|| Arc::downgrade(this));
+                if !extra.links.contains_key(&this_id.serial()) {
+                    extra.links.insert(this_id.serial(), Arc::downgrade(this));
+                }
                 None
             }
         }
