@@ -64,6 +64,25 @@ pub(crate) struct LinkExit {
     pub(crate) reason: ExitReason,
 }
 
+/// A signal as it waits in an actor's queue: unboxed, so the actor that ends and sends it
+/// allocates nothing; the consumer boxes it when it takes it, on its own thread (where the
+/// allocator's cache serves it, and where the box is freed).
+enum Queued {
+    Down(Down),
+    Exit(LinkExit),
+    Stop,
+}
+
+impl Queued {
+    fn into_signal(self) -> Signal {
+        match self {
+            Queued::Down(down) => Signal::Down(Box::new(down)),
+            Queued::Exit(exit) => Signal::Exit(Box::new(exit)),
+            Queued::Stop => Signal::Stop,
+        }
+    }
+}
+
 /// Another actor's life, type-erased: its mailbox.
 pub(crate) trait Peer: Send + Sync {
     fn life(&self) -> &Life;
@@ -133,7 +152,7 @@ struct Extra {
     /// Actors linked to this one, by serial.
     links: Few<Weak<dyn Peer>>,
     /// Signals waiting, with their stamps.
-    signals: VecDeque<(usize, Signal)>,
+    signals: VecDeque<(usize, Queued)>,
     /// A linked actor's abnormal end, for an actor that does not trap exits: taken before
     /// any signal or message. Only the first is kept: one kill ends the actor.
     kill: Option<Signal>,
@@ -267,29 +286,36 @@ impl Life {
     pub(crate) fn take_signal(&self, head: usize) -> Option<Signal> {
         let mut state = self.state.lock();
         let extra = state.extra.as_mut()?;
+        if let Some(kill) = extra.kill.take() {
+            self.settle(extra);
+            return Some(kill);
+        }
         let passed = |stamp: usize| head.wrapping_sub(stamp) as isize >= 0;
-        let mut taken = extra.kill.take();
-        if taken.is_none()
-            && let Some(stamp) = extra.stop_at
-        {
+        let mut taken = None;
+        if let Some(stamp) = extra.stop_at {
             if passed(stamp) {
                 extra.stop_at = None;
                 extra.stop_queued = false;
-                taken = Some(Signal::Stop);
+                taken = Some(Queued::Stop);
             }
-        } else if taken.is_none()
-            && let Some(&(stamp, _)) = extra.signals.front()
+        } else if let Some(&(stamp, _)) = extra.signals.front()
             && passed(stamp)
         {
             taken = extra.signals.pop_front().map(|(_, signal)| signal);
-            if matches!(taken, Some(Signal::Stop)) {
+            if matches!(taken, Some(Queued::Stop)) {
                 extra.stop_queued = false;
             }
         }
+        self.settle(extra);
+        drop(state);
+        taken.map(Queued::into_signal)
+    }
+
+    /// Clears `SIGNALS` once nothing waits.
+    fn settle(&self, extra: &Extra) {
         if extra.signals.is_empty() && extra.kill.is_none() && extra.stop_at.is_none() {
             self.attention.fetch_and(!SIGNALS, Ordering::SeqCst);
         }
-        taken
     }
 
     /// Queues `signal` (stamped `tail()`), unless the actor ended; `admit` decides under the
@@ -298,7 +324,7 @@ impl Life {
     fn queue(
         &self,
         tail: impl FnOnce() -> usize,
-        signal: Signal,
+        signal: Queued,
         admit: impl FnOnce(&mut Extra) -> bool,
     ) {
         {
@@ -312,8 +338,8 @@ impl Life {
             }
             match &signal {
                 // An earlier stop, earlier in mailbox order, already does it.
-                Signal::Stop if extra.stop_queued => return,
-                Signal::Stop if extra.signals.is_empty() => {
+                Queued::Stop if extra.stop_queued => return,
+                Queued::Stop if extra.signals.is_empty() => {
                     extra.stop_queued = true;
                     extra.stop_at = Some(tail());
                     self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
@@ -321,12 +347,12 @@ impl Life {
                     self.consumer_waker.wake();
                     return;
                 }
-                Signal::Stop => extra.stop_queued = true,
-                Signal::Exit(exit) if !self.traps_exits.load(Ordering::Relaxed) => {
+                Queued::Stop => extra.stop_queued = true,
+                Queued::Exit(exit) if !self.traps_exits.load(Ordering::Relaxed) => {
                     // A normal end is nothing to a non-trapping actor; an abnormal one ends
                     // it before anything else (the first one does).
                     if !exit.reason.is_normal() && extra.kill.is_none() {
-                        extra.kill = Some(signal);
+                        extra.kill = Some(signal.into_signal());
                         self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
                     } else {
                         return;
@@ -346,18 +372,18 @@ impl Life {
 
 /// Asks `peer` to stop after what is queued now.
 pub(crate) fn request_ordered_stop(peer: &dyn Peer) {
-    peer.life().queue(|| peer.tail(), Signal::Stop, |_| true);
+    peer.life().queue(|| peer.tail(), Queued::Stop, |_| true);
 }
 
 /// Delivers the down notification of `monitor` to `to`, if it still holds that monitor.
 fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
     to.life().queue(
         || to.tail(),
-        Signal::Down(Box::new(Down {
+        Queued::Down(Down {
             monitor,
             id,
             reason,
-        })),
+        }),
         |extra| extra.monitoring.remove(&monitor).is_some(),
     );
 }
@@ -367,7 +393,7 @@ fn deliver_down(to: &dyn Peer, monitor: u64, id: ActorId, reason: ExitReason) {
 fn deliver_exit(to: &dyn Peer, from: ActorId, reason: ExitReason) {
     to.life().queue(
         || to.tail(),
-        Signal::Exit(Box::new(LinkExit { from, reason })),
+        Queued::Exit(LinkExit { from, reason }),
         |extra| extra.links.remove(&from.serial()).is_some(),
     );
 }
@@ -493,7 +519,7 @@ pub(crate) fn demonitor(watcher: &dyn Peer, monitor: Monitor) {
         if let Some(extra) = state.extra.as_mut() {
             extra.monitoring.remove(&monitor.id);
             extra.signals.retain(
-                |(_, signal)| !matches!(signal, Signal::Down(down) if down.monitor == monitor.id),
+                |(_, signal)| !matches!(signal, Queued::Down(down) if down.monitor == monitor.id),
             );
         }
     }
@@ -566,7 +592,7 @@ pub(crate) fn unlink(this: &dyn Peer, other: &dyn Peer) {
         let mut state = this.life().state.lock();
         if let Some(extra) = state.extra.as_mut() {
             extra.signals.retain(
-                |(_, signal)| !matches!(signal, Signal::Exit(exit) if exit.from == other_id),
+                |(_, signal)| !matches!(signal, Queued::Exit(exit) if exit.from == other_id),
             );
             if matches!(&extra.kill, Some(Signal::Exit(exit)) if exit.from == other_id) {
                 extra.kill = None;
