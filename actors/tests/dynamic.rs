@@ -290,6 +290,80 @@ async fn a_child_that_fails_to_start_is_refused(context: runtime::Context) {
     assert_eq!(made.load(Ordering::SeqCst), 1);
 }
 
+/// A child whose `on_start` failed is out of `children()` while its `on_stop` still runs,
+/// and terminating it then is `NoSuchChild`: it never started. Its end keeps its panic.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_refused_child_cannot_be_terminated(context: runtime::Context) {
+    use futures::channel::oneshot;
+
+    #[actor]
+    struct Lingering {
+        stopping: Option<oneshot::Sender<actors::ActorId>>,
+        go: Option<oneshot::Receiver<()>>,
+    }
+
+    #[actor]
+    impl Lingering {
+        fn on_start(&mut self) {
+            panic!("lingering fails to start");
+        }
+
+        async fn on_stop(&mut self, ctx: &mut Context<Self>) {
+            let _ = self.stopping.take().expect("one stop").send(ctx.id());
+            let _ = self.go.take().expect("one stop").await;
+        }
+    }
+
+    /// One turn of the scheduler.
+    async fn yield_once() {
+        let mut yielded = false;
+        std::future::poll_fn(|cx| {
+            if yielded {
+                std::task::Poll::Ready(())
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+
+    let supervisor = DynamicSupervisor::new("lingering_pool").spawn(&context);
+    let (stopping, stopped) = oneshot::channel();
+    let (go, gone) = oneshot::channel();
+    let slots = Arc::new(Mutex::new(Some((stopping, gone))));
+    let spec = ChildSpec::new(move || {
+        let (stopping, go) = slots.lock().take().expect("made once");
+        Lingering {
+            stopping: Some(stopping),
+            go: Some(go),
+        }
+    });
+    let starting = {
+        let supervisor = supervisor.clone();
+        context.spawn(move |_| async move { supervisor.start_child(spec).await.map(|_| ()) })
+    };
+    let id = stopped.await.unwrap();
+    // The caller heard of the failure and took the child out of the registry.
+    while supervisor.count() != 0 {
+        yield_once().await;
+    }
+    assert_eq!(
+        supervisor.terminate_child(id).await,
+        Err(Error::NoSuchChild {
+            supervisor: "lingering_pool",
+            id
+        })
+    );
+    go.send(()).unwrap();
+    assert_eq!(
+        starting.await.unwrap(),
+        Err(Error::Panicked { actor: "lingering" })
+    );
+    assert_eq!(supervisor.count(), 0);
+}
+
 /// The loop does not wait for a child's `on_start`: a child may start a sibling through its
 /// own supervisor while it starts (waiting there would deadlock a loop that waited for it).
 #[runtime::test(timeout = "20s")]

@@ -212,8 +212,12 @@ impl DynamicSupervisorRef {
         match is_started.await {
             Ok(true) => Ok(A::Ref::from(actor_ref)),
             Ok(false) => {
-                // Its `on_start` (or factory) panicked: the loop removes it when its report
-                // arrives, after its `on_stop`, and only then ends its mailbox.
+                // Its `on_start` (or factory) panicked: out of the registry now (so nobody
+                // terminates a child that never started), and removed when its report
+                // arrives, after its `on_stop`, which ends its mailbox.
+                let _ = self
+                    .control
+                    .unbounded_send(Event::Refused { id: actor_ref.id() });
                 actor_ref.join().await;
                 Err(Error::Panicked { actor: A::LABEL })
             }
@@ -323,6 +327,14 @@ impl Dynamic {
             match event {
                 Event::Stop => break Ok(()),
                 Event::Start { child, started } => self.start_child(child, started, runtime),
+                Event::Refused { id } => {
+                    if let Some(&key) = self.keys.get(&id.serial())
+                        && self.first_runs.contains_key(&key)
+                    {
+                        self.keys.remove(&id.serial());
+                        self.registry.lock().children.remove(&key);
+                    }
+                }
                 Event::Terminate { id, done } => {
                     let key = self.keys.get(&id.serial()).copied();
                     let result = match key {

@@ -157,6 +157,11 @@ enum Event {
         child: Box<dyn Child>,
         started: oneshot::Sender<bool>,
     },
+    /// A dynamic supervisor's new child `id` failed to start, as its caller heard from it:
+    /// out of the registry at once, before its report (which follows its `on_stop`).
+    Refused {
+        id: ActorId,
+    },
     /// A dynamic supervisor is asked to stop the child `id` for good.
     Terminate {
         id: ActorId,
@@ -762,7 +767,7 @@ impl State {
                     (index, ended, reason)
                 }
                 // Only a dynamic supervisor is sent these.
-                Event::Start { .. } | Event::Terminate { .. } => continue,
+                Event::Start { .. } | Event::Refused { .. } | Event::Terminate { .. } => continue,
             };
             let slot = &mut self.slots[index];
             slot.running = None;
