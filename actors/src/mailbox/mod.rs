@@ -39,7 +39,7 @@ mod queue;
 use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
 use crate::{ActorId, Error, ExitReason};
 use parking_lot::Mutex;
-use queue::Queue;
+use queue::{Popped, Queue};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -344,20 +344,24 @@ impl<M: Send> Consumer<M> {
 
     /// The next message, a stop request or `Disconnected`, if one is there now.
     ///
-    /// Signals are looked at after the head message is found ready and before it is taken:
-    /// a signal queued before that message was pushed, by its sender or by anyone whose
-    /// actions the sender saw, is then visible (the pusher's `Release` stamp, acquired by
-    /// `ready`), and taken first if its stamp says so. A message that turns ready after the
-    /// look waits for the next call, which looks again.
+    /// Signals are looked at after the head message is found written and before it is
+    /// taken: a signal queued before that message was pushed, by its sender or by anyone
+    /// whose actions the sender saw, is then visible (the pusher's `Release` stamp, acquired
+    /// by the pop), and taken first if its stamp says so. With no message written, they are
+    /// looked at after.
     pub(crate) fn try_recv(&mut self) -> Option<Received<M>> {
         let mailbox = &*self.mailbox;
-        let ready = mailbox.queue.ready();
-        if let Some(received) = self.attend() {
-            return Some(received);
-        }
-        if ready && let Some(message) = mailbox.queue.pop() {
-            mailbox.return_permit();
-            return Some(Received::Message(message));
+        match mailbox.queue.pop_unless(|| self.attend()) {
+            Popped::Value(message) => {
+                mailbox.return_permit();
+                return Some(Received::Message(message));
+            }
+            Popped::Deferred(first) => return Some(first),
+            Popped::Empty => {
+                if let Some(received) = self.attend() {
+                    return Some(received);
+                }
+            }
         }
         if mailbox.is_closed() {
             return Some(Received::Disconnected);

@@ -52,6 +52,15 @@ pub(crate) struct Queue<T> {
     len: usize,
 }
 
+/// What [`Queue::pop_unless`] found.
+pub(crate) enum Popped<T, D> {
+    Value(T),
+    /// Nothing written at the head (empty, or a push that has not written yet).
+    Empty,
+    /// A value waits at the head, left there for what the caller takes first.
+    Deferred(D),
+}
+
 // SAFETY: values move between threads through the queue (so `T: Send` is required), and a
 // slot's value is reached only by the single push or pop that owns its stamp (module doc).
 unsafe impl<T: Send> Send for Queue<T> {}
@@ -148,25 +157,35 @@ impl<T> Queue<T> {
         self.head.load(Ordering::Relaxed)
     }
 
-    /// Whether the value at the head is written: a pop now takes it (unless a drain does).
-    /// `Acquire`, like the pop's own load: what its pusher did before the push is visible to
-    /// the caller afterwards.
-    #[inline]
-    pub(crate) fn ready(&self) -> bool {
-        let head = self.head.load(Ordering::Relaxed);
-        self.slot(head)
-            .is_some_and(|slot| slot.stamp.load(Ordering::Acquire) == head.wrapping_add(1))
-    }
-
     /// Takes the oldest value, if any.
     pub(crate) fn pop(&self) -> Option<T> {
+        match self.pop_unless(|| None::<()>) {
+            Popped::Value(value) => Some(value),
+            Popped::Empty | Popped::Deferred(()) => None,
+        }
+    }
+
+    /// Takes the oldest value, unless `defer` (asked once, after the value is found written
+    /// and before it is taken) gives something to take first instead, which it returns. `defer`
+    /// runs after the `Acquire` load of the value's stamp: whatever its pusher did before the
+    /// push is visible to it.
+    #[inline]
+    pub(crate) fn pop_unless<D>(&self, defer: impl FnOnce() -> Option<D>) -> Popped<T, D> {
+        let mut defer = Some(defer);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // No block yet: no push has reached this slot.
-            let slot = self.slot(head)?;
+            let Some(slot) = self.slot(head) else {
+                return Popped::Empty;
+            };
             let stamp = slot.stamp.load(Ordering::Acquire);
             let full = head.wrapping_add(1);
             if stamp == full {
+                if let Some(defer) = defer.take()
+                    && let Some(first) = defer()
+                {
+                    return Popped::Deferred(first);
+                }
                 match self.head.compare_exchange_weak(
                     head,
                     full,
@@ -182,13 +201,13 @@ impl<T> Queue<T> {
                             .with(|cell| unsafe { (*cell).assume_init_read() });
                         slot.stamp
                             .store(head.wrapping_add(self.len), Ordering::Release);
-                        return Some(value);
+                        return Popped::Value(value);
                     }
                     Err(current) => head = current,
                 }
             } else if stamp == head {
                 // Empty at this cursor; a push may have won it but not yet written.
-                return None;
+                return Popped::Empty;
             } else {
                 std::hint::spin_loop();
                 head = self.head.load(Ordering::Relaxed);
