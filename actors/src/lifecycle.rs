@@ -555,11 +555,10 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
         match &state.ended {
             Some(ended) => Some(ended.reason()),
             None => {
+                // Keyed by serial: `other` linking to `this` at the same moment leaves one
+                // entry either way.
                 let extra = state.extra.get_or_insert_with(Box::default);
-                // `other` may be linking to `this` at the same moment: one entry either way.
-                if !extra.links.contains_key(&this_id.serial()) {
-                    extra.links.insert(this_id.serial(), Arc::downgrade(this));
-                }
+                extra.links.insert(this_id.serial(), Arc::downgrade(this));
                 None
             }
         }
@@ -851,6 +850,19 @@ mod models {
     use super::*;
     use crate::mailbox::{Mailbox, Received};
 
+    /// The linked exits `mailbox` holds now, taken by its consumer; it holds nothing else.
+    fn exits_heard(mailbox: &Arc<Mailbox<u8>>) -> usize {
+        let mut consumer = mailbox.consumer().expect("the first consumer");
+        let mut exits = 0;
+        while let Some(received) = consumer.try_recv() {
+            match received {
+                Received::Signal(Signal::Exit(_)) => exits += 1,
+                _ => unreachable!("only a linked actor's exit is sent"),
+            }
+        }
+        exits
+    }
+
     /// Two actors link each other at the same moment, then one ends abnormally: the other
     /// (which traps exits) hears of it exactly once.
     #[test]
@@ -868,15 +880,7 @@ mod models {
             link(&a_peer, b_peer);
             other.join().unwrap();
             b.end(ExitReason::Panicked("boom".into()));
-            let mut consumer = a.consumer().expect("the first consumer");
-            let mut exits = 0;
-            while let Some(received) = consumer.try_recv() {
-                match received {
-                    Received::Signal(Signal::Exit(_)) => exits += 1,
-                    _ => unreachable!("only b's exit is sent"),
-                }
-            }
-            assert_eq!(exits, 1, "one link, one exit");
+            assert_eq!(exits_heard(&a), 1, "one link, one exit");
         });
     }
 
@@ -897,14 +901,7 @@ mod models {
             };
             link(&a_peer, b.clone());
             ender.join().unwrap();
-            let mut consumer = b.consumer().expect("the first consumer");
-            let mut exits = 0;
-            while let Some(received) = consumer.try_recv() {
-                match received {
-                    Received::Signal(Signal::Exit(_)) => exits += 1,
-                    _ => unreachable!("only a's exit is sent"),
-                }
-            }
+            let exits = exits_heard(&b);
             let linked = b
                 .life
                 .state

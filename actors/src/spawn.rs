@@ -12,7 +12,7 @@
 use crate::actor::{Exit, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::{ActorMetrics, Families};
-use crate::{Actor, ActorId, Context, Placement, Ref};
+use crate::{Actor, ActorId, Context, ExitReason, Placement, Ref};
 use runtime::Spawner as _;
 use std::sync::Arc;
 
@@ -44,10 +44,10 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
         context,
         mailbox,
         |_| {},
-        move |exit, _| {
+        move |exit, reason, _| {
             // Asks still queued resolve, and joiners learn the reason, before a panic goes on
             // to the runtime.
-            ending.end(exit.reason());
+            ending.end(reason);
             if let Exit::Panicked(payload) = exit {
                 std::panic::resume_unwind(payload);
             }
@@ -56,29 +56,30 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     A::Ref::from(actor_ref)
 }
 
-/// An incarnation's metrics and what to call when it ends: with its exit, or with
-/// `Exit::Aborted` if dropped first, and whether its `on_start` had returned. Counts the exit
-/// either way.
-struct OnEnd<F: FnOnce(Exit, bool)> {
+/// An incarnation's metrics and what to call when it ends: with its exit (or
+/// `Exit::Aborted` if dropped first), that exit's reason, and whether its `on_start` had
+/// returned. Counts the exit either way.
+struct OnEnd<F: FnOnce(Exit, ExitReason, bool)> {
     metrics: ActorMetrics,
     began: bool,
     ended: Option<F>,
 }
 
-impl<F: FnOnce(Exit, bool)> OnEnd<F> {
+impl<F: FnOnce(Exit, ExitReason, bool)> OnEnd<F> {
     fn call(mut self, exit: Exit) {
         self.end(exit);
     }
 
     fn end(&mut self, exit: Exit) {
         if let Some(ended) = self.ended.take() {
-            self.metrics.exit(&exit.reason());
-            ended(exit, self.began);
+            let reason = exit.reason();
+            self.metrics.exit(&reason);
+            ended(exit, reason, self.began);
         }
     }
 }
 
-impl<F: FnOnce(Exit, bool)> Drop for OnEnd<F> {
+impl<F: FnOnce(Exit, ExitReason, bool)> Drop for OnEnd<F> {
     fn drop(&mut self) {
         self.end(Exit::Aborted);
     }
@@ -86,15 +87,15 @@ impl<F: FnOnce(Exit, bool)> Drop for OnEnd<F> {
 
 /// Spawns one incarnation of `actor` on `mailbox`, in the scope node its label shares under
 /// `context`, with its placement: `started` runs once `on_start` returned (`true`) or
-/// panicked, and `ended` gets how it ended (`Exit::Aborted` if its future is dropped first)
-/// and whether `on_start` had returned. Unsupervised actors and supervised children both
+/// panicked, and `ended` gets how it ended (`Exit::Aborted` if its future is dropped first),
+/// with its reason, and whether `on_start` had returned. Unsupervised actors and supervised children both
 /// start here.
 pub(crate) fn spawn_incarnation<A: Actor>(
     actor: A,
     context: &runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
     started: impl FnOnce(bool) + Send + 'static,
-    ended: impl FnOnce(Exit, bool) + Send + 'static,
+    ended: impl FnOnce(Exit, ExitReason, bool) + Send + 'static,
 ) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
     let mut ended = OnEnd {

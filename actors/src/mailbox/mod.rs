@@ -727,14 +727,20 @@ mod tests {
 mod models {
     use super::*;
 
+    /// A two-message mailbox with one ref, and its consumer.
+    fn referenced() -> (Arc<Mailbox<u8>>, Consumer<u8>) {
+        let mailbox = Mailbox::new(2, ActorId::next("test"));
+        mailbox.add_sender();
+        let consumer = mailbox.consumer().expect("the first consumer");
+        (mailbox, consumer)
+    }
+
     /// A push racing the consumer's parking: either the consumer's last look finds the
     /// message, or the push sees the parked bit and wakes it. Never neither (a lost wake).
     #[test]
     fn a_push_racing_the_consumer_parking_is_never_lost() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2, ActorId::next("test"));
-            mailbox.add_sender();
-            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let (mailbox, mut consumer) = referenced();
             let producer = {
                 let mailbox = mailbox.clone();
                 loom::thread::spawn(move || {
@@ -753,9 +759,7 @@ mod models {
     #[test]
     fn an_upgrade_racing_the_last_drop_never_loses_its_message() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2, ActorId::next("test"));
-            mailbox.add_sender();
-            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let (mailbox, mut consumer) = referenced();
             let upgrader = {
                 let mailbox = mailbox.clone();
                 loom::thread::spawn(move || {
@@ -787,9 +791,7 @@ mod models {
     #[test]
     fn a_signal_queued_before_a_message_is_received_before_it() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2, ActorId::next("test"));
-            mailbox.add_sender();
-            let mut consumer = mailbox.consumer().expect("the first consumer");
+            let (mailbox, mut consumer) = referenced();
             let producer = {
                 let mailbox = mailbox.clone();
                 loom::thread::spawn(move || {

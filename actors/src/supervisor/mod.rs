@@ -307,13 +307,13 @@ impl<A: Actor> Child for ActorChild<A> {
             scope,
             self.mailbox.clone(),
             started,
-            move |exit, began| {
+            move |exit, reason, began| {
                 let ended = if began {
                     Ended::of(&exit)
                 } else {
                     Ended::FailedToStart
                 };
-                reporter.report(ended, exit.reason());
+                reporter.report(ended, reason);
                 // Held by the future until here; an aborted one drops it with the future.
                 drop(incarnation);
             },
