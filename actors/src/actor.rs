@@ -47,6 +47,9 @@ pub trait Declared: Sized + Send + 'static {
     const MAILBOX: usize;
     /// Where the actor runs.
     const PLACEMENT: Placement;
+    /// The deadline of every ask to the actor unless the ask sets its own (`#[actor(ask_timeout
+    /// = "5s")]`); none by default.
+    const ASK_TIMEOUT: Option<std::time::Duration> = None;
 }
 
 /// An actor: state with message handlers, run one message at a time. Implemented by

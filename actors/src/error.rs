@@ -17,6 +17,9 @@ pub enum Error {
         /// The actor's label.
         actor: &'static str,
     },
+    /// An ask's deadline (its `.timeout(..)`, or the actor's `ask_timeout`) passed before the
+    /// reply came. A message already queued is still handled; its reply is discarded.
+    Timeout,
     /// A dynamic supervisor already has its `max_children`: nothing was started.
     TooManyChildren {
         /// The supervisor's label.
@@ -44,6 +47,7 @@ impl std::fmt::Display for Error {
                     "the actor `{actor}` panicked while it handled the message"
                 )
             }
+            Error::Timeout => write!(f, "the ask's deadline passed before the actor replied"),
             Error::TooManyChildren { supervisor, max } => write!(
                 f,
                 "the supervisor `{supervisor}` already runs its maximum of {max} children: \

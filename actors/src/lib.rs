@@ -81,7 +81,7 @@ pub use error::Error;
 pub use exit::ExitReason;
 pub use id::ActorId;
 pub use lifecycle::Monitor;
-pub use refs::{ActorHandle, Join, PeerHandle, Ref, Reply, WeakRef};
+pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
 pub use runtime_macros::actor;
 pub use spawn::spawn;
 
@@ -92,6 +92,14 @@ pub mod prelude {
     pub use crate::ActorHandle as _;
     pub use crate::actor;
     pub use runtime::prelude::*;
+}
+
+/// Reply channels (one per ask in flight or answered but not yet received) alive in the
+/// process now, in debug builds; `None` in release builds, which do not count them. For
+/// tests that check asks leave nothing behind.
+#[doc(hidden)]
+pub fn __live_reply_slots() -> Option<usize> {
+    oneshot::live()
 }
 
 /// What generated code names. Not part of the public API.

@@ -31,6 +31,7 @@ pub(crate) struct Families {
     restarts: Family<Label, Counter>,
     running: Family<Label, Gauge>,
     exits: Family<[(&'static str, &'static str); 2], Counter>,
+    ask_timeouts: Family<Label, Counter>,
     /// Each label's handles, looked up once: a spawn then clones four handles instead of
     /// hashing its label into four families. Labels are `'static`, so the list is bounded by
     /// the program's labels.
@@ -45,6 +46,7 @@ struct Handles {
     depth: Gauge,
     running: Gauge,
     restarts: Counter,
+    ask_timeouts: Counter,
     /// The runtime's exit family (a shared handle), and this label's counter for each
     /// reason, looked up in it on the first exit of that kind (so only reasons that
     /// happened show).
@@ -77,6 +79,7 @@ impl Families {
                 restarts: Family::default(),
                 running: Family::default(),
                 exits: Family::default(),
+                ask_timeouts: Family::default(),
                 labels: Default::default(),
             };
             registry.register(
@@ -110,6 +113,11 @@ impl Families {
                  panicked, shutdown, linked)",
                 families.exits.clone(),
             );
+            registry.register(
+                "actor_ask_timeouts",
+                "Asks whose deadline passed before the reply, by actor label",
+                families.ask_timeouts.clone(),
+            );
             families
         })
     }
@@ -135,6 +143,7 @@ impl Families {
             depth: self.depth.get_or_create(&key).clone(),
             running: self.running.get_or_create(&key).clone(),
             restarts: self.restarts.get_or_create(&key).clone(),
+            ask_timeouts: self.ask_timeouts.get_or_create(&key).clone(),
         });
         labels.push((label, handles.clone()));
         handles
@@ -182,6 +191,11 @@ impl ActorMetrics {
         if self.unpublished >= FLUSH_EVERY {
             self.publish(queued);
         }
+    }
+
+    /// The label's counter of asks that timed out.
+    pub(crate) fn ask_timeouts(&self) -> Counter {
+        self.handles.ask_timeouts.clone()
     }
 
     /// Counts an end of this actor's incarnation for `reason`.

@@ -38,8 +38,23 @@ unsafe impl<T: Send> Send for Inner<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Inner<T> {}
 
+/// Channels alive now, in debug builds: what a test of a leak counts (a release build would
+/// pay a contended atomic per ask for it).
+#[cfg(debug_assertions)]
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Reply channels alive now; `None` in release builds, which do not count them.
+pub(crate) fn live() -> Option<usize> {
+    #[cfg(debug_assertions)]
+    return Some(LIVE.load(Ordering::SeqCst));
+    #[cfg(not(debug_assertions))]
+    None
+}
+
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        LIVE.fetch_sub(1, Ordering::SeqCst);
         // A value sent but never received is dropped with the channel.
         if self.state.load(Ordering::Acquire) & VALUE != 0 {
             // SAFETY: `VALUE` says the sender wrote the value, and nobody took it (taking it
@@ -63,6 +78,8 @@ pub(crate) struct Receiver<T> {
 pub(crate) struct Canceled;
 
 pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    #[cfg(debug_assertions)]
+    LIVE.fetch_add(1, Ordering::SeqCst);
     let inner = Arc::new(Inner {
         state: AtomicUsize::new(0),
         value: UnsafeCell::new(MaybeUninit::uninit()),

@@ -8,13 +8,14 @@
 //! one allocation (its reply channel); a tell none.
 
 use crate::lifecycle::{Peer, request_ordered_stop};
-use crate::mailbox::Mailbox;
+use crate::mailbox::{Mailbox, Sending};
 use crate::oneshot;
 use crate::{Actor, ActorId, Error, ExitReason};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// A handle to send messages to an actor of type `A`. Cloning it is an atomic increment.
 pub struct Ref<A: Actor> {
@@ -39,18 +40,22 @@ impl<A: Actor> Ref<A> {
         self.mailbox.try_send(message).map_err(|(error, _)| error)
     }
 
-    /// Sends the message `make` builds around a reply channel, waiting for room, and waits for
-    /// the reply.
-    pub async fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Result<R, Error> {
+    /// Builds the message `make` makes around a reply channel: the [`Ask`] sends it (waiting
+    /// for room) and waits for the reply, within the actor's `ask_timeout` if it has one or
+    /// the ask's own [`timeout`](Ask::timeout).
+    pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
         let (sender, receiver) = oneshot::channel();
         let reply = Reply {
             sender: Some(sender),
         };
-        self.mailbox.send(make(reply)).await?;
-        match receiver.await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(Panicked)) => Err(Error::Panicked { actor: A::LABEL }),
-            Err(oneshot::Canceled) => Err(Error::Closed),
+        Ask {
+            sending: Some(self.mailbox.send(make(reply))),
+            mailbox: &self.mailbox,
+            receiver,
+            deadline: match A::ASK_TIMEOUT {
+                Some(timeout) => Deadline::After(timeout),
+                None => Deadline::None,
+            },
         }
     }
 
@@ -119,6 +124,101 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
             .field("actor", &self.id())
             .field("queued", &self.mailbox.len())
             .field("closed", &self.mailbox.is_closed())
+            .finish()
+    }
+}
+
+/// An ask: resolves to the handler's reply, or to why there is none.
+///
+/// Its deadline, if it has one, runs from the first poll and covers both the wait for room
+/// in the mailbox and the wait for the reply. When it passes the ask resolves to
+/// [`Error::Timeout`]: a message still waiting for room is dropped, never queued; one
+/// already queued is still handled, and its reply is dropped with the reply channel when
+/// the handler sends it (nothing is kept for the asker that left). A deadline costs a timer
+/// registration only when the reply is not there on the first poll, and its removal.
+#[must_use = "an ask does nothing unless awaited"]
+pub struct Ask<'a, A: Actor, R> {
+    /// The send, until the message is queued.
+    sending: Option<Sending<'a, A::Message>>,
+    mailbox: &'a Mailbox<A::Message>,
+    receiver: oneshot::Receiver<Result<R, Panicked>>,
+    deadline: Deadline,
+}
+
+/// An ask's deadline: none, a duration from the first poll, or the sleep that counts it.
+enum Deadline {
+    None,
+    After(Duration),
+    Sleeping(runtime::Sleep),
+}
+
+impl<A: Actor, R> Ask<'_, A, R> {
+    /// Gives the ask a deadline of `timeout` from its first poll, in place of the actor's
+    /// `ask_timeout`; [`Duration::MAX`] means none.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.deadline = Deadline::After(timeout);
+        self
+    }
+
+    /// Whether the deadline passed; starts it on the first call.
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Deadline::After(timeout) = self.deadline {
+            if timeout == Duration::MAX {
+                self.deadline = Deadline::None;
+                return false;
+            }
+            self.deadline = Deadline::Sleeping(runtime::Sleep::new(timeout));
+        }
+        match &mut self.deadline {
+            Deadline::Sleeping(sleep) => Pin::new(sleep).poll(cx).is_ready(),
+            _ => false,
+        }
+    }
+}
+
+// Nothing is pinned: the send, the receiver and the sleep are all `Unpin`.
+impl<A: Actor, R> Unpin for Ask<'_, A, R> {}
+
+impl<A: Actor, R> Future for Ask<'_, A, R> {
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Some(sending) = &mut this.sending {
+            match Pin::new(sending).poll(cx) {
+                Poll::Ready(Ok(())) => this.sending = None,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return this.timed_out(cx),
+            }
+        }
+        match Pin::new(&mut this.receiver).poll(cx) {
+            Poll::Ready(Ok(Ok(value))) => Poll::Ready(Ok(value)),
+            Poll::Ready(Ok(Err(Panicked))) => Poll::Ready(Err(Error::Panicked { actor: A::LABEL })),
+            Poll::Ready(Err(oneshot::Canceled)) => Poll::Ready(Err(Error::Closed)),
+            Poll::Pending => this.timed_out(cx),
+        }
+    }
+}
+
+impl<A: Actor, R> Ask<'_, A, R> {
+    /// Pending, or `Timeout` (counted) once the deadline passed.
+    fn timed_out<T>(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
+        if !self.expired(cx) {
+            return Poll::Pending;
+        }
+        self.deadline = Deadline::None;
+        // The message, if not queued yet, goes now: it is never handled.
+        self.sending = None;
+        self.mailbox.count_ask_timeout();
+        Poll::Ready(Err(Error::Timeout))
+    }
+}
+
+impl<A: Actor, R> std::fmt::Debug for Ask<'_, A, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ask")
+            .field("actor", &self.mailbox.life.id())
+            .field("queued", &self.sending.is_none())
             .finish()
     }
 }

@@ -99,10 +99,12 @@ struct StructOptions {
     placement: Option<(Placement, Ident)>,
     mailbox: Option<(u64, Span)>,
     name: Option<(String, Span)>,
+    /// In milliseconds.
+    ask_timeout: Option<u64>,
 }
 
 const PLACEMENTS: &[&str] = &["dedicated", "blocking"];
-const OPTIONS: &[&str] = &["mailbox", "name"];
+const OPTIONS: &[&str] = &["mailbox", "name", "ask_timeout"];
 
 impl StructOptions {
     fn parse(args: TokenStream) -> syn::Result<Self> {
@@ -119,6 +121,7 @@ impl StructOptions {
             placement: None,
             mailbox: None,
             name: None,
+            ask_timeout: None,
         };
         for meta in metas {
             match meta {
@@ -179,12 +182,18 @@ impl StructOptions {
                             }
                             options.name = Some((label(&pair.value)?, pair.value.span()));
                         }
+                        "ask_timeout" => {
+                            if options.ask_timeout.is_some() {
+                                return Err(duplicate(span, "ask_timeout"));
+                            }
+                            options.ask_timeout = Some(ask_timeout(&pair.value)?);
+                        }
                         other => {
                             return Err(syn::Error::new(
                                 span,
                                 format!(
-                                    "unknown option `{other}`{}: #[actor] accepts `mailbox = N` \
-                                     and `name = \"label\"`",
+                                    "unknown option `{other}`{}: #[actor] accepts `mailbox = N`, \
+                                     `name = \"label\"` and `ask_timeout = \"5s\"`",
                                     did_you_mean(other, OPTIONS)
                                 ),
                             ));
@@ -235,6 +244,29 @@ fn mailbox(value: &Expr) -> syn::Result<u64> {
         )));
     }
     Ok(capacity)
+}
+
+/// `ask_timeout = "5s"`: milliseconds, from a positive whole number and a unit.
+fn ask_timeout(value: &Expr) -> syn::Result<u64> {
+    let text = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Some(text.value()),
+        _ => None,
+    };
+    text.as_deref()
+        .and_then(crate::options::duration_millis)
+        .ok_or_else(|| {
+            let shown = text.map_or_else(|| "this".to_string(), |text| format!("{text:?}"));
+            syn::Error::new(
+                value.span(),
+                format!(
+                    "`ask_timeout` takes a string with a positive whole number and a unit, \
+                     `ms`, `s` or `m` (such as `ask_timeout = \"5s\"`); {shown} is not one"
+                ),
+            )
+        })
 }
 
 fn label(value: &Expr) -> syn::Result<String> {
@@ -297,6 +329,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
                 placement: None,
                 mailbox: None,
                 name: None,
+                ask_timeout: None,
             },
             Some(error.into_compile_error()),
         ),
@@ -334,6 +367,12 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         Some(Placement::Dedicated) => quote!(Dedicated),
         Some(Placement::Blocking) => quote!(Blocking),
     };
+    let ask_timeout = options.ask_timeout.map(|millis| {
+        quote! {
+            const ASK_TIMEOUT: ::core::option::Option<::core::time::Duration> =
+                ::core::option::Option::Some(::core::time::Duration::from_millis(#millis));
+        }
+    });
     let ref_doc = format!(
         "A ref to the actor [`{name}`]: one method per handler (an ask), with `tell_` and \
          `try_` forms. Cheap to clone; the actor stops once every ref is dropped."
@@ -349,6 +388,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             const LABEL: &'static str = #label;
             const MAILBOX: usize = #mailbox;
             const PLACEMENT: ::actors::Placement = ::actors::Placement::#placement;
+            #ask_timeout
         }
 
         #[doc = #ref_doc]
@@ -398,6 +438,9 @@ struct Handler {
     variant: Ident,
     asyncness: bool,
     takes_context: bool,
+    /// It takes a `Reply<R>` last (a delegated reply): `R` is the ask's reply, and the
+    /// handler, not the generated arm, answers.
+    delegated: bool,
     /// Argument names (as written, or generated for patterns) and types, `Self` resolved.
     arguments: Vec<(Ident, Type)>,
     reply: Type,
@@ -550,18 +593,26 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             .map(|index| format_ident!("__argument_{}", index))
             .collect();
         let context = handler.takes_context.then(|| quote!(ctx,));
-        let call = quote!(#name::#method(self, #context #(#names),*));
+        let delegated = handler.delegated.then(|| quote!(__reply));
+        let call = quote!(#name::#method(self, #context #(#names,)* #delegated));
         let call = if handler.asyncness {
             quote!(#call.await)
         } else {
             call
         };
         let cfgs = &handler.cfgs;
+        let body = if handler.delegated {
+            quote!(#call;)
+        } else {
+            quote! {
+                let value = #call;
+                __reply.send(value);
+            }
+        };
         quote! {
             #(#cfgs)*
             #message::#variant(#(#names,)* __reply) => {
-                let value = #call;
-                __reply.send(value);
+                #body
             }
         }
     });
@@ -627,6 +678,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         let plain = method.unraw();
         let tell = format_ident!("tell_{}", plain);
         let attempt = format_ident!("try_{}", plain);
+        let forward = format_ident!("forward_{}", plain);
         let reply = &handler.reply;
         let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
         let parameters: Vec<_> = handler
@@ -640,6 +692,11 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         let tell_doc = format!(
             "Sends `{plain}` without waiting for its reply; waits while the mailbox is full."
         );
+        let forward_doc = format!(
+            "Sends `{plain}` with a reply handle taken from another ask (a delegated reply): \
+             the handler's answer goes to that ask's asker. Waits while the mailbox is full; \
+             if the send fails, the reply is dropped and its asker sees the error."
+        );
         let try_doc = format!(
             "Sends `{plain}` if the mailbox has room now, without waiting for its reply: \
              [`Error::Full`](::actors::Error::Full) if it has none."
@@ -647,14 +704,20 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         quote! {
             #(#cfgs)*
             #(#docs)*
-            #vis async fn #method(&self, #(#parameters),*) -> ::core::result::Result<#reply, ::actors::Error> {
-                self.0.ask(|__reply| #message::#variant(#(#names,)* __reply)).await
+            #vis fn #method(&self, #(#parameters),*) -> ::actors::Ask<'_, #name, #reply> {
+                self.0.ask(|__reply| #message::#variant(#(#names,)* __reply))
             }
 
             #(#cfgs)*
             #[doc = #tell_doc]
             #vis async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
                 self.0.send(#message::#variant(#(#names,)* ::actors::Reply::none())).await
+            }
+
+            #(#cfgs)*
+            #[doc = #forward_doc]
+            #vis async fn #forward(&self, #(#parameters,)* __reply: ::actors::Reply<#reply>) -> ::core::result::Result<(), ::actors::Error> {
+                self.0.send(#message::#variant(#(#names,)* __reply)).await
             }
 
             #(#cfgs)*
@@ -856,6 +919,24 @@ fn hook(method: &ImplItemFn, kind: HookKind) -> syn::Result<Hook> {
     })
 }
 
+/// `R` if `ty` is `Reply<R>` (by its last segment, as `actors::Reply<R>`): a delegated reply.
+fn reply_of(ty: &Type) -> Option<Type> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let segment = path.path.segments.last()?;
+    if segment.ident != "Reply" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(arguments) = &segment.arguments else {
+        return None;
+    };
+    match arguments.args.iter().collect::<Vec<_>>().as_slice() {
+        [syn::GenericArgument::Type(reply)] => Some(reply.clone()),
+        _ => None,
+    }
+}
+
 /// Whether `ty` is a path whose last segment is `name` (such as `actors::ActorId`).
 fn is_named(ty: &Type, name: &str) -> bool {
     match ty {
@@ -894,12 +975,28 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
     }
     let mut arguments = Vec::new();
     let mut takes_context = false;
+    let mut delegated: Option<Type> = None;
+    let count = method.sig.inputs.len() - 1;
     for (index, input) in method.sig.inputs.iter().skip(1).enumerate() {
         let FnArg::Typed(argument) = input else {
             continue;
         };
         if index == 0 && is_context(&argument.ty) {
             takes_context = true;
+            continue;
+        }
+        if let Some(reply) = reply_of(&argument.ty) {
+            if index + 1 != count {
+                return Err(syn::Error::new(
+                    argument.ty.span(),
+                    format!(
+                        "handler `{name}` takes its `Reply` before other arguments: the reply \
+                         handle is the last argument"
+                    ),
+                ));
+            }
+            check_owned(&name, &reply)?;
+            delegated = Some(resolve_self(&reply, actor));
             continue;
         }
         check_owned(&name, &argument.ty)?;
@@ -911,9 +1008,19 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
         };
         arguments.push((argument_name, resolve_self(&argument.ty, actor)));
     }
-    let reply = match &method.sig.output {
-        ReturnType::Default => syn::parse_quote!(()),
-        ReturnType::Type(_, ty) => {
+    let reply = match (&method.sig.output, delegated.clone()) {
+        (ReturnType::Default, Some(reply)) => reply,
+        (ReturnType::Type(_, ty), Some(_)) => {
+            return Err(syn::Error::new(
+                ty.span(),
+                format!(
+                    "handler `{name}` takes a `Reply`, so it answers through it: it returns \
+                     nothing (the ask resolves to what is sent on the reply)"
+                ),
+            ));
+        }
+        (ReturnType::Default, None) => syn::parse_quote!(()),
+        (ReturnType::Type(_, ty), None) => {
             check_owned(&name, ty)?;
             resolve_self(ty, actor)
         }
@@ -931,6 +1038,7 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
         name,
         asyncness: method.sig.asyncness.is_some(),
         takes_context,
+        delegated: delegated.is_some(),
         arguments,
         reply,
         docs: attributes(&["doc"]),

@@ -82,7 +82,7 @@ pub use runner::Runner;
 pub use stop::Signal;
 pub use storage::{ReadOptions, WriteOptions};
 pub use task::Handle;
-pub use time::TimeoutWheel;
+pub use time::{Sleep, TimeoutWheel};
 
 /// The capability traits, imported anonymously so their methods work without clashing with
 /// other names.

@@ -43,8 +43,8 @@ use queue::{Popped, Queue};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 const CLOSED: usize = 1;
@@ -70,6 +70,8 @@ pub(crate) struct Mailbox<M> {
     waiting: AtomicUsize,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
     waiters: Mutex<Option<Box<Waiters>>>,
+    /// The label's `actor_ask_timeouts_total`, set when the actor is first spawned.
+    pub(crate) ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
 }
 
 #[derive(Default)]
@@ -102,7 +104,15 @@ impl<M: Send> Mailbox<M> {
             consumer_taken: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
             waiters: Mutex::new(None),
+            ask_timeouts: OnceLock::new(),
         })
+    }
+
+    /// Counts an ask to this actor whose deadline passed.
+    pub(crate) fn count_ask_timeout(&self) {
+        if let Some(counter) = self.ask_timeouts.get() {
+            counter.inc();
+        }
     }
 
     /// Messages queued now (a snapshot).
