@@ -70,6 +70,10 @@ pub trait Actor: Declared {
     /// declares that hook) instead of ending this actor too.
     const TRAPS_EXITS: bool = false;
 
+    /// The message that runs `call` on the actor (a timer's tick, a stream's item); generated.
+    #[doc(hidden)]
+    fn __call(call: crate::timer::Call<Self>) -> Self::Message;
+
     /// Runs the handler `message` is for.
     fn handle(
         &mut self,

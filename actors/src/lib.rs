@@ -74,6 +74,7 @@ mod refs;
 mod spawn;
 pub mod supervisor;
 mod sync;
+mod timer;
 
 pub use actor::{Actor, Declared, Placement};
 pub use context::Context;
@@ -84,6 +85,7 @@ pub use lifecycle::Monitor;
 pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
 pub use runtime_macros::actor;
 pub use spawn::spawn;
+pub use timer::{Attachment, Timer};
 
 /// What actor code needs in scope: the `#[actor]` attribute, the actor traits (anonymously)
 /// and the runtime's prelude.
@@ -105,5 +107,6 @@ pub fn __live_reply_slots() -> Option<usize> {
 /// What generated code names. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::timer::Call;
     pub use runtime;
 }

@@ -754,6 +754,8 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         #[allow(non_camel_case_types, private_interfaces)]
         pub enum #message {
             #(#variants,)*
+            /// A closure run on the actor: a timer's tick, an attached stream's item.
+            __Call(::actors::__private::Call<#name>),
         }
 
         impl ::actors::Actor for #name {
@@ -761,9 +763,14 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             type Ref = #ref_name;
 
             #[allow(unused_variables)]
+            fn __call(call: ::actors::__private::Call<Self>) -> #message {
+                #message::__Call(call)
+            }
+
             async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message) {
                 match message {
                     #(#arms)*
+                    #message::__Call(call) => call.run(self, ctx),
                 }
             }
 

@@ -44,3 +44,41 @@ fn main() {
         assert_eq!(ask.timeout(Duration::MAX).await, Ok(10));
     });
 }
+
+/// Timers and an attached stream, from hooks and handlers.
+#[actor]
+struct Ticker {
+    ticks: u64,
+    timer: Option<actors::Timer>,
+}
+
+#[actor]
+impl Ticker {
+    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        self.timer = Some(ctx.run_every(Duration::from_millis(10), |this, _| this.ticks += 1));
+        ctx.run_after(Duration::from_millis(5), |this, ctx| {
+            this.ticks += 100;
+            let _ = ctx.id();
+        });
+        let _attached: actors::Attachment = ctx.attach_with_end(
+            futures::stream::iter(0..3_u64),
+            |this, _, item| this.ticks += item,
+            |_, _| {},
+        );
+    }
+
+    fn stop_ticking(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            timer.cancel();
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn ticker(context: &runtime::Context) -> TickerRef {
+    Ticker {
+        ticks: 0,
+        timer: None,
+    }
+    .spawn(context)
+}

@@ -1,0 +1,305 @@
+//! Work an actor schedules on itself: timers (`Context::run_after`, `Context::run_every`)
+//! and attached streams (`Context::attach`). Each arrives as a [`Call`], a closure queued in
+//! the actor's mailbox like any message and run on the actor by its loop.
+//!
+//! Invariants:
+//! - A timer or attachment is a task spawned from the actor's runtime context, so it is
+//!   aborted when the incarnation that made it ends. Its `Schedule` is then marked
+//!   cancelled (by the task's drop guard), and a call of it still queued (for a restarted
+//!   actor's next incarnation) does nothing when it runs.
+//! - It holds the mailbox but is not a ref: before each send it takes a sender count only if
+//!   the count is above zero (as `WeakRef::upgrade`), and drops it once the call is queued.
+//!   An actor nobody else can reach ends, and its timers with it.
+//! - An interval has at most one tick queued: `pending` is set when a tick is sent and
+//!   cleared when it runs; a deadline that finds it set is skipped (missed ticks are not made
+//!   up). A tick that finds the mailbox full waits for room, and no other tick is due while
+//!   it waits.
+//! - An attached stream is polled for its next item only once the previous one is queued:
+//!   at most one item is taken ahead of room in the mailbox, so a full mailbox holds the
+//!   producer back.
+
+use crate::mailbox::Mailbox;
+use crate::{Actor, Context};
+use futures::{Stream, StreamExt as _};
+use runtime::Spawner as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A closure run on the actor in mailbox order (a timer's tick, an attached stream's item).
+/// Not part of the public API: generated message enums carry it.
+#[doc(hidden)]
+pub struct Call<A: Actor>(Box<Closure<A>>);
+
+/// What a [`Call`] runs.
+type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
+
+impl<A: Actor> Call<A> {
+    fn new(call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static) -> Self {
+        Call(Box::new(call))
+    }
+
+    /// Runs the closure on `actor`.
+    pub fn run(self, actor: &mut A, ctx: &mut Context<A>) {
+        (self.0)(actor, ctx);
+    }
+}
+
+/// The state a timer or attachment shares with its calls.
+#[derive(Default)]
+struct Schedule {
+    cancelled: AtomicBool,
+    /// An interval's tick is queued and has not run yet.
+    pending: AtomicBool,
+}
+
+/// Marks the schedule cancelled when the task's future is dropped (finished or aborted),
+/// unless disarmed: a last call queued marks it when it runs.
+struct CancelOnDrop {
+    schedule: Arc<Schedule>,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    fn new(schedule: &Arc<Schedule>) -> Self {
+        CancelOnDrop {
+            schedule: schedule.clone(),
+            armed: true,
+        }
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.schedule.cancelled.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// A handle on a timer or an attached stream. [`cancel`](Self::cancel) stops it; dropping
+/// the handle leaves it running until the actor stops.
+pub struct Timer {
+    schedule: Arc<Schedule>,
+    task: runtime::Handle<()>,
+}
+
+impl Timer {
+    /// Stops it: no tick (or item) runs on the actor from now on, not even one already
+    /// queued. Cancelling twice, or after it finished, does nothing.
+    pub fn cancel(&self) {
+        self.schedule.cancelled.store(true, Ordering::Release);
+        self.task.abort();
+    }
+
+    /// Whether it was cancelled, or finished (a one-shot timer that ran, a stream that
+    /// ended, an actor that stopped).
+    pub fn is_finished(&self) -> bool {
+        self.schedule.cancelled.load(Ordering::Acquire)
+    }
+}
+
+/// The handle [`Context::attach`] returns: the same as a timer's.
+pub type Attachment = Timer;
+
+impl std::fmt::Debug for Timer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timer")
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+/// A sender count taken only while the actor is reachable (see the module invariants).
+struct Reachable<'a, M: Send>(&'a Mailbox<M>);
+
+impl<'a, M: Send> Reachable<'a, M> {
+    fn new(mailbox: &'a Mailbox<M>) -> Option<Self> {
+        mailbox.try_add_sender().then_some(Reachable(mailbox))
+    }
+}
+
+impl<M: Send> Drop for Reachable<'_, M> {
+    fn drop(&mut self) {
+        self.0.remove_sender();
+    }
+}
+
+/// Queues `call` unless the schedule was cancelled or the actor is unreachable or gone;
+/// returns whether it did.
+async fn deliver<A: Actor>(mailbox: &Mailbox<A::Message>, call: Call<A>) -> bool {
+    let Some(_reachable) = Reachable::new(mailbox) else {
+        return false;
+    };
+    mailbox.send(A::__call(call)).await.is_ok()
+}
+
+/// The next deadline of an interval that started at `start`: the first multiple of `period`
+/// after both `previous` and now (missed deadlines are skipped, not made up).
+fn next_deadline(start: Instant, previous: Instant, period: Duration, now: Instant) -> Instant {
+    let next = previous + period;
+    if next > now {
+        return next;
+    }
+    let elapsed = now.duration_since(start).as_nanos();
+    let periods = elapsed / period.as_nanos() + 1;
+    start + Duration::from_nanos((periods * period.as_nanos()) as u64)
+}
+
+impl<A: Actor> Context<A> {
+    /// Runs `call` on this actor once, `delay` from now, in mailbox order (queued behind
+    /// what is queued by then, waiting for room if the mailbox is full). Cancelled by the
+    /// returned [`Timer`] or when the actor stops; it does not keep the actor alive.
+    pub fn run_after(
+        &self,
+        delay: Duration,
+        call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
+    ) -> Timer {
+        let schedule = Arc::new(Schedule::default());
+        let shared = schedule.clone();
+        let mailbox = self.mailbox().clone();
+        let task = self.runtime().clone().spawn(move |_| async move {
+            let mut finished = CancelOnDrop::new(&shared);
+            runtime::Sleep::new(delay).await;
+            let guard = shared.clone();
+            let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                // Marks the timer finished as it runs, unless it was cancelled first.
+                if !guard.cancelled.swap(true, Ordering::AcqRel) {
+                    call(actor, ctx);
+                }
+            });
+            if shared.cancelled.load(Ordering::Acquire) {
+                return;
+            }
+            // Queued, the call marks the timer finished when it runs.
+            finished.armed = !deliver(&mailbox, call).await;
+        });
+        Timer { schedule, task }
+    }
+
+    /// Runs `tick` on this actor every `period` (the first `period` from now), in mailbox
+    /// order, until the returned [`Timer`] is cancelled or the actor stops; it does not keep
+    /// the actor alive. At most one tick is ever queued: a tick that finds the mailbox full
+    /// waits for room, and deadlines that pass while a tick is still queued are skipped.
+    /// A zero `period` is taken as one millisecond.
+    pub fn run_every(
+        &self,
+        period: Duration,
+        tick: impl FnMut(&mut A, &mut Context<A>) + Send + 'static,
+    ) -> Timer {
+        let period = period.max(Duration::from_millis(1));
+        let schedule = Arc::new(Schedule::default());
+        let shared = schedule.clone();
+        let mailbox = self.mailbox().clone();
+        let tick = Arc::new(parking_lot::Mutex::new(tick));
+        let task = self.runtime().clone().spawn(move |_| async move {
+            let _finished = CancelOnDrop::new(&shared);
+            let start = Instant::now();
+            let mut deadline = start + period;
+            loop {
+                runtime::Sleep::new(deadline.saturating_duration_since(Instant::now())).await;
+                if shared.cancelled.load(Ordering::Acquire) {
+                    return;
+                }
+                if !shared.pending.swap(true, Ordering::AcqRel) {
+                    let (guard, tick) = (shared.clone(), tick.clone());
+                    let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                        if guard.cancelled.load(Ordering::Acquire) {
+                            return;
+                        }
+                        guard.pending.store(false, Ordering::Release);
+                        (tick.lock())(actor, ctx);
+                    });
+                    if !deliver(&mailbox, call).await {
+                        return;
+                    }
+                }
+                deadline = next_deadline(start, deadline, period, Instant::now());
+            }
+        });
+        Timer { schedule, task }
+    }
+
+    /// Handles each item of `stream` on this actor with `on_item`, in mailbox order with its
+    /// other messages, until the stream ends, the returned [`Timer`] is cancelled or the
+    /// actor stops (which drops the stream). The stream is polled for its next item only
+    /// once the previous one is queued, so a full mailbox holds the producer back (at most
+    /// one item is taken ahead of room). Use [`attach_with_end`](Self::attach_with_end) to
+    /// hear of the end.
+    pub fn attach<S>(
+        &self,
+        stream: S,
+        on_item: impl Fn(&mut A, &mut Context<A>, S::Item) + Send + Sync + 'static,
+    ) -> Attachment
+    where
+        S: Stream + Send + 'static,
+        S::Item: Send + 'static,
+    {
+        self.attach_with_end(stream, on_item, |_, _| {})
+    }
+
+    /// [`attach`](Self::attach), and `on_end` runs on the actor once, in mailbox order after
+    /// the last item, when the stream ends (not when it is cancelled or the actor stops).
+    pub fn attach_with_end<S>(
+        &self,
+        stream: S,
+        on_item: impl Fn(&mut A, &mut Context<A>, S::Item) + Send + Sync + 'static,
+        on_end: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
+    ) -> Attachment
+    where
+        S: Stream + Send + 'static,
+        S::Item: Send + 'static,
+    {
+        let schedule = Arc::new(Schedule::default());
+        let shared = schedule.clone();
+        let mailbox = self.mailbox().clone();
+        let on_item = Arc::new(on_item);
+        let task = self.runtime().clone().spawn(move |_| async move {
+            let mut finished = CancelOnDrop::new(&shared);
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                let (guard, on_item) = (shared.clone(), on_item.clone());
+                let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                    if !guard.cancelled.load(Ordering::Acquire) {
+                        on_item(actor, ctx, item);
+                    }
+                });
+                if !deliver(&mailbox, call).await {
+                    return;
+                }
+            }
+            let guard = shared.clone();
+            let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                if !guard.cancelled.swap(true, Ordering::AcqRel) {
+                    on_end(actor, ctx);
+                }
+            });
+            // Queued, the end call marks the attachment finished when it runs.
+            finished.armed = !deliver(&mailbox, call).await;
+        });
+        Timer { schedule, task }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interval_skips_the_deadlines_it_missed() {
+        let start = Instant::now();
+        let period = Duration::from_millis(10);
+        let first = start + period;
+        // On time: the next period.
+        assert_eq!(
+            next_deadline(start, first, period, first),
+            start + period * 2
+        );
+        // 35 ms in: the deadlines at 20 and 30 ms are skipped.
+        let late = start + Duration::from_millis(35);
+        assert_eq!(
+            next_deadline(start, first, period, late),
+            start + period * 4
+        );
+    }
+}
