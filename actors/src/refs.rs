@@ -136,6 +136,11 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
 /// already queued is still handled, and its reply is dropped with the reply channel when
 /// the handler sends it (nothing is kept for the asker that left). A deadline costs a timer
 /// registration only when the reply is not there on the first poll, and its removal.
+///
+/// The deadline is a runtime timer: an ask with one must be polled on a runtime thread (a
+/// pool worker, a dedicated or blocking task), or it panics as a runtime `Sleep` does. An
+/// ask without one needs no runtime. A reply forwarded to another actor (`forward_`) that
+/// panics there reports [`Error::Panicked`] with the label of the actor asked.
 #[must_use = "an ask does nothing unless awaited"]
 pub struct Ask<'a, A: Actor, R> {
     /// The send, until the message is queued.
@@ -153,8 +158,8 @@ enum Deadline {
 }
 
 impl<A: Actor, R> Ask<'_, A, R> {
-    /// Gives the ask a deadline of `timeout` from its first poll, in place of the actor's
-    /// `ask_timeout`; [`Duration::MAX`] means none.
+    /// Gives the ask a deadline of `timeout` from its first poll (from now, if it was polled
+    /// already), in place of the actor's `ask_timeout`; [`Duration::MAX`] means none.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.deadline = Deadline::After(timeout);
         self

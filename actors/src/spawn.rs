@@ -103,9 +103,7 @@ pub(crate) fn spawn_incarnation<A: Actor>(
         began: false,
         ended: Some(ended),
     };
-    mailbox
-        .ask_timeouts
-        .get_or_init(|| ended.metrics.ask_timeouts());
+    mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
     placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
         let mut ctx = Context::<A>::new(runtime, mailbox);
         let began = &mut ended.began;

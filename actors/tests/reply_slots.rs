@@ -38,5 +38,8 @@ async fn timed_out_asks_leave_no_reply_slot(context: runtime::Context) {
     open.send(()).unwrap();
     // Handled in order: once this ask is answered, the ten before it were too.
     assert_eq!(held.value().await, Ok(7));
+    // The actor's end follows its last reply's release of the channel (a sender lets go of
+    // it after waking its asker, on the actor's thread).
+    assert!(held.stop().await.is_normal());
     assert_eq!(actors::__live_reply_slots(), Some(before));
 }

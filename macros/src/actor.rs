@@ -374,8 +374,8 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         }
     });
     let ref_doc = format!(
-        "A ref to the actor [`{name}`]: one method per handler (an ask), with `tell_` and \
-         `try_` forms. Cheap to clone; the actor stops once every ref is dropped."
+        "A ref to the actor [`{name}`]: one method per handler (an ask), with `tell_`, \
+         `try_` and `forward_` forms. Cheap to clone; the actor stops once every ref is dropped."
     );
     let spawn_doc = format!(
         "Runs this actor in a child scope of `context` named `{label}`, and returns its ref."
@@ -573,6 +573,33 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             },
         }
     }
+    // Each handler `x` gives the ref `x`, `tell_x`, `try_x` and `forward_x`: no two may meet.
+    // A handler named like another's generated method is reported and left out.
+    let names: Vec<String> = handlers
+        .iter()
+        .map(|handler| handler.name.unraw().to_string())
+        .collect();
+    let mut kept = Vec::with_capacity(handlers.len());
+    for (handler, plain) in handlers.into_iter().zip(&names) {
+        let clash = ["tell_", "try_", "forward_"].iter().find_map(|prefix| {
+            let stripped = plain.strip_prefix(prefix)?;
+            names
+                .iter()
+                .any(|other| other == stripped)
+                .then_some((prefix, stripped))
+        });
+        match clash {
+            Some((prefix, stripped)) => report(syn::Error::new(
+                handler.name.span(),
+                format!(
+                    "handler `{plain}` has the name of the ref's `{prefix}` method for the \
+                     handler `{stripped}`: rename one of them"
+                ),
+            )),
+            None => kept.push(handler),
+        }
+    }
+    let handlers = kept;
     let errors = errors.map(syn::Error::into_compile_error);
 
     let message = format_ident!("__{}Message", name);
@@ -926,13 +953,20 @@ fn hook(method: &ImplItemFn, kind: HookKind) -> syn::Result<Hook> {
     })
 }
 
-/// `R` if `ty` is `Reply<R>` (by its last segment, as `actors::Reply<R>`): a delegated reply.
+/// `R` if `ty` is `Reply<R>` or `actors::Reply<R>`: a delegated reply.
 fn reply_of(ty: &Type) -> Option<Type> {
     let Type::Path(path) = ty else {
         return None;
     };
-    let segment = path.path.segments.last()?;
-    if segment.ident != "Reply" {
+    // `Reply`, `actors::Reply` or `::actors::Reply`: another crate's `Reply` stays an
+    // ordinary argument.
+    let segments: Vec<_> = path.path.segments.iter().collect();
+    let segment = match segments.as_slice() {
+        [only] if path.path.leading_colon.is_none() => *only,
+        [krate, only] if krate.ident == "actors" && krate.arguments.is_empty() => *only,
+        _ => return None,
+    };
+    if path.qself.is_some() || segment.ident != "Reply" {
         return None;
     }
     let syn::PathArguments::AngleBracketed(arguments) = &segment.arguments else {

@@ -43,7 +43,7 @@ use queue::{Popped, Queue};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -70,8 +70,11 @@ pub(crate) struct Mailbox<M> {
     waiting: AtomicUsize,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
     waiters: Mutex<Option<Box<Waiters>>>,
-    /// The label's `actor_ask_timeouts_total`, set when the actor is first spawned.
-    pub(crate) ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
+    /// The label's `actor_ask_timeouts_total`, set when an incarnation first starts; until
+    /// then (a supervised child's ref exists before it starts) timeouts wait in
+    /// `early_timeouts`, added to it when it is set or when a later incarnation starts.
+    ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
+    early_timeouts: AtomicU64,
 }
 
 #[derive(Default)]
@@ -105,13 +108,28 @@ impl<M: Send> Mailbox<M> {
             waiting: AtomicUsize::new(0),
             waiters: Mutex::new(None),
             ask_timeouts: OnceLock::new(),
+            early_timeouts: AtomicU64::new(0),
         })
     }
 
     /// Counts an ask to this actor whose deadline passed.
     pub(crate) fn count_ask_timeout(&self) {
-        if let Some(counter) = self.ask_timeouts.get() {
-            counter.inc();
+        match self.ask_timeouts.get() {
+            Some(counter) => drop(counter.inc()),
+            None => drop(self.early_timeouts.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+
+    /// Gives the mailbox its label's timeout counter (the first call's wins), and adds the
+    /// timeouts counted before it had one.
+    pub(crate) fn bind_ask_timeouts(
+        &self,
+        counter: impl FnOnce() -> prometheus_client::metrics::counter::Counter,
+    ) {
+        let counter = self.ask_timeouts.get_or_init(counter);
+        let early = self.early_timeouts.swap(0, Ordering::Relaxed);
+        if early > 0 {
+            counter.inc_by(early);
         }
     }
 

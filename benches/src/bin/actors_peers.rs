@@ -4,6 +4,13 @@
 //! - `tell_1m_one`: 1M tells to one actor, then one ask that returns once all were handled;
 //! - `tell_1m_round_robin_100`: 1M tells spread over 100 actors in turn, then an ask to each;
 //! - `ask_100k`: 100k sequential asks to one actor;
+//! - `ask_100k_deadline`: the same, each with a 5 s deadline (ours: `.timeout(..)`; kameo:
+//!   `reply_timeout`; ractor: `call` with a timeout, as `call_t!` expands; actix:
+//!   `send(..).timeout(..)`);
+//! - `delegated_100k`: 100k sequential asks to a front actor that hands each reply to a
+//!   second actor, which answers (ours: a `Reply<R>` handler and `forward_`; kameo:
+//!   `DelegatedReply` with its `ReplySender` told to the second actor; ractor: the
+//!   `RpcReplyPort` cast to it; actix has no delegated reply, and is left out);
 //! - `spawn_10k`: spawn 10k actors and get one reply from each (they are running);
 //! - `spawn_10k_supervised`: the same, each started under one supervisor (ours: a
 //!   `DynamicSupervisor`'s `start_child`; ractor: `spawn_linked` under a supervisor actor;
@@ -29,6 +36,8 @@ const TELLS: u64 = 1_000_000;
 const ACTORS: usize = 100;
 const ASKS: u64 = 100_000;
 const SPAWNS: usize = 10_000;
+/// The deadline of each ask in `ask_100k_deadline`: never reached.
+const DEADLINE: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------- ours
 
@@ -96,6 +105,62 @@ fn ours_ask() -> Duration {
             }
             let elapsed = start.elapsed();
             assert_eq!(sum.total().await.unwrap(), ASKS);
+            elapsed
+        })
+    })
+}
+
+fn ours_ask_deadline() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let sum = Sum { total: 0 }.spawn(&context);
+            let start = Instant::now();
+            for _ in 0..ASKS {
+                sum.add(1).timeout(DEADLINE).await.unwrap();
+            }
+            let elapsed = start.elapsed();
+            assert_eq!(sum.total().await.unwrap(), ASKS);
+            elapsed
+        })
+    })
+}
+
+#[actor]
+struct Front {
+    back: BackRef,
+}
+
+#[actor]
+impl Front {
+    async fn add(&mut self, by: u64, reply: actors::Reply<u64>) {
+        self.back.forward_add(by, reply).await.unwrap();
+    }
+}
+
+#[actor]
+struct Back {
+    total: u64,
+}
+
+#[actor]
+impl Back {
+    fn add(&mut self, by: u64) -> u64 {
+        self.total += by;
+        self.total
+    }
+}
+
+fn ours_delegated() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let back = Back { total: 0 }.spawn(&context);
+            let front = Front { back }.spawn(&context);
+            let start = Instant::now();
+            for _ in 0..ASKS {
+                front.add(1).await.unwrap();
+            }
+            let elapsed = start.elapsed();
+            assert_eq!(front.add(0).await.unwrap(), ASKS);
             elapsed
         })
     })
@@ -255,6 +320,75 @@ fn kameo_ask() -> Duration {
         }
         let elapsed = start.elapsed();
         assert_eq!(sum.ask(Total).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
+fn kameo_ask_deadline() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = KameoSum::spawn(KameoSum { total: 0 });
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            sum.ask(Add(1)).reply_timeout(DEADLINE).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.ask(Total).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
+#[derive(kameo::Actor)]
+struct KameoFront {
+    back: kameo::actor::ActorRef<KameoBack>,
+}
+
+#[derive(kameo::Actor)]
+struct KameoBack {
+    total: u64,
+}
+
+struct Delegate(u64);
+struct Answer(u64, kameo::reply::ReplySender<u64>);
+
+impl kameo::message::Message<Delegate> for KameoFront {
+    type Reply = kameo::reply::DelegatedReply<u64>;
+
+    async fn handle(
+        &mut self,
+        Delegate(by): Delegate,
+        ctx: &mut kameo::message::Context<Self, Self::Reply>,
+    ) -> Self::Reply {
+        let (delegated, sender) = ctx.reply_sender();
+        if let Some(sender) = sender {
+            self.back.tell(Answer(by, sender)).await.unwrap();
+        }
+        delegated
+    }
+}
+
+impl kameo::message::Message<Answer> for KameoBack {
+    type Reply = ();
+
+    async fn handle(
+        &mut self,
+        Answer(by, reply): Answer,
+        _: &mut kameo::message::Context<Self, Self::Reply>,
+    ) {
+        self.total += by;
+        reply.send(self.total);
+    }
+}
+
+fn kameo_delegated() -> Duration {
+    benches::tokio_multi(2, async {
+        let back = KameoBack::spawn(KameoBack { total: 0 });
+        let front = KameoFront::spawn(KameoFront { back });
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            front.ask(Delegate(1)).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(front.ask(Delegate(0)).await.unwrap(), ASKS);
         elapsed
     })
 }
@@ -450,6 +584,100 @@ fn ractor_ask() -> Duration {
     })
 }
 
+fn ractor_ask_deadline() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = ractor_spawn_one().await;
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            // What `call_t!(sum, AddAndReply, DEADLINE, 1)` expands to.
+            match sum
+                .call(|reply| RactorMessage::AddAndReply(1, reply), Some(DEADLINE))
+                .await
+                .unwrap()
+            {
+                ractor::rpc::CallResult::Success(()) => {}
+                _ => panic!("ractor call failed"),
+            }
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(ractor_total(&sum).await, ASKS);
+        elapsed
+    })
+}
+
+struct RactorFront;
+
+impl ractor::Actor for RactorFront {
+    type Msg = ractor::RpcReplyPort<u64>;
+    type State = ractor::ActorRef<RactorBackMessage>;
+    type Arguments = ractor::ActorRef<RactorBackMessage>;
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<Self::Msg>,
+        back: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        Ok(back)
+    }
+
+    async fn handle(
+        &self,
+        _: ractor::ActorRef<Self::Msg>,
+        reply: Self::Msg,
+        back: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        back.cast(RactorBackMessage(1, reply))?;
+        Ok(())
+    }
+}
+
+struct RactorBackMessage(u64, ractor::RpcReplyPort<u64>);
+
+struct RactorBack;
+
+impl ractor::Actor for RactorBack {
+    type Msg = RactorBackMessage;
+    type State = u64;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<Self::Msg>,
+        _: (),
+    ) -> Result<u64, ractor::ActorProcessingErr> {
+        Ok(0)
+    }
+
+    async fn handle(
+        &self,
+        _: ractor::ActorRef<Self::Msg>,
+        RactorBackMessage(by, reply): Self::Msg,
+        total: &mut u64,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        *total += by;
+        let _ = reply.send(*total);
+        Ok(())
+    }
+}
+
+fn ractor_delegated() -> Duration {
+    benches::tokio_multi(2, async {
+        let (back, _) = ractor::Actor::spawn(None, RactorBack, ()).await.unwrap();
+        let (front, _) = ractor::Actor::spawn(None, RactorFront, back).await.unwrap();
+        let start = Instant::now();
+        let mut last = 0;
+        for _ in 0..ASKS {
+            match front.call(|reply| reply, None).await.unwrap() {
+                ractor::rpc::CallResult::Success(total) => last = total,
+                _ => panic!("ractor call failed"),
+            }
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(last, ASKS);
+        elapsed
+    })
+}
+
 fn ractor_spawn() -> Duration {
     benches::tokio_multi(2, async {
         let start = Instant::now();
@@ -638,6 +866,19 @@ fn actix_ask() -> Duration {
     })
 }
 
+fn actix_ask_deadline() -> Duration {
+    actix_run(async {
+        let sum = ActixSum { total: 0 }.start();
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            sum.send(ActixAdd(1)).timeout(DEADLINE).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.send(ActixTotal).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
 fn actix_spawn() -> Duration {
     actix_run(async {
         let start = Instant::now();
@@ -683,6 +924,24 @@ fn main() {
         Row {
             name: "ask_100k",
             runs: [ours_ask, kameo_ask, ractor_ask, actix_ask],
+        },
+        Row {
+            name: "ask_100k_deadline",
+            runs: [
+                ours_ask_deadline,
+                kameo_ask_deadline,
+                ractor_ask_deadline,
+                actix_ask_deadline,
+            ],
+        },
+        Row {
+            name: "delegated_100k",
+            runs: [
+                ours_delegated,
+                kameo_delegated,
+                ractor_delegated,
+                actix_not_comparable,
+            ],
         },
         Row {
             name: "spawn_10k",

@@ -82,3 +82,18 @@ fn ticker(context: &runtime::Context) -> TickerRef {
     }
     .spawn(context)
 }
+
+mod protocol {
+    /// A user type named `Reply`: an ordinary argument, not a delegated reply.
+    pub struct Reply<T>(pub T);
+}
+
+#[actor]
+struct Echo;
+
+#[actor]
+impl Echo {
+    fn echo(&self, message: protocol::Reply<u8>) -> u8 {
+        message.0
+    }
+}
