@@ -334,15 +334,31 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             Some(error.into_compile_error()),
         ),
     };
-    if !item.generics.params.is_empty() {
+    if let Some(lifetime) = item.generics.lifetimes().next() {
         return Err(syn::Error::new(
-            item.generics.span(),
-            "an actor struct cannot be generic: its messages and ref are concrete types",
+            lifetime.span(),
+            "an actor struct cannot borrow: its state moves to the actor's task, so it owns \
+             what it holds (`'static`)",
         ));
     }
     let name = &item.ident;
+    let generic = !item.generics.params.is_empty();
+    let (impl_generics, type_generics, where_clause) = item.generics.split_for_impl();
+    let this = quote!(#name #type_generics);
+    // A generic ref names `Ref<Name<..>>`, which needs `Name<..>: Actor`: its items say so.
+    let mut bounded = item.generics.clone();
+    if generic {
+        bounded
+            .make_where_clause()
+            .predicates
+            .push(syn::parse_quote!(#this: ::actors::Actor));
+    }
+    let ref_where = &bounded.where_clause;
+    let struct_params = &item.generics.params;
     let vis = &item.vis;
     let ref_name = format_ident!("{}Ref", name);
+    let spawn_bound =
+        generic.then(|| quote!(where Self: ::actors::Actor<Ref = #ref_name #type_generics>));
     let label = match &options.name {
         Some((label, _)) => label.clone(),
         None => snake_case(&name.unraw().to_string()),
@@ -384,7 +400,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         #error
         #item
 
-        impl ::actors::Declared for #name {
+        impl #impl_generics ::actors::Declared for #this #where_clause {
             const LABEL: &'static str = #label;
             const MAILBOX: usize = #mailbox;
             const PLACEMENT: ::actors::Placement = ::actors::Placement::#placement;
@@ -392,37 +408,37 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         }
 
         #[doc = #ref_doc]
-        #vis struct #ref_name(::actors::Ref<#name>);
+        #vis struct #ref_name<#struct_params>(::actors::Ref<#this>) #ref_where;
 
-        impl ::core::clone::Clone for #ref_name {
+        impl #impl_generics ::core::clone::Clone for #ref_name #type_generics #ref_where {
             fn clone(&self) -> Self {
                 Self(::core::clone::Clone::clone(&self.0))
             }
         }
 
-        impl ::core::convert::From<::actors::Ref<#name>> for #ref_name {
-            fn from(inner: ::actors::Ref<#name>) -> Self {
+        impl #impl_generics ::core::convert::From<::actors::Ref<#this>> for #ref_name #type_generics #ref_where {
+            fn from(inner: ::actors::Ref<#this>) -> Self {
                 Self(inner)
             }
         }
 
-        impl ::core::fmt::Debug for #ref_name {
+        impl #impl_generics ::core::fmt::Debug for #ref_name #type_generics #ref_where {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 ::core::fmt::Debug::fmt(&self.0, f)
             }
         }
 
-        impl #ref_name {
+        impl #impl_generics #ref_name #type_generics #ref_where {
             /// The untyped ref underneath: mailbox depth, capacity, whether it is closed.
-            #vis fn inner(&self) -> &::actors::Ref<#name> {
+            #vis fn inner(&self) -> &::actors::Ref<#this> {
                 &self.0
             }
 
         }
 
-        impl #name {
+        impl #impl_generics #this #where_clause {
             #[doc = #spawn_doc]
-            #vis fn spawn(self, context: &::actors::__private::runtime::Context) -> #ref_name {
+            #vis fn spawn(self, context: &::actors::__private::runtime::Context) -> #ref_name #type_generics #spawn_bound {
                 ::actors::spawn(self, context)
             }
         }
@@ -506,15 +522,14 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             "#[actor] goes on the actor struct's inherent `impl` block, not on a trait impl",
         ));
     }
-    if !item.generics.params.is_empty() {
-        return Err(syn::Error::new(
-            item.generics.span(),
-            "an actor's `impl` block cannot be generic",
-        ));
-    }
-    let name = match &*item.self_ty {
-        Type::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
-            path.path.get_ident().cloned().expect("checked")
+    let (name, self_arguments) = match &*item.self_ty {
+        Type::Path(path)
+            if path.qself.is_none()
+                && path.path.leading_colon.is_none()
+                && path.path.segments.len() == 1 =>
+        {
+            let segment = &path.path.segments[0];
+            (segment.ident.clone(), segment.arguments.clone())
         }
         other => {
             return Err(syn::Error::new(
@@ -567,7 +582,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 Ok(hook) => hooks.push((kind, hook)),
                 Err(error) => report(error),
             },
-            None => match handler(method, &name) {
+            None => match handler(method, &name, &item.self_ty) {
                 Ok(handler) => handlers.push(handler),
                 Err(error) => report(error),
             },
@@ -604,6 +619,15 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
 
     let message = format_ident!("__{}Message", name);
     let ref_name = format_ident!("{}Ref", name);
+    let self_ty = &*item.self_ty;
+    let (impl_generics, type_generics, where_clause) = item.generics.split_for_impl();
+    // Items naming `Ref<Name<..>>` or `Call<Name<..>>` need `Name<..>: Actor`, which the
+    // `Actor` impl below proves from the impl's own bounds (a where-bound saying so would
+    // hide that impl's `Message` from them).
+    let actor_where = where_clause;
+    let enum_params = &item.generics.params;
+    let ref_ty = quote!(#ref_name #self_arguments);
+    let message_ty = quote!(#message #type_generics);
     let variants = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let types = handler.arguments.iter().map(|(_, ty)| ty);
@@ -621,7 +645,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             .collect();
         let context = handler.takes_context.then(|| quote!(ctx,));
         let delegated = handler.delegated.then(|| quote!(__reply));
-        let call = quote!(#name::#method(self, #context #(#names,)* #delegated));
+        let call = quote!(<#self_ty>::#method(self, #context #(#names,)* #delegated));
         let call = if handler.asyncness {
             quote!(#call.await)
         } else {
@@ -682,7 +706,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 (!hook.takes_context).then(|| quote!(let _ = ctx;)),
             ),
         };
-        let call = quote!(#name::#method(self, #context #arguments));
+        let call = quote!(<#self_ty>::#method(self, #context #arguments));
         let call = if hook.asyncness {
             quote!(#call.await;)
         } else {
@@ -731,7 +755,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         quote! {
             #(#cfgs)*
             #(#docs)*
-            #vis fn #method(&self, #(#parameters),*) -> ::actors::Ask<'_, #name, #reply> {
+            #vis fn #method(&self, #(#parameters),*) -> ::actors::Ask<'_, #self_ty, #reply> {
                 self.0.ask(|__reply| #message::#variant(#(#names,)* __reply))
             }
 
@@ -756,15 +780,21 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     });
     // Each argument travels in a message: it must be `Send + 'static`, checked where it is
     // written so the error points there.
+    let (check_generics, check_where) = (&impl_generics, &where_clause);
     let checks = handlers.iter().flat_map(|handler| {
         let reply = std::iter::once(&handler.reply);
         let cfgs = &handler.cfgs;
         handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(move |ty| {
+            // In a generic impl the types may name its parameters: the check is a function
+            // with the impl's generics and bounds.
             quote_spanned! {ty.span()=>
                 #(#cfgs)*
-                const _: fn() = || {
-                    fn handler_types_must_be_send_and_static<T: ::core::marker::Send + 'static>() {}
-                    handler_types_must_be_send_and_static::<#ty>();
+                const _: () = {
+                    #[allow(dead_code)]
+                    fn check #check_generics () #check_where {
+                        fn handler_types_must_be_send_and_static<T: ::core::marker::Send + 'static>() {}
+                        handler_types_must_be_send_and_static::<#ty>();
+                    }
                 };
             }
         })
@@ -779,22 +809,22 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         #[doc = #message_doc]
         #[doc(hidden)]
         #[allow(non_camel_case_types, private_interfaces)]
-        pub enum #message {
+        pub enum #message<#enum_params> #actor_where {
             #(#variants,)*
             /// A closure run on the actor: a timer's tick, an attached stream's item.
-            __Call(::actors::__private::Call<#name>),
+            __Call(::actors::__private::Call<#self_ty>),
         }
 
-        impl ::actors::Actor for #name {
-            type Message = #message;
-            type Ref = #ref_name;
+        impl #impl_generics ::actors::Actor for #self_ty #where_clause {
+            type Message = #message_ty;
+            type Ref = #ref_ty;
 
             #[allow(unused_variables)]
-            fn __call(call: ::actors::__private::Call<Self>) -> #message {
+            fn __call(call: ::actors::__private::Call<Self>) -> #message_ty {
                 #message::__Call(call)
             }
 
-            async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message) {
+            async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message_ty) {
                 match message {
                     #(#arms)*
                     #message::__Call(call) => call.run(self, ctx),
@@ -805,7 +835,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         }
 
         #[allow(private_interfaces)]
-        impl #ref_name {
+        impl #impl_generics #ref_ty #actor_where {
             /// The actor's id, shown as `label#n`.
             pub fn id(&self) -> ::actors::ActorId {
                 self.0.id()
@@ -825,14 +855,14 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             }
 
             /// A ref that does not keep the actor alive.
-            pub fn downgrade(&self) -> ::actors::WeakRef<#name> {
+            pub fn downgrade(&self) -> ::actors::WeakRef<#self_ty> {
                 self.0.downgrade()
             }
 
             #(#methods)*
         }
 
-        impl ::actors::ActorHandle for #ref_name {
+        impl #impl_generics ::actors::ActorHandle for #ref_ty #actor_where {
             fn actor_id(&self) -> ::actors::ActorId {
                 self.0.id()
             }
@@ -1000,7 +1030,7 @@ fn is_reference_to(ty: &Type, name: &str) -> bool {
     }
 }
 
-fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
+fn handler(method: &ImplItemFn, actor: &Ident, self_ty: &Type) -> syn::Result<Handler> {
     check_generics(method)?;
     let name = method.sig.ident.clone();
     let plain = name.unraw().to_string();
@@ -1037,7 +1067,7 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
                 ));
             }
             check_owned(&name, &reply)?;
-            delegated = Some(resolve_self(&reply, actor));
+            delegated = Some(resolve_self(&reply, actor, self_ty));
             continue;
         }
         check_owned(&name, &argument.ty)?;
@@ -1047,7 +1077,7 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
             }
             _ => format_ident!("__argument_{}", index),
         };
-        arguments.push((argument_name, resolve_self(&argument.ty, actor)));
+        arguments.push((argument_name, resolve_self(&argument.ty, actor, self_ty)));
     }
     let reply = match (&method.sig.output, delegated.clone()) {
         (ReturnType::Default, Some(reply)) => reply,
@@ -1063,7 +1093,7 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
         (ReturnType::Default, None) => syn::parse_quote!(()),
         (ReturnType::Type(_, ty), None) => {
             check_owned(&name, ty)?;
-            resolve_self(ty, actor)
+            resolve_self(ty, actor, self_ty)
         }
     };
     let attributes = |wanted: &[&str]| {
@@ -1090,9 +1120,20 @@ fn handler(method: &ImplItemFn, actor: &Ident) -> syn::Result<Handler> {
 
 /// `ty` with `Self` replaced by the actor's name: the generated message enum and ref methods
 /// live outside the impl, where `Self` would mean something else.
-fn resolve_self(ty: &Type, actor: &Ident) -> Type {
-    struct Resolver<'a>(&'a Ident);
+fn resolve_self(ty: &Type, actor: &Ident, self_ty: &Type) -> Type {
+    struct Resolver<'a>(&'a Ident, &'a Type);
     impl syn::visit_mut::VisitMut for Resolver<'_> {
+        fn visit_type_mut(&mut self, node: &mut Type) {
+            // A bare `Self` is the whole self type, generic arguments included.
+            if let Type::Path(path) = node
+                && path.qself.is_none()
+                && path.path.is_ident("Self")
+            {
+                *node = self.1.clone();
+                return;
+            }
+            syn::visit_mut::visit_type_mut(self, node);
+        }
         fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
             if node.qself.is_none()
                 && node
@@ -1110,7 +1151,7 @@ fn resolve_self(ty: &Type, actor: &Ident) -> Type {
         }
     }
     let mut ty = ty.clone();
-    syn::visit_mut::VisitMut::visit_type_mut(&mut Resolver(actor), &mut ty);
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Resolver(actor, self_ty), &mut ty);
     ty
 }
 
