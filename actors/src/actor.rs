@@ -280,6 +280,7 @@ pub(crate) async fn run<A: Actor>(
     }
     metrics.idle();
     drop(consumer);
+    ctx.end_incarnation();
     let exit = exit.expect("set when the loop ends");
     // Boxed: it lives across `on_stop`'s awaits, in every idle actor's future otherwise.
     let reason = Box::new(exit.reason());

@@ -5,6 +5,7 @@ use crate::lifecycle::{self, Monitor, Peer};
 use crate::mailbox::Mailbox;
 use crate::{Actor, ActorHandle, ActorId, Ref, WeakRef};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A handler's view of its actor's surroundings. Handlers take it as `ctx: &mut
 /// actors::Context<Self>`, the first argument after `self`.
@@ -12,6 +13,10 @@ pub struct Context<A: Actor> {
     runtime: runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
     stopping: bool,
+    /// This incarnation's token: set while its loop takes messages, cleared as the loop
+    /// ends. Timers and attachments made here carry it, so that a call of theirs still
+    /// queued does nothing on a later incarnation (see `timer`).
+    incarnation: Arc<AtomicBool>,
 }
 
 impl<A: Actor> Context<A> {
@@ -20,7 +25,18 @@ impl<A: Actor> Context<A> {
             runtime,
             mailbox,
             stopping: false,
+            incarnation: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// This incarnation's token (see the field).
+    pub(crate) fn incarnation(&self) -> &Arc<AtomicBool> {
+        &self.incarnation
+    }
+
+    /// The loop stopped taking messages: this incarnation's timers are over.
+    pub(crate) fn end_incarnation(&self) {
+        self.incarnation.store(false, Ordering::Release);
     }
 
     pub(crate) fn mailbox(&self) -> &Arc<Mailbox<A::Message>> {

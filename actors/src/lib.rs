@@ -56,9 +56,22 @@
 //!   ExitReason)` in mailbox order; `ctx.link(&other)` ends each side when the other ends
 //!   abnormally, unless it declares `on_link_exit(&mut self, id: ActorId, reason:
 //!   ExitReason)` (it traps exits). Both hooks may take `ctx` first, and may be async.
+//! - An ask is an [`Ask`] future: `.timeout(d)` gives it a deadline, and `#[actor(ask_timeout
+//!   = "5s")]` one for every ask to the actor; past it the ask resolves to
+//!   [`Error::Timeout`] (a message already queued is still handled, its reply dropped).
+//! - A handler whose last argument is [`Reply<R>`] answers through it (a delegated reply):
+//!   the ask resolves to `R` when someone sends on it, and to [`Error::Closed`] if it is
+//!   dropped unanswered. Refs get `forward_<handler>(args, reply)` to hand a reply to
+//!   another actor's handler.
+//! - From a handler or hook, [`Context::run_after`], [`Context::run_every`] and
+//!   [`Context::attach`] run closures on the actor in mailbox order (timers, a stream's
+//!   items), until cancelled by their [`Timer`] or the actor's end.
+//! - Actors may be generic (`#[actor] struct Cache<K, V>` and `#[actor] impl<K, V> Cache<K,
+//!   V>`, with the same bounds), giving `CacheRef<K, V>`; handlers may not be.
 //! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
-//!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`, and
-//!   `actor_exits_total` also by reason) appear in `context.encode()`.
+//!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`,
+//!   `actor_ask_timeouts_total`, and `actor_exits_total` also by reason) appear in
+//!   `context.encode()`.
 
 mod actor;
 mod clock;

@@ -4,9 +4,11 @@
 //!
 //! Invariants:
 //! - A timer or attachment is a task spawned from the actor's runtime context, so it is
-//!   aborted when the incarnation that made it ends. Its `Schedule` is then marked
-//!   cancelled (by the task's drop guard), and a call of it still queued (for a restarted
-//!   actor's next incarnation) does nothing when it runs.
+//!   aborted when the incarnation that made it ends (its future dropped at its next poll).
+//!   It belongs to that incarnation: its calls carry the incarnation's token, cleared as the
+//!   incarnation's loop stops taking messages, and a call runs only on the incarnation that
+//!   made it while the token is set. A call still queued for a restarted actor's next
+//!   incarnation, or sent by a task not yet dropped, does nothing.
 //! - It holds the mailbox but is not a ref: before each send it takes a sender count only if
 //!   the count is above zero (as `WeakRef::upgrade`), and drops it once the call is queued.
 //!   An actor nobody else can reach ends, and its timers with it.
@@ -29,28 +31,59 @@ use std::time::{Duration, Instant};
 /// A closure run on the actor in mailbox order (a timer's tick, an attached stream's item).
 /// Not part of the public API: generated message enums carry it.
 #[doc(hidden)]
-pub struct Call<A: Actor>(Box<Closure<A>>);
+pub struct Call<A: Actor> {
+    closure: Box<Closure<A>>,
+    /// The token of the incarnation that made it.
+    incarnation: Arc<AtomicBool>,
+}
 
 /// What a [`Call`] runs.
 type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
 
 impl<A: Actor> Call<A> {
-    fn new(call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static) -> Self {
-        Call(Box::new(call))
+    fn new(
+        schedule: &Schedule,
+        call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
+    ) -> Self {
+        Call {
+            closure: Box::new(call),
+            incarnation: schedule.incarnation.clone(),
+        }
     }
 
-    /// Runs the closure on `actor`.
+    /// Runs the closure on `actor`, if this is the incarnation that made it and it still
+    /// takes messages.
     pub fn run(self, actor: &mut A, ctx: &mut Context<A>) {
-        (self.0)(actor, ctx);
+        if Arc::ptr_eq(&self.incarnation, ctx.incarnation())
+            && self.incarnation.load(Ordering::Acquire)
+        {
+            (self.closure)(actor, ctx);
+        }
     }
 }
 
 /// The state a timer or attachment shares with its calls.
-#[derive(Default)]
 struct Schedule {
     cancelled: AtomicBool,
     /// An interval's tick is queued and has not run yet.
     pending: AtomicBool,
+    /// The token of the incarnation it belongs to.
+    incarnation: Arc<AtomicBool>,
+}
+
+impl Schedule {
+    fn of<A: Actor>(ctx: &Context<A>) -> Arc<Self> {
+        Arc::new(Schedule {
+            cancelled: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            incarnation: ctx.incarnation().clone(),
+        })
+    }
+
+    /// Cancelled, finished, or its incarnation is over.
+    fn is_over(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire) || !self.incarnation.load(Ordering::Acquire)
+    }
 }
 
 /// Marks the schedule cancelled when the task's future is dropped (finished or aborted),
@@ -92,10 +125,10 @@ impl Timer {
         self.task.abort();
     }
 
-    /// Whether it was cancelled, or finished (a one-shot timer that ran, a stream that
-    /// ended, an actor that stopped).
+    /// Whether it was cancelled, or finished (a one-shot timer that ran, a stream whose end
+    /// was handled, an actor whose incarnation that made it stopped taking messages).
     pub fn is_finished(&self) -> bool {
-        self.schedule.cancelled.load(Ordering::Acquire)
+        self.schedule.is_over()
     }
 }
 
@@ -128,6 +161,9 @@ impl<M: Send> Drop for Reachable<'_, M> {
 /// Queues `call` unless the schedule was cancelled or the actor is unreachable or gone;
 /// returns whether it did.
 async fn deliver<A: Actor>(mailbox: &Mailbox<A::Message>, call: Call<A>) -> bool {
+    if !call.incarnation.load(Ordering::Acquire) {
+        return false;
+    }
     let Some(_reachable) = Reachable::new(mailbox) else {
         return false;
     };
@@ -135,15 +171,22 @@ async fn deliver<A: Actor>(mailbox: &Mailbox<A::Message>, call: Call<A>) -> bool
 }
 
 /// The next deadline of an interval that started at `start`: the first multiple of `period`
-/// after both `previous` and now (missed deadlines are skipped, not made up).
-fn next_deadline(start: Instant, previous: Instant, period: Duration, now: Instant) -> Instant {
-    let next = previous + period;
+/// after both `previous` and now (missed deadlines are skipped, not made up); `None` past
+/// what an `Instant` holds (never).
+fn next_deadline(
+    start: Instant,
+    previous: Instant,
+    period: Duration,
+    now: Instant,
+) -> Option<Instant> {
+    let next = previous.checked_add(period)?;
     if next > now {
-        return next;
+        return Some(next);
     }
-    let elapsed = now.duration_since(start).as_nanos();
-    let periods = elapsed / period.as_nanos() + 1;
-    start + Duration::from_nanos((periods * period.as_nanos()) as u64)
+    let period_nanos = period.as_nanos();
+    let into_period = now.duration_since(start).as_nanos() % period_nanos;
+    let remaining = u64::try_from(period_nanos - into_period).ok()?;
+    now.checked_add(Duration::from_nanos(remaining))
 }
 
 impl<A: Actor> Context<A> {
@@ -155,14 +198,14 @@ impl<A: Actor> Context<A> {
         delay: Duration,
         call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Timer {
-        let schedule = Arc::new(Schedule::default());
+        let schedule = Schedule::of(self);
         let shared = schedule.clone();
         let mailbox = self.mailbox().clone();
         let task = self.runtime().clone().spawn(move |_| async move {
             let mut finished = CancelOnDrop::new(&shared);
             runtime::Sleep::new(delay).await;
             let guard = shared.clone();
-            let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+            let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
                 // Marks the timer finished as it runs, unless it was cancelled first.
                 if !guard.cancelled.swap(true, Ordering::AcqRel) {
                     call(actor, ctx);
@@ -188,14 +231,17 @@ impl<A: Actor> Context<A> {
         tick: impl FnMut(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Timer {
         let period = period.max(Duration::from_millis(1));
-        let schedule = Arc::new(Schedule::default());
+        let schedule = Schedule::of(self);
         let shared = schedule.clone();
         let mailbox = self.mailbox().clone();
         let tick = Arc::new(parking_lot::Mutex::new(tick));
         let task = self.runtime().clone().spawn(move |_| async move {
             let _finished = CancelOnDrop::new(&shared);
             let start = Instant::now();
-            let mut deadline = start + period;
+            let Some(mut deadline) = start.checked_add(period) else {
+                // A period past what an `Instant` holds never ends.
+                return std::future::pending().await;
+            };
             loop {
                 runtime::Sleep::new(deadline.saturating_duration_since(Instant::now())).await;
                 if shared.cancelled.load(Ordering::Acquire) {
@@ -203,7 +249,7 @@ impl<A: Actor> Context<A> {
                 }
                 if !shared.pending.swap(true, Ordering::AcqRel) {
                     let (guard, tick) = (shared.clone(), tick.clone());
-                    let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                    let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
                         if guard.cancelled.load(Ordering::Acquire) {
                             return;
                         }
@@ -214,7 +260,10 @@ impl<A: Actor> Context<A> {
                         return;
                     }
                 }
-                deadline = next_deadline(start, deadline, period, Instant::now());
+                match next_deadline(start, deadline, period, Instant::now()) {
+                    Some(next) => deadline = next,
+                    None => return std::future::pending().await,
+                }
             }
         });
         Timer { schedule, task }
@@ -250,7 +299,7 @@ impl<A: Actor> Context<A> {
         S: Stream + Send + 'static,
         S::Item: Send + 'static,
     {
-        let schedule = Arc::new(Schedule::default());
+        let schedule = Schedule::of(self);
         let shared = schedule.clone();
         let mailbox = self.mailbox().clone();
         let on_item = Arc::new(on_item);
@@ -259,7 +308,7 @@ impl<A: Actor> Context<A> {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 let (guard, on_item) = (shared.clone(), on_item.clone());
-                let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
                     if !guard.cancelled.load(Ordering::Acquire) {
                         on_item(actor, ctx, item);
                     }
@@ -269,7 +318,7 @@ impl<A: Actor> Context<A> {
                 }
             }
             let guard = shared.clone();
-            let call = Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+            let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
                 if !guard.cancelled.swap(true, Ordering::AcqRel) {
                     on_end(actor, ctx);
                 }
@@ -293,13 +342,15 @@ mod tests {
         // On time: the next period.
         assert_eq!(
             next_deadline(start, first, period, first),
-            start + period * 2
+            Some(start + period * 2)
         );
         // 35 ms in: the deadlines at 20 and 30 ms are skipped.
         let late = start + Duration::from_millis(35);
         assert_eq!(
             next_deadline(start, first, period, late),
-            start + period * 4
+            Some(start + period * 4)
         );
+        // A period past what an `Instant` holds: never.
+        assert_eq!(next_deadline(start, first, Duration::MAX, late), None);
     }
 }

@@ -91,6 +91,20 @@ impl Clocked {
     fn ticks(&self) -> usize {
         self.ticks
     }
+
+    /// `hold`, noting the ticks run so far.
+    async fn hold_counting(
+        &mut self,
+        started: oneshot::Sender<usize>,
+        gate: oneshot::Receiver<()>,
+    ) {
+        let _ = started.send(self.ticks);
+        let _ = gate.await;
+    }
+
+    fn boom(&mut self) {
+        panic!("boom");
+    }
 }
 
 fn clocked() -> Clocked {
@@ -126,16 +140,22 @@ async fn eventually(context: &runtime::Context, mut done: impl AsyncFnMut() -> b
 #[runtime::test(timeout = "20s")]
 async fn a_timer_runs_in_mailbox_order(context: runtime::Context) {
     let actor = clocked().spawn(&context);
-    actor.after(1, "timer".into()).await.unwrap();
-    let open = hold(&actor).await;
+    let first = hold(&actor).await;
     actor.tell_mark("before".into()).await.unwrap();
-    // The timer fired and queued its call behind "before".
-    eventually(&context, async || actor.inner().queued() == 2).await;
+    actor.tell_after(1, "timer".into()).await.unwrap();
+    // Queued behind the timer's creation: the timer's call lands behind this hold.
+    let (second_open, second_gate) = oneshot::channel();
+    let (started, taken) = oneshot::channel();
+    actor.tell_hold(started, second_gate).await.unwrap();
+    first.send(()).unwrap();
+    taken.await.unwrap();
+    // The timer fired and queued its call while the second hold runs.
+    eventually(&context, async || actor.inner().queued() == 1).await;
     actor.tell_mark("after".into()).await.unwrap();
-    open.send(()).unwrap();
+    second_open.send(()).unwrap();
     assert_eq!(
         actor.events().await.unwrap(),
-        ["hold", "before", "timer", "after"]
+        ["hold", "before", "hold", "timer", "after"]
     );
     assert_eq!(actor.finished(0).await, Ok(true));
 }
@@ -147,24 +167,52 @@ async fn a_cancelled_timer_never_runs(context: runtime::Context) {
     let actor = clocked().spawn(&context);
     let early = actor.after(20, "cancelled early".into()).await.unwrap();
     actor.cancel(early).await.unwrap();
-    // Queued, then cancelled.
-    let queued = actor
-        .after_handle(1, "cancelled queued".into())
-        .await
-        .unwrap();
-    let open = hold(&actor).await;
+    // Made while the actor is busy, so that its call is queued behind a second hold.
+    let first = hold(&actor).await;
+    let made = actor.after_handle(1, "cancelled queued".into());
+    let (second_open, second_gate) = oneshot::channel();
+    let (started, taken) = oneshot::channel();
+    let (made, ()) = futures::join!(made, async {
+        actor.tell_hold(started, second_gate).await.unwrap();
+        first.send(()).unwrap();
+    });
+    let queued = made.unwrap();
+    taken.await.unwrap();
     eventually(&context, async || actor.inner().queued() == 1).await;
     queued.cancel();
     assert!(queued.is_finished());
-    open.send(()).unwrap();
+    second_open.send(()).unwrap();
     // A later timer that runs shows the first one's deadline passed.
     actor.after(40, "later".into()).await.unwrap();
     eventually(&context, async || {
         actor.events().await.unwrap().contains(&"later".to_string())
     })
     .await;
-    assert_eq!(actor.events().await.unwrap(), ["hold", "later"]);
+    assert_eq!(actor.events().await.unwrap(), ["hold", "hold", "later"]);
     assert_eq!(actor.finished(early).await, Ok(true));
+}
+
+/// A timer's call still queued when its incarnation fails does nothing on the restarted
+/// one.
+#[runtime::test(timeout = "20s")]
+async fn a_timer_does_not_outlive_its_incarnation(context: runtime::Context) {
+    use actors::supervisor::{ChildSpec, Strategy, Supervisor};
+    let mut supervisor = Supervisor::new("clocks", Strategy::OneForOne);
+    let actor = supervisor.child(ChildSpec::new(clocked));
+    let _supervisor = supervisor.spawn(&context);
+    let first = hold(&actor).await;
+    actor.tell_after(1, "stale".into()).await.unwrap();
+    let (second_open, second_gate) = oneshot::channel();
+    let (started, taken) = oneshot::channel();
+    actor.tell_hold(started, second_gate).await.unwrap();
+    actor.tell_boom().await.unwrap();
+    first.send(()).unwrap();
+    taken.await.unwrap();
+    // `boom`, then the timer's call.
+    eventually(&context, async || actor.inner().queued() == 2).await;
+    second_open.send(()).unwrap();
+    // The restarted incarnation took the call and did nothing with it.
+    assert_eq!(actor.events().await, Ok(vec![]));
 }
 
 /// A running interval does not keep its actor alive, and stopping the actor cancels it.
@@ -190,21 +238,29 @@ async fn timers_end_with_their_actor(context: runtime::Context) {
 }
 
 /// Under a held actor and then a full mailbox, an interval queues at most one tick: the
-/// ticks run afterwards are one, not one per period missed.
+/// ticks run after the hold are at most that one (and one more due as it ran), not one per
+/// period missed.
 #[runtime::test(timeout = "20s")]
 async fn an_interval_never_piles_up_ticks(context: runtime::Context) {
     let actor = clocked().spawn(&context);
     actor.every(1).await.unwrap();
-    let open = hold(&actor).await;
+    let (open, gate) = oneshot::channel();
+    let (started, taken) = oneshot::channel();
+    actor.tell_hold_counting(started, gate).await.unwrap();
+    let before = taken.await.unwrap();
     // Twenty periods pass while the actor is held.
     context.sleep(Duration::from_millis(20)).await;
     assert!(actor.inner().queued() <= 1, "{}", actor.inner().queued());
-    // Fill the rest of the mailbox: the next tick finds it full and waits.
+    // Fill the rest of the mailbox; twenty more periods.
     while actor.try_mark("filler".into()).is_ok() {}
     context.sleep(Duration::from_millis(20)).await;
     open.send(()).unwrap();
     let ticks = actor.ticks().await.unwrap();
-    assert!(ticks <= 2, "{ticks} ticks ran after 40 periods held");
+    assert!(
+        ticks - before <= 2,
+        "{} ticks ran after 40 periods held",
+        ticks - before
+    );
     assert!(actor.stop().await.is_normal());
 }
 

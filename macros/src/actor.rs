@@ -819,11 +819,11 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             type Message = #message_ty;
             type Ref = #ref_ty;
 
-            #[allow(unused_variables)]
             fn __call(call: ::actors::__private::Call<Self>) -> #message_ty {
                 #message::__Call(call)
             }
 
+            #[allow(unused_variables)]
             async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message_ty) {
                 match message {
                     #(#arms)*
