@@ -67,7 +67,9 @@
 //!   [`Context::attach`] run closures on the actor in mailbox order (timers, a stream's
 //!   items), until cancelled by their [`Timer`] or the actor's end.
 //! - Actors may be generic (`#[actor] struct Cache<K, V>` and `#[actor] impl<K, V> Cache<K,
-//!   V>`, with the same bounds), giving `CacheRef<K, V>`; handlers may not be.
+//!   V>`, with the same bounds, `Send + 'static` among them), giving `CacheRef<K, V>`;
+//!   handlers may not be generic, nor may an actor borrow (lifetime parameters). One
+//!   `#[actor]` impl per actor struct.
 //! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
 //!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`,
 //!   `actor_ask_timeouts_total`, and `actor_exits_total` also by reason) appear in

@@ -28,9 +28,41 @@ where
         self.entries.get(&key).cloned()
     }
 
-    /// Takes and returns `Self`-typed values, resolved with the generic arguments.
+    /// Takes `Self`-typed values, resolved with the generic arguments.
+    fn absorb(&mut self, others: Vec<Self>) -> usize {
+        for other in others {
+            self.entries.extend(other.entries);
+        }
+        self.entries.len()
+    }
+
     fn snapshot(&self, ctx: &mut actors::Context<Self>) -> (usize, actors::ActorId) {
         (self.entries.len(), ctx.id())
+    }
+}
+
+/// Bounds naming `Self`, a default, and an impl that names its parameter differently.
+#[actor]
+struct Tagged<T: Send + 'static, U: Send + 'static = ()>
+where
+    Self: Sized,
+{
+    tag: T,
+    extra: Option<U>,
+}
+
+#[actor]
+impl<Tag: Clone + Send + 'static> Tagged<Tag>
+where
+    Self: Sized,
+{
+    fn tag(&self) -> Tag {
+        let _ = &self.extra;
+        self.tag.clone()
+    }
+
+    fn on_stop(&mut self, reason: &actors::ExitReason) {
+        let _ = reason;
     }
 }
 
@@ -71,13 +103,25 @@ async fn two_instantiations_of_a_generic_actor_run_side_by_side(context: runtime
     assert_eq!(names.get("one".to_string()).await, Ok(Some(11)));
     assert_eq!(squares.get(3).await, Ok(Some(vec![9])));
     assert_eq!(squares.get(4).await, Ok(None));
+    let other = Cache {
+        entries: HashMap::from([("two".to_string(), 2)]),
+    };
+    assert_eq!(names.absorb(vec![other]).await, Ok(2));
     let (count, id) = names.snapshot().await.unwrap();
-    assert_eq!((count, id), (1, names.id()));
+    assert_eq!((count, id), (2, names.id()));
     assert_ne!(names.id(), squares.id());
     // Both are labelled by the declaration.
     assert!(names.id().to_string().starts_with("cache#"));
     let weak = squares.downgrade();
     assert!(weak.upgrade().is_some());
+
+    let tagged: TaggedRef<&'static str> = Tagged {
+        tag: "t",
+        extra: None,
+    }
+    .spawn(&context);
+    assert_eq!(tagged.tag().await, Ok("t"));
+    assert_eq!(tagged.stop().await, actors::ExitReason::Stopped);
 
     let window: WindowRef<2> = Window { last: vec![] }.spawn(&context);
     window.tell_push(1).await.unwrap();

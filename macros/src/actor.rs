@@ -10,7 +10,7 @@
 
 use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens as _, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt as _;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
@@ -70,6 +70,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         )),
     }
 }
+
+const BORROWING_ACTOR: &str = "an actor cannot borrow: its state moves to the actor's task, \
+                               so it owns what it holds (`'static`); take the lifetime off";
 
 fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
     let mut tokens = error.into_compile_error();
@@ -335,18 +338,20 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         ),
     };
     if let Some(lifetime) = item.generics.lifetimes().next() {
-        return Err(syn::Error::new(
-            lifetime.span(),
-            "an actor struct cannot borrow: its state moves to the actor's task, so it owns \
-             what it holds (`'static`)",
-        ));
+        let error = syn::Error::new(lifetime.span(), BORROWING_ACTOR);
+        return Ok(with_item(error, item.into_token_stream()));
     }
     let name = &item.ident;
     let generic = !item.generics.params.is_empty();
-    let (impl_generics, type_generics, where_clause) = item.generics.split_for_impl();
+    let self_ty: Type = {
+        let (_, type_generics, _) = item.generics.split_for_impl();
+        syn::parse_quote!(#name #type_generics)
+    };
+    let generics = resolve_self_in_generics(&item.generics, name, &self_ty);
+    let (impl_generics, type_generics, where_clause) = generics.split_for_impl();
     let this = quote!(#name #type_generics);
     // A generic ref names `Ref<Name<..>>`, which needs `Name<..>: Actor`: its items say so.
-    let mut bounded = item.generics.clone();
+    let mut bounded = generics.clone();
     if generic {
         bounded
             .make_where_clause()
@@ -354,7 +359,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             .push(syn::parse_quote!(#this: ::actors::Actor));
     }
     let ref_where = &bounded.where_clause;
-    let struct_params = &item.generics.params;
+    let struct_params = &generics.params;
     let vis = &item.vis;
     let ref_name = format_ident!("{}Ref", name);
     let spawn_bound =
@@ -522,6 +527,9 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             "#[actor] goes on the actor struct's inherent `impl` block, not on a trait impl",
         ));
     }
+    if let Some(lifetime) = item.generics.lifetimes().next() {
+        return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
+    }
     let (name, self_arguments) = match &*item.self_ty {
         Type::Path(path)
             if path.qself.is_none()
@@ -620,12 +628,13 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     let message = format_ident!("__{}Message", name);
     let ref_name = format_ident!("{}Ref", name);
     let self_ty = &*item.self_ty;
-    let (impl_generics, type_generics, where_clause) = item.generics.split_for_impl();
+    let generics = resolve_self_in_generics(&item.generics, &name, self_ty);
+    let (impl_generics, type_generics, where_clause) = generics.split_for_impl();
     // Items naming `Ref<Name<..>>` or `Call<Name<..>>` need `Name<..>: Actor`, which the
     // `Actor` impl below proves from the impl's own bounds (a where-bound saying so would
     // hide that impl's `Message` from them).
     let actor_where = where_clause;
-    let enum_params = &item.generics.params;
+    let enum_params = &generics.params;
     let ref_ty = quote!(#ref_name #self_arguments);
     let message_ty = quote!(#message #type_generics);
     let variants = handlers.iter().map(|handler| {
@@ -808,7 +817,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
 
         #[doc = #message_doc]
         #[doc(hidden)]
-        #[allow(non_camel_case_types, private_interfaces)]
+        #[allow(non_camel_case_types, private_interfaces, private_bounds)]
         pub enum #message<#enum_params> #actor_where {
             #(#variants,)*
             /// A closure run on the actor: a timer's tick, an attached stream's item.
@@ -1121,38 +1130,54 @@ fn handler(method: &ImplItemFn, actor: &Ident, self_ty: &Type) -> syn::Result<Ha
 /// `ty` with `Self` replaced by the actor's name: the generated message enum and ref methods
 /// live outside the impl, where `Self` would mean something else.
 fn resolve_self(ty: &Type, actor: &Ident, self_ty: &Type) -> Type {
-    struct Resolver<'a>(&'a Ident, &'a Type);
-    impl syn::visit_mut::VisitMut for Resolver<'_> {
-        fn visit_type_mut(&mut self, node: &mut Type) {
-            // A bare `Self` is the whole self type, generic arguments included.
-            if let Type::Path(path) = node
-                && path.qself.is_none()
-                && path.path.is_ident("Self")
-            {
-                *node = self.1.clone();
-                return;
-            }
-            syn::visit_mut::visit_type_mut(self, node);
-        }
-        fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
-            if node.qself.is_none()
-                && node
-                    .path
-                    .segments
-                    .first()
-                    .is_some_and(|segment| segment.ident == "Self")
-            {
-                let span = node.path.segments[0].ident.span();
-                let mut actor = self.0.clone();
-                actor.set_span(span);
-                node.path.segments[0].ident = actor;
-            }
-            syn::visit_mut::visit_type_path_mut(self, node);
-        }
-    }
     let mut ty = ty.clone();
-    syn::visit_mut::VisitMut::visit_type_mut(&mut Resolver(actor, self_ty), &mut ty);
+    syn::visit_mut::VisitMut::visit_type_mut(&mut SelfResolver(actor, self_ty), &mut ty);
     ty
+}
+
+/// `generics` with `Self` in its bounds resolved: generated items (the message enum, the
+/// ref's impls, the checks) take the actor's bounds where `Self` means something else.
+fn resolve_self_in_generics(
+    generics: &syn::Generics,
+    actor: &Ident,
+    self_ty: &Type,
+) -> syn::Generics {
+    let mut generics = generics.clone();
+    syn::visit_mut::VisitMut::visit_generics_mut(&mut SelfResolver(actor, self_ty), &mut generics);
+    generics
+}
+
+/// Replaces `Self` by the actor's type (see `resolve_self`).
+struct SelfResolver<'a>(&'a Ident, &'a Type);
+
+impl syn::visit_mut::VisitMut for SelfResolver<'_> {
+    fn visit_type_mut(&mut self, node: &mut Type) {
+        // A bare `Self` is the whole self type, generic arguments included.
+        if let Type::Path(path) = node
+            && path.qself.is_none()
+            && path.path.is_ident("Self")
+        {
+            *node = self.1.clone();
+            return;
+        }
+        syn::visit_mut::visit_type_mut(self, node);
+    }
+
+    fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
+        if node.qself.is_none()
+            && node
+                .path
+                .segments
+                .first()
+                .is_some_and(|segment| segment.ident == "Self")
+        {
+            let span = node.path.segments[0].ident.span();
+            let mut actor = self.0.clone();
+            actor.set_span(span);
+            node.path.segments[0].ident = actor;
+        }
+        syn::visit_mut::visit_type_path_mut(self, node);
+    }
 }
 
 /// Refuses types a message cannot carry: borrowed ones and `impl Trait`.
