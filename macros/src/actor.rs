@@ -10,7 +10,7 @@
 
 use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens as _, format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt as _;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
@@ -261,7 +261,10 @@ fn ask_timeout(value: &Expr) -> syn::Result<u64> {
     text.as_deref()
         .and_then(crate::options::duration_millis)
         .ok_or_else(|| {
-            let shown = text.map_or_else(|| "this".to_string(), |text| format!("{text:?}"));
+            let shown = text.map_or_else(
+                || format!("`{}`, not a string,", value.to_token_stream()),
+                |text| format!("{text:?}"),
+            );
             syn::Error::new(
                 value.span(),
                 format!(
