@@ -28,6 +28,14 @@ impl<A: Actor> Ref<A> {
         Ref { mailbox }
     }
 
+    /// A ref to `mailbox` while some ref still reaches it (the count is above zero): what a
+    /// weak ref or a timer upgrades to.
+    pub(crate) fn upgrade(mailbox: &Arc<Mailbox<A::Message>>) -> Option<Self> {
+        mailbox.try_add_sender().then(|| Ref {
+            mailbox: mailbox.clone(),
+        })
+    }
+
     /// Sends `message`, waiting while the mailbox is full. Fails with [`Error::Closed`] if the
     /// actor has stopped.
     pub async fn send(&self, message: A::Message) -> Result<(), Error> {
@@ -291,12 +299,7 @@ impl<A: Actor> WeakRef<A> {
     /// The typed ref, while the actor runs and some ref still reaches it; `None` once it
     /// ended or is finishing because its last ref was dropped.
     pub fn upgrade(&self) -> Option<A::Ref> {
-        if !self.mailbox.try_add_sender() {
-            return None;
-        }
-        Some(A::Ref::from(Ref {
-            mailbox: self.mailbox.clone(),
-        }))
+        Ref::upgrade(&self.mailbox).map(A::Ref::from)
     }
 
     /// The actor's id, whether or not it still runs.

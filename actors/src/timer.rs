@@ -21,7 +21,7 @@
 //!   producer back.
 
 use crate::mailbox::Mailbox;
-use crate::{Actor, Context};
+use crate::{Actor, Context, Ref};
 use futures::{Stream, StreamExt as _};
 use runtime::Spawner as _;
 use std::sync::Arc;
@@ -33,8 +33,10 @@ use std::time::{Duration, Instant};
 #[doc(hidden)]
 pub struct Call<A: Actor> {
     closure: Box<Closure<A>>,
-    /// The token of the incarnation that made it.
-    incarnation: Arc<AtomicBool>,
+    /// The timer or attachment it belongs to.
+    schedule: Arc<Schedule>,
+    /// Running it finishes the schedule (a one-shot timer's call, a stream's end).
+    last: bool,
 }
 
 /// What a [`Call`] runs.
@@ -42,21 +44,33 @@ type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
 
 impl<A: Actor> Call<A> {
     fn new(
-        schedule: &Schedule,
+        schedule: &Arc<Schedule>,
+        last: bool,
         call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Self {
         Call {
             closure: Box::new(call),
-            incarnation: schedule.incarnation.clone(),
+            schedule: schedule.clone(),
+            last,
         }
     }
 
-    /// Runs the closure on `actor`, if this is the incarnation that made it and it still
-    /// takes messages.
+    /// Runs the closure on `actor`, unless its schedule was cancelled or finished, or this
+    /// is not the incarnation that made it, or that incarnation stopped taking messages.
     pub fn run(self, actor: &mut A, ctx: &mut Context<A>) {
-        if Arc::ptr_eq(&self.incarnation, ctx.incarnation())
-            && self.incarnation.load(Ordering::Acquire)
+        let schedule = &*self.schedule;
+        if !Arc::ptr_eq(&schedule.incarnation, ctx.incarnation())
+            || !schedule.incarnation.load(Ordering::Acquire)
         {
+            return;
+        }
+        let cancelled = if self.last {
+            // Marks the schedule finished as it runs.
+            schedule.cancelled.swap(true, Ordering::AcqRel)
+        } else {
+            schedule.cancelled.load(Ordering::Acquire)
+        };
+        if !cancelled {
             (self.closure)(actor, ctx);
         }
     }
@@ -72,14 +86,6 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn of<A: Actor>(ctx: &Context<A>) -> Arc<Self> {
-        Arc::new(Schedule {
-            cancelled: AtomicBool::new(false),
-            pending: AtomicBool::new(false),
-            incarnation: ctx.incarnation().clone(),
-        })
-    }
-
     /// Cancelled, finished, or its incarnation is over.
     fn is_over(&self) -> bool {
         self.cancelled.load(Ordering::Acquire) || !self.incarnation.load(Ordering::Acquire)
@@ -91,15 +97,6 @@ impl Schedule {
 struct CancelOnDrop {
     schedule: Arc<Schedule>,
     armed: bool,
-}
-
-impl CancelOnDrop {
-    fn new(schedule: &Arc<Schedule>) -> Self {
-        CancelOnDrop {
-            schedule: schedule.clone(),
-            armed: true,
-        }
-    }
 }
 
 impl Drop for CancelOnDrop {
@@ -143,31 +140,16 @@ impl std::fmt::Debug for Timer {
     }
 }
 
-/// A sender count taken only while the actor is reachable (see the module invariants).
-struct Reachable<'a, M: Send>(&'a Mailbox<M>);
-
-impl<'a, M: Send> Reachable<'a, M> {
-    fn new(mailbox: &'a Mailbox<M>) -> Option<Self> {
-        mailbox.try_add_sender().then_some(Reachable(mailbox))
-    }
-}
-
-impl<M: Send> Drop for Reachable<'_, M> {
-    fn drop(&mut self) {
-        self.0.remove_sender();
-    }
-}
-
-/// Queues `call` unless the schedule was cancelled or the actor is unreachable or gone;
-/// returns whether it did.
-async fn deliver<A: Actor>(mailbox: &Mailbox<A::Message>, call: Call<A>) -> bool {
-    if !call.incarnation.load(Ordering::Acquire) {
+/// Queues `call` unless its schedule is over or the actor is unreachable or gone; returns
+/// whether it did. The ref it upgrades to lives only until the call is queued.
+async fn deliver<A: Actor>(mailbox: &Arc<Mailbox<A::Message>>, call: Call<A>) -> bool {
+    if call.schedule.is_over() {
         return false;
     }
-    let Some(_reachable) = Reachable::new(mailbox) else {
+    let Some(sender) = Ref::<A>::upgrade(mailbox) else {
         return false;
     };
-    mailbox.send(A::__call(call)).await.is_ok()
+    sender.send(A::__call(call)).await.is_ok()
 }
 
 /// The next deadline of an interval that started at `start`: the first multiple of `period`
@@ -190,6 +172,32 @@ fn next_deadline(
 }
 
 impl<A: Actor> Context<A> {
+    /// Spawns `work` (given the schedule, its drop guard and the mailbox) as this
+    /// incarnation's task, and returns its handle. `work` must move the guard into its
+    /// future (`let guard = guard;`: a closure capturing only a field of it would drop the
+    /// rest, and cancel the schedule, at once); made here, a refused spawn drops it too.
+    fn schedule<F, Fut>(&self, work: F) -> Timer
+    where
+        F: FnOnce(Arc<Schedule>, CancelOnDrop, Arc<Mailbox<A::Message>>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let schedule = Arc::new(Schedule {
+            cancelled: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            incarnation: self.incarnation().clone(),
+        });
+        let finished = CancelOnDrop {
+            schedule: schedule.clone(),
+            armed: true,
+        };
+        let (shared, mailbox) = (schedule.clone(), self.mailbox().clone());
+        let task = self
+            .runtime()
+            .clone()
+            .spawn(move |_| work(shared, finished, mailbox));
+        Timer { schedule, task }
+    }
+
     /// Runs `call` on this actor once, `delay` from now, in mailbox order (queued behind
     /// what is queued by then, waiting for room if the mailbox is full). Cancelled by the
     /// returned [`Timer`] or when the actor stops; it does not keep the actor alive.
@@ -198,26 +206,12 @@ impl<A: Actor> Context<A> {
         delay: Duration,
         call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Timer {
-        let schedule = Schedule::of(self);
-        let shared = schedule.clone();
-        let mailbox = self.mailbox().clone();
-        let task = self.runtime().clone().spawn(move |_| async move {
-            let mut finished = CancelOnDrop::new(&shared);
+        self.schedule(move |schedule, finished, mailbox| async move {
+            let mut finished = finished;
             runtime::Sleep::new(delay).await;
-            let guard = shared.clone();
-            let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
-                // Marks the timer finished as it runs, unless it was cancelled first.
-                if !guard.cancelled.swap(true, Ordering::AcqRel) {
-                    call(actor, ctx);
-                }
-            });
-            if shared.cancelled.load(Ordering::Acquire) {
-                return;
-            }
             // Queued, the call marks the timer finished when it runs.
-            finished.armed = !deliver(&mailbox, call).await;
-        });
-        Timer { schedule, task }
+            finished.armed = !deliver(&mailbox, Call::new(&schedule, true, call)).await;
+        })
     }
 
     /// Runs `tick` on this actor every `period` (the first `period` from now), in mailbox
@@ -231,12 +225,9 @@ impl<A: Actor> Context<A> {
         tick: impl FnMut(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Timer {
         let period = period.max(Duration::from_millis(1));
-        let schedule = Schedule::of(self);
-        let shared = schedule.clone();
-        let mailbox = self.mailbox().clone();
         let tick = Arc::new(parking_lot::Mutex::new(tick));
-        let task = self.runtime().clone().spawn(move |_| async move {
-            let _finished = CancelOnDrop::new(&shared);
+        self.schedule(move |schedule, finished, mailbox| async move {
+            let _finished = finished;
             let start = Instant::now();
             let Some(mut deadline) = start.checked_add(period) else {
                 // A period past what an `Instant` holds never ends.
@@ -244,16 +235,10 @@ impl<A: Actor> Context<A> {
             };
             loop {
                 runtime::Sleep::new(deadline.saturating_duration_since(Instant::now())).await;
-                if shared.cancelled.load(Ordering::Acquire) {
-                    return;
-                }
-                if !shared.pending.swap(true, Ordering::AcqRel) {
-                    let (guard, tick) = (shared.clone(), tick.clone());
-                    let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
-                        if guard.cancelled.load(Ordering::Acquire) {
-                            return;
-                        }
-                        guard.pending.store(false, Ordering::Release);
+                if !schedule.pending.swap(true, Ordering::AcqRel) {
+                    let (pending, tick) = (schedule.clone(), tick.clone());
+                    let call = Call::new(&schedule, false, move |actor, ctx| {
+                        pending.pending.store(false, Ordering::Release);
                         (tick.lock())(actor, ctx);
                     });
                     if !deliver(&mailbox, call).await {
@@ -265,8 +250,7 @@ impl<A: Actor> Context<A> {
                     None => return std::future::pending().await,
                 }
             }
-        });
-        Timer { schedule, task }
+        })
     }
 
     /// Handles each item of `stream` on this actor with `on_item`, in mailbox order with its
@@ -299,34 +283,22 @@ impl<A: Actor> Context<A> {
         S: Stream + Send + 'static,
         S::Item: Send + 'static,
     {
-        let schedule = Schedule::of(self);
-        let shared = schedule.clone();
-        let mailbox = self.mailbox().clone();
         let on_item = Arc::new(on_item);
-        let task = self.runtime().clone().spawn(move |_| async move {
-            let mut finished = CancelOnDrop::new(&shared);
+        self.schedule(move |schedule, finished, mailbox| async move {
+            let mut finished = finished;
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                let (guard, on_item) = (shared.clone(), on_item.clone());
-                let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
-                    if !guard.cancelled.load(Ordering::Acquire) {
-                        on_item(actor, ctx, item);
-                    }
+                let on_item = on_item.clone();
+                let call = Call::new(&schedule, false, move |actor, ctx| {
+                    on_item(actor, ctx, item)
                 });
                 if !deliver(&mailbox, call).await {
                     return;
                 }
             }
-            let guard = shared.clone();
-            let call = Call::new(&shared, move |actor: &mut A, ctx: &mut Context<A>| {
-                if !guard.cancelled.swap(true, Ordering::AcqRel) {
-                    on_end(actor, ctx);
-                }
-            });
             // Queued, the end call marks the attachment finished when it runs.
-            finished.armed = !deliver(&mailbox, call).await;
-        });
-        Timer { schedule, task }
+            finished.armed = !deliver(&mailbox, Call::new(&schedule, true, on_end)).await;
+        })
     }
 }
 
