@@ -40,7 +40,7 @@ pub enum Placement {
     note = "put `#[actor]` (or `#[actor(dedicated)]`, `#[actor(blocking)]`) on the struct \
             declaration of `{Self}`"
 )]
-pub trait Declared: Sized + Send + 'static {
+pub trait Declared: Sized + 'static {
     /// The supervision label and metric label; by default the type name in snake_case.
     const LABEL: &'static str;
     /// The mailbox's capacity in messages.
@@ -50,10 +50,18 @@ pub trait Declared: Sized + Send + 'static {
     /// The deadline of every ask to the actor unless the ask sets its own (`#[actor(ask_timeout
     /// = "5s")]`); none by default.
     const ASK_TIMEOUT: Option<std::time::Duration> = None;
+    /// Where its incarnations' futures run: `OnPool` for `Placement::Pool` (they must be
+    /// `Send`), `OnItsThread` otherwise (built and kept on the actor's thread); generated.
+    #[doc(hidden)]
+    type __Placed;
 }
 
 /// An actor: state with message handlers, run one message at a time. Implemented by
 /// `#[actor]` on the struct's inherent impl; see the crate documentation.
+///
+/// Neither the state nor the futures of its handlers and hooks need be `Send` here: those of
+/// a pool actor must be, which its generated `__launch` checks at its concrete type, while a
+/// dedicated or blocking actor's are built on its thread and never leave it.
 #[diagnostic::on_unimplemented(
     message = "the actor `{Self}` has no handlers",
     label = "`{Self}` needs an `#[actor] impl {Self} {{ ... }}` block",
@@ -74,15 +82,21 @@ pub trait Actor: Declared {
     #[doc(hidden)]
     fn __call(call: crate::timer::Call<Self>) -> Self::Message;
 
+    /// Spawns an incarnation in `scope` (generated: it names the concrete type, where the
+    /// compiler sees whether a pool actor's future is `Send`; see `spawn::Place`).
+    #[doc(hidden)]
+    fn __launch(scope: runtime::Context, launch: crate::spawn::Launch<Self>)
+    -> runtime::Handle<()>;
+
     /// Runs the handler `message` is for.
     fn handle(
         &mut self,
         ctx: &mut Context<Self>,
         message: Self::Message,
-    ) -> impl Future<Output = ()> + Send;
+    ) -> impl Future<Output = ()>;
 
     /// Runs before the first message.
-    fn on_start(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> + Send {
+    fn on_start(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> {
         let _ = ctx;
         async {}
     }
@@ -93,7 +107,7 @@ pub trait Actor: Declared {
         &mut self,
         ctx: &mut Context<Self>,
         reason: &ExitReason,
-    ) -> impl Future<Output = ()> + Send {
+    ) -> impl Future<Output = ()> {
         let _ = (ctx, reason);
         async {}
     }
@@ -104,7 +118,7 @@ pub trait Actor: Declared {
         ctx: &mut Context<Self>,
         id: ActorId,
         reason: ExitReason,
-    ) -> impl Future<Output = ()> + Send {
+    ) -> impl Future<Output = ()> {
         let _ = (ctx, id, reason);
         async {}
     }
@@ -116,7 +130,7 @@ pub trait Actor: Declared {
         ctx: &mut Context<Self>,
         id: ActorId,
         reason: ExitReason,
-    ) -> impl Future<Output = ()> + Send {
+    ) -> impl Future<Output = ()> {
         let _ = (ctx, id, reason);
         async {}
     }

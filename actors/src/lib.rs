@@ -70,6 +70,10 @@
 //!   V>`, with the same bounds, `Send + 'static` among them), giving `CacheRef<K, V>`;
 //!   handlers may not be generic, nor may an actor borrow (lifetime parameters). One
 //!   `#[actor]` impl per actor struct.
+//! - A dedicated or blocking actor's state need not be `Send`: [`spawn_with`] (also
+//!   [`Context::spawn_with`] and [`ChildSpec::new`](supervisor::ChildSpec::new)) calls a
+//!   `Send` factory on the actor's own thread, and the state never leaves it; its ref is
+//!   `Send + Sync` as always. On the shared pool such an actor is a compile error.
 //! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
 //!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`,
 //!   `actor_ask_timeouts_total`, and `actor_exits_total` also by reason) appear in
@@ -89,6 +93,7 @@ mod refs;
 mod spawn;
 pub mod supervisor;
 mod sync;
+mod thread_bound;
 mod timer;
 
 pub use actor::{Actor, Declared, Placement};
@@ -99,7 +104,7 @@ pub use id::ActorId;
 pub use lifecycle::Monitor;
 pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
 pub use runtime_macros::actor;
-pub use spawn::spawn;
+pub use spawn::{spawn, spawn_with};
 pub use timer::{Attachment, Timer};
 
 /// What actor code needs in scope: the `#[actor]` attribute, the actor traits (anonymously)
@@ -122,6 +127,7 @@ pub fn __live_reply_slots() -> Option<usize> {
 /// What generated code names. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
     pub use crate::timer::Call;
     pub use runtime;
 }

@@ -8,12 +8,20 @@
 //!   `actor_exits_total`.
 //! - An unsupervised actor's mailbox is ended (closed, its joiners, monitors and links told)
 //!   only after `on_stop` returned, so `stop()` and `join()` resolve after it.
+//! - The actor is built inside its incarnation's future, from a `Send` factory: on the pool
+//!   that future must be `Send` (checked at the concrete actor type, see [`Place`]); on a
+//!   thread of its own it is a [`ThreadBound`] one, so state that is not `Send` is built,
+//!   used and dropped on that thread only.
 
 use crate::actor::{Exit, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::{ActorMetrics, Families};
+use crate::thread_bound::ThreadBound;
 use crate::{Actor, ActorId, Context, ExitReason, Placement, Ref};
 use runtime::Spawner as _;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 /// `context` with `placement` applied.
@@ -34,13 +42,53 @@ pub(crate) fn mailbox<A: Actor>() -> Arc<Mailbox<A::Message>> {
 
 /// Runs `actor` in a child scope of `context` named by its label, with its placement, and
 /// returns its ref. What `<Name>::spawn` calls. Actors of one label spawned from one context
-/// share that scope's node (it lives while any of them does).
-pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
+/// share that scope's node (it lives while any of them does). The actor is built here and
+/// moved to where it runs, so it must be `Send`; see [`spawn_with`] for one that is not.
+pub fn spawn<A: Actor + Send>(actor: A, context: &runtime::Context) -> A::Ref {
+    spawn_with(context, move || actor)
+}
+
+/// An actor on its way to where it runs, for `<Name>::spawn(self, ..)`: `Send` exactly when
+/// the actor is. The generated `spawn` requires `Moved<'_, Self>: Send` rather than `Self:
+/// Send`, which the compiler would reject at its definition for an actor that is not `Send`
+/// (a bound naming no parameter must hold); the lifetime only makes the bound a parameter's.
+#[doc(hidden)]
+pub struct Moved<'a, A>(A, PhantomData<&'a ()>);
+
+impl<A> Moved<'_, A> {
+    pub fn new(actor: A) -> Self {
+        Moved(actor, PhantomData)
+    }
+
+    fn into_inner(self) -> A {
+        self.0
+    }
+}
+
+/// What the generated `<Name>::spawn(self, context)` calls: [`spawn`] for an actor shown
+/// `Send` through [`Moved`].
+#[doc(hidden)]
+pub fn spawn_moved<'a: 'static, A: Actor>(actor: Moved<'a, A>, context: &runtime::Context) -> A::Ref
+where
+    Moved<'a, A>: Send,
+{
+    spawn_with(context, move || actor.into_inner())
+}
+
+/// Runs the actor `factory` builds, as [`spawn`] does, calling `factory` where the actor
+/// runs: on its own thread for a dedicated or blocking actor, whose state then need not be
+/// `Send` (it never leaves that thread; its ref is `Send + Sync` all the same). What
+/// `<Name>::spawn_with` calls. A panicking factory ends the actor as a panicking `on_start`
+/// would.
+pub fn spawn_with<A: Actor>(
+    context: &runtime::Context,
+    factory: impl FnOnce() -> A + Send + 'static,
+) -> A::Ref {
     let mailbox = mailbox::<A>();
     let actor_ref = Ref::<A>::new(mailbox.clone());
     let ending = mailbox.clone();
     drop(spawn_incarnation(
-        actor,
+        Box::new(factory),
         context,
         mailbox,
         |_| {},
@@ -56,16 +104,20 @@ pub fn spawn<A: Actor>(actor: A, context: &runtime::Context) -> A::Ref {
     A::Ref::from(actor_ref)
 }
 
+/// What an incarnation calls when it ends: with its exit, that exit's reason, and whether
+/// its `on_start` had returned.
+type Ended = Box<dyn FnOnce(Exit, ExitReason, bool) + Send>;
+
 /// An incarnation's metrics and what to call when it ends: with its exit (or
 /// `Exit::Aborted` if dropped first), that exit's reason, and whether its `on_start` had
 /// returned. Counts the exit either way.
-struct OnEnd<F: FnOnce(Exit, ExitReason, bool)> {
+struct OnEnd {
     metrics: ActorMetrics,
     began: bool,
-    ended: Option<F>,
+    ended: Option<Ended>,
 }
 
-impl<F: FnOnce(Exit, ExitReason, bool)> OnEnd<F> {
+impl OnEnd {
     fn call(mut self, exit: Exit) {
         self.end(exit);
     }
@@ -79,33 +131,77 @@ impl<F: FnOnce(Exit, ExitReason, bool)> OnEnd<F> {
     }
 }
 
-impl<F: FnOnce(Exit, ExitReason, bool)> Drop for OnEnd<F> {
+impl Drop for OnEnd {
     fn drop(&mut self) {
         self.end(Exit::Aborted);
     }
 }
 
-/// Spawns one incarnation of `actor` on `mailbox`, in the scope node its label shares under
-/// `context`, with its placement: `started` runs once `on_start` returned (`true`) or
-/// panicked, and `ended` gets how it ended (`Exit::Aborted` if its future is dropped first),
-/// with its reason, and whether `on_start` had returned. Unsupervised actors and supervised children both
-/// start here.
+/// Spawns one incarnation of the actor `make` builds on `mailbox`, in the scope node its
+/// label shares under `context`, with its placement: `started` runs once `on_start` returned
+/// (`true`) or panicked (or `make` did), and `ended` gets how it ended (`Exit::Aborted` if
+/// its future is dropped first), with its reason, and whether `on_start` had returned.
+/// Unsupervised actors and supervised children both start here.
 pub(crate) fn spawn_incarnation<A: Actor>(
-    actor: A,
+    make: Box<dyn FnOnce() -> A + Send>,
     context: &runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
     started: impl FnOnce(bool) + Send + 'static,
     ended: impl FnOnce(Exit, ExitReason, bool) + Send + 'static,
 ) -> runtime::Handle<()> {
     // Counts the actor as running from here: a refused spawn drops it at once.
-    let mut ended = OnEnd {
+    let ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
         began: false,
-        ended: Some(ended),
+        ended: Some(Box::new(ended)),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
-    placed(context.__shared_child(A::LABEL), A::PLACEMENT).spawn(move |runtime| async move {
+    let scope = placed(context.__shared_child(A::LABEL), A::PLACEMENT);
+    A::__launch(
+        scope,
+        Launch {
+            make,
+            mailbox,
+            started: Box::new(started),
+            ended,
+        },
+    )
+}
+
+/// Everything one incarnation needs, before it runs: what builds the actor, its mailbox,
+/// and what to call when it has started and when it ends. `Send` whatever the actor is:
+/// the actor itself exists only once [`run`](Self::run) has begun, where it runs.
+///
+/// Generated code hands it to [`Place::launch`] at the actor's concrete type, where the
+/// compiler can see whether the incarnation's future is `Send` (see [`Place`]).
+#[doc(hidden)]
+pub struct Launch<A: Actor> {
+    make: Box<dyn FnOnce() -> A + Send>,
+    mailbox: Arc<Mailbox<A::Message>>,
+    started: Box<dyn FnOnce(bool) + Send>,
+    ended: OnEnd,
+}
+
+impl<A: Actor> Launch<A> {
+    /// The incarnation: builds the actor (a panicking factory is a failed start), runs it,
+    /// and reports its end.
+    pub async fn run(self, runtime: runtime::Context) {
+        let Launch {
+            make,
+            mailbox,
+            started,
+            mut ended,
+        } = self;
         let mut ctx = Context::<A>::new(runtime, mailbox);
+        let actor = match catch_unwind(AssertUnwindSafe(make)) {
+            Ok(actor) => actor,
+            Err(payload) => {
+                started(false);
+                ctx.end_incarnation();
+                ended.call(Exit::Panicked(payload));
+                return;
+            }
+        };
         let began = &mut ended.began;
         let started = move |ok| {
             *began = ok;
@@ -113,5 +209,52 @@ pub(crate) fn spawn_incarnation<A: Actor>(
         };
         let exit = run(actor, &mut ctx, &mut ended.metrics, started).await;
         ended.call(exit);
-    })
+    }
+}
+
+/// Where an incarnation's future runs, chosen by the actor's placement
+/// ([`Declared::__Placed`](crate::Declared)): [`OnPool`] needs the future to be `Send`,
+/// [`OnItsThread`] builds it on the actor's thread and keeps it there. Generic over the
+/// future so that the bound is checked where the generated code names the concrete actor
+/// (the futures of its handlers are only known there).
+#[doc(hidden)]
+pub trait Place<F> {
+    fn launch<A: Actor>(
+        scope: runtime::Context,
+        launch: Launch<A>,
+        run: fn(Launch<A>, runtime::Context) -> F,
+    ) -> runtime::Handle<()>;
+}
+
+/// The shared pool: the incarnation's future moves between workers.
+#[doc(hidden)]
+pub enum OnPool {}
+
+/// A dedicated or blocking thread: the incarnation's future is built there and never
+/// leaves it (see [`ThreadBound`]).
+#[doc(hidden)]
+pub enum OnItsThread {}
+
+impl<F: Future<Output = ()> + Send + 'static> Place<F> for OnPool {
+    fn launch<A: Actor>(
+        scope: runtime::Context,
+        launch: Launch<A>,
+        run: fn(Launch<A>, runtime::Context) -> F,
+    ) -> runtime::Handle<()> {
+        scope.spawn(move |runtime| run(launch, runtime))
+    }
+}
+
+impl<F: Future<Output = ()> + 'static> Place<F> for OnItsThread {
+    fn launch<A: Actor>(
+        scope: runtime::Context,
+        launch: Launch<A>,
+        run: fn(Launch<A>, runtime::Context) -> F,
+    ) -> runtime::Handle<()> {
+        debug_assert!(
+            A::PLACEMENT != Placement::Pool,
+            "only for a thread of its own"
+        );
+        scope.spawn(move |runtime| ThreadBound::new(move || run(launch, runtime)))
+    }
 }

@@ -366,7 +366,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     let vis = &item.vis;
     let ref_name = format_ident!("{}Ref", name);
     let spawn_bound =
-        generic.then(|| quote!(where Self: ::actors::Actor<Ref = #ref_name #type_generics>));
+        generic.then(|| quote!(Self: ::actors::Actor<Ref = #ref_name #type_generics>));
     let label = match &options.name {
         Some((label, _)) => label.clone(),
         None => snake_case(&name.unraw().to_string()),
@@ -386,11 +386,33 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     let mailbox = options
         .mailbox
         .map_or(DEFAULT_MAILBOX, |(capacity, _)| capacity) as usize;
-    let placement = match options.placement.as_ref().map(|(placement, _)| *placement) {
+    let placement = options.placement.as_ref().map(|(placement, _)| *placement);
+    let on_pool = matches!(placement, None | Some(Placement::Pool));
+    let placement = match placement {
         None | Some(Placement::Pool) => quote!(Pool),
         Some(Placement::Dedicated) => quote!(Dedicated),
         Some(Placement::Blocking) => quote!(Blocking),
     };
+    let placed = if on_pool {
+        quote!(::actors::__private::OnPool)
+    } else {
+        quote!(::actors::__private::OnItsThread)
+    };
+    // A pool actor moves between workers: its state must be `Send`, said where the struct is
+    // declared (the check in its generated `__launch` would also catch it, less plainly).
+    let pool_check = on_pool.then(|| {
+        quote_spanned! {name.span()=>
+            const _: () = {
+                #[allow(dead_code)]
+                fn check #impl_generics () #where_clause {
+                    fn actors_on_the_shared_pool_must_be_send_use_actor_dedicated_for_state_that_is_not<
+                        T: ::core::marker::Send,
+                    >() {}
+                    actors_on_the_shared_pool_must_be_send_use_actor_dedicated_for_state_that_is_not::<#this>();
+                }
+            };
+        }
+    });
     let ask_timeout = options.ask_timeout.map(|millis| {
         quote! {
             const ASK_TIMEOUT: ::core::option::Option<::core::time::Duration> =
@@ -404,6 +426,18 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     let spawn_doc = format!(
         "Runs this actor in a child scope of `context` named `{label}`, and returns its ref."
     );
+    let spawn_with_doc = if on_pool {
+        format!(
+            "Runs the actor `factory` builds (called where it runs) in a child scope of \
+             `context` named `{label}`, and returns its ref."
+        )
+    } else {
+        format!(
+            "Runs the actor `factory` builds on the actor's own thread, in a child scope of \
+             `context` named `{label}`, and returns its ref: its state need not be `Send`, as \
+             it never leaves that thread."
+        )
+    };
     Ok(quote! {
         #error
         #item
@@ -413,7 +447,10 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             const MAILBOX: usize = #mailbox;
             const PLACEMENT: ::actors::Placement = ::actors::Placement::#placement;
             #ask_timeout
+            type __Placed = #placed;
         }
+
+        #pool_check
 
         #[doc = #ref_doc]
         #vis struct #ref_name<#struct_params>(::actors::Ref<#this>) #ref_where;
@@ -446,15 +483,42 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
 
         impl #impl_generics #this #where_clause {
             #[doc = #spawn_doc]
-            #vis fn spawn(self, context: &::actors::__private::runtime::Context) -> #ref_name #type_generics #spawn_bound {
-                ::actors::spawn(self, context)
+            ///
+            /// The actor is built by the caller and moved to where it runs, so it must be
+            /// `Send`; `spawn_with` builds one that is not on its own thread.
+            #vis fn spawn<'__moved: 'static>(self, context: &::actors::__private::runtime::Context) -> #ref_name #type_generics
+            where
+                ::actors::__private::Moved<'__moved, Self>: ::core::marker::Send,
+                #spawn_bound
+            {
+                ::actors::__private::spawn_moved(::actors::__private::Moved::new(self), context)
+            }
+
+            #[doc = #spawn_with_doc]
+            #vis fn spawn_with(
+                context: &::actors::__private::runtime::Context,
+                factory: impl ::core::ops::FnOnce() -> Self + ::core::marker::Send + 'static,
+            ) -> #ref_name #type_generics
+            where
+                #spawn_bound
+            {
+                ::actors::spawn_with(context, factory)
             }
         }
     })
 }
 
 /// Names the generated ref or actor already has: no handler may take them.
-const RESERVED: &[&str] = &["inner", "spawn", "clone", "id", "stop", "join", "downgrade"];
+const RESERVED: &[&str] = &[
+    "inner",
+    "spawn",
+    "spawn_with",
+    "clone",
+    "id",
+    "stop",
+    "join",
+    "downgrade",
+];
 
 /// One handler, as the impl declares it.
 struct Handler {
@@ -833,6 +897,19 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
 
             fn __call(call: ::actors::__private::Call<Self>) -> #message_ty {
                 #message::__Call(call)
+            }
+
+            fn __launch(
+                scope: ::actors::__private::runtime::Context,
+                launch: ::actors::__private::Launch<Self>,
+            ) -> ::actors::__private::runtime::Handle<()> {
+                // The concrete type is named here: on the pool, this is where the compiler
+                // sees whether the incarnation's future (the handlers' included) is `Send`.
+                <<Self as ::actors::Declared>::__Placed as ::actors::__private::Place<_>>::launch(
+                    scope,
+                    launch,
+                    ::actors::__private::Launch::<Self>::run,
+                )
             }
 
             #[allow(unused_variables)]

@@ -69,7 +69,6 @@ use futures::channel::{mpsc, oneshot};
 use parking_lot::Mutex;
 use runtime::{Clock as _, Spawner as _};
 use std::collections::VecDeque;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,17 +96,20 @@ pub enum Strategy {
 
 /// How to start a child, when to restart it, and how long it has to stop.
 pub struct ChildSpec<A: Actor> {
-    factory: Box<dyn FnMut() -> A + Send>,
+    /// Shared with each incarnation, which calls it where it runs (on its own thread for a
+    /// dedicated or blocking actor, whose state need not be `Send`).
+    factory: Arc<Mutex<dyn FnMut() -> A + Send>>,
     restart: Restart,
     shutdown: Duration,
 }
 
 impl<A: Actor> ChildSpec<A> {
-    /// A permanent child made by `factory` (called for every incarnation), with a shutdown
-    /// timeout of 5 seconds.
+    /// A permanent child made by `factory` (called for every incarnation, where it runs: on
+    /// the actor's own thread for a dedicated or blocking actor, so its state need not be
+    /// `Send`), with a shutdown timeout of 5 seconds. A panicking factory is a failed start.
     pub fn new(factory: impl FnMut() -> A + Send + 'static) -> Self {
         ChildSpec {
-            factory: Box::new(factory),
+            factory: Arc::new(Mutex::new(factory)),
             restart: Restart::Permanent,
             shutdown: Duration::from_secs(5),
         }
@@ -287,23 +289,14 @@ impl<A: Actor> Child for ActorChild<A> {
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         self.mailbox.clear_stop();
-        let actor = match catch_unwind(AssertUnwindSafe(&mut self.spec.factory)) {
-            Ok(actor) => actor,
-            Err(_) => {
-                // A factory that panics is a failed start.
-                let _ = started.send(false);
-                reporter.report(
-                    Ended::FailedToStart,
-                    ExitReason::Panicked(format!("the factory of `{}` panicked", A::LABEL)),
-                );
-                return scope.clone().spawn(|_| async {});
-            }
-        };
+        let factory = self.spec.factory.clone();
+        // The lock is never contended: one incarnation runs at a time.
+        let make = Box::new(move || (*factory.lock())());
         let started = move |ok| {
             let _ = started.send(ok);
         };
         spawn_incarnation(
-            actor,
+            make,
             scope,
             self.mailbox.clone(),
             started,
