@@ -67,7 +67,8 @@
 //!   [`Context::attach`] run closures on the actor in mailbox order (timers, a stream's
 //!   items), until cancelled by their [`Timer`] or the actor's end.
 //! - Actors may be generic (`#[actor] struct Cache<K, V>` and `#[actor] impl<K, V> Cache<K,
-//!   V>`, with the same bounds, `Send + 'static` among them), giving `CacheRef<K, V>`;
+//!   V>`, with the same bounds, `'static` among them and `Send` on the shared pool), giving
+//!   `CacheRef<K, V>`;
 //!   handlers may not be generic, nor may an actor borrow (lifetime parameters). One
 //!   `#[actor]` impl per actor struct.
 //! - A dedicated or blocking actor's state need not be `Send`: [`spawn_with`] (also

@@ -251,9 +251,12 @@ impl<F: Future<Output = ()> + 'static> Place<F> for OnItsThread {
         launch: Launch<A>,
         run: fn(Launch<A>, runtime::Context) -> F,
     ) -> runtime::Handle<()> {
-        debug_assert!(
+        // Checked in release builds too: a pool actor's future moves between workers, and
+        // a thread-bound one would then panic on its first foreign poll.
+        assert!(
             A::PLACEMENT != Placement::Pool,
-            "only for a thread of its own"
+            "`{}` is placed on the pool but launched on a thread of its own",
+            A::LABEL
         );
         scope.spawn(move |runtime| ThreadBound::new(move || run(launch, runtime)))
     }

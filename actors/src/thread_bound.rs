@@ -132,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn builds_on_the_first_polling_thread_and_drops_there() {
+    fn builds_on_the_first_polling_thread() {
         let built_on = std::sync::Arc::new(std::sync::Mutex::new(None));
         let seen = built_on.clone();
         let bound = ThreadBound::new(move || {

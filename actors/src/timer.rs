@@ -32,47 +32,49 @@ use std::time::{Duration, Instant};
 /// Not part of the public API: generated message enums carry it.
 #[doc(hidden)]
 pub struct Call<A: Actor> {
+    /// The closure with its schedule's checks around it (see [`Call::new`]). One thin box:
+    /// a `Call` is a variant of every generated message enum, so its size is a floor on
+    /// every message's (each slot of the mailbox's queue, each copy of a message).
     closure: Box<Closure<A>>,
-    /// The timer or attachment it belongs to.
-    schedule: Arc<Schedule>,
-    /// Running it finishes the schedule (a one-shot timer's call, a stream's end).
-    last: bool,
 }
 
 /// What a [`Call`] runs.
 type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
 
 impl<A: Actor> Call<A> {
+    /// A call of `schedule` that runs `call` on the actor unless the schedule was cancelled
+    /// or finished, or it is not the incarnation that made it, or that incarnation stopped
+    /// taking messages. Running the `last` one finishes the schedule (a one-shot timer's
+    /// call, a stream's end). Every call is checked here, once.
     fn new(
         schedule: &Arc<Schedule>,
         last: bool,
         call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Self {
+        let schedule = schedule.clone();
         Call {
-            closure: Box::new(call),
-            schedule: schedule.clone(),
-            last,
+            closure: Box::new(move |actor: &mut A, ctx: &mut Context<A>| {
+                if !Arc::ptr_eq(&schedule.incarnation, ctx.incarnation())
+                    || !schedule.incarnation.load(Ordering::Acquire)
+                {
+                    return;
+                }
+                let cancelled = if last {
+                    // Marks the schedule finished as it runs.
+                    schedule.cancelled.swap(true, Ordering::AcqRel)
+                } else {
+                    schedule.cancelled.load(Ordering::Acquire)
+                };
+                if !cancelled {
+                    call(actor, ctx);
+                }
+            }),
         }
     }
 
-    /// Runs the closure on `actor`, unless its schedule was cancelled or finished, or this
-    /// is not the incarnation that made it, or that incarnation stopped taking messages.
+    /// Runs the call on `actor` (what the generated `handle` does with its `__Call`).
     pub fn run(self, actor: &mut A, ctx: &mut Context<A>) {
-        let schedule = &*self.schedule;
-        if !Arc::ptr_eq(&schedule.incarnation, ctx.incarnation())
-            || !schedule.incarnation.load(Ordering::Acquire)
-        {
-            return;
-        }
-        let cancelled = if self.last {
-            // Marks the schedule finished as it runs.
-            schedule.cancelled.swap(true, Ordering::AcqRel)
-        } else {
-            schedule.cancelled.load(Ordering::Acquire)
-        };
-        if !cancelled {
-            (self.closure)(actor, ctx);
-        }
+        (self.closure)(actor, ctx);
     }
 }
 
@@ -140,10 +142,14 @@ impl std::fmt::Debug for Timer {
     }
 }
 
-/// Queues `call` unless its schedule is over or the actor is unreachable or gone; returns
+/// Queues `call` unless its `schedule` is over or the actor is unreachable or gone; returns
 /// whether it did. The ref it upgrades to lives only until the call is queued.
-async fn deliver<A: Actor>(mailbox: &Arc<Mailbox<A::Message>>, call: Call<A>) -> bool {
-    if call.schedule.is_over() {
+async fn deliver<A: Actor>(
+    mailbox: &Arc<Mailbox<A::Message>>,
+    schedule: &Schedule,
+    call: Call<A>,
+) -> bool {
+    if schedule.is_over() {
         return false;
     }
     let Some(sender) = Ref::<A>::upgrade(mailbox) else {
@@ -210,7 +216,7 @@ impl<A: Actor> Context<A> {
             let mut finished = finished;
             runtime::Sleep::new(delay).await;
             // Queued, the call marks the timer finished when it runs.
-            finished.armed = !deliver(&mailbox, Call::new(&schedule, true, call)).await;
+            finished.armed = !deliver(&mailbox, &schedule, Call::new(&schedule, true, call)).await;
         })
     }
 
@@ -241,7 +247,7 @@ impl<A: Actor> Context<A> {
                         pending.pending.store(false, Ordering::Release);
                         (tick.lock())(actor, ctx);
                     });
-                    if !deliver(&mailbox, call).await {
+                    if !deliver(&mailbox, &schedule, call).await {
                         return;
                     }
                 }
@@ -292,12 +298,13 @@ impl<A: Actor> Context<A> {
                 let call = Call::new(&schedule, false, move |actor, ctx| {
                     on_item(actor, ctx, item)
                 });
-                if !deliver(&mailbox, call).await {
+                if !deliver(&mailbox, &schedule, call).await {
                     return;
                 }
             }
             // Queued, the end call marks the attachment finished when it runs.
-            finished.armed = !deliver(&mailbox, Call::new(&schedule, true, on_end)).await;
+            finished.armed =
+                !deliver(&mailbox, &schedule, Call::new(&schedule, true, on_end)).await;
         })
     }
 }

@@ -187,21 +187,10 @@ async fn an_actor_spawns_a_child_that_is_not_send(context: runtime::Context) {
     assert_ne!(threads[0], parent_thread);
 }
 
-/// A supervised child that is not `Send`: each incarnation is built by the spec's factory
-/// on its own thread and dropped there, the failed one included.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn a_supervisor_restarts_a_child_that_is_not_send_on_its_thread(context: runtime::Context) {
-    let trace = Trace::default();
-    let made = trace.clone();
-    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
-    let local = supervisor.child(ChildSpec::new(move || Dedicated::new(made.clone())));
-    let supervisor = supervisor.spawn(&context);
-    assert_eq!(local.push(1).await, Ok(vec![1]));
-    assert!(local.fail().await.is_err());
-    // The next incarnation has fresh state.
-    assert_eq!(local.push(2).await, Ok(vec![2]));
-    supervisor.stop();
-    supervisor.join().await.unwrap();
+/// Checks a supervised child's trace: two incarnations, each built, started, handled once
+/// and dropped on one thread; on two distinct threads when `fresh_threads` (dedicated; a
+/// blocking restart may land on the parked thread of the last one).
+fn check_two_incarnations(trace: &Trace, fresh_threads: bool) {
     let trace = trace.lock().clone();
     let incarnations: Vec<_> = trace
         .split_inclusive(|(what, _)| *what == "dropped")
@@ -215,12 +204,76 @@ async fn a_supervisor_restarts_a_child_that_is_not_send_on_its_thread(context: r
             incarnation.iter().all(|(_, thread)| *thread == home),
             "one incarnation, one thread: {incarnation:?}"
         );
+        assert_ne!(home, thread::current().id());
     }
-    assert_ne!(incarnations[0][0].1, incarnations[1][0].1, "a thread each");
+    if fresh_threads {
+        assert_ne!(incarnations[0][0].1, incarnations[1][0].1, "a thread each");
+    }
+}
+
+/// A supervised dedicated child that is not `Send`: each incarnation is built by the spec's
+/// factory on its own thread and dropped there, the failed one included.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_supervisor_restarts_a_dedicated_child_that_is_not_send_on_its_thread(
+    context: runtime::Context,
+) {
+    let trace = Trace::default();
+    let made = trace.clone();
+    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
+    let local = supervisor.child(ChildSpec::new(move || Dedicated::new(made.clone())));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(local.push(1).await, Ok(vec![1]));
+    assert!(local.fail().await.is_err());
+    // The next incarnation has fresh state.
+    assert_eq!(local.push(2).await, Ok(vec![2]));
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    check_two_incarnations(&trace, true);
+}
+
+/// The same for a blocking child.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_supervisor_restarts_a_blocking_child_that_is_not_send_on_its_thread(
+    context: runtime::Context,
+) {
+    let trace = Trace::default();
+    let made = trace.clone();
+    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
+    let local = supervisor.child(ChildSpec::new(move || Blocking::new(made.clone())));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(local.push(1).await, Ok(vec![1]));
+    assert!(local.fail().await.is_err());
+    assert_eq!(local.push(2).await, Ok(vec![2]));
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    check_two_incarnations(&trace, false);
+}
+
+/// A supervised child whose factory panics once is restarted: the next incarnation's
+/// factory builds it, and the message sent meanwhile is handled by it.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_supervisor_restarts_a_child_whose_factory_panicked(context: runtime::Context) {
+    let trace = Trace::default();
+    let made = trace.clone();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
+    let local = supervisor.child(ChildSpec::new(move || {
+        if counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            panic!("not yet");
+        }
+        Dedicated::new(made.clone())
+    }));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(local.push(1).await, Ok(vec![1]));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    supervisor.stop();
+    supervisor.join().await.unwrap();
+    assert_eq!(events(&trace), ["built", "started", "handled", "dropped"]);
 }
 
 /// A dynamic supervisor starts a child that is not `Send` and terminates it; it is dropped
-/// on the thread it was built on.
+/// on the thread it was built on, which is not the caller's.
 #[runtime::test(timeout = "20s")]
 async fn a_dynamic_supervisor_runs_a_child_that_is_not_send(context: runtime::Context) {
     let trace = Trace::default();
@@ -233,17 +286,65 @@ async fn a_dynamic_supervisor_runs_a_child_that_is_not_send(context: runtime::Co
     assert_eq!(local.push(5).await, Ok(vec![5]));
     supervisor.terminate_child(local.id()).await.unwrap();
     assert_eq!(events(&trace), ["built", "started", "handled", "dropped"]);
-    assert_eq!(threads(&trace).len(), 1);
+    let threads = threads(&trace);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_ne!(threads[0], thread::current().id());
 }
 
-/// A factory that panics ends the actor with that panic: its ref's `join` says so, and no
-/// state was built to drop.
+/// A dynamic supervisor refuses a child whose factory panics, with the panic, and does not
+/// list it.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_dynamic_supervisor_refuses_a_child_whose_factory_panics(context: runtime::Context) {
+    let supervisor = DynamicSupervisor::new("local_pool").spawn(&context);
+    let refused = supervisor
+        .start_child(ChildSpec::new(|| -> Dedicated { panic!("no state today") }))
+        .await;
+    assert_eq!(
+        refused.unwrap_err(),
+        actors::Error::Panicked { actor: "dedicated" }
+    );
+    assert_eq!(supervisor.count(), 0);
+    assert_eq!(supervisor.children(), []);
+}
+
+/// A factory that panics ends the actor with that panic: its ref's `join` says so. What it
+/// had built is dropped by the unwind, on the actor's thread; nothing was started.
 #[runtime::test(timeout = "20s", catch_panics = true)]
 async fn a_panicking_factory_ends_the_actor_with_its_panic(context: runtime::Context) {
-    let local = Dedicated::spawn_with(&context, || panic!("no state today"));
+    let trace = Trace::default();
+    let made = trace.clone();
+    let local = Dedicated::spawn_with(&context, move || {
+        let _half_built = Dedicated::new(made);
+        panic!("no state today")
+    });
     assert_eq!(
         local.join().await,
         ExitReason::Panicked("no state today".to_string())
     );
     assert_eq!(local.push(1).await, Err(actors::Error::Closed));
+    assert_eq!(events(&trace), ["built", "dropped"]);
+    let threads = threads(&trace);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_ne!(threads[0], thread::current().id());
+}
+
+/// A spawn the runtime refuses (its scope has ended) never calls the factory, and the actor
+/// ends at once: its `join` resolves, its asks are refused.
+#[runtime::test(timeout = "20s")]
+async fn a_refused_spawn_never_calls_the_factory(context: runtime::Context) {
+    let ended_scope = context
+        .clone()
+        .spawn(|scope| async move { scope })
+        .await
+        .unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let trace = Trace::default();
+    let local = Dedicated::spawn_with(&ended_scope, move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Dedicated::new(trace)
+    });
+    assert_eq!(local.join().await, ExitReason::Shutdown);
+    assert_eq!(local.push(1).await, Err(actors::Error::Closed));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }

@@ -175,8 +175,9 @@ impl DynamicSupervisorRef {
     /// Starts a child from `spec` and returns its typed ref once its `on_start` returned (as
     /// OTP's `start_child` does). Fails with [`Error::TooManyChildren`] past `max_children`
     /// and with [`Error::Closed`] once the supervisor has stopped; a child whose `on_start`
-    /// (or factory) panics fails with [`Error::Panicked`], once its `on_stop` ran and it is
-    /// out of [`children`](Self::children). The ref reaches every incarnation.
+    /// panics fails with [`Error::Panicked`] once its `on_stop` ran and it is out of
+    /// [`children`](Self::children), and one whose factory panics (no state, so no
+    /// `on_stop`) fails the same way once it is out. The ref reaches every incarnation.
     ///
     /// The child answers its caller itself: the supervisor's loop does not wait for its
     /// `on_start`, so children start concurrently, and a child's `on_start` may call its own

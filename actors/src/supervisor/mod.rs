@@ -105,8 +105,9 @@ pub struct ChildSpec<A: Actor> {
 
 impl<A: Actor> ChildSpec<A> {
     /// A permanent child made by `factory` (called for every incarnation, where it runs: on
-    /// the actor's own thread for a dedicated or blocking actor, so its state need not be
-    /// `Send`), with a shutdown timeout of 5 seconds. A panicking factory is a failed start.
+    /// the incarnation's own thread for a dedicated or blocking actor, so its state need not
+    /// be `Send`), with a shutdown timeout of 5 seconds. A panicking factory is a failed
+    /// start, with the panic as its reason.
     pub fn new(factory: impl FnMut() -> A + Send + 'static) -> Self {
         ChildSpec {
             factory: Arc::new(Mutex::new(factory)),
