@@ -83,6 +83,7 @@
 mod actor;
 mod clock;
 mod context;
+mod erased;
 mod error;
 mod exit;
 mod id;
@@ -99,12 +100,13 @@ mod timer;
 
 pub use actor::{Actor, Declared, Placement};
 pub use context::Context;
+pub use erased::{ErasedAsk, Recipient};
 pub use error::Error;
 pub use exit::ExitReason;
 pub use id::ActorId;
 pub use lifecycle::Monitor;
 pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
-pub use runtime_macros::actor;
+pub use runtime_macros::{actor, interface};
 pub use spawn::{spawn, spawn_with};
 pub use timer::{Attachment, Timer};
 
@@ -114,6 +116,7 @@ pub mod prelude {
     pub use crate::Actor as _;
     pub use crate::ActorHandle as _;
     pub use crate::actor;
+    pub use crate::interface;
     pub use runtime::prelude::*;
 }
 
@@ -128,6 +131,7 @@ pub fn __live_reply_slots() -> Option<usize> {
 /// What generated code names. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::erased::{ErasedRef, Implements};
     pub use crate::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
     pub use crate::timer::Call;
     pub use runtime;

@@ -8,7 +8,7 @@
 //! one allocation (its reply channel); a tell none.
 
 use crate::lifecycle::{Peer, request_ordered_stop};
-use crate::mailbox::{Mailbox, Sending};
+use crate::mailbox::{Channel, Mailbox, Sending};
 use crate::oneshot;
 use crate::{Actor, ActorId, Error, ExitReason};
 use std::future::Future;
@@ -52,19 +52,12 @@ impl<A: Actor> Ref<A> {
     /// for room) and waits for the reply, within the actor's `ask_timeout` if it has one or
     /// the ask's own [`timeout`](Ask::timeout).
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
-        let (sender, receiver) = oneshot::channel();
-        let reply = Reply {
-            sender: Some(sender),
-        };
-        Ask {
-            sending: Some(self.mailbox.send(make(reply))),
-            mailbox: &self.mailbox,
-            receiver,
-            deadline: match A::ASK_TIMEOUT {
-                Some(timeout) => Deadline::After(timeout),
-                None => Deadline::None,
-            },
-        }
+        Ask(Asking::new(&*self.mailbox, make, A::LABEL, A::ASK_TIMEOUT))
+    }
+
+    /// The mailbox, for the erased refs made from this one.
+    pub(crate) fn mailbox(&self) -> &Arc<Mailbox<A::Message>> {
+        &self.mailbox
     }
 
     /// The actor's id.
@@ -150,27 +143,74 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
 /// ask without one needs no runtime. A reply forwarded to another actor (`forward_`) that
 /// panics there reports [`Error::Panicked`] with the label of the actor asked.
 #[must_use = "an ask does nothing unless awaited"]
-pub struct Ask<'a, A: Actor, R> {
-    /// The send, until the message is queued.
-    sending: Option<Sending<'a, A::Message>>,
-    mailbox: &'a Mailbox<A::Message>,
-    receiver: oneshot::Receiver<Result<R, Panicked>>,
-    deadline: Deadline,
-}
-
-/// An ask's deadline: none, a duration from the first poll, or the sleep that counts it.
-enum Deadline {
-    None,
-    After(Duration),
-    Sleeping(runtime::Sleep),
-}
+pub struct Ask<'a, A: Actor, R>(Asking<'a, A::Message, Mailbox<A::Message>, R>);
 
 impl<A: Actor, R> Ask<'_, A, R> {
     /// Gives the ask a deadline of `timeout` from its first poll (from now, if it was polled
     /// already), in place of the actor's `ask_timeout`; [`Duration::MAX`] means none.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.deadline = Deadline::After(timeout);
+        self.0.deadline = Deadline::After(timeout);
         self
+    }
+}
+
+impl<A: Actor, R> Future for Ask<'_, A, R> {
+    type Output = Result<R, Error>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll(cx)
+    }
+}
+
+impl<A: Actor, R> std::fmt::Debug for Ask<'_, A, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// An ask on any channel: what [`Ask`] and [`ErasedAsk`](crate::ErasedAsk) are. See
+/// [`Ask`] for its deadline.
+pub(crate) struct Asking<'a, M: Send, C: ?Sized + Channel<M>, R> {
+    /// The send, until the message is queued.
+    sending: Option<Sending<'a, M, C>>,
+    channel: &'a C,
+    receiver: oneshot::Receiver<Result<R, Panicked>>,
+    pub(crate) deadline: Deadline,
+    /// The label of the actor asked, for `Error::Panicked`.
+    label: &'static str,
+}
+
+/// An ask's deadline: none, a duration from the first poll, or the sleep that counts it.
+pub(crate) enum Deadline {
+    None,
+    After(Duration),
+    Sleeping(runtime::Sleep),
+}
+
+impl<'a, M: Send, C: ?Sized + Channel<M>, R> Asking<'a, M, C, R> {
+    /// An ask of the message `make` builds around a fresh reply channel, on `channel`, to
+    /// the actor labelled `label`, with the deadline `ask_timeout` unless the ask sets one.
+    pub(crate) fn new(
+        channel: &'a C,
+        make: impl FnOnce(Reply<R>) -> M,
+        label: &'static str,
+        ask_timeout: Option<Duration>,
+    ) -> Self {
+        let (sender, receiver) = oneshot::channel();
+        let reply = Reply {
+            sender: Some(sender),
+        };
+        Asking {
+            sending: Some(Sending::new(channel, make(reply))),
+            channel,
+            receiver,
+            deadline: match ask_timeout {
+                Some(timeout) => Deadline::After(timeout),
+                None => Deadline::None,
+            },
+            label,
+        }
     }
 
     /// Whether the deadline passed; starts it on the first call.
@@ -187,33 +227,26 @@ impl<A: Actor, R> Ask<'_, A, R> {
             _ => false,
         }
     }
-}
 
-// Nothing is pinned: the send, the receiver and the sleep are all `Unpin`.
-impl<A: Actor, R> Unpin for Ask<'_, A, R> {}
-
-impl<A: Actor, R> Future for Ask<'_, A, R> {
-    type Output = Result<R, Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        if let Some(sending) = &mut this.sending {
+    #[inline]
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<R, Error>> {
+        if let Some(sending) = &mut self.sending {
             match Pin::new(sending).poll(cx) {
-                Poll::Ready(Ok(())) => this.sending = None,
+                Poll::Ready(Ok(())) => self.sending = None,
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-                Poll::Pending => return this.timed_out(cx),
+                Poll::Pending => return self.timed_out(cx),
             }
         }
-        match Pin::new(&mut this.receiver).poll(cx) {
+        match Pin::new(&mut self.receiver).poll(cx) {
             Poll::Ready(Ok(Ok(value))) => Poll::Ready(Ok(value)),
-            Poll::Ready(Ok(Err(Panicked))) => Poll::Ready(Err(Error::Panicked { actor: A::LABEL })),
+            Poll::Ready(Ok(Err(Panicked))) => {
+                Poll::Ready(Err(Error::Panicked { actor: self.label }))
+            }
             Poll::Ready(Err(oneshot::Canceled)) => Poll::Ready(Err(Error::Closed)),
-            Poll::Pending => this.timed_out(cx),
+            Poll::Pending => self.timed_out(cx),
         }
     }
-}
 
-impl<A: Actor, R> Ask<'_, A, R> {
     /// Pending, or `Timeout` (counted) once the deadline passed.
     fn timed_out<T>(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
         if !self.expired(cx) {
@@ -222,15 +255,15 @@ impl<A: Actor, R> Ask<'_, A, R> {
         self.deadline = Deadline::None;
         // The message, if not queued yet, goes now: it is never handled.
         self.sending = None;
-        self.mailbox.count_ask_timeout();
+        self.channel.count_ask_timeout();
         Poll::Ready(Err(Error::Timeout))
     }
 }
 
-impl<A: Actor, R> std::fmt::Debug for Ask<'_, A, R> {
+impl<M: Send, C: ?Sized + Channel<M>, R> std::fmt::Debug for Asking<'_, M, C, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ask")
-            .field("actor", &self.mailbox.life.id())
+            .field("actor", &self.channel.id())
             .field("queued", &self.sending.is_none())
             .finish()
     }
@@ -247,6 +280,13 @@ pub struct Join {
 #[cfg(all(test, not(actors_loom)))]
 pub(crate) fn tests_join(peer: Arc<dyn Peer>) -> Join {
     Join { peer, slot: None }
+}
+
+impl Join {
+    /// A join on `peer`.
+    pub(crate) fn on(peer: Arc<dyn Peer>) -> Self {
+        Join { peer, slot: None }
+    }
 }
 
 impl Future for Join {
@@ -373,7 +413,7 @@ pub struct Reply<R> {
 }
 
 /// What a reply dropped by a panicking handler sends.
-struct Panicked;
+pub(crate) struct Panicked;
 
 impl<R> Reply<R> {
     /// A reply nobody waits for: what a tell carries.

@@ -8,6 +8,10 @@
 //! (whose supertrait `Declared` reports a missing struct half) and the ref's methods.
 //! Generated code names the crate by absolute paths (`::actors::...`).
 
+use crate::handler::{
+    check_generics, handler, is_context, is_named, is_reference_to, ref_methods,
+    resolve_self_in_generics,
+};
 use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
@@ -16,7 +20,7 @@ use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{
-    Expr, ExprLit, FnArg, Ident, ImplItem, ImplItemFn, Item, ItemImpl, ItemStruct, Lit, Meta, Pat,
+    Expr, ExprLit, FnArg, Ident, ImplItem, ImplItemFn, Item, ItemImpl, ItemStruct, Lit, Meta,
     ReturnType, Token, Type,
 };
 
@@ -33,18 +37,28 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     })?;
     match parsed {
         Item::Struct(structure) => expand_struct(args, structure),
-        Item::Impl(impl_block) => {
-            let mut expanded = expand_impl(impl_block)?;
+        Item::Impl(impl_block) if impl_block.trait_.is_some() => {
+            let mut expanded = expand_interface_impl(impl_block)?;
             if !args.is_empty() {
                 expanded.extend(
                     syn::Error::new(
                         args.span(),
-                        "#[actor] on an `impl` block takes no options: put the placement and \
-                         options on the struct, as `#[actor(dedicated, mailbox = 128)]`",
+                        "#[actor] on an interface impl takes no options",
                     )
                     .into_compile_error(),
                 );
             }
+            Ok(expanded)
+        }
+        Item::Impl(impl_block) => {
+            // A bad list is reported with the expansion, made without it: nothing else
+            // then fails for want of the actor's impl.
+            let (implements, error) = match implements(args) {
+                Ok(implements) => (implements, None),
+                Err(error) => (Vec::new(), Some(error.into_compile_error())),
+            };
+            let mut expanded = expand_impl(impl_block, &implements)?;
+            expanded.extend(error);
             Ok(expanded)
         }
         // The item stays, with the error: uses of it then report nothing more.
@@ -508,37 +522,6 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     })
 }
 
-/// Names the generated ref or actor already has: no handler may take them.
-const RESERVED: &[&str] = &[
-    "inner",
-    "spawn",
-    "spawn_with",
-    "clone",
-    "id",
-    "stop",
-    "join",
-    "downgrade",
-];
-
-/// One handler, as the impl declares it.
-struct Handler {
-    name: Ident,
-    variant: Ident,
-    asyncness: bool,
-    takes_context: bool,
-    /// It takes a `Reply<R>` last (a delegated reply): `R` is the ask's reply, and the
-    /// handler, not the generated arm, answers.
-    delegated: bool,
-    /// Argument names (as written, or generated for patterns) and types, `Self` resolved.
-    arguments: Vec<(Ident, Type)>,
-    reply: Type,
-    docs: Vec<syn::Attribute>,
-    /// `#[cfg]` attributes: they apply to everything generated for it. (`#[cfg_attr]` is
-    /// left on the method alone: what it adds, such as `#[inline]`, may not fit a variant.)
-    cfgs: Vec<syn::Attribute>,
-    vis: syn::Visibility,
-}
-
 /// The optional hooks, by name.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum HookKind {
@@ -587,13 +570,148 @@ struct Hook {
     cfgs: Vec<syn::Attribute>,
 }
 
-fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
-    if let Some((_, path, _)) = &item.trait_ {
+/// The interfaces `#[actor(implements(A, path::B))]` on an inherent impl lists: the only
+/// option an impl block takes.
+fn implements(args: TokenStream) -> syn::Result<Vec<syn::Path>> {
+    if args.is_empty() {
+        return Ok(Vec::new());
+    }
+    let misplaced = |span: Span| {
+        syn::Error::new(
+            span,
+            "#[actor] on an `impl` block takes only `implements(Interface, ..)`: put the \
+             placement and options on the struct, as `#[actor(dedicated, mailbox = 128)]`",
+        )
+    };
+    let meta: Meta = syn::parse2(args.clone()).map_err(|_| misplaced(args.span()))?;
+    let Meta::List(list) = &meta else {
+        return Err(misplaced(meta.span()));
+    };
+    if !list.path.is_ident("implements") {
+        return Err(misplaced(list.path.span()));
+    }
+    let paths = Punctuated::<syn::Path, Token![,]>::parse_terminated.parse2(list.tokens.clone())?;
+    if paths.is_empty() {
         return Err(syn::Error::new(
-            path.span(),
-            "#[actor] goes on the actor struct's inherent `impl` block, not on a trait impl",
+            list.span(),
+            "`implements(..)` names at least one interface",
         ));
     }
+    let mut seen: Vec<String> = Vec::new();
+    for path in &paths {
+        let last = path_ident(path)?.to_string();
+        if seen.contains(&last) {
+            return Err(syn::Error::new(
+                path.span(),
+                format!("the interface `{last}` is listed twice"),
+            ));
+        }
+        seen.push(last);
+    }
+    Ok(paths.into_iter().collect())
+}
+
+/// The last segment's name of an interface's path, which must carry no generic arguments.
+fn path_ident(path: &syn::Path) -> syn::Result<&Ident> {
+    let last = path.segments.last().expect("a path has a segment");
+    if !last.arguments.is_empty() {
+        return Err(syn::Error::new(
+            last.arguments.span(),
+            "an interface is not generic: name it without arguments",
+        ));
+    }
+    Ok(&last.ident)
+}
+
+/// `path` with its last segment renamed by `rename` (`api::Greeter` to `api::GreeterRef`).
+fn sibling(path: &syn::Path, rename: impl FnOnce(&Ident) -> Ident) -> syn::Path {
+    let mut path = path.clone();
+    let last = path.segments.last_mut().expect("a path has a segment");
+    last.ident = rename(&last.ident);
+    path
+}
+
+/// Traits of the standard library an actor may implement, none of them an interface.
+const STANDARD_TRAITS: &[&str] = &[
+    "Clone",
+    "Copy",
+    "Debug",
+    "Default",
+    "Display",
+    "Drop",
+    "Eq",
+    "From",
+    "Hash",
+    "Into",
+    "Iterator",
+    "Ord",
+    "PartialEq",
+    "PartialOrd",
+    "Send",
+    "Sync",
+    "TryFrom",
+];
+
+/// `#[actor] impl Interface for Actor { ... }`: the impl as written, and `From<ActorRef>`
+/// for the interface's ref. The trait's own declaration (`#[interface]`) checks the
+/// handlers; the actor lists the interface in `implements(..)` for its messages to carry it.
+fn expand_interface_impl(item: ItemImpl) -> syn::Result<TokenStream> {
+    let (_, interface, _) = item.trait_.as_ref().expect("a trait impl");
+    if let Some(lifetime) = item.generics.lifetimes().next() {
+        return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
+    }
+    let (name, self_arguments) = match &*item.self_ty {
+        Type::Path(path)
+            if path.qself.is_none()
+                && path.path.leading_colon.is_none()
+                && path.path.segments.len() == 1 =>
+        {
+            let segment = &path.path.segments[0];
+            (segment.ident.clone(), segment.arguments.clone())
+        }
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                "#[actor] goes on `impl Interface for Name { ... }` for an actor struct \
+                 `Name` declared in this module",
+            ));
+        }
+    };
+    let interface_name = path_ident(interface)?;
+    // A standard trait is never an interface: say so, rather than let the generated code
+    // miss its `<Trait>Ref` (which is what an undeclared interface of one's own reports).
+    if STANDARD_TRAITS.contains(&interface_name.to_string().as_str()) {
+        return Err(syn::Error::new(
+            interface.span(),
+            format!(
+                "`{interface_name}` is not an interface: #[actor] goes on the actor's inherent \
+                 `impl` block, or on `impl Interface for Actor` for a trait declared with \
+                 `#[interface]`; take #[actor] off this impl"
+            ),
+        ));
+    }
+    let interface_ref = sibling(interface, |ident| format_ident!("{}Ref", ident));
+    let ref_name = format_ident!("{}Ref", name);
+    let (impl_generics, _, where_clause) = item.generics.split_for_impl();
+    let note = format!(
+        "`{interface_name}` must be declared with `#[interface]` (which generates \
+         `{interface_name}Ref`) for `#[actor] impl {interface_name} for {name}`"
+    );
+    let from = quote_spanned! {interface.span()=>
+        impl #impl_generics ::core::convert::From<#ref_name #self_arguments> for #interface_ref #where_clause {
+            #[doc = #note]
+            fn from(actor: #ref_name #self_arguments) -> Self {
+                #interface_ref::__of(actor.inner())
+            }
+        }
+    };
+    Ok(quote! {
+        #item
+        #from
+    })
+}
+
+fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStream> {
     if let Some(lifetime) = item.generics.lifetimes().next() {
         return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
     }
@@ -657,7 +775,13 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
                 Ok(hook) => hooks.push((kind, hook)),
                 Err(error) => report(error),
             },
-            None => match handler(method, &name, &item.self_ty) {
+            None => match handler(
+                &method.sig,
+                &method.attrs,
+                &method.vis,
+                &name,
+                &item.self_ty,
+            ) {
                 Ok(handler) => handlers.push(handler),
                 Err(error) => report(error),
             },
@@ -671,18 +795,25 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         .collect();
     let mut kept = Vec::with_capacity(handlers.len());
     for (handler, plain) in handlers.into_iter().zip(&names) {
-        let clash = ["tell_", "try_", "forward_"].iter().find_map(|prefix| {
+        let prefixed = ["tell_", "try_", "forward_"].iter().find_map(|prefix| {
             let stripped = plain.strip_prefix(prefix)?;
             names
                 .iter()
                 .any(|other| other == stripped)
-                .then_some((prefix, stripped))
+                .then(|| (format!("{prefix}{stripped}"), stripped))
+        });
+        let clash = prefixed.or_else(|| {
+            let stripped = plain.strip_suffix("_recipient")?;
+            names
+                .iter()
+                .any(|other| other == stripped)
+                .then(|| (format!("{stripped}_recipient"), stripped))
         });
         match clash {
-            Some((prefix, stripped)) => report(syn::Error::new(
+            Some((generated, stripped)) => report(syn::Error::new(
                 handler.name.span(),
                 format!(
-                    "handler `{plain}` has the name of the ref's `{prefix}` method for the \
+                    "handler `{plain}` has the name of the ref's `{generated}` method for the \
                      handler `{stripped}`: rename one of them"
                 ),
             )),
@@ -799,60 +930,40 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             }
         }
     });
-    let methods = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let method = &handler.name;
-        let plain = method.unraw();
-        let tell = format_ident!("tell_{}", plain);
-        let attempt = format_ident!("try_{}", plain);
-        let forward = format_ident!("forward_{}", plain);
-        let reply = &handler.reply;
-        let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
-        let parameters: Vec<_> = handler
-            .arguments
-            .iter()
-            .map(|(name, ty)| quote!(#name: #ty))
-            .collect();
-        let docs = &handler.docs;
-        let cfgs = &handler.cfgs;
-        let vis = &handler.vis;
-        let tell_doc = format!(
-            "Sends `{plain}` without waiting for its reply; waits while the mailbox is full."
-        );
-        let forward_doc = format!(
-            "Sends `{plain}` with a reply handle taken from another ask (a delegated reply): \
-             the handler's answer goes to that ask's asker. Waits while the mailbox is full; \
-             if the send fails, the reply is dropped and its asker sees the error."
-        );
-        let try_doc = format!(
-            "Sends `{plain}` if the mailbox has room now, without waiting for its reply: \
-             [`Error::Full`](::actors::Error::Full) if it has none."
-        );
+    let interfaces: Vec<_> = implements
+        .iter()
+        .map(|interface| {
+            let ident = path_ident(interface).expect("checked by `implements`");
+            let variant = format_ident!("__{}", ident);
+            let messages = sibling(interface, |ident| format_ident!("{}Message", ident));
+            (interface, variant, messages)
+        })
+        .collect();
+    let interface_variants = interfaces
+        .iter()
+        .map(|(_, variant, messages)| quote!(#variant(#messages)));
+    let interface_arms = interfaces.iter().map(|(interface, variant, _)| {
         quote! {
-            #(#cfgs)*
-            #(#docs)*
-            #vis fn #method(&self, #(#parameters),*) -> ::actors::Ask<'_, #self_ty, #reply> {
-                self.0.ask(|__reply| #message::#variant(#(#names,)* __reply))
-            }
-
-            #(#cfgs)*
-            #[doc = #tell_doc]
-            #vis async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
-                self.0.send(#message::#variant(#(#names,)* ::actors::Reply::none())).await
-            }
-
-            #(#cfgs)*
-            #[doc = #forward_doc]
-            #vis async fn #forward(&self, #(#parameters,)* __reply: ::actors::Reply<#reply>) -> ::core::result::Result<(), ::actors::Error> {
-                self.0.send(#message::#variant(#(#names,)* __reply)).await
-            }
-
-            #(#cfgs)*
-            #[doc = #try_doc]
-            #vis fn #attempt(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
-                self.0.try_send(#message::#variant(#(#names,)* ::actors::Reply::none()))
+            #message::#variant(message) => <Self as #interface>::__handle(self, ctx, message).await,
+        }
+    });
+    let accepts = interfaces.iter().map(|(_, variant, messages)| {
+        quote! {
+            impl #impl_generics ::actors::__private::Implements<#messages> for #self_ty #actor_where {
+                fn wrap(message: #messages) -> #message_ty {
+                    #message::#variant(message)
+                }
             }
         }
+    });
+    let methods = handlers.iter().map(|handler| {
+        let reply = &handler.reply;
+        ref_methods(
+            handler,
+            &quote!(#message),
+            &quote!(::actors::Ask<'_, #self_ty, #reply>),
+            true,
+        )
     });
     // Each argument travels in a message: it must be `Send + 'static`, checked where it is
     // written so the error points there.
@@ -887,9 +998,12 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
         #[allow(non_camel_case_types, private_interfaces, private_bounds)]
         pub enum #message<#enum_params> #actor_where {
             #(#variants,)*
+            #(#interface_variants,)*
             /// A closure run on the actor: a timer's tick, an attached stream's item.
             __Call(::actors::__private::Call<#self_ty>),
         }
+
+        #(#accepts)*
 
         impl #impl_generics ::actors::Actor for #self_ty #where_clause {
             type Message = #message_ty;
@@ -916,6 +1030,7 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
             async fn handle(&mut self, ctx: &mut ::actors::Context<Self>, message: #message_ty) {
                 match message {
                     #(#arms)*
+                    #(#interface_arms)*
                     #message::__Call(call) => call.run(self, ctx),
                 }
             }
@@ -963,44 +1078,8 @@ fn expand_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     })
 }
 
-/// Whether `ty` is `&mut ...Context<...>`: the handler's context parameter.
-fn is_context(ty: &Type) -> bool {
-    let Type::Reference(reference) = ty else {
-        return false;
-    };
-    if reference.mutability.is_none() {
-        return false;
-    }
-    let Type::Path(path) = &*reference.elem else {
-        return false;
-    };
-    path.path
-        .segments
-        .last()
-        .is_some_and(|segment| segment.ident == "Context")
-}
-
-fn check_generics(method: &ImplItemFn) -> syn::Result<()> {
-    let generics = &method.sig.generics;
-    if !generics.params.is_empty() || generics.where_clause.is_some() {
-        let span = if generics.params.is_empty() {
-            generics.where_clause.span()
-        } else {
-            generics.params.span()
-        };
-        return Err(syn::Error::new(
-            span,
-            format!(
-                "handler `{}` cannot be generic: each handler's message has fixed types",
-                method.sig.ident
-            ),
-        ));
-    }
-    Ok(())
-}
-
 fn hook(method: &ImplItemFn, kind: HookKind) -> syn::Result<Hook> {
-    check_generics(method)?;
+    check_generics(&method.sig)?;
     let name = &method.sig.ident;
     let wrong =
         |span: Span| syn::Error::new(span, format!("`{name}` is a hook: {}", kind.signature()));
@@ -1070,249 +1149,4 @@ fn hook(method: &ImplItemFn, kind: HookKind) -> syn::Result<Hook> {
             .cloned()
             .collect(),
     })
-}
-
-/// `R` if `ty` is `Reply<R>` or `actors::Reply<R>`: a delegated reply.
-fn reply_of(ty: &Type) -> Option<Type> {
-    let Type::Path(path) = ty else {
-        return None;
-    };
-    // `Reply`, `actors::Reply` or `::actors::Reply`: another crate's `Reply` stays an
-    // ordinary argument.
-    let segments: Vec<_> = path.path.segments.iter().collect();
-    let segment = match segments.as_slice() {
-        [only] if path.path.leading_colon.is_none() => *only,
-        [krate, only] if krate.ident == "actors" && krate.arguments.is_empty() => *only,
-        _ => return None,
-    };
-    if path.qself.is_some() || segment.ident != "Reply" {
-        return None;
-    }
-    let syn::PathArguments::AngleBracketed(arguments) = &segment.arguments else {
-        return None;
-    };
-    match arguments.args.iter().collect::<Vec<_>>().as_slice() {
-        [syn::GenericArgument::Type(reply)] => Some(reply.clone()),
-        _ => None,
-    }
-}
-
-/// Whether `ty` is a path whose last segment is `name` (such as `actors::ActorId`).
-fn is_named(ty: &Type, name: &str) -> bool {
-    match ty {
-        Type::Path(path) => path
-            .path
-            .segments
-            .last()
-            .is_some_and(|segment| segment.ident == name && segment.arguments.is_empty()),
-        _ => false,
-    }
-}
-
-/// Whether `ty` is `&name` (shared, any lifetime).
-fn is_reference_to(ty: &Type, name: &str) -> bool {
-    match ty {
-        Type::Reference(reference) => {
-            reference.mutability.is_none() && is_named(&reference.elem, name)
-        }
-        _ => false,
-    }
-}
-
-fn handler(method: &ImplItemFn, actor: &Ident, self_ty: &Type) -> syn::Result<Handler> {
-    check_generics(method)?;
-    let name = method.sig.ident.clone();
-    let plain = name.unraw().to_string();
-    if RESERVED.contains(&plain.as_str()) {
-        return Err(syn::Error::new(
-            name.span(),
-            format!(
-                "a handler cannot be named `{plain}`: `#[actor]` generates that name (the \
-                 ref's `inner`, `clone`, `id`, `stop`, `join` and `downgrade`, the actor's \
-                 `spawn`)"
-            ),
-        ));
-    }
-    let mut arguments = Vec::new();
-    let mut takes_context = false;
-    let mut delegated: Option<Type> = None;
-    let count = method.sig.inputs.len() - 1;
-    for (index, input) in method.sig.inputs.iter().skip(1).enumerate() {
-        let FnArg::Typed(argument) = input else {
-            continue;
-        };
-        if index == 0 && is_context(&argument.ty) {
-            takes_context = true;
-            continue;
-        }
-        if let Some(reply) = reply_of(&argument.ty) {
-            if index + 1 != count {
-                return Err(syn::Error::new(
-                    argument.ty.span(),
-                    format!(
-                        "handler `{name}` takes its `Reply` before other arguments: the reply \
-                         handle is the last argument"
-                    ),
-                ));
-            }
-            check_owned(&name, &reply)?;
-            delegated = Some(resolve_self(&reply, actor, self_ty));
-            continue;
-        }
-        check_owned(&name, &argument.ty)?;
-        let argument_name = match &*argument.pat {
-            Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => {
-                ident.ident.clone()
-            }
-            _ => format_ident!("__argument_{}", index),
-        };
-        arguments.push((argument_name, resolve_self(&argument.ty, actor, self_ty)));
-    }
-    let reply = match (&method.sig.output, delegated.clone()) {
-        (ReturnType::Default, Some(reply)) => reply,
-        (ReturnType::Type(_, ty), Some(_)) => {
-            return Err(syn::Error::new(
-                ty.span(),
-                format!(
-                    "handler `{name}` takes a `Reply`, so it answers through it: it returns \
-                     nothing (the ask resolves to what is sent on the reply)"
-                ),
-            ));
-        }
-        (ReturnType::Default, None) => syn::parse_quote!(()),
-        (ReturnType::Type(_, ty), None) => {
-            check_owned(&name, ty)?;
-            resolve_self(ty, actor, self_ty)
-        }
-    };
-    let attributes = |wanted: &[&str]| {
-        method
-            .attrs
-            .iter()
-            .filter(|attribute| wanted.iter().any(|name| attribute.path().is_ident(name)))
-            .cloned()
-            .collect()
-    };
-    Ok(Handler {
-        variant: format_ident!("{}", camel_case(&name.unraw().to_string())),
-        name,
-        asyncness: method.sig.asyncness.is_some(),
-        takes_context,
-        delegated: delegated.is_some(),
-        arguments,
-        reply,
-        docs: attributes(&["doc"]),
-        cfgs: attributes(&["cfg"]),
-        vis: method.vis.clone(),
-    })
-}
-
-/// `ty` with `Self` replaced by the actor's name: the generated message enum and ref methods
-/// live outside the impl, where `Self` would mean something else.
-fn resolve_self(ty: &Type, actor: &Ident, self_ty: &Type) -> Type {
-    let mut ty = ty.clone();
-    syn::visit_mut::VisitMut::visit_type_mut(&mut SelfResolver(actor, self_ty), &mut ty);
-    ty
-}
-
-/// `generics` with `Self` in its bounds resolved: generated items (the message enum, the
-/// ref's impls, the checks) take the actor's bounds where `Self` means something else.
-fn resolve_self_in_generics(
-    generics: &syn::Generics,
-    actor: &Ident,
-    self_ty: &Type,
-) -> syn::Generics {
-    let mut generics = generics.clone();
-    syn::visit_mut::VisitMut::visit_generics_mut(&mut SelfResolver(actor, self_ty), &mut generics);
-    generics
-}
-
-/// Replaces `Self` by the actor's type (see `resolve_self`).
-struct SelfResolver<'a>(&'a Ident, &'a Type);
-
-impl syn::visit_mut::VisitMut for SelfResolver<'_> {
-    fn visit_type_mut(&mut self, node: &mut Type) {
-        // A bare `Self` is the whole self type, generic arguments included.
-        if let Type::Path(path) = node
-            && path.qself.is_none()
-            && path.path.is_ident("Self")
-        {
-            *node = self.1.clone();
-            return;
-        }
-        syn::visit_mut::visit_type_mut(self, node);
-    }
-
-    fn visit_type_path_mut(&mut self, node: &mut syn::TypePath) {
-        if node.qself.is_none()
-            && node
-                .path
-                .segments
-                .first()
-                .is_some_and(|segment| segment.ident == "Self")
-        {
-            let span = node.path.segments[0].ident.span();
-            let mut actor = self.0.clone();
-            actor.set_span(span);
-            node.path.segments[0].ident = actor;
-        }
-        syn::visit_mut::visit_type_path_mut(self, node);
-    }
-}
-
-/// Refuses types a message cannot carry: borrowed ones and `impl Trait`.
-fn check_owned(handler: &Ident, ty: &Type) -> syn::Result<()> {
-    struct Finder(Option<(Span, &'static str)>);
-    impl<'a> syn::visit::Visit<'a> for Finder {
-        fn visit_type_reference(&mut self, node: &'a syn::TypeReference) {
-            match &node.lifetime {
-                Some(lifetime) if lifetime.ident == "static" => {
-                    syn::visit::visit_type_reference(self, node);
-                }
-                _ => {
-                    self.0.get_or_insert((node.span(), "borrows"));
-                }
-            }
-        }
-        fn visit_lifetime(&mut self, node: &'a syn::Lifetime) {
-            if node.ident != "static" {
-                self.0.get_or_insert((node.span(), "borrows"));
-            }
-        }
-        fn visit_type_impl_trait(&mut self, node: &'a syn::TypeImplTrait) {
-            self.0.get_or_insert((node.span(), "is `impl Trait`"));
-        }
-    }
-    let mut finder = Finder(None);
-    syn::visit::visit_type(&mut finder, ty);
-    match finder.0 {
-        None => Ok(()),
-        Some((span, what)) => Err(syn::Error::new(
-            span,
-            format!(
-                "a type of handler `{handler}` {what}: arguments and replies travel in \
-                 messages between tasks, so they must be owned, `Send + 'static` types \
-                 (take `String` rather than `&str`, `Vec<T>` rather than `&[T]`)"
-            ),
-        )),
-    }
-}
-
-fn camel_case(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = true;
-    for character in name.chars() {
-        if character == '_' {
-            upper = true;
-        } else if upper {
-            out.push(character.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(character);
-        }
-    }
-    if out.is_empty() {
-        out.push_str("Handler");
-    }
-    out
 }

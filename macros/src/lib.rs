@@ -10,6 +10,8 @@
 //! `ui-tests/` holds one case per error.
 
 mod actor;
+mod handler;
+mod interface;
 // `main.rs` holds `#[runtime::main]` (the files are named after the attributes); a module
 // named `main` would read as a binary's entry point, hence the other name.
 #[path = "main.rs"]
@@ -59,6 +61,16 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
     actor::expand(args.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// Declares an interface: a trait of handler signatures that several actor types implement
+/// (`#[actor] impl Trait for Actor`), and a `<Trait>Ref` any of them can stand behind.
+/// Re-exported by `actors`; see its documentation.
+#[proc_macro_attribute]
+pub fn interface(args: TokenStream, item: TokenStream) -> TokenStream {
+    interface::expand(args.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }

@@ -195,11 +195,7 @@ impl<M: Send> Mailbox<M> {
 
     /// Sends `message`, waiting for room.
     pub(crate) fn send(&self, message: M) -> Sending<'_, M> {
-        Sending {
-            mailbox: self,
-            message: Some(message),
-            waiter: None,
-        }
+        Sending::new(self, message)
     }
 
     fn take_permit(&self) -> Result<(), Error> {
@@ -446,57 +442,131 @@ impl<M: Send> Future for Recv<'_, M> {
     }
 }
 
-/// A send waiting for room; see [`Mailbox::send`].
-pub(crate) struct Sending<'a, M: Send> {
-    mailbox: &'a Mailbox<M>,
+/// What a send needs of a mailbox, whatever type the message is sent as: `Mailbox<M>` itself
+/// (sending its own `M`), or an erased mailbox sending `I` as one of its messages
+/// ([`crate::erased`], behind interface refs and recipients). The permit and waiter logic is
+/// the mailbox's either way; only the push converts.
+pub(crate) trait Channel<M>: Send + Sync {
+    /// Takes a permit, or says why not (`Full` or `Closed`).
+    fn take_permit(&self) -> Result<(), Error>;
+    /// Registers (or refreshes) a waiting sender's waker under `waiter`.
+    fn register_waiter(&self, waiter: &mut Option<u64>, waker: &Waker);
+    /// Leaves the waiters; `holds_message`: the sender still has a message (a wake it got
+    /// passes on if it takes no permit).
+    fn forget_waiter(&self, waiter: &mut Option<u64>, holds_message: bool);
+    /// Pushes `message` under a permit taken.
+    fn push_permitted(&self, message: M);
+    /// The actor's id.
+    fn id(&self) -> ActorId;
+    /// Counts an ask to the actor whose deadline passed.
+    fn count_ask_timeout(&self);
+}
+
+impl<M: Send> Channel<M> for Mailbox<M> {
+    #[inline]
+    fn take_permit(&self) -> Result<(), Error> {
+        Mailbox::take_permit(self)
+    }
+
+    fn register_waiter(&self, waiter: &mut Option<u64>, waker: &Waker) {
+        let mut waiters = self.waiters.lock();
+        let waiters = waiters.get_or_insert_with(Box::default);
+        let registered =
+            waiter.and_then(|id| waiters.queue.iter_mut().find(|(other, _)| *other == id));
+        match registered {
+            Some((_, registered)) => registered.clone_from(waker),
+            None => {
+                let id = waiters.next_id;
+                waiters.next_id += 1;
+                waiters.queue.push_back((id, waker.clone()));
+                self.waiting.fetch_add(1, Ordering::SeqCst);
+                *waiter = Some(id);
+            }
+        }
+    }
+
+    fn forget_waiter(&self, waiter: &mut Option<u64>, holds_message: bool) {
+        let Some(id) = waiter.take() else {
+            return;
+        };
+        let mut waiters = self.waiters.lock();
+        let Some(list) = waiters.as_mut() else {
+            return;
+        };
+        match list.queue.iter().position(|(other, _)| *other == id) {
+            Some(position) => {
+                list.queue.remove(position);
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+            None if holds_message => {
+                drop(waiters);
+                self.wake_waiter();
+            }
+            None => {}
+        }
+    }
+
+    #[inline]
+    fn push_permitted(&self, message: M) {
+        self.push(message);
+    }
+
+    fn id(&self) -> ActorId {
+        self.life.id()
+    }
+
+    fn count_ask_timeout(&self) {
+        Mailbox::count_ask_timeout(self);
+    }
+}
+
+/// A send waiting for room; see [`Mailbox::send`]. Generic over the channel: `C` is
+/// `Mailbox<M>` for a typed ref, `dyn Channel<M>` for an erased one.
+pub(crate) struct Sending<'a, M: Send, C: ?Sized + Channel<M> = Mailbox<M>> {
+    channel: &'a C,
     message: Option<M>,
-    /// Its id in `waiters`, once it registered.
+    /// Its id in the mailbox's waiters, once it registered.
     waiter: Option<u64>,
 }
 
-// The message is moved out by value, never pinned.
-impl<M: Send> Unpin for Sending<'_, M> {}
+impl<'a, M: Send, C: ?Sized + Channel<M>> Sending<'a, M, C> {
+    /// A send of `message` on `channel`.
+    pub(crate) fn new(channel: &'a C, message: M) -> Self {
+        Sending {
+            channel,
+            message: Some(message),
+            waiter: None,
+        }
+    }
+}
 
-impl<M: Send> Future for Sending<'_, M> {
+// The message is moved out by value, never pinned.
+impl<M: Send, C: ?Sized + Channel<M>> Unpin for Sending<'_, M, C> {}
+
+impl<M: Send, C: ?Sized + Channel<M>> Future for Sending<'_, M, C> {
     type Output = Result<(), Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let mailbox = this.mailbox;
-        match mailbox.take_permit() {
+        let channel = this.channel;
+        match channel.take_permit() {
             Ok(()) => return Poll::Ready(this.deliver()),
             Err(Error::Full) => {}
             Err(error) => {
-                this.forget_waiter();
+                channel.forget_waiter(&mut this.waiter, true);
                 this.message = None;
                 return Poll::Ready(Err(error));
             }
         }
-        {
-            let mut waiters = mailbox.waiters.lock();
-            let waiters = waiters.get_or_insert_with(Box::default);
-            let registered = this
-                .waiter
-                .and_then(|id| waiters.queue.iter_mut().find(|(other, _)| *other == id));
-            match registered {
-                Some((_, waker)) => waker.clone_from(cx.waker()),
-                None => {
-                    let id = waiters.next_id;
-                    waiters.next_id += 1;
-                    waiters.queue.push_back((id, cx.waker().clone()));
-                    mailbox.waiting.fetch_add(1, Ordering::SeqCst);
-                    this.waiter = Some(id);
-                }
-            }
-        }
+        channel.register_waiter(&mut this.waiter, cx.waker());
         // The registration, then the permit's re-check: a full fence between them, against
         // `return_permit`'s `SeqCst` return and load of `waiting`, so one sees the other.
         fence(Ordering::SeqCst);
-        match mailbox.take_permit() {
+        match channel.take_permit() {
             Ok(()) => Poll::Ready(this.deliver()),
             Err(Error::Full) => Poll::Pending,
             Err(error) => {
-                this.forget_waiter();
+                channel.forget_waiter(&mut this.waiter, true);
                 this.message = None;
                 Poll::Ready(Err(error))
             }
@@ -504,42 +574,21 @@ impl<M: Send> Future for Sending<'_, M> {
     }
 }
 
-impl<M: Send> Sending<'_, M> {
+impl<M: Send, C: ?Sized + Channel<M>> Sending<'_, M, C> {
     /// Pushes the message under the permit just taken.
     fn deliver(&mut self) -> Result<(), Error> {
         let message = self.message.take().expect("polled after it finished");
-        self.forget_waiter();
-        self.mailbox.push(message);
+        // It takes a permit: a wake it got is used, not passed on.
+        self.channel.forget_waiter(&mut self.waiter, false);
+        self.channel.push_permitted(message);
         Ok(())
-    }
-
-    /// Leaves `waiters`. A waiter no longer there was woken for a permit: if it took none, the
-    /// wake goes to the next waiter.
-    fn forget_waiter(&mut self) {
-        let Some(id) = self.waiter.take() else {
-            return;
-        };
-        let mut waiters = self.mailbox.waiters.lock();
-        let Some(list) = waiters.as_mut() else {
-            return;
-        };
-        match list.queue.iter().position(|(other, _)| *other == id) {
-            Some(position) => {
-                list.queue.remove(position);
-                self.mailbox.waiting.fetch_sub(1, Ordering::SeqCst);
-            }
-            None if self.message.is_some() => {
-                drop(waiters);
-                self.mailbox.wake_waiter();
-            }
-            None => {}
-        }
     }
 }
 
-impl<M: Send> Drop for Sending<'_, M> {
+impl<M: Send, C: ?Sized + Channel<M>> Drop for Sending<'_, M, C> {
     fn drop(&mut self) {
-        self.forget_waiter();
+        let holds_message = self.message.is_some();
+        self.channel.forget_waiter(&mut self.waiter, holds_message);
     }
 }
 

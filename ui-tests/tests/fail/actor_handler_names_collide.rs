@@ -10,6 +10,8 @@ impl Store {
     fn forward_get(&self) {}
 
     fn tell_get(&self) {}
+
+    fn get_recipient(&self) {}
 }
 
 fn main() {}
