@@ -4,8 +4,8 @@
 //! Both hold an [`ErasedRef<I>`]: a counted ref to an actor's mailbox that takes messages of
 //! type `I` and converts each into the actor's own message as it is pushed. A send through
 //! one is the typed send (the same permit, waiters and push, see `mailbox`) through a virtual
-//! call per step, with no allocation: the one allocation is the erased ref's when it is made
-//! from a typed ref.
+//! call per step, and allocates nothing the typed send does not (a tell nothing, an ask its
+//! reply channel): the erased ref allocates once, when it is made from a typed ref.
 //!
 //! Invariants:
 //! - An erased ref counts in the mailbox's senders exactly like a typed ref: it keeps the
@@ -39,6 +39,7 @@ pub trait Implements<I>: Actor {
 /// An actor's mailbox seen as a channel of `I`, with what a ref needs besides sending.
 pub(crate) trait ErasedMailbox<I>: Channel<I> {
     fn add_sender(&self);
+    fn try_add_sender(&self) -> bool;
     fn remove_sender(&self);
     fn peer(&self) -> Arc<dyn Peer>;
     fn label(&self) -> &'static str;
@@ -85,6 +86,10 @@ impl<M: Send + 'static, I: Send> Channel<I> for Converting<M, I> {
 impl<M: Send + 'static, I: Send> ErasedMailbox<I> for Converting<M, I> {
     fn add_sender(&self) {
         self.mailbox.add_sender();
+    }
+
+    fn try_add_sender(&self) -> bool {
+        self.mailbox.try_add_sender()
     }
 
     fn remove_sender(&self) {
@@ -173,6 +178,31 @@ impl<I: Send + 'static> ErasedRef<I> {
     /// Whether the actor has stopped for good.
     pub fn is_closed(&self) -> bool {
         self.mailbox.is_closed()
+    }
+}
+
+impl<I> ErasedRef<I> {
+    /// A ref to the same actor that does not keep it alive.
+    pub fn downgrade(&self) -> WeakErasedRef<I> {
+        WeakErasedRef {
+            mailbox: self.mailbox.clone(),
+        }
+    }
+}
+
+/// An [`ErasedRef`] that does not keep its actor alive (what a registry holds for an
+/// interface ref). Not part of the public API.
+#[doc(hidden)]
+pub struct WeakErasedRef<I> {
+    mailbox: Arc<dyn ErasedMailbox<I>>,
+}
+
+impl<I> WeakErasedRef<I> {
+    /// The counted ref, while the actor runs and some ref still reaches it.
+    pub fn upgrade(&self) -> Option<ErasedRef<I>> {
+        self.mailbox.try_add_sender().then(|| ErasedRef {
+            mailbox: self.mailbox.clone(),
+        })
     }
 }
 

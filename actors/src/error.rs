@@ -27,6 +27,13 @@ pub enum Error {
         /// Its `max_children`.
         max: usize,
     },
+    /// A registry already holds the name, for another actor that runs.
+    NameTaken {
+        /// The name asked for.
+        name: String,
+        /// The actor that holds it.
+        holder: ActorId,
+    },
     /// The id named no child of the supervisor (never one, or already ended for good).
     NoSuchChild {
         /// The supervisor's label.
@@ -52,6 +59,11 @@ impl std::fmt::Display for Error {
                 f,
                 "the supervisor `{supervisor}` already runs its maximum of {max} children: \
                  terminate one, or raise `max_children`"
+            ),
+            Error::NameTaken { name, holder } => write!(
+                f,
+                "the name `{name}` is registered to {holder}, which runs: unregister it \
+                 first, or choose another name"
             ),
             Error::NoSuchChild { supervisor, id } => write!(
                 f,

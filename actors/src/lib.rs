@@ -92,6 +92,7 @@ mod mailbox;
 mod metrics;
 mod oneshot;
 mod refs;
+pub mod registry;
 mod spawn;
 pub mod supervisor;
 mod sync;
@@ -106,6 +107,7 @@ pub use exit::ExitReason;
 pub use id::ActorId;
 pub use lifecycle::Monitor;
 pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
+pub use registry::{Registrable, Registry};
 pub use runtime_macros::{actor, interface};
 pub use spawn::{spawn, spawn_with};
 pub use timer::{Attachment, Timer};
@@ -131,7 +133,7 @@ pub fn __live_reply_slots() -> Option<usize> {
 /// What generated code names. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::erased::{ErasedRef, Implements};
+    pub use crate::erased::{ErasedRef, Implements, WeakErasedRef};
     pub use crate::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
     pub use crate::timer::Call;
     pub use runtime;

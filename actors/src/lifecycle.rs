@@ -162,6 +162,9 @@ struct Extra {
     /// signal in `signals` (all came after it, so their stamps are at least its), it needs
     /// no room in the queue (a stop then allocates nothing).
     stop_at: Option<usize>,
+    /// What runs when the actor ends, before anyone else hears of it (a registry's entry
+    /// leaving, say).
+    on_end: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 /// What the end took out of a life, to deliver with no lock held.
@@ -244,6 +247,26 @@ impl Life {
         drop(state);
         drop(replaced);
         None
+    }
+
+    /// Runs `callback` when the actor ends (at once, here, if it has ended).
+    pub(crate) fn on_end(&self, callback: Box<dyn FnOnce() + Send>) {
+        let mut state = self.state.lock();
+        if state.ended.is_some() {
+            drop(state);
+            callback();
+            return;
+        }
+        state
+            .extra
+            .get_or_insert_with(Box::default)
+            .on_end
+            .push(callback);
+    }
+
+    /// Whether the actor has ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.state.lock().ended.is_some()
     }
 
     /// A join registered in `slot` is dropped.
@@ -414,9 +437,15 @@ impl Finished {
             kill,
             stop_queued: _,
             stop_at: _,
+            on_end,
         } = *extra;
         // Signals it will never handle.
         drop((signals, kill));
+        // First: whoever hears of the end (a joiner, a monitor) finds the registry without
+        // the actor.
+        for callback in on_end {
+            callback();
+        }
         for (monitor, watcher) in watchers {
             if let Some(watcher) = watcher.upgrade() {
                 deliver_down(&*watcher, monitor, self.id, self.reason.clone());

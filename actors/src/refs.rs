@@ -342,6 +342,13 @@ impl<A: Actor> WeakRef<A> {
         Ref::upgrade(&self.mailbox).map(A::Ref::from)
     }
 
+    /// [`upgrade`](Self::upgrade), to the untyped ref (for generated code, where the
+    /// typed ref's name is known but not yet that it is `A::Ref`).
+    #[doc(hidden)]
+    pub fn __upgrade_ref(&self) -> Option<Ref<A>> {
+        Ref::upgrade(&self.mailbox)
+    }
+
     /// The actor's id, whether or not it still runs.
     pub fn id(&self) -> ActorId {
         self.mailbox.life.id()

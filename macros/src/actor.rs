@@ -10,7 +10,7 @@
 
 use crate::handler::{
     check_generics, handler, is_context, is_named, is_reference_to, ref_methods,
-    resolve_self_in_generics,
+    resolve_self_in_generics, without_clashes,
 };
 use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
@@ -599,14 +599,15 @@ fn implements(args: TokenStream) -> syn::Result<Vec<syn::Path>> {
     }
     let mut seen: Vec<String> = Vec::new();
     for path in &paths {
-        let last = path_ident(path)?.to_string();
-        if seen.contains(&last) {
+        path_ident(path)?;
+        let written = path.to_token_stream().to_string();
+        if seen.contains(&written) {
             return Err(syn::Error::new(
                 path.span(),
-                format!("the interface `{last}` is listed twice"),
+                format!("the interface `{written}` is listed twice"),
             ));
         }
-        seen.push(last);
+        seen.push(written);
     }
     Ok(paths.into_iter().collect())
 }
@@ -787,40 +788,7 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
             },
         }
     }
-    // Each handler `x` gives the ref `x`, `tell_x`, `try_x` and `forward_x`: no two may meet.
-    // A handler named like another's generated method is reported and left out.
-    let names: Vec<String> = handlers
-        .iter()
-        .map(|handler| handler.name.unraw().to_string())
-        .collect();
-    let mut kept = Vec::with_capacity(handlers.len());
-    for (handler, plain) in handlers.into_iter().zip(&names) {
-        let prefixed = ["tell_", "try_", "forward_"].iter().find_map(|prefix| {
-            let stripped = plain.strip_prefix(prefix)?;
-            names
-                .iter()
-                .any(|other| other == stripped)
-                .then(|| (format!("{prefix}{stripped}"), stripped))
-        });
-        let clash = prefixed.or_else(|| {
-            let stripped = plain.strip_suffix("_recipient")?;
-            names
-                .iter()
-                .any(|other| other == stripped)
-                .then(|| (format!("{stripped}_recipient"), stripped))
-        });
-        match clash {
-            Some((generated, stripped)) => report(syn::Error::new(
-                handler.name.span(),
-                format!(
-                    "handler `{plain}` has the name of the ref's `{generated}` method for the \
-                     handler `{stripped}`: rename one of them"
-                ),
-            )),
-            None => kept.push(handler),
-        }
-    }
-    let handlers = kept;
+    let handlers = without_clashes(handlers, true, &mut report);
     let errors = errors.map(syn::Error::into_compile_error);
 
     let message = format_ident!("__{}Message", name);
@@ -932,9 +900,10 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
     });
     let interfaces: Vec<_> = implements
         .iter()
-        .map(|interface| {
-            let ident = path_ident(interface).expect("checked by `implements`");
-            let variant = format_ident!("__{}", ident);
+        .enumerate()
+        .map(|(index, interface)| {
+            // By position: two interfaces may share a last segment (`a::Store`, `b::Store`).
+            let variant = format_ident!("__Interface{}", index);
             let messages = sibling(interface, |ident| format_ident!("{}Message", ident));
             (interface, variant, messages)
         })
@@ -1064,6 +1033,18 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
             }
 
             #(#methods)*
+        }
+
+        impl #impl_generics ::actors::Registrable for #ref_ty #actor_where {
+            type Weak = ::actors::WeakRef<#self_ty>;
+
+            fn __downgrade(&self) -> Self::Weak {
+                self.0.downgrade()
+            }
+
+            fn __upgrade(weak: &Self::Weak) -> ::core::option::Option<Self> {
+                weak.__upgrade_ref().map(::core::convert::From::from)
+            }
         }
 
         impl #impl_generics ::actors::ActorHandle for #ref_ty #actor_where {

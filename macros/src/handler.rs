@@ -171,6 +171,18 @@ pub(crate) fn handler(
             continue;
         }
         check_owned(&name, &argument.ty)?;
+        if let Pat::Ident(ident) = &*argument.pat
+            && ident.ident.to_string().starts_with("__")
+        {
+            return Err(syn::Error::new(
+                ident.ident.span(),
+                format!(
+                    "handler `{name}` names an argument `{}`: names starting with `__` are the \
+                     generated code's; choose another",
+                    ident.ident
+                ),
+            ));
+        }
         let argument_name = match &*argument.pat {
             Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => {
                 ident.ident.clone()
@@ -414,4 +426,46 @@ pub(crate) fn ref_methods(
 
         #recipient
     }
+}
+
+/// `handlers` without those named like a generated method of another (`tell_x`, `try_x`,
+/// `forward_x`, and `x_recipient` when refs get recipients), each reported: the rest still
+/// expand, so the program reports every clash and nothing that follows from one.
+pub(crate) fn without_clashes(
+    handlers: Vec<Handler>,
+    recipients: bool,
+    report: &mut impl FnMut(syn::Error),
+) -> Vec<Handler> {
+    let names: Vec<String> = handlers
+        .iter()
+        .map(|handler| handler.name.unraw().to_string())
+        .collect();
+    let mut kept = Vec::with_capacity(handlers.len());
+    for (handler, plain) in handlers.into_iter().zip(&names) {
+        let prefixed = ["tell_", "try_", "forward_"].iter().find_map(|prefix| {
+            let stripped = plain.strip_prefix(prefix)?;
+            names
+                .iter()
+                .any(|other| other == stripped)
+                .then(|| (format!("{prefix}{stripped}"), stripped))
+        });
+        let clash = prefixed.or_else(|| {
+            let stripped = plain.strip_suffix("_recipient").filter(|_| recipients)?;
+            names
+                .iter()
+                .any(|other| other == stripped)
+                .then(|| (format!("{stripped}_recipient"), stripped))
+        });
+        match clash {
+            Some((generated, stripped)) => report(syn::Error::new(
+                handler.name.span(),
+                format!(
+                    "handler `{plain}` has the name of the ref's `{generated}` method for the \
+                     handler `{stripped}`: rename one of them"
+                ),
+            )),
+            None => kept.push(handler),
+        }
+    }
+    kept
 }

@@ -6,7 +6,8 @@
 //! - `GreeterMessage`, one variant per handler, which every implementing actor's message enum
 //!   carries as one variant (so a send through the interface allocates nothing);
 //! - `GreeterRef`, an erased ref with the same ask, `tell_`, `try_` and `forward_` methods as
-//!   a generated ref, and `From<ActorRef>` for each implementing actor's ref;
+//!   a generated ref (but no `downgrade` or recipients), `id`, `stop`, `join`, and
+//!   `From<ActorRef>` for each implementing actor's ref;
 //! - on the trait, the supertrait `Actor` and a hidden provided `__handle` that dispatches a
 //!   `GreeterMessage` to the trait's methods (async ones become `-> impl Future` in the
 //!   trait; an impl may still write them `async fn`).
@@ -14,7 +15,7 @@
 //! The trait may not be generic, have supertraits or items other than handlers: each is a
 //! compile error saying so.
 
-use crate::handler::{Handler, handler, ref_methods};
+use crate::handler::{Handler, handler, ref_methods, without_clashes};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
@@ -119,6 +120,17 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
             ));
             continue;
         }
+        if ["is_closed", "__of", "__handle"].contains(&plain.as_str()) {
+            report(syn::Error::new(
+                method.sig.ident.span(),
+                format!(
+                    "an interface's handler cannot be named `{plain}`: `#[interface]` \
+                     generates that name (the ref's `is_closed` and `__of`, the trait's \
+                     `__handle`)"
+                ),
+            ));
+            continue;
+        }
         match handler(&method.sig, &method.attrs, &item.vis, &name, &this) {
             Ok(handler) => handlers.push(handler),
             Err(error) => report(error),
@@ -134,10 +146,24 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
                 -> impl ::core::future::Future<Output = #output>
             };
             if let Some(body) = &mut method.default {
-                *body = syn::parse_quote!({ async move #body });
+                // Every argument moves into the future, as with an `async fn`: one the body
+                // leaves unused (a `Reply`, say) is dropped when the future is, not at the
+                // call.
+                let arguments = method.sig.inputs.iter().filter_map(|input| match input {
+                    FnArg::Typed(argument) => match &*argument.pat {
+                        syn::Pat::Ident(ident) if ident.by_ref.is_none() => {
+                            let (mutability, name) = (&ident.mutability, &ident.ident);
+                            Some(quote!(let #mutability #name = #name;))
+                        }
+                        _ => None,
+                    },
+                    FnArg::Receiver(_) => None,
+                });
+                *body = syn::parse_quote!({ async move { #(#arguments)* #body } });
             }
         }
     }
+    let handlers = without_clashes(handlers, false, &mut report);
     let errors = errors.map(syn::Error::into_compile_error);
     let vis = &item.vis;
     let message = format_ident!("{}Message", name);
@@ -185,8 +211,10 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     });
     let checks = handlers.iter().flat_map(|handler| {
         let reply = std::iter::once(&handler.reply);
-        handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(|ty| {
+        let cfgs = &handler.cfgs;
+        handler.arguments.iter().map(|(_, ty)| ty).chain(reply).map(move |ty| {
             quote::quote_spanned! {ty.span()=>
+                #(#cfgs)*
                 const _: () = {
                     #[allow(dead_code)]
                     fn check() {
@@ -292,6 +320,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         impl ::core::fmt::Debug for #ref_name {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 ::core::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        impl ::actors::Registrable for #ref_name {
+            type Weak = ::actors::__private::WeakErasedRef<#message>;
+
+            fn __downgrade(&self) -> Self::Weak {
+                self.0.downgrade()
+            }
+
+            fn __upgrade(weak: &Self::Weak) -> ::core::option::Option<Self> {
+                weak.upgrade().map(Self)
             }
         }
 

@@ -4,6 +4,9 @@
 //! - `tell_1m_one`: 1M tells to one actor, then one ask that returns once all were handled;
 //! - `tell_1m_round_robin_100`: 1M tells spread over 100 actors in turn, then an ask to each;
 //! - `ask_100k`: 100k sequential asks to one actor;
+//! - `ask_100k_erased`: the same through a ref that hides the actor's type (ours: an
+//!   `#[interface]` ref; kameo: a `ReplyRecipient`; ractor: a `DerivedActorRef`, answering
+//!   on an `RpcReplyPort` as `call` does; actix: a `Recipient`);
 //! - `ask_100k_deadline`: the same, each with a 5 s deadline (ours: `.timeout(..)`; kameo:
 //!   `reply_timeout`; ractor: `call` with a timeout, as `call_t!` expands; actix:
 //!   `send(..).timeout(..)`);
@@ -46,7 +49,20 @@ struct Sum {
     total: u64,
 }
 
+/// What `ask_100k_erased` asks through: any actor that adds.
+#[interface]
+pub trait Adds {
+    fn add_one(&mut self, by: u64);
+}
+
 #[actor]
+impl Adds for Sum {
+    fn add_one(&mut self, by: u64) {
+        self.total += by;
+    }
+}
+
+#[actor(implements(Adds))]
 impl Sum {
     fn add(&mut self, by: u64) {
         self.total += by;
@@ -102,6 +118,22 @@ fn ours_ask() -> Duration {
             let start = Instant::now();
             for _ in 0..ASKS {
                 sum.add(1).await.unwrap();
+            }
+            let elapsed = start.elapsed();
+            assert_eq!(sum.total().await.unwrap(), ASKS);
+            elapsed
+        })
+    })
+}
+
+fn ours_ask_erased() -> Duration {
+    ours(|context| {
+        Box::pin(async move {
+            let sum = Sum { total: 0 }.spawn(&context);
+            let adds = AddsRef::from(sum.clone());
+            let start = Instant::now();
+            for _ in 0..ASKS {
+                adds.add_one(1).await.unwrap();
             }
             let elapsed = start.elapsed();
             assert_eq!(sum.total().await.unwrap(), ASKS);
@@ -317,6 +349,20 @@ fn kameo_ask() -> Duration {
         let start = Instant::now();
         for _ in 0..ASKS {
             sum.ask(Add(1)).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.ask(Total).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
+fn kameo_ask_erased() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = KameoSum::spawn(KameoSum { total: 0 });
+        let adds = sum.clone().reply_recipient::<Add>();
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            adds.ask(Add(1)).await.unwrap();
         }
         let elapsed = start.elapsed();
         assert_eq!(sum.ask(Total).await.unwrap(), ASKS);
@@ -577,6 +623,44 @@ fn ractor_ask() -> Duration {
             sum.call(|reply| RactorMessage::AddAndReply(1, reply), None)
                 .await
                 .unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(ractor_total(&sum).await, ASKS);
+        elapsed
+    })
+}
+
+/// What ractor's derived ref of `ask_100k_erased` sends: the subset of `RactorMessage` that
+/// adds and replies.
+struct RactorAdd(u64, ractor::RpcReplyPort<()>);
+
+impl From<RactorAdd> for RactorMessage {
+    fn from(RactorAdd(by, reply): RactorAdd) -> Self {
+        RactorMessage::AddAndReply(by, reply)
+    }
+}
+
+impl TryFrom<RactorMessage> for RactorAdd {
+    type Error = ();
+
+    fn try_from(message: RactorMessage) -> Result<Self, ()> {
+        match message {
+            RactorMessage::AddAndReply(by, reply) => Ok(RactorAdd(by, reply)),
+            _ => Err(()),
+        }
+    }
+}
+
+fn ractor_ask_erased() -> Duration {
+    benches::tokio_multi(2, async {
+        let sum = ractor_spawn_one().await;
+        let adds: ractor::DerivedActorRef<RactorAdd> = sum.get_derived();
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            // What `call` does, through the derived ref (which has no `call` of its own).
+            let (sender, receiver) = ractor::concurrency::oneshot();
+            adds.send_message(RactorAdd(1, sender.into())).unwrap();
+            receiver.await.unwrap();
         }
         let elapsed = start.elapsed();
         assert_eq!(ractor_total(&sum).await, ASKS);
@@ -853,6 +937,20 @@ fn actix_tell_round_robin() -> Duration {
     })
 }
 
+fn actix_ask_erased() -> Duration {
+    actix_run(async {
+        let sum = ActixSum { total: 0 }.start();
+        let adds = sum.clone().recipient::<ActixAdd>();
+        let start = Instant::now();
+        for _ in 0..ASKS {
+            adds.send(ActixAdd(1)).await.unwrap();
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(sum.send(ActixTotal).await.unwrap(), ASKS);
+        elapsed
+    })
+}
+
 fn actix_ask() -> Duration {
     actix_run(async {
         let sum = ActixSum { total: 0 }.start();
@@ -924,6 +1022,15 @@ fn main() {
         Row {
             name: "ask_100k",
             runs: [ours_ask, kameo_ask, ractor_ask, actix_ask],
+        },
+        Row {
+            name: "ask_100k_erased",
+            runs: [
+                ours_ask_erased,
+                kameo_ask_erased,
+                ractor_ask_erased,
+                actix_ask_erased,
+            ],
         },
         Row {
             name: "ask_100k_deadline",

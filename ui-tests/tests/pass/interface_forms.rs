@@ -17,6 +17,12 @@ mod api {
         fn version(&self) -> u32 {
             1
         }
+        /// A default async body using `self`, an argument and `Self::`.
+        async fn describe(&mut self, prefix: String) -> String {
+            format!("{prefix}{}", Self::version(&*self))
+        }
+        #[cfg(any())]
+        fn gated(&self, value: Missing) -> Missing;
         #[cfg(any())]
         fn never(&self);
     }
@@ -111,6 +117,7 @@ fn main() {
         assert_eq!(stores[0].later().await, Ok(7));
         assert_eq!(stores[0].version().await, Ok(1));
         assert_eq!(stores[1].version().await, Ok(2));
+        assert_eq!(stores[1].describe("v".into()).await, Ok("v2".to_string()));
         let named: NamedRef = memory.clone().into();
         assert_eq!(named.name().await, Ok("mem".to_string()));
         assert_eq!(memory.label().await, Ok("mem".to_string()));

@@ -1,0 +1,184 @@
+//! [`Registry`]: names for actors, one registry per runtime, like OTP's registered names.
+//!
+//! A name maps to a weak ref of the type it was registered as: a generated `<Name>Ref` or
+//! an interface ref (anything [`Registrable`]). A lookup gives that type back while the
+//! actor runs; a lookup as another type, of a name nobody holds, or of an actor that ended,
+//! gives `None`. Registering a name held by a running actor is refused with
+//! [`Error::NameTaken`].
+//!
+//! Invariants:
+//! - The registry never keeps an actor alive: it holds weak refs, upgraded per lookup.
+//! - An entry leaves when its actor ends, whatever the exit: the end runs the registry's
+//!   callback (see `Life::on_end`) before any joiner or monitor hears of it, so once `join`
+//!   resolves the name is free. The callback removes the entry only if it is still that
+//!   actor's (the name may have passed to another since).
+//! - A supervised child's ref survives its restarts (one mailbox across incarnations), and
+//!   so does its name: only its end for good removes it.
+//! - Names are spread over shards, each behind its own reader-writer lock: a lookup takes
+//!   one shard's read lock (no lock shared by every name), a registration that shard's
+//!   write lock. Of two concurrent registrations of one name, exactly one wins.
+
+use crate::refs::PeerHandle;
+use crate::{ActorHandle, ActorId, Error};
+use parking_lot::RwLock;
+use std::any::Any;
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Weak};
+
+/// Shards of the name table: enough that lookups on two cores rarely share one.
+const SHARDS: usize = 16;
+
+/// A ref type a [`Registry`] can hold by name: every generated `<Name>Ref` and interface
+/// ref. Implemented by the attributes; not meant to be implemented by hand.
+pub trait Registrable: ActorHandle + Clone + Send + Sync + 'static {
+    /// What the registry keeps: a ref that does not keep the actor alive.
+    #[doc(hidden)]
+    type Weak: Send + Sync + 'static;
+
+    #[doc(hidden)]
+    fn __downgrade(&self) -> Self::Weak;
+
+    #[doc(hidden)]
+    fn __upgrade(weak: &Self::Weak) -> Option<Self>;
+}
+
+/// One registered name.
+struct Entry {
+    id: ActorId,
+    /// The `Registrable::Weak` of the type it was registered as.
+    weak: Box<dyn Any + Send + Sync>,
+    /// Tells whether the actor has ended (an entry whose callback has not run yet).
+    peer: PeerHandle,
+}
+
+/// The names of one runtime's actors. See the module documentation.
+pub struct Registry {
+    shards: [RwLock<HashMap<String, Entry>>; SHARDS],
+    /// Itself, for the end callbacks (which must not keep it alive).
+    this: Weak<Registry>,
+}
+
+impl Registry {
+    /// The registry of the runtime `context` belongs to (made on first use). Keep the
+    /// `Arc` rather than call this per lookup: finding it takes the runtime's extension lock.
+    pub fn of(context: &runtime::Context) -> Arc<Registry> {
+        context
+            .__extension(|_| RegistrySlot(Registry::new()))
+            .0
+            .clone()
+    }
+
+    /// An empty registry, on its own (what each runtime has one of).
+    pub fn new() -> Arc<Registry> {
+        Arc::new_cyclic(|this| Registry {
+            shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            this: this.clone(),
+        })
+    }
+
+    fn shard(&self, name: &str) -> &RwLock<HashMap<String, Entry>> {
+        let mut hasher = DefaultHasher::new();
+        name.hash(&mut hasher);
+        &self.shards[hasher.finish() as usize % SHARDS]
+    }
+
+    /// Registers `actor` under `name`. Refused with [`Error::NameTaken`] while another
+    /// running actor holds the name (registering the same actor again is a no-op), and with
+    /// [`Error::Closed`] if `actor` has ended. The name leaves with the actor's end, or by
+    /// [`unregister`](Self::unregister).
+    pub fn register<R: Registrable>(
+        &self,
+        name: impl Into<String>,
+        actor: &R,
+    ) -> Result<(), Error> {
+        let name = name.into();
+        let id = actor.actor_id();
+        let peer = actor.__peer();
+        if peer.0.life().has_ended() {
+            return Err(Error::Closed);
+        }
+        {
+            let mut shard = self.shard(&name).write();
+            if let Some(holder) = shard.get(&name)
+                && !holder.peer.0.life().has_ended()
+            {
+                if holder.id == id {
+                    return Ok(());
+                }
+                return Err(Error::NameTaken {
+                    name,
+                    holder: holder.id,
+                });
+            }
+            shard.insert(
+                name.clone(),
+                Entry {
+                    id,
+                    weak: Box::new(actor.__downgrade()),
+                    peer: PeerHandle(peer.0.clone()),
+                },
+            );
+        }
+        // Outside the lock: an actor that ended meanwhile runs it here and now.
+        let registry = self.this.clone();
+        peer.0.life().on_end(Box::new(move || {
+            if let Some(registry) = registry.upgrade() {
+                registry.remove_if(&name, id);
+            }
+        }));
+        Ok(())
+    }
+
+    /// The actor registered as `name`, as the type `R` it was registered as; `None` if no
+    /// running actor holds the name, or it was registered as another type.
+    pub fn lookup<R: Registrable>(&self, name: &str) -> Option<R> {
+        let shard = self.shard(name).read();
+        let entry = shard.get(name)?;
+        R::__upgrade(entry.weak.downcast_ref::<R::Weak>()?)
+    }
+
+    /// Removes `name`; returns the id of the actor that held it, if one did.
+    pub fn unregister(&self, name: &str) -> Option<ActorId> {
+        let entry = self.shard(name).write().remove(name)?;
+        (!entry.peer.0.life().has_ended()).then_some(entry.id)
+    }
+
+    /// The names held by running actors, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .read()
+                    .iter()
+                    .filter(|(_, entry)| !entry.peer.0.life().has_ended())
+                    .map(|(name, _)| name.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Removes `name` if the actor `id` still holds it.
+    fn remove_if(&self, name: &str, id: ActorId) {
+        let mut shard = self.shard(name).write();
+        if shard.get(name).is_some_and(|entry| entry.id == id) {
+            shard.remove(name);
+        }
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("names", &self.names())
+            .finish()
+    }
+}
+
+/// The runtime's registry, as its extension.
+struct RegistrySlot(Arc<Registry>);
