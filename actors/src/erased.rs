@@ -143,9 +143,18 @@ impl<I: Send + 'static> ErasedRef<I> {
 
     /// Sends `message` if the mailbox has room now ([`Ref::try_send`]).
     pub fn try_send(&self, message: I) -> Result<(), Error> {
-        self.mailbox.take_permit()?;
-        self.mailbox.push_permitted(message);
-        Ok(())
+        self.try_send_or_return(message).map_err(|(error, _)| error)
+    }
+
+    /// [`try_send`](Self::try_send), handing the message back when it is refused.
+    pub(crate) fn try_send_or_return(&self, message: I) -> Result<(), (Error, I)> {
+        match self.mailbox.take_permit() {
+            Ok(()) => {
+                self.mailbox.push_permitted(message);
+                Ok(())
+            }
+            Err(error) => Err((error, message)),
+        }
     }
 
     /// Asks with the message `make` builds around a reply channel ([`Ref::ask`]).
@@ -300,6 +309,13 @@ impl<Args: Send + 'static, R: Send + 'static> Recipient<Args, R> {
     /// not.
     pub fn try_tell(&self, args: Args) -> Result<(), Error> {
         self.inner.try_send((args, Reply::none()))
+    }
+
+    /// [`try_tell`](Self::try_tell), handing the arguments back when refused.
+    pub(crate) fn try_tell_or_return(&self, args: Args) -> Result<(), (Error, Args)> {
+        self.inner
+            .try_send_or_return((args, Reply::none()))
+            .map_err(|(error, (args, _))| (error, args))
     }
 
     /// The actor's id.

@@ -98,6 +98,7 @@ pub mod supervisor;
 mod sync;
 mod thread_bound;
 mod timer;
+pub mod topic;
 
 pub use actor::{Actor, Declared, Placement};
 pub use context::Context;
@@ -111,6 +112,7 @@ pub use registry::{Registrable, Registry};
 pub use runtime_macros::{actor, interface};
 pub use spawn::{spawn, spawn_with};
 pub use timer::{Attachment, Timer};
+pub use topic::{Topic, WhenFull};
 
 /// What actor code needs in scope: the `#[actor]` attribute, the actor traits (anonymously)
 /// and the runtime's prelude.
