@@ -30,9 +30,16 @@ pub enum Error {
     /// A registry already holds the name, for another actor that runs.
     NameTaken {
         /// The name asked for.
-        name: String,
+        name: Box<str>,
         /// The actor that holds it.
         holder: ActorId,
+    },
+    /// A pool of no members was asked for.
+    InvalidPoolSize {
+        /// The pool's label.
+        pool: &'static str,
+        /// The size asked for.
+        size: usize,
     },
     /// The id named no child of the supervisor (never one, or already ended for good).
     NoSuchChild {
@@ -64,6 +71,10 @@ impl std::fmt::Display for Error {
                 f,
                 "the name `{name}` is registered to {holder}, which runs: unregister it \
                  first, or choose another name"
+            ),
+            Error::InvalidPoolSize { pool, size } => write!(
+                f,
+                "the pool `{pool}` cannot have {size} members: a pool has at least one"
             ),
             Error::NoSuchChild { supervisor, id } => write!(
                 f,

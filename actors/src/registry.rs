@@ -3,7 +3,7 @@
 //! A name maps to a weak ref of the type it was registered as: a generated `<Name>Ref` or
 //! an interface ref (anything [`Registrable`]). A lookup gives that type back while the
 //! actor runs; a lookup as another type, of a name nobody holds, or of an actor that ended,
-//! gives `None`. Registering a name held by a running actor is refused with
+//! gives `None` (a ref looked up while the actor is ending reports `Closed` when used). Registering a name held by a running actor is refused with
 //! [`Error::NameTaken`].
 //!
 //! Invariants:
@@ -20,7 +20,7 @@
 
 use crate::refs::PeerHandle;
 use crate::{ActorHandle, ActorId, Error};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::any::Any;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -56,6 +56,11 @@ struct Entry {
 /// The names of one runtime's actors. See the module documentation.
 pub struct Registry {
     shards: [RwLock<HashMap<String, Entry>>; SHARDS],
+    /// The names each registered actor was given here. An actor gets one end callback per
+    /// registry, made with its first name: registering and unregistering in a loop adds
+    /// nothing to the actor. Locked on registration and end, never by a lookup; taken after
+    /// a shard's lock is released, never under one.
+    names_of: Mutex<HashMap<ActorId, Vec<String>>>,
     /// Itself, for the end callbacks (which must not keep it alive).
     this: Weak<Registry>,
 }
@@ -74,6 +79,7 @@ impl Registry {
     pub fn new() -> Arc<Registry> {
         Arc::new_cyclic(|this| Registry {
             shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            names_of: Mutex::new(HashMap::new()),
             this: this.clone(),
         })
     }
@@ -85,9 +91,9 @@ impl Registry {
     }
 
     /// Registers `actor` under `name`. Refused with [`Error::NameTaken`] while another
-    /// running actor holds the name (registering the same actor again is a no-op), and with
-    /// [`Error::Closed`] if `actor` has ended. The name leaves with the actor's end, or by
-    /// [`unregister`](Self::unregister).
+    /// running actor holds the name, and with [`Error::Closed`] if `actor` has ended.
+    /// Registering the actor that holds the name again replaces the type it is found as. The
+    /// name leaves with the actor's end, or by [`unregister`](Self::unregister).
     pub fn register<R: Registrable>(
         &self,
         name: impl Into<String>,
@@ -101,16 +107,18 @@ impl Registry {
         }
         {
             let mut shard = self.shard(&name).write();
-            if let Some(holder) = shard.get(&name)
+            if let Some(holder) = shard.get_mut(&name)
                 && !holder.peer.0.life().has_ended()
             {
-                if holder.id == id {
-                    return Ok(());
+                if holder.id != id {
+                    return Err(Error::NameTaken {
+                        name: name.into(),
+                        holder: holder.id,
+                    });
                 }
-                return Err(Error::NameTaken {
-                    name,
-                    holder: holder.id,
-                });
+                // The same actor: found as this type from now on; its callback stands.
+                holder.weak = Box::new(actor.__downgrade());
+                return Ok(());
             }
             shard.insert(
                 name.clone(),
@@ -121,13 +129,24 @@ impl Registry {
                 },
             );
         }
-        // Outside the lock: an actor that ended meanwhile runs it here and now.
-        let registry = self.this.clone();
-        peer.0.life().on_end(Box::new(move || {
-            if let Some(registry) = registry.upgrade() {
-                registry.remove_if(&name, id);
+        let first = {
+            let mut names_of = self.names_of.lock();
+            let names = names_of.entry(id).or_default();
+            let first = names.is_empty();
+            if !names.contains(&name) {
+                names.push(name);
             }
-        }));
+            first
+        };
+        if first {
+            // No lock held: an actor that ended meanwhile runs it here and now.
+            let registry = self.this.clone();
+            peer.0.life().on_end(Box::new(move || {
+                if let Some(registry) = registry.upgrade() {
+                    registry.ended(id);
+                }
+            }));
+        }
         Ok(())
     }
 
@@ -142,6 +161,9 @@ impl Registry {
     /// Removes `name`; returns the id of the actor that held it, if one did.
     pub fn unregister(&self, name: &str) -> Option<ActorId> {
         let entry = self.shard(name).write().remove(name)?;
+        if let Some(names) = self.names_of.lock().get_mut(&entry.id) {
+            names.retain(|other| other != name);
+        }
         (!entry.peer.0.life().has_ended()).then_some(entry.id)
     }
 
@@ -163,12 +185,22 @@ impl Registry {
         names
     }
 
-    /// Removes `name` if the actor `id` still holds it.
-    fn remove_if(&self, name: &str, id: ActorId) {
-        let mut shard = self.shard(name).write();
-        if shard.get(name).is_some_and(|entry| entry.id == id) {
-            shard.remove(name);
+    /// The actor `id` ended: its names leave (those it still holds).
+    fn ended(&self, id: ActorId) {
+        let names = self.names_of.lock().remove(&id).unwrap_or_default();
+        for name in names {
+            let mut shard = self.shard(&name).write();
+            if shard.get(&name).is_some_and(|entry| entry.id == id) {
+                shard.remove(&name);
+            }
         }
+    }
+
+    /// Entries in the table, those of ended actors whose end has not reached it yet
+    /// included: for tests that check nothing lingers.
+    #[doc(hidden)]
+    pub fn __entries(&self) -> usize {
+        self.shards.iter().map(|shard| shard.read().len()).sum()
     }
 }
 

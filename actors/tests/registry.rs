@@ -125,6 +125,11 @@ fn assert_gone(registry: &Registry, name: &str) {
         !registry.names().contains(&name.to_string()),
         "{name} still listed"
     );
+    // Not just hidden: removed from the table.
+    assert!(
+        registry.names().len() == registry.__entries(),
+        "an ended actor's entry lingers"
+    );
 }
 
 /// The entry leaves on every way an actor ends, by the time its `join` resolves: a ref's
@@ -224,6 +229,28 @@ async fn the_registry_keeps_no_actor_alive(context: runtime::Context) {
     drop(counter);
     assert_eq!(join.await, ExitReason::Normal);
     assert!(registry.lookup::<CounterRef>("counter").is_none());
+    assert_eq!(registry.__entries(), 0);
+}
+
+/// The same actor registered again under its name as another type is found as that type;
+/// registering and unregistering in a loop leaves nothing behind once it ends.
+#[runtime::test(timeout = "20s")]
+async fn re_registering_replaces_the_type_and_leaves_nothing(context: runtime::Context) {
+    let registry = Registry::of(&context);
+    let adder = Adder { total: 0 }.spawn(&context);
+    registry.register("x", &adder).unwrap();
+    registry
+        .register("x", &AddsRef::from(adder.clone()))
+        .unwrap();
+    assert!(registry.lookup::<AddsRef>("x").is_some());
+    assert!(registry.lookup::<AdderRef>("x").is_none());
+    for _ in 0..100 {
+        registry.unregister("x");
+        registry.register("x", &adder).unwrap();
+    }
+    assert_eq!(adder.stop().await, ExitReason::Stopped);
+    assert_eq!(registry.__entries(), 0);
+    assert!(registry.names().is_empty());
 }
 
 /// A supervised child registered by name keeps it across its restarts: the name leads to
@@ -246,26 +273,25 @@ async fn a_supervised_child_keeps_its_name_across_restarts(context: runtime::Con
     assert!(registry.lookup::<CounterRef>("child").is_none());
 }
 
-/// Of concurrent registrations of one name from tasks on the pool, exactly one wins, and
-/// every other is told who holds it.
-#[runtime::test(timeout = "20s", worker_threads = 2)]
+/// Of concurrent registrations of one name from threads of their own, released together,
+/// exactly one wins, and every other is told who holds it.
+#[runtime::test(timeout = "30s")]
 async fn exactly_one_concurrent_registration_wins(context: runtime::Context) {
-    const RIVALS: usize = 16;
-    for round in 0..20 {
+    const RIVALS: usize = 8;
+    for round in 0..10 {
         let name = format!("contested{round}");
         let registry = Registry::of(&context);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(RIVALS));
         let mut tasks = Vec::new();
-        let (go_tx, go_rx) = futures::channel::oneshot::channel::<()>();
-        let go = futures::future::FutureExt::shared(go_rx);
         for _ in 0..RIVALS {
-            let (registry, name, go) = (registry.clone(), name.clone(), go.clone());
+            let (registry, name, barrier) = (registry.clone(), name.clone(), barrier.clone());
             let rival = counter(&context);
-            tasks.push(context.clone().spawn(move |_| async move {
-                let _ = go.await;
+            // Each on a thread of its own, blocked at the barrier until all are there.
+            tasks.push(context.clone().dedicated().spawn(move |_| async move {
+                barrier.wait();
                 (rival.id(), registry.register(name, &rival), rival)
             }));
         }
-        go_tx.send(()).unwrap();
         let mut outcomes = Vec::new();
         for task in tasks {
             outcomes.push(task.await.unwrap());
@@ -281,7 +307,7 @@ async fn exactly_one_concurrent_registration_wins(context: runtime::Context) {
                 assert_eq!(
                     *error,
                     Error::NameTaken {
-                        name: name.clone(),
+                        name: name.clone().into(),
                         holder: winners[0],
                     }
                 );

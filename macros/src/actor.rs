@@ -9,7 +9,7 @@
 //! Generated code names the crate by absolute paths (`::actors::...`).
 
 use crate::handler::{
-    check_generics, handler, is_context, is_named, is_reference_to, ref_methods,
+    check_generics, handler, is_context, is_named, is_reference_to, pool_methods, ref_methods,
     resolve_self_in_generics, without_clashes,
 };
 use crate::options::edit_distance;
@@ -437,6 +437,13 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         "A ref to the actor [`{name}`]: one method per handler (an ask), with `tell_`, \
          `try_` and `forward_` forms. Cheap to clone; the actor stops once every ref is dropped."
     );
+    let pool_name = format_ident!("{}PoolRef", name);
+    let pool_doc = format!(
+        "A pool of [`{name}`] actors behind one ref (see [`actors::Pool`](::actors::Pool)): \
+         the handler methods of [`{name}Ref`] (ask, `tell_`, `try_`), each routed to a member \
+         by the pool's routing; it derefs to the [`PoolRef`](::actors::PoolRef) for \
+         `route_by`, `resize` and `stop`."
+    );
     let spawn_doc = format!(
         "Runs this actor in a child scope of `context` named `{label}`, and returns its ref."
     );
@@ -482,6 +489,35 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
         }
 
         impl #impl_generics ::core::fmt::Debug for #ref_name #type_generics #ref_where {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                ::core::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        #[doc = #pool_doc]
+        #vis struct #pool_name<#struct_params>(::actors::PoolRef<#this>) #ref_where;
+
+        impl #impl_generics ::core::clone::Clone for #pool_name #type_generics #ref_where {
+            fn clone(&self) -> Self {
+                Self(::core::clone::Clone::clone(&self.0))
+            }
+        }
+
+        impl #impl_generics ::core::convert::From<::actors::PoolRef<#this>> for #pool_name #type_generics #ref_where {
+            fn from(pool: ::actors::PoolRef<#this>) -> Self {
+                Self(pool)
+            }
+        }
+
+        impl #impl_generics ::core::ops::Deref for #pool_name #type_generics #ref_where {
+            type Target = ::actors::PoolRef<#this>;
+
+            fn deref(&self) -> &Self::Target {
+                &self.0
+            }
+        }
+
+        impl #impl_generics ::core::fmt::Debug for #pool_name #type_generics #ref_where {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 ::core::fmt::Debug::fmt(&self.0, f)
             }
@@ -925,6 +961,11 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
             }
         }
     });
+    let pool_ty = {
+        let pool_name = format_ident!("{}PoolRef", name);
+        quote!(#pool_name #self_arguments)
+    };
+    let pool_methods = handlers.iter().map(pool_methods);
     let methods = handlers.iter().map(|handler| {
         let reply = &handler.reply;
         ref_methods(
@@ -1033,6 +1074,11 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
             }
 
             #(#methods)*
+        }
+
+        #[allow(private_interfaces)]
+        impl #impl_generics #pool_ty #actor_where {
+            #(#pool_methods)*
         }
 
         impl #impl_generics ::actors::Registrable for #ref_ty #actor_where {

@@ -469,3 +469,43 @@ pub(crate) fn without_clashes(
     }
     kept
 }
+
+/// The methods a pool's ref gets for `handler`: the ask, `tell_` and `try_` forms, each on
+/// the member the pool routes to (`self.0.route()`).
+pub(crate) fn pool_methods(handler: &Handler) -> TokenStream {
+    let method = &handler.name;
+    let plain = method.unraw();
+    let tell = format_ident!("tell_{}", plain);
+    let attempt = format_ident!("try_{}", plain);
+    let reply = &handler.reply;
+    let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
+    let parameters: Vec<_> = handler
+        .arguments
+        .iter()
+        .map(|(name, ty)| quote!(#name: #ty))
+        .collect();
+    let cfgs = &handler.cfgs;
+    let docs = &handler.docs;
+    let vis = &handler.vis;
+    let tell_doc = format!("`tell_{plain}` on the member the pool routes to.");
+    let try_doc = format!("`try_{plain}` on the member the pool routes to.");
+    quote! {
+        #(#cfgs)*
+        #(#docs)*
+        #vis async fn #method(&self, #(#parameters),*) -> ::core::result::Result<#reply, ::actors::Error> {
+            self.0.route().#method(#(#names),*).await
+        }
+
+        #(#cfgs)*
+        #[doc = #tell_doc]
+        #vis async fn #tell(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+            self.0.route().#tell(#(#names),*).await
+        }
+
+        #(#cfgs)*
+        #[doc = #try_doc]
+        #vis fn #attempt(&self, #(#parameters),*) -> ::core::result::Result<(), ::actors::Error> {
+            self.0.route().#attempt(#(#names),*)
+        }
+    }
+}

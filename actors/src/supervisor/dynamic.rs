@@ -183,6 +183,11 @@ impl DynamicSupervisorRef {
     /// `on_start`, so children start concurrently, and a child's `on_start` may call its own
     /// supervisor.
     pub async fn start_child<A: Actor>(&self, spec: ChildSpec<A>) -> Result<A::Ref, Error> {
+        self.start(spec).await.map(A::Ref::from)
+    }
+
+    /// [`start_child`](Self::start_child), giving the untyped ref.
+    pub(crate) async fn start<A: Actor>(&self, spec: ChildSpec<A>) -> Result<Ref<A>, Error> {
         {
             let mut registry = self.registry.lock();
             if registry.closed {
@@ -211,7 +216,7 @@ impl DynamicSupervisorRef {
             return Err(Error::Closed);
         }
         match is_started.await {
-            Ok(true) => Ok(A::Ref::from(actor_ref)),
+            Ok(true) => Ok(actor_ref),
             Ok(false) => {
                 // Its `on_start` (or factory) panicked: out of the registry now (so nobody
                 // terminates a child that never started), and removed when its report

@@ -1,0 +1,215 @@
+//! Pools through the public API: round-robin in exact turns, by key stable and moving only
+//! the keys of added members, least-loaded preferring the idle member, a failed member
+//! restarted while the ref keeps routing, resizing both ways, and the routing metrics.
+
+use actors::prelude::*;
+use actors::{Error, ExitReason, Pool, Routing};
+use futures::channel::oneshot;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[actor(mailbox = 8)]
+struct Worker {
+    /// Which member this is, by order of making (restarts make new ones).
+    made: usize,
+    handled: u64,
+}
+
+#[actor]
+impl Worker {
+    fn work(&mut self) -> usize {
+        self.handled += 1;
+        self.made
+    }
+
+    fn handled(&self) -> u64 {
+        self.handled
+    }
+
+    fn fail(&mut self) {
+        panic!("worker fails");
+    }
+
+    async fn hold(&mut self, gate: oneshot::Receiver<()>) {
+        let _ = gate.await;
+    }
+}
+
+/// A factory numbering the workers it makes from 0.
+fn numbered() -> impl FnMut() -> Worker + Send + 'static {
+    let made = Arc::new(AtomicUsize::new(0));
+    move || Worker {
+        made: made.fetch_add(1, Ordering::SeqCst),
+        handled: 0,
+    }
+}
+
+/// Round-robin visits the members in turn, exactly.
+#[runtime::test(timeout = "20s")]
+async fn round_robin_takes_exact_turns(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("turns", 4, numbered())
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    assert_eq!(pool.size(), 4);
+    let mut order = Vec::new();
+    for _ in 0..12 {
+        order.push(pool.work().await.unwrap());
+    }
+    let first = order[0];
+    let expected: Vec<usize> = (0..12).map(|turn| (first + turn) % 4).collect();
+    assert_eq!(order, expected);
+    // Tells and `try_` take turns too.
+    for _ in 0..4 {
+        pool.tell_work().await.unwrap();
+    }
+    for member in pool.all() {
+        assert_eq!(member.handled().await, Ok(4));
+    }
+    let text = context.encode();
+    assert!(
+        text.contains("pool_routed_total{pool=\"turns\",member=\"0\"}"),
+        "{text}"
+    );
+    assert!(text.contains("pool_members{pool=\"turns\"} 4"), "{text}");
+    pool.stop().await;
+    assert_eq!(pool.work().await, Err(Error::Closed));
+}
+
+/// By key, a key keeps its member; keys spread over every member; growing the pool moves
+/// keys only to the new member.
+#[runtime::test(timeout = "20s")]
+async fn by_key_is_stable_and_moves_only_to_new_members(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("sharded", 4, numbered())
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    let owners = |pool: &WorkerPoolRef| -> HashMap<u32, actors::ActorId> {
+        (0..2000)
+            .map(|key| (key, pool.route_by(&key).id()))
+            .collect()
+    };
+    let before = owners(&pool);
+    assert_eq!(before, owners(&pool), "the same keys, the same members");
+    let mut per_member: HashMap<actors::ActorId, usize> = HashMap::new();
+    for owner in before.values() {
+        *per_member.entry(*owner).or_default() += 1;
+    }
+    assert_eq!(per_member.len(), 4, "every member owns keys");
+    assert!(
+        per_member.values().all(|keys| *keys > 200),
+        "{per_member:?}"
+    );
+    pool.resize(5).await.unwrap();
+    let added = pool.all()[4].id();
+    let after = owners(&pool);
+    let moved: Vec<_> = (0..2000).filter(|key| before[key] != after[key]).collect();
+    assert!(!moved.is_empty());
+    assert!(
+        moved.iter().all(|key| after[key] == added),
+        "only to the new member"
+    );
+    // The member owning a key answers for it.
+    assert_eq!(pool.route_by(&7u32).id(), after[&7]);
+}
+
+/// Least-loaded routes past a member with messages waiting to an idle one.
+#[runtime::test(timeout = "20s")]
+async fn least_loaded_prefers_the_idle_member(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("balanced", 2, numbered())
+        .routing(Routing::LeastLoaded)
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    let members = pool.all();
+    let (open, gate) = oneshot::channel();
+    members[0].tell_hold(gate).await.unwrap();
+    members[0].tell_work().await.unwrap();
+    members[0].tell_work().await.unwrap();
+    for _ in 0..10 {
+        assert_eq!(pool.route().id(), members[1].id());
+    }
+    open.send(()).unwrap();
+}
+
+/// A member that fails is restarted by the pool's supervisor, and routing to it goes on.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_failed_member_is_restarted_and_routed_to(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("resilient", 2, numbered())
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    let members = pool.all();
+    assert!(members[0].fail().await.is_err());
+    // Fresh state in the restarted member, same ref; both members answer through the pool.
+    assert_eq!(members[0].handled().await, Ok(0));
+    let mut answered = Vec::new();
+    for _ in 0..4 {
+        answered.push(pool.work().await.unwrap());
+    }
+    assert_eq!(answered.len(), 4);
+    assert_eq!(members[0].handled().await, Ok(2));
+    assert_eq!(members[1].handled().await, Ok(2));
+}
+
+/// Resizing grows and shrinks the pool; removed members handle what was queued and stop;
+/// zero members is refused.
+#[runtime::test(timeout = "20s")]
+async fn resizing_grows_and_shrinks(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("elastic", 2, numbered())
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    pool.resize(4).await.unwrap();
+    assert_eq!(pool.size(), 4);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        seen.insert(pool.route().id());
+    }
+    assert_eq!(seen.len(), 4);
+    let members = pool.all();
+    let (open, gate) = oneshot::channel();
+    members[3].tell_hold(gate).await.unwrap();
+    let queued = members[3].clone();
+    let ask = context
+        .clone()
+        .spawn(move |_| async move { queued.work().await });
+    // Shrinking waits for the removed members to finish what was queued.
+    let shrink = {
+        let pool = pool.clone();
+        context
+            .clone()
+            .spawn(move |_| async move { pool.resize(1).await })
+    };
+    open.send(()).unwrap();
+    shrink.await.unwrap().unwrap();
+    assert_eq!(
+        ask.await.unwrap(),
+        Ok(3),
+        "the message queued before was handled"
+    );
+    assert_eq!(pool.size(), 1);
+    for removed in &members[1..] {
+        assert_eq!(removed.join().await, ExitReason::Stopped);
+    }
+    for _ in 0..3 {
+        assert_eq!(pool.route().id(), members[0].id());
+    }
+    assert_eq!(
+        pool.resize(0).await,
+        Err(Error::InvalidPoolSize {
+            pool: "elastic",
+            size: 0
+        })
+    );
+    assert!(matches!(
+        Pool::new("empty", 0, numbered()).spawn(&context).await,
+        Err(Error::InvalidPoolSize { size: 0, .. })
+    ));
+}
