@@ -14,17 +14,18 @@
 //!   actor's (the name may have passed to another since).
 //! - A supervised child's ref survives its restarts (one mailbox across incarnations), and
 //!   so does its name: only its end for good removes it.
-//! - Names are spread over shards, each behind its own reader-writer lock: a lookup takes
-//!   one shard's read lock (no lock shared by every name), a registration that shard's
-//!   write lock. Of two concurrent registrations of one name, exactly one wins.
+//! - Names are spread over shards, each behind its own reader-writer lock on a cache line of
+//!   its own: a lookup hashes the name once (keyed) and takes one shard's read lock (no lock
+//!   shared by every name), a registration that shard's write lock. Of two concurrent
+//!   registrations of one name, exactly one wins.
 
 use crate::refs::PeerHandle;
 use crate::{ActorHandle, ActorId, Error};
 use parking_lot::{Mutex, RwLock};
 use std::any::Any;
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 
 /// Shards of the name table: enough that lookups on two cores rarely share one.
@@ -53,9 +54,38 @@ struct Entry {
     peer: PeerHandle,
 }
 
+/// A shard's table: names by their hash (keyed, so hostile names cannot aim at one bucket),
+/// hashed once per lookup for both the shard and the bucket; names of equal hash share a
+/// bucket.
+type Table = HashMap<u64, Vec<(String, Entry)>, BuildHasherDefault<Passthrough>>;
+
+/// One shard, on a cache line of its own: lookups of names in different shards on
+/// different cores do not share a line.
+#[repr(align(128))]
+struct Shard(RwLock<Table>);
+
+/// The hasher of a `Table`: its keys are hashes already.
+#[derive(Default)]
+struct Passthrough(u64);
+
+impl Hasher for Passthrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only `u64` keys are hashed")
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
 /// The names of one runtime's actors. See the module documentation.
 pub struct Registry {
-    shards: [RwLock<HashMap<String, Entry>>; SHARDS],
+    shards: [Shard; SHARDS],
+    hasher: RandomState,
     /// The names each registered actor was given here. An actor gets one end callback per
     /// registry, made with its first name: registering and unregistering in a loop adds
     /// nothing to the actor. Locked on registration and end, never by a lookup; taken after
@@ -78,16 +108,18 @@ impl Registry {
     /// An empty registry, on its own (what each runtime has one of).
     pub fn new() -> Arc<Registry> {
         Arc::new_cyclic(|this| Registry {
-            shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            shards: std::array::from_fn(|_| Shard(RwLock::new(Table::default()))),
+            hasher: RandomState::new(),
             names_of: Mutex::new(HashMap::new()),
             this: this.clone(),
         })
     }
 
-    fn shard(&self, name: &str) -> &RwLock<HashMap<String, Entry>> {
-        let mut hasher = DefaultHasher::new();
-        name.hash(&mut hasher);
-        &self.shards[hasher.finish() as usize % SHARDS]
+    /// `name`'s hash and its shard.
+    fn locate(&self, name: &str) -> (u64, &RwLock<Table>) {
+        let hash = self.hasher.hash_one(name);
+        // The top bits pick the shard; the table's buckets use the low ones.
+        (hash, &self.shards[(hash >> 60) as usize % SHARDS].0)
     }
 
     /// Registers `actor` under `name`. Refused with [`Error::NameTaken`] while another
@@ -106,8 +138,11 @@ impl Registry {
             return Err(Error::Closed);
         }
         {
-            let mut shard = self.shard(&name).write();
-            if let Some(holder) = shard.get_mut(&name)
+            let (hash, shard) = self.locate(&name);
+            let mut shard = shard.write();
+            let bucket = shard.entry(hash).or_default();
+            let held = bucket.iter().position(|(other, _)| *other == name);
+            if let Some(holder) = held.map(|at| &mut bucket[at].1)
                 && !holder.peer.0.life().has_ended()
             {
                 if holder.id != id {
@@ -120,14 +155,15 @@ impl Registry {
                 holder.weak = Box::new(actor.__downgrade());
                 return Ok(());
             }
-            shard.insert(
-                name.clone(),
-                Entry {
-                    id,
-                    weak: Box::new(actor.__downgrade()),
-                    peer: PeerHandle(peer.0.clone()),
-                },
-            );
+            let entry = Entry {
+                id,
+                weak: Box::new(actor.__downgrade()),
+                peer: PeerHandle(peer.0.clone()),
+            };
+            match held {
+                Some(at) => bucket[at].1 = entry,
+                None => bucket.push((name.clone(), entry)),
+            }
         }
         let first = {
             let mut names_of = self.names_of.lock();
@@ -153,14 +189,30 @@ impl Registry {
     /// The actor registered as `name`, as the type `R` it was registered as; `None` if no
     /// running actor holds the name, or it was registered as another type.
     pub fn lookup<R: Registrable>(&self, name: &str) -> Option<R> {
-        let shard = self.shard(name).read();
-        let entry = shard.get(name)?;
+        let (hash, shard) = self.locate(name);
+        let shard = shard.read();
+        let (_, entry) = shard.get(&hash)?.iter().find(|(other, _)| other == name)?;
         R::__upgrade(entry.weak.downcast_ref::<R::Weak>()?)
+    }
+
+    /// Removes and returns the entry of `name`, if it matches.
+    fn take(&self, name: &str, matches: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        let (hash, shard) = self.locate(name);
+        let mut shard = shard.write();
+        let bucket = shard.get_mut(&hash)?;
+        let at = bucket
+            .iter()
+            .position(|(other, entry)| other == name && matches(entry))?;
+        let (_, entry) = bucket.swap_remove(at);
+        if bucket.is_empty() {
+            shard.remove(&hash);
+        }
+        Some(entry)
     }
 
     /// Removes `name`; returns the id of the actor that held it, if one did.
     pub fn unregister(&self, name: &str) -> Option<ActorId> {
-        let entry = self.shard(name).write().remove(name)?;
+        let entry = self.take(name, |_| true)?;
         if let Some(names) = self.names_of.lock().get_mut(&entry.id) {
             names.retain(|other| other != name);
         }
@@ -174,8 +226,10 @@ impl Registry {
             .iter()
             .flat_map(|shard| {
                 shard
+                    .0
                     .read()
-                    .iter()
+                    .values()
+                    .flatten()
                     .filter(|(_, entry)| !entry.peer.0.life().has_ended())
                     .map(|(name, _)| name.clone())
                     .collect::<Vec<_>>()
@@ -189,10 +243,7 @@ impl Registry {
     fn ended(&self, id: ActorId) {
         let names = self.names_of.lock().remove(&id).unwrap_or_default();
         for name in names {
-            let mut shard = self.shard(&name).write();
-            if shard.get(&name).is_some_and(|entry| entry.id == id) {
-                shard.remove(&name);
-            }
+            self.take(&name, |entry| entry.id == id);
         }
     }
 
@@ -200,7 +251,10 @@ impl Registry {
     /// included: for tests that check nothing lingers.
     #[doc(hidden)]
     pub fn __entries(&self) -> usize {
-        self.shards.iter().map(|shard| shard.read().len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| shard.0.read().values().map(Vec::len).sum::<usize>())
+            .sum()
     }
 }
 
