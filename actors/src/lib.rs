@@ -75,6 +75,13 @@
 //!   [`Context::spawn_with`] and [`ChildSpec::new`](supervisor::ChildSpec::new)) calls a
 //!   `Send` factory on the actor's own thread, and the state never leaves it; its ref is
 //!   `Send + Sync` as always. On the shared pool such an actor is a compile error.
+//! - [`#[interface]`](interface) on a trait of handler signatures generates `<Trait>Ref`,
+//!   a ref any implementing actor can stand behind (`#[actor(implements(Trait))]` on its
+//!   inherent impl, `#[actor] impl Trait for Actor`), with the same ask, `tell_`, `try_` and
+//!   `forward_` methods; `<handler>_recipient()` gives one handler as a [`Recipient`].
+//! - [`Registry::of`] names actors per runtime (weakly, removed when they end);
+//!   [`Topic`] publishes to recipients in one order with a [`WhenFull`] policy; [`Pool`] runs
+//!   N supervised members behind `<Name>PoolRef`, routed round-robin, least-loaded or by key.
 //! - Metrics per label (`actor_messages_handled_total`, `actor_handler_seconds_total`,
 //!   `actor_mailbox_depth`, `actor_restarts_total`, `actor_running`,
 //!   `actor_ask_timeouts_total`, and `actor_exits_total` also by reason) appear in

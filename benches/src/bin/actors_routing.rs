@@ -214,9 +214,8 @@ fn kameo_registry() -> Duration {
         let sum = KameoSum::spawn(KameoSum { total: 0 });
         // The registry is process-wide: one name per sample.
         static SAMPLE: AtomicU64 = AtomicU64::new(0);
-        let name: &'static str = Box::leak(
-            format!("sum{}", SAMPLE.fetch_add(1, Ordering::Relaxed)).into_boxed_str(),
-        );
+        let name: &'static str =
+            Box::leak(format!("sum{}", SAMPLE.fetch_add(1, Ordering::Relaxed)).into_boxed_str());
         sum.register(name).unwrap();
         let start = Instant::now();
         let tasks: Vec<_> = (0..2)
@@ -334,7 +333,8 @@ impl ractor::factory::Worker for RactorCounted {
         _: &mut (),
     ) -> Result<(), ractor::ActorProcessingErr> {
         self.total.fetch_add(job.msg, Ordering::Relaxed);
-        Ok(job.key)
+        let () = job.key;
+        Ok(())
     }
 }
 
@@ -364,7 +364,9 @@ fn ractor_pool() -> Duration {
             .router(Default::default())
             .num_initial_workers(POOL)
             .build();
-        let (factory, _) = ractor::Actor::spawn(None, factory, arguments).await.unwrap();
+        let (factory, _) = ractor::Actor::spawn(None, factory, arguments)
+            .await
+            .unwrap();
         let start = Instant::now();
         for _ in 0..POOL_TELLS {
             factory.dispatch((), 1).unwrap();
