@@ -8,11 +8,13 @@
 //!
 //! Invariants:
 //! - Members run under the pool's own [`DynamicSupervisor`]: a failed member is restarted
-//!   with the same mailbox, so its ref, and the routing over it, keep working.
+//!   with the same mailbox, so its ref, and the routing over it, keep working, within the
+//!   pool's restart intensity (past it the supervisor gives up and the pool is closed).
 //! - Routing reads a snapshot of the members (an `Arc` behind a reader-writer lock, swapped
 //!   by a resize): a route is a read lock, an `Arc` clone and the member's ref clone, no
 //!   allocation.
-//! - A resize is serialized with other resizes. Growing starts the new members before they
+//! - A resize is serialized with other resizes and runs in a task of its own (a dropped
+//!   resize still finishes). Growing starts the new members before they
 //!   are routed to. Shrinking stops routing to the members it removes first, then stops
 //!   them after what is queued (so a message routed before is still handled).
 //! - By key, a key maps to a point on a ring of 64 points per member, each placed by the
@@ -24,10 +26,12 @@ use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use runtime::Spawner as _;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Points per member on the key ring: enough for keys to spread within a few percent.
 const POINTS: u64 = 64;
@@ -48,6 +52,9 @@ pub struct Pool<A: Actor> {
     size: usize,
     routing: Routing,
     factory: Arc<Mutex<dyn FnMut() -> A + Send>>,
+    /// Restarts allowed within a window, for all members together; `None`: three per
+    /// member within 5 seconds.
+    intensity: Option<(usize, Duration)>,
 }
 
 impl<A: Actor> Pool<A> {
@@ -64,7 +71,17 @@ impl<A: Actor> Pool<A> {
             size,
             routing: Routing::RoundRobin,
             factory: Arc::new(Mutex::new(factory)),
+            intensity: None,
         }
+    }
+
+    /// At most `restarts` member restarts (all members together) within `within`; one more
+    /// and the pool's supervisor stops every member and gives up, as any supervisor does
+    /// (routing then gives refs that report `Closed`). By default three per member (of the
+    /// size the pool starts with) within 5 seconds.
+    pub fn intensity(mut self, restarts: usize, within: Duration) -> Self {
+        self.intensity = Some((restarts, within));
+        self
     }
 
     /// How the pool's ref picks a member.
@@ -78,7 +95,12 @@ impl<A: Actor> Pool<A> {
     /// [`Error::InvalidPoolSize`]; a member failing to start fails the whole start.
     pub async fn spawn(self, context: &runtime::Context) -> Result<PoolRef<A>, Error> {
         check_size(self.label, self.size)?;
-        let supervisor = DynamicSupervisor::new(self.label).spawn(context);
+        let (restarts, within) = self
+            .intensity
+            .unwrap_or((3 * self.size, Duration::from_secs(5)));
+        let supervisor = DynamicSupervisor::new(self.label)
+            .intensity(restarts, within)
+            .spawn(context);
         let families = PoolFamilies::of(context);
         let members_gauge = families
             .members
@@ -93,7 +115,9 @@ impl<A: Actor> Pool<A> {
             next: AtomicUsize::new(0),
             resizing: futures::lock::Mutex::new(()),
             members_gauge,
+            counted: AtomicUsize::new(0),
             families,
+            context: context.clone(),
         });
         let pool = PoolRef { shared };
         if let Err(error) = pool.resize(self.size).await {
@@ -114,7 +138,8 @@ fn check_size(pool: &'static str, size: usize) -> Result<(), Error> {
 /// The members, as routing sees them.
 struct Members<A: Actor> {
     refs: Vec<Ref<A>>,
-    /// `pool_routed_total` of each member, by position.
+    /// `pool_routed_total` of each member, by position (the series of a position a shrink
+    /// removed stays, frozen, until a grow routes to that position again).
     routed: Vec<Counter>,
     /// The key ring: points and the members (positions) they belong to, sorted by point.
     ring: Vec<(u64, usize)>,
@@ -168,12 +193,19 @@ struct Shared<A: Actor> {
     /// Round-robin's turn, and least-loaded's rotating start.
     next: AtomicUsize,
     resizing: futures::lock::Mutex<()>,
+    /// `pool_members` of the label (pools may share one), and what this pool adds to it now.
     members_gauge: Gauge,
+    counted: AtomicUsize,
     families: Arc<PoolFamilies>,
+    /// Where resizes run: a task of their own, so that a resize dropped half-way still
+    /// finishes (no member is left started but unrouted, or unrouted but running).
+    context: runtime::Context,
 }
 
-/// A running pool: the actor's generated `<Name>PoolRef` wraps it (and derefs to it). Cheap
-/// to clone. Routing to a pool that stopped gives refs that report `Closed`.
+/// A running pool: the actor's generated `<Name>PoolRef` wraps it (`as_pool()` reaches it).
+/// Cheap to clone. Routing to a pool that stopped gives refs that report `Closed`; so may a
+/// message routed to a member just before a shrink removed it, if it reaches the member's
+/// mailbox after what was queued there is handled (one waiting for room, say).
 pub struct PoolRef<A: Actor> {
     shared: Arc<Shared<A>>,
 }
@@ -242,39 +274,74 @@ impl<A: Actor> PoolRef<A> {
     }
 
     /// Grows or shrinks the pool to `size` members (see the module documentation for what
-    /// routing sees meanwhile). Zero is refused with [`Error::InvalidPoolSize`].
+    /// routing sees meanwhile). Zero is refused with [`Error::InvalidPoolSize`]. A member
+    /// that fails to start fails the resize; those started before it are kept and routed
+    /// to. Dropping the future does not stop the resize: it runs in a task of its own.
     pub async fn resize(&self, size: usize) -> Result<(), Error> {
         check_size(self.shared.label, size)?;
+        let pool = self.clone();
+        match self
+            .shared
+            .context
+            .clone()
+            .spawn(move |_| async move { pool.resize_now(size).await })
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::Closed),
+        }
+    }
+
+    async fn resize_now(&self, size: usize) -> Result<(), Error> {
         let _turn = self.shared.resizing.lock().await;
-        let current = self.members();
-        let mut refs = current.refs.clone();
-        let removed = if size > refs.len() {
+        let mut refs = self.members().refs.clone();
+        let mut failed = None;
+        let mut removed = Vec::new();
+        if size > refs.len() {
             for _ in refs.len()..size {
                 let factory = self.shared.factory.clone();
                 let spec = ChildSpec::new(move || (*factory.lock())());
-                refs.push(self.shared.supervisor.start(spec).await?);
+                match self.shared.supervisor.start(spec).await {
+                    Ok(member) => refs.push(member),
+                    Err(error) => {
+                        failed = Some(error);
+                        break;
+                    }
+                }
             }
-            Vec::new()
         } else {
-            refs.split_off(size)
-        };
-        let members = Members::new(refs, self.shared.label, &self.shared.families);
-        self.shared
-            .members_gauge
-            .set(i64::try_from(members.refs.len()).unwrap_or(i64::MAX));
-        *self.shared.members.write() = Arc::new(members);
-        // Nobody routes to them now: each handles what is queued, then stops for good.
-        for member in removed {
-            member.stop().await;
+            removed = refs.split_off(size);
         }
-        Ok(())
+        let members = Members::new(refs, self.shared.label, &self.shared.families);
+        self.count(members.refs.len());
+        *self.shared.members.write() = Arc::new(members);
+        // Nobody routes to them now: each handles what is queued, then stops for good; all
+        // are told at once, then waited for.
+        let stopping: Vec<_> = removed.iter().map(Ref::stop).collect();
+        futures::future::join_all(stopping).await;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Stops every member and the pool's supervisor, and waits for them.
     pub async fn stop(&self) {
         self.shared.supervisor.stop();
         let _ = self.shared.supervisor.join().await;
-        self.shared.members_gauge.set(0);
+        self.count(0);
+    }
+
+    /// Makes this pool's share of `pool_members` `members`.
+    fn count(&self, members: usize) {
+        let before = self.shared.counted.swap(members, Ordering::Relaxed);
+        let change = members as i64 - before as i64;
+        self.shared.members_gauge.inc_by(change);
+    }
+}
+
+impl<A: Actor> Drop for Shared<A> {
+    fn drop(&mut self) {
+        // The label's gauge sums its pools' members: this pool's leave with it.
+        let counted = *self.counted.get_mut();
+        self.members_gauge.dec_by(counted as i64);
     }
 }
 

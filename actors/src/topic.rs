@@ -15,7 +15,13 @@
 //!
 //! Under [`WhenFull::Wait`], a subscriber that publishes to its own topic from its handler
 //! can deadlock with a publish waiting for room in its mailbox: such topics take
-//! [`WhenFull::Drop`] or [`WhenFull::Unsubscribe`].
+//! [`WhenFull::Drop`] or [`WhenFull::Unsubscribe`]. A publish dropped while it waits leaves
+//! its message undelivered to the subscribers it had not reached (none gets a later message
+//! before an earlier one).
+//!
+//! A subscription is a recipient, which keeps its actor reachable as any ref does: an actor
+//! that should end when its other refs are gone is unsubscribed first
+//! ([`Topic::unsubscribe`], [`Topic::unsubscribe_actor`]).
 
 use crate::{ActorId, Error, Recipient};
 use futures::lock::Mutex as AsyncMutex;

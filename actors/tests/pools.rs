@@ -53,7 +53,7 @@ async fn round_robin_takes_exact_turns(context: runtime::Context) {
         .await
         .unwrap()
         .into();
-    assert_eq!(pool.size(), 4);
+    assert_eq!(pool.as_pool().size(), 4);
     let mut order = Vec::new();
     for _ in 0..12 {
         order.push(pool.work().await.unwrap());
@@ -65,16 +65,20 @@ async fn round_robin_takes_exact_turns(context: runtime::Context) {
     for _ in 0..4 {
         pool.tell_work().await.unwrap();
     }
-    for member in pool.all() {
-        assert_eq!(member.handled().await, Ok(4));
+    for _ in 0..4 {
+        pool.try_work().unwrap();
     }
+    for member in pool.as_pool().all() {
+        assert_eq!(member.handled().await, Ok(5));
+    }
+    // Five routed to each member (`all` routes nothing).
     let text = context.encode();
     assert!(
-        text.contains("pool_routed_total{pool=\"turns\",member=\"0\"}"),
+        text.contains("pool_routed_total{pool=\"turns\",member=\"0\"} 5"),
         "{text}"
     );
     assert!(text.contains("pool_members{pool=\"turns\"} 4"), "{text}");
-    pool.stop().await;
+    pool.as_pool().stop().await;
     assert_eq!(pool.work().await, Err(Error::Closed));
 }
 
@@ -89,7 +93,7 @@ async fn by_key_is_stable_and_moves_only_to_new_members(context: runtime::Contex
         .into();
     let owners = |pool: &WorkerPoolRef| -> HashMap<u32, actors::ActorId> {
         (0..2000)
-            .map(|key| (key, pool.route_by(&key).id()))
+            .map(|key| (key, pool.as_pool().route_by(&key).id()))
             .collect()
     };
     let before = owners(&pool);
@@ -103,8 +107,8 @@ async fn by_key_is_stable_and_moves_only_to_new_members(context: runtime::Contex
         per_member.values().all(|keys| *keys > 200),
         "{per_member:?}"
     );
-    pool.resize(5).await.unwrap();
-    let added = pool.all()[4].id();
+    pool.as_pool().resize(5).await.unwrap();
+    let added = pool.as_pool().all()[4].id();
     let after = owners(&pool);
     let moved: Vec<_> = (0..2000).filter(|key| before[key] != after[key]).collect();
     assert!(!moved.is_empty());
@@ -113,7 +117,7 @@ async fn by_key_is_stable_and_moves_only_to_new_members(context: runtime::Contex
         "only to the new member"
     );
     // The member owning a key answers for it.
-    assert_eq!(pool.route_by(&7u32).id(), after[&7]);
+    assert_eq!(pool.as_pool().route_by(&7u32).id(), after[&7]);
 }
 
 /// Least-loaded routes past a member with messages waiting to an idle one.
@@ -125,13 +129,13 @@ async fn least_loaded_prefers_the_idle_member(context: runtime::Context) {
         .await
         .unwrap()
         .into();
-    let members = pool.all();
+    let members = pool.as_pool().all();
     let (open, gate) = oneshot::channel();
     members[0].tell_hold(gate).await.unwrap();
     members[0].tell_work().await.unwrap();
     members[0].tell_work().await.unwrap();
     for _ in 0..10 {
-        assert_eq!(pool.route().id(), members[1].id());
+        assert_eq!(pool.as_pool().route().id(), members[1].id());
     }
     open.send(()).unwrap();
 }
@@ -144,7 +148,7 @@ async fn a_failed_member_is_restarted_and_routed_to(context: runtime::Context) {
         .await
         .unwrap()
         .into();
-    let members = pool.all();
+    let members = pool.as_pool().all();
     assert!(members[0].fail().await.is_err());
     // Fresh state in the restarted member, same ref; both members answer through the pool.
     assert_eq!(members[0].handled().await, Ok(0));
@@ -166,43 +170,39 @@ async fn resizing_grows_and_shrinks(context: runtime::Context) {
         .await
         .unwrap()
         .into();
-    pool.resize(4).await.unwrap();
-    assert_eq!(pool.size(), 4);
+    pool.as_pool().resize(4).await.unwrap();
+    assert_eq!(pool.as_pool().size(), 4);
     let mut seen = std::collections::HashSet::new();
     for _ in 0..4 {
-        seen.insert(pool.route().id());
+        seen.insert(pool.as_pool().route().id());
     }
     assert_eq!(seen.len(), 4);
-    let members = pool.all();
+    let members = pool.as_pool().all();
     let (open, gate) = oneshot::channel();
     members[3].tell_hold(gate).await.unwrap();
-    let queued = members[3].clone();
-    let ask = context
-        .clone()
-        .spawn(move |_| async move { queued.work().await });
+    // An ask queued behind the hold, before the shrink starts.
+    let mut ask = Box::pin(members[3].work());
+    assert!(futures::poll!(&mut ask).is_pending());
+    assert!(members[3].inner().queued() >= 1);
     // Shrinking waits for the removed members to finish what was queued.
     let shrink = {
         let pool = pool.clone();
         context
             .clone()
-            .spawn(move |_| async move { pool.resize(1).await })
+            .spawn(move |_| async move { pool.as_pool().resize(1).await })
     };
     open.send(()).unwrap();
     shrink.await.unwrap().unwrap();
-    assert_eq!(
-        ask.await.unwrap(),
-        Ok(3),
-        "the message queued before was handled"
-    );
-    assert_eq!(pool.size(), 1);
+    assert_eq!(ask.await, Ok(3), "the message queued before was handled");
+    assert_eq!(pool.as_pool().size(), 1);
     for removed in &members[1..] {
         assert_eq!(removed.join().await, ExitReason::Stopped);
     }
     for _ in 0..3 {
-        assert_eq!(pool.route().id(), members[0].id());
+        assert_eq!(pool.as_pool().route().id(), members[0].id());
     }
     assert_eq!(
-        pool.resize(0).await,
+        pool.as_pool().resize(0).await,
         Err(Error::InvalidPoolSize {
             pool: "elastic",
             size: 0
@@ -212,4 +212,52 @@ async fn resizing_grows_and_shrinks(context: runtime::Context) {
         Pool::new("empty", 0, numbered()).spawn(&context).await,
         Err(Error::InvalidPoolSize { size: 0, .. })
     ));
+}
+
+/// A grow whose new member fails to start fails, and keeps (and routes to) the members it
+/// started before that one.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn a_failed_grow_keeps_the_members_it_started(context: runtime::Context) {
+    let made = Arc::new(AtomicUsize::new(0));
+    let counted = made.clone();
+    let pool: WorkerPoolRef = Pool::new("growing", 1, move || {
+        let made = counted.fetch_add(1, Ordering::SeqCst);
+        assert_ne!(made, 3, "the fourth worker fails");
+        Worker { made, handled: 0 }
+    })
+    .spawn(&context)
+    .await
+    .unwrap()
+    .into();
+    assert_eq!(
+        pool.as_pool().resize(5).await,
+        Err(Error::Panicked { actor: "worker" })
+    );
+    assert_eq!(pool.as_pool().size(), 3);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..3 {
+        seen.insert(pool.work().await.unwrap());
+    }
+    assert_eq!(seen.len(), 3, "all three are routed to");
+}
+
+/// Past its restart intensity the pool's supervisor gives up: the pool is closed.
+#[runtime::test(timeout = "20s", catch_panics = true)]
+async fn past_its_intensity_the_pool_closes(context: runtime::Context) {
+    let pool: WorkerPoolRef = Pool::new("fragile", 2, numbered())
+        .intensity(1, std::time::Duration::from_secs(60))
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    let member = pool.as_pool().all()[0].clone();
+    assert!(member.fail().await.is_err());
+    assert_eq!(member.handled().await, Ok(0), "restarted once");
+    assert!(member.fail().await.is_err());
+    // The second failure is one restart too many: the member ends with it, for good.
+    assert_eq!(
+        member.join().await,
+        ExitReason::Panicked("worker fails".into())
+    );
+    assert_eq!(pool.work().await, Err(Error::Closed));
 }

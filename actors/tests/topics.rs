@@ -194,9 +194,11 @@ async fn wait_holds_the_publish_until_there_is_room(context: runtime::Context) {
     let (open, gate) = oneshot::channel();
     slow.tell_hold(gate).await.unwrap();
     // Fill the slot behind the hold (or the hold's own slot, if not yet taken).
+    let mut publishes = 1;
     let mut publish = Box::pin(topic.publish(1));
     let mut pending = futures::poll!(&mut publish).is_pending();
     while !pending {
+        publishes += 1;
         publish = Box::pin(topic.publish(1));
         pending = futures::poll!(&mut publish).is_pending();
     }
@@ -204,7 +206,15 @@ async fn wait_holds_the_publish_until_there_is_room(context: runtime::Context) {
     assert_eq!(publish.await.delivered, 1);
     let text = context.encode();
     assert!(
-        text.contains("topic_published_total{topic=\"waiting\"}"),
+        text.contains(&format!(
+            "topic_published_total{{topic=\"waiting\"}} {publishes}"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "topic_delivered_total{{topic=\"waiting\"}} {publishes}"
+        )),
         "{text}"
     );
     assert!(

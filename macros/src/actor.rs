@@ -441,7 +441,7 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
     let pool_doc = format!(
         "A pool of [`{name}`] actors behind one ref (see [`actors::Pool`](::actors::Pool)): \
          the handler methods of [`{name}Ref`] (ask, `tell_`, `try_`), each routed to a member \
-         by the pool's routing; it derefs to the [`PoolRef`](::actors::PoolRef) for \
+         by the pool's routing; `as_pool()` gives the [`PoolRef`](::actors::PoolRef) for \
          `route_by`, `resize` and `stop`."
     );
     let spawn_doc = format!(
@@ -509,10 +509,9 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> syn::Result<TokenStream
             }
         }
 
-        impl #impl_generics ::core::ops::Deref for #pool_name #type_generics #ref_where {
-            type Target = ::actors::PoolRef<#this>;
-
-            fn deref(&self) -> &Self::Target {
+        impl #impl_generics #pool_name #type_generics #ref_where {
+            /// The pool itself: `route`, `route_by`, `all`, `size`, `resize`, `stop`.
+            #vis fn as_pool(&self) -> &::actors::PoolRef<#this> {
                 &self.0
             }
         }

@@ -18,6 +18,7 @@ pub(crate) const RESERVED: &[&str] = &[
     "stop",
     "join",
     "downgrade",
+    "as_pool",
 ];
 
 /// One handler, as the impl (or the interface) declares it.
@@ -139,8 +140,8 @@ pub(crate) fn handler(
             name.span(),
             format!(
                 "a handler cannot be named `{plain}`: `#[actor]` generates that name (the \
-                 ref's `inner`, `clone`, `id`, `stop`, `join` and `downgrade`, the actor's \
-                 `spawn`)"
+                 ref's `inner`, `clone`, `id`, `stop`, `join` and `downgrade`, the pool \
+                 ref's `as_pool`, the actor's `spawn` and `spawn_with`)"
             ),
         ));
     }

@@ -88,12 +88,12 @@ fn ours_pool() -> Duration {
                 pool.tell_add(1).await.unwrap();
             }
             let mut total = 0;
-            for member in pool.all() {
+            for member in pool.as_pool().all() {
                 total += member.total().await.unwrap();
             }
             let elapsed = start.elapsed();
             assert_eq!(total, POOL_TELLS);
-            pool.stop().await;
+            pool.as_pool().stop().await;
             elapsed
         })
     })

@@ -46,8 +46,8 @@ async fn tour(context: runtime::Context) -> Result<(), actors::Error> {
         .await?
         .into();
     pool.tell_line("to one member".into()).await?;
-    pool.resize(4).await?;
-    assert_eq!(pool.size(), 4);
+    pool.as_pool().resize(4).await?;
+    assert_eq!(pool.as_pool().size(), 4);
     Ok(())
 }
 
