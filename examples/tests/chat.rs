@@ -1,6 +1,7 @@
 //! Runs the `chat` example as a child process: nicknames, rooms and messages between
 //! clients, error lines for mistakes, an oversized line closing its own connection, a slow
-//! client dropped without slowing its room, and a clean exit on SIGINT.
+//! client dropped without slowing its room, a burst read promptly kicking nobody, empty
+//! rooms removed and rooms bounded, control bytes escaped, and a clean exit on SIGINT.
 
 mod common;
 
@@ -80,5 +81,113 @@ fn chat_rooms_relay_messages_and_drop_slow_clients() {
     // The slow client is disconnected (it reads what was sent before, then the end).
     assert!(slow.closed());
 
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// A burst from every member of a busy room, read promptly by all, kicks nobody: what
+/// counts is bytes a client leaves unread, not lines the server has yet to write.
+#[test]
+fn a_burst_read_promptly_kicks_nobody() {
+    const MEMBERS: usize = 100;
+    let server = Server::start(env!("CARGO_BIN_EXE_chat"), "chat listening on");
+    let mut members: Vec<_> = (0..MEMBERS).map(|_| server.connect()).collect();
+    for (index, member) in members.iter_mut().enumerate() {
+        assert!(member.line().starts_with("* welcome, guest"));
+        member.send(format!("/nick m{index}\n/join burst\n").as_bytes());
+        assert_eq!(member.line(), format!("OK you are m{index}\n"));
+        assert_eq!(
+            member.line(),
+            format!("OK joined #burst ({} here)\n", index + 1)
+        );
+    }
+    // Each member hears of those who joined after it.
+    for (index, member) in members.iter_mut().enumerate() {
+        for later in index + 1..MEMBERS {
+            assert_eq!(member.line(), format!("* m{later} joined #burst\n"));
+        }
+    }
+    for (index, member) in members.iter_mut().enumerate() {
+        member.send(format!("one from {index}\ntwo from {index}\n").as_bytes());
+    }
+    for (index, member) in members.iter_mut().enumerate() {
+        let mut heard = Vec::new();
+        for _ in 0..2 * (MEMBERS - 1) {
+            let line = member.line();
+            assert!(!line.contains("too slow"), "m{index} saw {line:?}");
+            heard.push(line);
+        }
+        for other in (0..MEMBERS).filter(|other| *other != index) {
+            assert!(heard.contains(&format!("<m{other}> one from {other}\n")));
+            assert!(heard.contains(&format!("<m{other}> two from {other}\n")));
+        }
+    }
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// Rooms are bounded per server, and a room left empty is removed: a connection that
+/// hops through thousands of rooms never runs into the bound, while three rooms held open
+/// at once do.
+#[test]
+fn empty_rooms_are_removed_and_rooms_are_bounded() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_chat"),
+        "chat listening on",
+        &[("CHAT_MAX_ROOMS", "2")],
+    );
+    let mut hopper = server.connect();
+    hopper.line();
+    let mut joins = Vec::new();
+    for room in 0..2000 {
+        joins.extend_from_slice(format!("/join r{room}\n").as_bytes());
+    }
+    hopper.send(&joins);
+    for room in 0..2000 {
+        assert_eq!(hopper.line(), format!("OK joined #r{room} (1 here)\n"));
+    }
+    // The hopper holds r1999 open; a second room fits, a third does not.
+    let mut second = server.connect();
+    second.line();
+    second.send(b"/join other\n");
+    assert_eq!(second.line(), "OK joined #other (1 here)\n");
+    let mut third = server.connect();
+    third.line();
+    third.send(b"/join third\n");
+    assert_eq!(
+        third.line(),
+        "ERR too many rooms (2 open): join an existing one\n"
+    );
+    // An existing room is still open to it; once it leaves `other` empty, `third` fits.
+    third.send(b"/join other\n");
+    assert_eq!(third.line(), "OK joined #other (2 here)\n");
+    assert_eq!(second.line(), "* guest3 joined #other\n");
+    second.send(b"/join r1999\n");
+    assert_eq!(second.line(), "OK joined #r1999 (2 here)\n");
+    assert_eq!(third.line(), "* guest2 left #other\n");
+    third.send(b"/join third\n");
+    assert_eq!(third.line(), "OK joined #third (1 here)\n");
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// Control bytes in a message (a terminal escape, NUL, DEL) reach other members escaped,
+/// never raw.
+#[test]
+fn control_bytes_are_escaped() {
+    let server = Server::start(env!("CARGO_BIN_EXE_chat"), "chat listening on");
+    let mut alice = server.connect();
+    let mut bob = server.connect();
+    alice.line();
+    bob.line();
+    alice.send(b"/nick alice\n/join esc\n");
+    alice.line();
+    alice.line();
+    bob.send(b"/nick bob\n/join esc\n");
+    bob.line();
+    bob.line();
+    assert_eq!(alice.line(), "* bob joined #esc\n");
+    alice.send(b"\x1b[31mred\x1b]0;title\x07 nul\x00 del\x7f end\n");
+    assert_eq!(
+        bob.line(),
+        "<alice> \\x1b[31mred\\x1b]0;title\\x07 nul\\x00 del\\x7f end\n"
+    );
     assert_eq!(server.interrupt(), "chat stopped\n");
 }

@@ -6,21 +6,33 @@
 //!
 //! Commands: `/nick NAME` (letters, digits, `_` and `-`, up to 32), `/join ROOM` (the same
 //! alphabet), `/quit`; any other line is a message to the current room, which every other
-//! member receives as `<nick> message`. Mistakes get an `ERR ...` line and the connection
-//! stays. Rooms never wait for their members: a member whose connection cannot keep up
-//! (64 lines waiting to be written to its client) is dropped from the room and
-//! disconnected, and the room goes on. Ctrl-C stops the server cleanly.
+//! member receives as `<nick> message`, control characters shown escaped (`\x1b`), never
+//! raw. Mistakes get an `ERR ...` line and the connection stays.
+//!
+//! Every resource is bounded:
+//! - Rooms never wait for their members. Each connection has an outbox of lines to write,
+//!   bounded in bytes (`MAX_BACKLOG_BYTES`); a room that finds a member's outbox full drops
+//!   the member as too slow, and a member whose socket stays unwritable past the write grace
+//!   (`CHAT_WRITE_GRACE_SECS`, 5 s) is disconnected. A burst that a prompt reader drains is
+//!   never a reason: what counts is bytes not written, not lines queued.
+//! - A room with no members is removed; rooms are bounded per server (`CHAT_MAX_ROOMS`,
+//!   10 000), past which a `/join` of a new room is refused with an error. A connection is
+//!   in one room at a time.
+//! - Lines are at most 64 KiB (longer closes that connection).
+//!
+//! Ctrl-C stops the server cleanly.
 
 use actors::prelude::*;
 use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
-use futures::channel::oneshot;
-use futures::future::{Either, select};
+use futures::task::AtomicWaker;
+use parking_lot::Mutex;
 use runtime::net::Sink;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 /// How long a connection may take to write one line to its client before it is dropped:
@@ -33,42 +45,148 @@ fn write_grace() -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// The rooms by name, each an actor of its own, made on first `/join`.
+/// The most rooms open at once: `CHAT_MAX_ROOMS`, 10 000 by default.
+fn max_rooms() -> usize {
+    std::env::var("CHAT_MAX_ROOMS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// Bytes a connection may have waiting to be written before a room drops it as too slow.
+const MAX_BACKLOG_BYTES: usize = 1 << 20;
+
+/// What a connection has to write to its client, filled by rooms and by the connection's own
+/// replies, drained by its writer task. Bounded in bytes; closed when the connection ends.
+#[derive(Default)]
+struct Outbox {
+    state: Mutex<OutboxState>,
+    /// The writer task, waiting for a line.
+    writer: AtomicWaker,
+}
+
+#[derive(Default)]
+struct OutboxState {
+    lines: VecDeque<Arc<str>>,
+    bytes: usize,
+    /// No line is taken any more: the writer drains what is there (`finish`) or nothing
+    /// (`kill`), then stops.
+    closed: bool,
+}
+
+/// Why a line did not go into an outbox.
+enum Refused {
+    /// `MAX_BACKLOG_BYTES` would be passed: the client does not read fast enough.
+    Full,
+    /// The connection is ending.
+    Closed,
+}
+
+impl Outbox {
+    fn push(&self, line: Arc<str>) -> Result<(), Refused> {
+        {
+            let mut state = self.state.lock();
+            if state.closed {
+                return Err(Refused::Closed);
+            }
+            if state.bytes + line.len() > MAX_BACKLOG_BYTES {
+                return Err(Refused::Full);
+            }
+            state.bytes += line.len();
+            state.lines.push_back(line);
+        }
+        self.writer.wake();
+        Ok(())
+    }
+
+    /// The next line to write, once there is one; `None` once closed and drained.
+    async fn next(&self) -> Option<Arc<str>> {
+        std::future::poll_fn(|cx| {
+            self.writer.register(cx.waker());
+            let mut state = self.state.lock();
+            match state.lines.pop_front() {
+                Some(line) => Poll::Ready(Some(line)),
+                None if state.closed => Poll::Ready(None),
+                None => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// A line taken by `next` is written: its bytes leave the backlog.
+    fn written(&self, bytes: usize) {
+        self.state.lock().bytes -= bytes;
+    }
+
+    /// Takes no more lines; the writer writes what is there, then stops.
+    fn finish(&self) {
+        self.state.lock().closed = true;
+        self.writer.wake();
+    }
+
+    /// Takes no more lines and forgets those waiting: the writer stops.
+    fn kill(&self) {
+        {
+            let mut state = self.state.lock();
+            state.closed = true;
+            state.lines.clear();
+        }
+        self.writer.wake();
+    }
+
+    fn is_killed(&self) -> bool {
+        let state = self.state.lock();
+        state.closed && state.lines.is_empty()
+    }
+}
+
+/// The rooms by name, each an actor of its own, made on first `/join` and removed once
+/// empty.
 #[actor(name = "chat_rooms")]
 struct Rooms {
     rooms: HashMap<String, RoomRef>,
+    max: usize,
 }
 
 #[actor]
 impl Rooms {
-    fn room(&mut self, ctx: &mut actors::Context<Self>, name: String) -> RoomRef {
-        self.rooms
-            .entry(name.clone())
-            .or_insert_with(|| {
-                ctx.spawn(Room {
-                    name,
-                    members: HashMap::new(),
-                })
-            })
-            .clone()
+    /// The room `name`, made if it does not exist and the server has room for it.
+    fn room(&mut self, ctx: &mut actors::Context<Self>, name: String) -> Result<RoomRef, String> {
+        if let Some(room) = self.rooms.get(&name) {
+            return Ok(room.clone());
+        }
+        if self.rooms.len() >= self.max {
+            return Err(format!(
+                "ERR too many rooms ({} open): join an existing one\n",
+                self.max
+            ));
+        }
+        let room = ctx.spawn(Room {
+            name: name.clone(),
+            members: HashMap::new(),
+            rooms: ctx.actor_ref(),
+        });
+        self.rooms.insert(name, room.clone());
+        Ok(room)
+    }
+
+    /// The room `name` (the actor `id`) found itself empty: removed, unless someone entered
+    /// meanwhile (the room answers that, in its own mailbox order).
+    async fn vacated(&mut self, name: String, id: actors::ActorId) {
+        let Some(room) = self.rooms.get(&name).filter(|room| room.id() == id) else {
+            return;
+        };
+        if room.close_if_empty().await.unwrap_or(true) {
+            self.rooms.remove(&name);
+        }
     }
 }
-
-/// Lines a room may have waiting for one member before it drops the member as too slow.
-const MAX_BACKLOG: usize = 64;
 
 /// A member as a room sees it.
 struct Member {
     nick: String,
     connection: ConnectionRef,
-    /// Lines delivered to the connection and not yet written to its client: shared with the
-    /// connection, which counts down as it writes. Counted apart from its mailbox, which
-    /// also holds the client's own commands.
-    backlog: Arc<AtomicUsize>,
-    /// Fired when the room drops the member for being slow: its connection actor stops at
-    /// once, even in the middle of a write its client does not read (the socket then closes
-    /// once that write ends). A stop request could not do that: it waits for the write.
-    kick: oneshot::Sender<()>,
+    outbox: Arc<Outbox>,
     /// The room's monitor of the connection: however the connection ends (a quit, a client
     /// gone, a panic), the room hears of it and drops the member.
     monitor: actors::Monitor,
@@ -78,6 +196,8 @@ struct Member {
 struct Room {
     name: String,
     members: HashMap<u64, Member>,
+    /// Told when the room is empty, so that empty rooms do not pile up.
+    rooms: RoomsRef,
 }
 
 #[actor]
@@ -89,103 +209,159 @@ impl Room {
         id: u64,
         nick: String,
         connection: ConnectionRef,
-        backlog: Arc<AtomicUsize>,
-        kick: oneshot::Sender<()>,
+        outbox: Arc<Outbox>,
     ) -> usize {
-        self.broadcast(id, format!("* {nick} joined #{}\n", self.name));
+        self.broadcast(ctx, id, format!("* {nick} joined #{}\n", self.name));
         let monitor = ctx.monitor(&connection);
         self.members.insert(
             id,
             Member {
                 nick,
                 connection,
-                backlog,
-                kick,
+                outbox,
                 monitor,
             },
         );
         self.members.len()
     }
 
-    /// The member moves to another room.
-    fn leave(&mut self, ctx: &mut actors::Context<Self>, id: u64) {
+    /// The member moves to another room; replies whether the room is empty now (the member
+    /// then tells the rooms actor, so that the room is gone before its next `/join`).
+    fn leave(&mut self, ctx: &mut actors::Context<Self>, id: u64) -> bool {
         if let Some(member) = self.members.remove(&id) {
             ctx.demonitor(member.monitor);
-            self.broadcast(id, format!("* {} left #{}\n", member.nick, self.name));
+            self.broadcast_only(ctx, id, format!("* {} left #{}\n", member.nick, self.name));
         }
+        self.members.is_empty()
     }
 
     /// A member's connection ended: it left.
-    fn on_down(&mut self, connection: actors::ActorId, _reason: actors::ExitReason) {
+    fn on_down(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        connection: actors::ActorId,
+        _reason: actors::ExitReason,
+    ) {
         let id = self
             .members
             .iter()
             .find(|(_, member)| member.connection.id() == connection)
             .map(|(id, _)| *id);
         if let Some((id, member)) = id.and_then(|id| self.members.remove_entry(&id)) {
-            self.broadcast(id, format!("* {} left #{}\n", member.nick, self.name));
+            self.broadcast(ctx, id, format!("* {} left #{}\n", member.nick, self.name));
+            self.vacate_if_empty(ctx);
         }
     }
 
-    fn rename(&mut self, id: u64, nick: String) {
+    fn rename(&mut self, ctx: &mut actors::Context<Self>, id: u64, nick: String) {
         if let Some(member) = self.members.get_mut(&id) {
             let old = std::mem::replace(&mut member.nick, nick.clone());
-            self.broadcast(id, format!("* {old} is now {nick}\n"));
+            self.broadcast(ctx, id, format!("* {old} is now {nick}\n"));
         }
     }
 
-    fn say(&mut self, id: u64, text: String) {
+    fn say(&mut self, ctx: &mut actors::Context<Self>, id: u64, text: String) {
         if let Some(member) = self.members.get(&id) {
-            let line = format!("<{}> {text}\n", member.nick);
-            self.broadcast(id, line);
+            let line = format!("<{}> {}\n", member.nick, escape_controls(&text));
+            self.broadcast(ctx, id, line);
         }
+    }
+
+    /// Stops the room if it is still empty; whether it did.
+    fn close_if_empty(&mut self, ctx: &mut actors::Context<Self>) -> bool {
+        let empty = self.members.is_empty();
+        if empty {
+            ctx.stop();
+        }
+        empty
     }
 }
 
 impl Room {
-    /// Sends `line` to every member but `from`, never waiting: a member with
-    /// `MAX_BACKLOG` lines still unwritten (or a full mailbox) is dropped and kicked.
-    fn broadcast(&mut self, from: u64, line: String) {
+    /// [`broadcast_only`](Self::broadcast_only), then tells the rooms actor if that left
+    /// the room empty.
+    fn broadcast(&mut self, ctx: &mut actors::Context<Self>, from: u64, line: String) {
+        self.broadcast_only(ctx, from, line);
+        self.vacate_if_empty(ctx);
+    }
+
+    /// Puts `line` in the outbox of every member but `from`, never waiting: a member whose
+    /// outbox would pass `MAX_BACKLOG_BYTES` is dropped and disconnected.
+    fn broadcast_only(&mut self, ctx: &mut actors::Context<Self>, from: u64, line: String) {
         let line: Arc<str> = line.into();
         let mut slow = Vec::new();
         for (&id, member) in &self.members {
-            if id == from {
-                continue;
-            }
-            if member.backlog.fetch_add(1, Ordering::AcqRel) >= MAX_BACKLOG
-                || member.connection.try_deliver(line.clone()).is_err()
-            {
+            if id != from && member.outbox.push(line.clone()).is_err() {
                 slow.push(id);
             }
         }
         for id in slow {
             if let Some(member) = self.members.remove(&id) {
-                let _ = member.kick.send(());
-                self.broadcast(id, format!("* {} was too slow and left\n", member.nick));
+                ctx.demonitor(member.monitor);
+                // Its writer stops now, even in the middle of a write its client does not
+                // read; the connection stops after the commands it has queued.
+                member.outbox.kill();
+                drop(member.connection.stop());
+                self.broadcast_only(
+                    ctx,
+                    id,
+                    format!("* {} was too slow and left\n", member.nick),
+                );
             }
+        }
+    }
+
+    fn vacate_if_empty(&self, ctx: &mut actors::Context<Self>) {
+        if self.members.is_empty() {
+            let rooms = self.rooms.clone();
+            let (name, id) = (self.name.clone(), ctx.id());
+            // Told from a task: the room never waits for the rooms actor, which may be
+            // waiting for this room (`close_if_empty`).
+            drop(
+                ctx.runtime()
+                    .clone()
+                    .spawn(move |_| async move { rooms.tell_vacated(name, id).await }),
+            );
         }
     }
 }
 
-/// One client: its commands, its room, and the lines rooms deliver to it.
+/// `text` with its control characters (terminal escapes, NUL, DEL, C1 controls) written as
+/// `\xNN` or `\u{NNNN}`, so that no client's terminal obeys another client's bytes.
+fn escape_controls(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character.is_control() {
+            let code = u32::from(character);
+            if code <= 0xff {
+                let _ = write!(escaped, "\\x{code:02x}");
+            } else {
+                let _ = write!(escaped, "\\u{{{code:04x}}}");
+            }
+        } else {
+            escaped.push(character);
+        }
+    }
+    escaped
+}
+
+/// One client: its commands, its room, and its outbox, which its writer task drains.
 #[actor(name = "chat_connection", mailbox = 1024)]
 struct Connection {
     id: u64,
     nick: String,
-    sink: Sink,
     rooms: RoomsRef,
     room: Option<(String, RoomRef)>,
-    /// Fires if the current room drops this member for being slow.
-    kicked: Option<oneshot::Receiver<()>>,
-    /// Lines rooms delivered and this connection has not written yet (see `Member`).
-    backlog: Arc<AtomicUsize>,
-    /// Taken by `on_start`, which gives it to the reader task.
+    outbox: Arc<Outbox>,
+    /// Taken by `on_start`, which gives them to the reader and writer tasks.
+    sink: Option<Sink>,
     stream: Option<runtime::net::Stream>,
+    writer: Option<runtime::Handle<()>>,
 }
 
 #[actor]
 impl Connection {
-    async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
         let connection = ctx.actor_ref();
         let stream = self.stream.take().expect("set by the acceptor");
         spawn_reader(ctx.runtime(), stream, move |event| {
@@ -198,21 +374,33 @@ impl Connection {
                 }
             }
         });
+        self.writer = Some(spawn_writer(
+            ctx,
+            self.sink.take().expect("set by the acceptor"),
+            self.outbox.clone(),
+        ));
         let greeting = format!(
             "* welcome, {}: /nick NAME, /join ROOM, then type to talk\n",
             self.nick
         );
-        self.write(ctx, greeting).await;
+        self.write(ctx, greeting);
+    }
+
+    /// Writes what is still in the outbox (within the write grace), unless a room dropped
+    /// this connection as too slow.
+    async fn on_stop(&mut self, ctx: &mut actors::Context<Self>) {
+        self.outbox.finish();
+        if let Some(writer) = self.writer.take()
+            && !self.outbox.is_killed()
+        {
+            let _ = ctx.runtime().timeout(write_grace(), writer).await;
+        }
     }
 
     /// A line from the client.
     async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
-        if self.was_kicked() {
-            ctx.stop();
-            return;
-        }
         let Ok(line) = String::from_utf8(line) else {
-            return self.write(ctx, "ERR the line is not UTF-8\n").await;
+            return self.write(ctx, "ERR the line is not UTF-8\n");
         };
         let mut words = line.splitn(2, ' ');
         let reply = match (words.next().unwrap_or(""), words.next().map(str::trim)) {
@@ -233,8 +421,9 @@ impl Connection {
                 "OK bye\n".to_string()
             }
             (command, _) if command.starts_with('/') => format!(
-                "ERR unknown command {command}: use /nick NAME, /join ROOM, /quit, or type a \
-                 message\n"
+                "ERR unknown command {}: use /nick NAME, /join ROOM, /quit, or type a \
+                 message\n",
+                escape_controls(command)
             ),
             _ if line.trim().is_empty() => return,
             _ => match &self.room {
@@ -245,18 +434,12 @@ impl Connection {
                 None => "ERR join a room first: /join ROOM\n".to_string(),
             },
         };
-        self.write(ctx, reply).await;
+        self.write(ctx, reply);
     }
 
-    /// A line a room delivers.
-    async fn deliver(&mut self, ctx: &mut actors::Context<Self>, line: Arc<str>) {
-        self.write(ctx, line.as_bytes().to_vec()).await;
-        self.backlog.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    async fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
+    fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
         let reply = format!("ERR line longer than {MAX_LINE} bytes; closing\n");
-        self.write(ctx, reply).await;
+        self.write(ctx, reply);
         ctx.stop();
     }
 
@@ -265,72 +448,72 @@ impl Connection {
     }
 }
 
+/// Spawns, in the connection's scope, the task that writes its outbox to its client, each
+/// line within the write grace; past it (the socket stays unwritable), the connection stops.
+fn spawn_writer(
+    ctx: &actors::Context<Connection>,
+    mut sink: Sink,
+    outbox: Arc<Outbox>,
+) -> runtime::Handle<()> {
+    let connection = ctx.weak_ref();
+    ctx.runtime().clone().spawn(move |runtime| async move {
+        while let Some(line) = outbox.next().await {
+            let sent = runtime
+                .timeout(write_grace(), sink.send(line.as_bytes().to_vec()))
+                .await;
+            if !matches!(sent, Ok(Ok(()))) {
+                // Unwritable past the grace, or the client is gone: the room's monitor
+                // hears of the end.
+                outbox.kill();
+                if let Some(connection) = connection.upgrade() {
+                    drop(connection.stop());
+                }
+                return;
+            }
+            outbox.written(line.len());
+        }
+    })
+}
+
 impl Connection {
     async fn join(&mut self, ctx: &mut actors::Context<Self>, name: &str) -> String {
-        if let Some((_, old)) = self.room.take() {
-            let _ = old.tell_leave(self.id).await;
-        }
-        let Ok(room) = self.rooms.room(name.to_string()).await else {
-            return "ERR the server is stopping\n".to_string();
-        };
-        let (kick, kicked) = oneshot::channel();
-        match room
-            .enter(
-                self.id,
-                self.nick.clone(),
-                ctx.actor_ref(),
-                self.backlog.clone(),
-                kick,
-            )
-            .await
+        if let Some((old_name, old)) = self.room.take()
+            && old.leave(self.id).await == Ok(true)
         {
-            Ok(count) => {
-                self.room = Some((name.to_string(), room));
-                self.kicked = Some(kicked);
-                format!("OK joined #{name} ({count} here)\n")
-            }
-            Err(_) => "ERR the room is gone\n".to_string(),
+            // Gone before the next room is looked up: rooms never pile up.
+            let _ = self.rooms.vacated(old_name, old.id()).await;
         }
+        // A room found empty may close between the lookup and the entry: look again.
+        for _ in 0..3 {
+            let room = match self.rooms.room(name.to_string()).await {
+                Ok(Ok(room)) => room,
+                Ok(Err(refused)) => return refused,
+                Err(_) => return "ERR the server is stopping\n".to_string(),
+            };
+            let entered = room
+                .enter(
+                    self.id,
+                    self.nick.clone(),
+                    ctx.actor_ref(),
+                    self.outbox.clone(),
+                )
+                .await;
+            if let Ok(count) = entered {
+                self.room = Some((name.to_string(), room));
+                return format!("OK joined #{name} ({count} here)\n");
+            }
+        }
+        "ERR the room is gone\n".to_string()
     }
 
-    /// Writes to the client within the write grace, or stops; stops at once if the room
-    /// kicks this member meanwhile.
-    async fn write(&mut self, ctx: &mut actors::Context<Self>, line: impl Into<Vec<u8>>) {
-        let runtime = ctx.runtime().clone();
-        let mut send = pin!(runtime.timeout(write_grace(), self.sink.send(line.into())));
-        let sent = match self.kicked.as_mut() {
-            None => send.await,
-            Some(kicked) => match select(send.as_mut(), kicked).await {
-                Either::Left((sent, _)) => sent,
-                Either::Right((Ok(()), _)) => {
-                    // Dropped by the room for being slow.
-                    self.room = None;
-                    ctx.stop();
-                    return;
-                }
-                Either::Right((Err(oneshot::Canceled), _)) => {
-                    // The room let go of this member (it left): nothing to watch any more.
-                    self.kicked = None;
-                    send.await
-                }
-            },
-        };
-        if !matches!(sent, Ok(Ok(()))) {
-            // The client is gone: the room's monitor tells it.
+    /// Queues `line` for the client. A client that lets its own replies pile up past the
+    /// backlog bound does not read: it is disconnected.
+    fn write(&mut self, ctx: &mut actors::Context<Self>, line: impl Into<String>) {
+        let line: String = line.into();
+        if let Err(Refused::Full) = self.outbox.push(line.into()) {
+            self.outbox.kill();
             ctx.stop();
         }
-    }
-
-    /// Whether the room dropped this member for being slow (it already removed it).
-    fn was_kicked(&mut self) -> bool {
-        let kicked = matches!(
-            self.kicked.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(Some(())))
-        );
-        if kicked {
-            self.room = None;
-        }
-        kicked
     }
 }
 
@@ -353,6 +536,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         .expect("install the signal handlers");
     let rooms = Rooms {
         rooms: HashMap::new(),
+        max: max_rooms(),
     }
     .spawn(&context);
     let mut listener = context.bind(address).await?;
@@ -367,12 +551,12 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
             Connection {
                 id,
                 nick: format!("guest{id}"),
-                sink,
                 rooms: rooms.clone(),
                 room: None,
-                kicked: None,
-                backlog: Arc::new(AtomicUsize::new(0)),
+                outbox: Arc::default(),
+                sink: Some(sink),
                 stream: Some(stream),
+                writer: None,
             }
             .spawn(&context),
         );
