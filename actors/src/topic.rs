@@ -174,16 +174,47 @@ impl<M: Clone + Send + 'static> Topic<M> {
         removed
     }
 
+    /// Whether `subscription` is still subscribed (a publish may have removed it: its actor
+    /// ended, or was full under [`WhenFull::Unsubscribe`]).
+    pub fn is_subscribed(&self, subscription: Subscription) -> bool {
+        self.shared
+            .subscribers
+            .lock()
+            .iter()
+            .any(|(id, _)| *id == subscription)
+    }
+
     /// Delivers `message` to every subscriber (see the module documentation for order and
     /// full mailboxes), and says what happened.
     pub async fn publish(&self, message: M) -> Published {
+        self.publish_except(message, None).await
+    }
+
+    /// [`publish`](Self::publish) to every subscriber but those of the actor `except` (a
+    /// chat's speaker does not hear its own line back).
+    pub async fn publish_except(
+        &self,
+        message: M,
+        except: impl Into<Option<ActorId>>,
+    ) -> Published {
+        let except = except.into();
         let _turn = self.shared.publishing.lock().await;
         let subscribers = self.shared.subscribers.lock().clone();
+        let skipped = |subscriber: &Arc<dyn Subscriber<M>>| {
+            except.is_some_and(|except| except == subscriber.id())
+        };
         let mut published = Published::default();
         let mut gone: Vec<Subscription> = Vec::new();
-        let last = subscribers.len().saturating_sub(1);
+        // The last subscriber served takes the message itself, the others a clone.
+        let last = subscribers
+            .iter()
+            .rposition(|(_, subscriber)| !skipped(subscriber))
+            .unwrap_or(0);
         let mut message = Some(message);
         for (index, (id, subscriber)) in subscribers.iter().enumerate() {
+            if index > last || skipped(subscriber) {
+                continue;
+            }
             let copy = if index == last {
                 message
                     .take()

@@ -222,3 +222,21 @@ async fn wait_holds_the_publish_until_there_is_room(context: runtime::Context) {
         "{text}"
     );
 }
+
+/// `publish_except` skips the subscriptions of one actor (a speaker does not hear itself);
+/// `is_subscribed` tells whether a publish removed a subscription.
+#[runtime::test(timeout = "20s")]
+async fn publish_except_skips_one_actor(context: runtime::Context) {
+    let topic = Topic::new(&context, "echo", WhenFull::Wait);
+    let (speaker, listener) = (reader(&context), reader(&context));
+    let spoken = topic.subscribe(speaker.line_recipient());
+    let heard = topic.subscribe(listener.line_recipient());
+    assert_eq!(topic.publish_except(5, speaker.id()).await.delivered, 1);
+    assert_eq!(topic.publish_except(6, None).await.delivered, 2);
+    assert_eq!(speaker.lines().await.unwrap(), [6]);
+    assert_eq!(listener.lines().await.unwrap(), [5, 6]);
+    listener.stop().await;
+    topic.publish(7).await;
+    assert!(topic.is_subscribed(spoken));
+    assert!(!topic.is_subscribed(heard));
+}
