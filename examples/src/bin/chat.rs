@@ -9,10 +9,14 @@
 //! member receives as `<nick> message`, control characters shown escaped (`\x1b`), never
 //! raw. Mistakes get an `ERR ...` line and the connection stays.
 //!
+//! Each room publishes on an `actors::Topic` its members' connections subscribe to (the
+//! speaker's own line is not echoed back).
+//!
 //! Every resource is bounded:
-//! - Rooms never wait for their members. Each connection has an outbox of lines to write,
-//!   bounded in bytes (`MAX_BACKLOG_BYTES`); a room that finds a member's outbox full drops
-//!   the member as too slow, and a member whose socket stays unwritable past the write grace
+//! - Rooms never wait for their members: the topic drops a member whose mailbox is full.
+//!   Each connection has an outbox of lines to write, bounded in bytes
+//!   (`MAX_BACKLOG_BYTES`); a connection whose client leaves it full tells its room it is too
+//!   slow and goes, and one whose socket stays unwritable past the write grace
 //!   (`CHAT_WRITE_GRACE_SECS`, 5 s) is disconnected. A burst that a prompt reader drains is
 //!   never a reason: what counts is bytes not written, not lines queued.
 //! - A room with no members is removed; rooms are bounded per server (`CHAT_MAX_ROOMS`,
@@ -23,6 +27,8 @@
 //! Ctrl-C stops the server cleanly.
 
 use actors::prelude::*;
+use actors::topic::Subscription;
+use actors::{Topic, WhenFull};
 use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
@@ -164,6 +170,7 @@ impl Rooms {
         let room = ctx.spawn(Room {
             name: name.clone(),
             members: HashMap::new(),
+            topic: Topic::new(ctx.runtime(), "chat_room", WhenFull::Unsubscribe),
             rooms: ctx.actor_ref(),
         });
         self.rooms.insert(name, room.clone());
@@ -186,16 +193,27 @@ impl Rooms {
 struct Member {
     nick: String,
     connection: ConnectionRef,
-    outbox: Arc<Outbox>,
+    /// Its connection's `deliver`, subscribed to the room's topic.
+    subscription: Subscription,
     /// The room's monitor of the connection: however the connection ends (a quit, a client
     /// gone, a panic), the room hears of it and drops the member.
     monitor: actors::Monitor,
 }
 
+/// A member taken out of a room.
+struct Gone {
+    nick: String,
+    connection: ConnectionRef,
+}
+
+/// A room: its members and the topic their connections subscribe to. It never waits for a
+/// member: the topic drops a member whose mailbox is full, and a connection whose client
+/// leaves its outbox full says so (`too_slow`) and goes.
 #[actor(name = "chat_room", mailbox = 1024)]
 struct Room {
     name: String,
     members: HashMap<u64, Member>,
+    topic: Topic<Arc<str>>,
     /// Told when the room is empty, so that empty rooms do not pile up.
     rooms: RoomsRef,
 }
@@ -203,22 +221,24 @@ struct Room {
 #[actor]
 impl Room {
     /// Adds a member; replies with how many the room has.
-    fn enter(
+    async fn enter(
         &mut self,
         ctx: &mut actors::Context<Self>,
         id: u64,
         nick: String,
         connection: ConnectionRef,
-        outbox: Arc<Outbox>,
     ) -> usize {
-        self.broadcast(ctx, id, format!("* {nick} joined #{}\n", self.name));
+        // Told to those here before, not to the one who joins.
+        self.announce(ctx, None, format!("* {nick} joined #{}\n", self.name))
+            .await;
         let monitor = ctx.monitor(&connection);
+        let subscription = self.topic.subscribe(connection.deliver_recipient());
         self.members.insert(
             id,
             Member {
                 nick,
                 connection,
-                outbox,
+                subscription,
                 monitor,
             },
         );
@@ -227,16 +247,16 @@ impl Room {
 
     /// The member moves to another room; replies whether the room is empty now (the member
     /// then tells the rooms actor, so that the room is gone before its next `/join`).
-    fn leave(&mut self, ctx: &mut actors::Context<Self>, id: u64) -> bool {
-        if let Some(member) = self.members.remove(&id) {
-            ctx.demonitor(member.monitor);
-            self.broadcast_only(ctx, id, format!("* {} left #{}\n", member.nick, self.name));
+    async fn leave(&mut self, ctx: &mut actors::Context<Self>, id: u64) -> bool {
+        if let Some(member) = self.remove(ctx, id) {
+            let line = format!("* {} left #{}\n", member.nick, self.name);
+            self.announce(ctx, None, line).await;
         }
         self.members.is_empty()
     }
 
     /// A member's connection ended: it left.
-    fn on_down(
+    async fn on_down(
         &mut self,
         ctx: &mut actors::Context<Self>,
         connection: actors::ActorId,
@@ -247,23 +267,36 @@ impl Room {
             .iter()
             .find(|(_, member)| member.connection.id() == connection)
             .map(|(id, _)| *id);
-        if let Some((id, member)) = id.and_then(|id| self.members.remove_entry(&id)) {
-            self.broadcast(ctx, id, format!("* {} left #{}\n", member.nick, self.name));
+        if let Some(member) = id.and_then(|id| self.remove(ctx, id)) {
+            let line = format!("* {} left #{}\n", member.nick, self.name);
+            self.announce(ctx, None, line).await;
             self.vacate_if_empty(ctx);
         }
     }
 
-    fn rename(&mut self, ctx: &mut actors::Context<Self>, id: u64, nick: String) {
-        if let Some(member) = self.members.get_mut(&id) {
-            let old = std::mem::replace(&mut member.nick, nick.clone());
-            self.broadcast(ctx, id, format!("* {old} is now {nick}\n"));
+    /// A member's client leaves its outbox full: it is dropped (its connection stops).
+    async fn too_slow(&mut self, ctx: &mut actors::Context<Self>, id: u64) {
+        if let Some(member) = self.remove(ctx, id) {
+            let line = format!("* {} was too slow and left\n", member.nick);
+            self.announce(ctx, None, line).await;
+            self.vacate_if_empty(ctx);
         }
     }
 
-    fn say(&mut self, ctx: &mut actors::Context<Self>, id: u64, text: String) {
+    async fn rename(&mut self, ctx: &mut actors::Context<Self>, id: u64, nick: String) {
+        if let Some(member) = self.members.get_mut(&id) {
+            let old = std::mem::replace(&mut member.nick, nick.clone());
+            let from = member.connection.id();
+            self.announce(ctx, Some(from), format!("* {old} is now {nick}\n"))
+                .await;
+        }
+    }
+
+    async fn say(&mut self, ctx: &mut actors::Context<Self>, id: u64, text: String) {
         if let Some(member) = self.members.get(&id) {
             let line = format!("<{}> {}\n", member.nick, escape_controls(&text));
-            self.broadcast(ctx, id, line);
+            let from = member.connection.id();
+            self.announce(ctx, Some(from), line).await;
         }
     }
 
@@ -278,37 +311,57 @@ impl Room {
 }
 
 impl Room {
-    /// [`broadcast_only`](Self::broadcast_only), then tells the rooms actor if that left
-    /// the room empty.
-    fn broadcast(&mut self, ctx: &mut actors::Context<Self>, from: u64, line: String) {
-        self.broadcast_only(ctx, from, line);
-        self.vacate_if_empty(ctx);
+    /// Takes member `id` out of the room and its topic.
+    fn remove(&mut self, ctx: &mut actors::Context<Self>, id: u64) -> Option<Gone> {
+        let Member {
+            nick,
+            connection,
+            subscription,
+            monitor,
+        } = self.members.remove(&id)?;
+        self.topic.unsubscribe(subscription);
+        ctx.demonitor(monitor);
+        Some(Gone { nick, connection })
     }
 
-    /// Puts `line` in the outbox of every member but `from`, never waiting: a member whose
-    /// outbox would pass `MAX_BACKLOG_BYTES` is dropped and disconnected.
-    fn broadcast_only(&mut self, ctx: &mut actors::Context<Self>, from: u64, line: String) {
-        let line: Arc<str> = line.into();
-        let mut slow = Vec::new();
-        for (&id, member) in &self.members {
-            if id != from && member.outbox.push(line.clone()).is_err() {
-                slow.push(id);
+    /// Publishes `line` to every member but the one whose connection is `from`. Members the
+    /// topic dropped meanwhile (a full mailbox, or an ended connection) leave the room, and
+    /// the others are told (which may drop more: each pass removes at least one).
+    async fn announce(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        from: Option<actors::ActorId>,
+        line: String,
+    ) {
+        let mut next = Some((from, line));
+        while let Some((from, line)) = next.take() {
+            let published = self.topic.publish_except(Arc::from(line), from).await;
+            if published.removed == 0 {
+                break;
+            }
+            let dropped: Vec<u64> = self
+                .members
+                .iter()
+                .filter(|(_, member)| !self.topic.is_subscribed(member.subscription))
+                .map(|(id, _)| *id)
+                .collect();
+            let mut lines = String::new();
+            for id in dropped {
+                if let Some(member) = self.remove(ctx, id) {
+                    if member.connection.inner().is_closed() {
+                        let _ = write!(lines, "* {} left #{}\n", member.nick, self.name);
+                    } else {
+                        // Its mailbox is full: it cannot keep up.
+                        drop(member.connection.stop());
+                        let _ = write!(lines, "* {} was too slow and left\n", member.nick);
+                    }
+                }
+            }
+            if !lines.is_empty() {
+                next = Some((None, lines));
             }
         }
-        for id in slow {
-            if let Some(member) = self.members.remove(&id) {
-                ctx.demonitor(member.monitor);
-                // Its writer stops now, even in the middle of a write its client does not
-                // read; the connection stops after the commands it has queued.
-                member.outbox.kill();
-                drop(member.connection.stop());
-                self.broadcast_only(
-                    ctx,
-                    id,
-                    format!("* {} was too slow and left\n", member.nick),
-                );
-            }
-        }
+        self.vacate_if_empty(ctx);
     }
 
     fn vacate_if_empty(&self, ctx: &mut actors::Context<Self>) {
@@ -437,6 +490,18 @@ impl Connection {
         self.write(ctx, reply);
     }
 
+    /// A line the room's topic delivers. A client that leaves `MAX_BACKLOG_BYTES` unread
+    /// is too slow: the room is told, and the connection goes.
+    async fn deliver(&mut self, ctx: &mut actors::Context<Self>, line: Arc<str>) {
+        if let Err(Refused::Full) = self.outbox.push(line) {
+            self.outbox.kill();
+            if let Some((_, room)) = self.room.take() {
+                let _ = room.tell_too_slow(self.id).await;
+            }
+            ctx.stop();
+        }
+    }
+
     fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
         let reply = format!("ERR line longer than {MAX_LINE} bytes; closing\n");
         self.write(ctx, reply);
@@ -491,12 +556,7 @@ impl Connection {
                 Err(_) => return "ERR the server is stopping\n".to_string(),
             };
             let entered = room
-                .enter(
-                    self.id,
-                    self.nick.clone(),
-                    ctx.actor_ref(),
-                    self.outbox.clone(),
-                )
+                .enter(self.id, self.nick.clone(), ctx.actor_ref())
                 .await;
             if let Ok(count) = entered {
                 self.room = Some((name.to_string(), room));
