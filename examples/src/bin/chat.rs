@@ -349,11 +349,11 @@ impl Room {
             for id in dropped {
                 if let Some(member) = self.remove(ctx, id) {
                     if member.connection.inner().is_closed() {
-                        let _ = write!(lines, "* {} left #{}\n", member.nick, self.name);
+                        let _ = writeln!(lines, "* {} left #{}", member.nick, self.name);
                     } else {
                         // Its mailbox is full: it cannot keep up.
                         drop(member.connection.stop());
-                        let _ = write!(lines, "* {} was too slow and left\n", member.nick);
+                        let _ = writeln!(lines, "* {} was too slow and left", member.nick);
                     }
                 }
             }
