@@ -51,8 +51,8 @@ fn chat_rooms_relay_messages_and_drop_slow_clients() {
     assert_eq!(huge.line(), "ERR line longer than 65536 bytes; closing\n");
     assert!(huge.closed());
 
-    // A client that never reads: once its connection's mailbox fills, the room drops it
-    // and goes on; bob receives every message meanwhile (a room that waited for the slow
+    // A client that never reads: once its connection's outbox passes its byte bound, the
+    // room drops it and goes on; bob receives every message meanwhile (a room that waited for the slow
     // client would stall here, the write grace being an hour).
     let mut slow = server.connect();
     slow.line();
@@ -61,8 +61,9 @@ fn chat_rooms_relay_messages_and_drop_slow_clients() {
     assert_eq!(slow.line(), "OK joined #lobby (3 here)\n");
     assert_eq!(alice.line(), "* slow joined #lobby\n");
     assert_eq!(bob.line(), "* slow joined #lobby\n");
-    let message = "y".repeat(32 * 1024);
-    const FLOOD: usize = 600;
+    // 24 MB in all: past the slow client's socket buffers and its 1 MiB outbox.
+    let message = "y".repeat(4000);
+    const FLOOD: usize = 6000;
     let mut announced = 0;
     for index in 0..FLOOD {
         alice.send(format!("{index} {message}\n").as_bytes());
@@ -189,5 +190,44 @@ fn control_bytes_are_escaped() {
         bob.line(),
         "<alice> \\x1b[31mred\\x1b]0;title\\x07 nul\\x00 del\\x7f end\n"
     );
+    // A C1 control, a right-to-left override, and a backslash (so `\x1b` typed as text
+    // cannot pass for an escaped byte).
+    alice.send("csi\u{9b} rtl\u{202e} slash\\x1b\n".as_bytes());
+    assert_eq!(bob.line(), "<alice> csi\\x9b rtl\\u{202e} slash\\\\x1b\n");
+    // Unknown commands are echoed escaped and cut short; messages are bounded.
+    alice.send(b"/\x1b[2Jwipe\n");
+    assert_eq!(
+        alice.line(),
+        "ERR unknown command /\\x1b[2Jwipe: use /nick NAME, /join ROOM, /quit, or type a message\n"
+    );
+    alice.send(format!("{}\n", "z".repeat(5000)).as_bytes());
+    assert_eq!(alice.line(), "ERR messages are at most 4096 bytes\n");
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// Connections are bounded per server: past the bound a client gets an error line and is
+/// closed; a slot freed by a quit takes the next client.
+#[test]
+fn connections_are_bounded() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_chat"),
+        "chat listening on",
+        &[("CHAT_MAX_CONNECTIONS", "2")],
+    );
+    let mut first = server.connect();
+    let mut second = server.connect();
+    assert!(first.line().starts_with("* welcome, guest"));
+    assert!(second.line().starts_with("* welcome, guest"));
+    let mut refused = server.connect();
+    assert_eq!(
+        refused.line(),
+        "ERR the server is full (2 connections): try later\n"
+    );
+    assert!(refused.closed());
+    first.send(b"/quit\n");
+    assert_eq!(first.line(), "OK bye\n");
+    assert!(first.closed());
+    let mut next = server.connect();
+    assert!(next.line().starts_with("* welcome, guest"));
     assert_eq!(server.interrupt(), "chat stopped\n");
 }

@@ -20,9 +20,18 @@
 //!   (`CHAT_WRITE_GRACE_SECS`, 5 s) is disconnected. A burst that a prompt reader drains is
 //!   never a reason: what counts is bytes not written, not lines queued.
 //! - A room with no members is removed; rooms are bounded per server (`CHAT_MAX_ROOMS`,
-//!   10 000), past which a `/join` of a new room is refused with an error. A connection is
-//!   in one room at a time.
-//! - Lines are at most 64 KiB (longer closes that connection).
+//!   10 000), past which a `/join` of a new room is refused with an error (and the member
+//!   stays where it was). A connection is in one room at a time.
+//! - Connections are bounded per server (`CHAT_MAX_CONNECTIONS`, 10 000): past it a client
+//!   gets an error line and is closed.
+//! - Lines are at most 64 KiB (longer closes that connection), messages 4 KiB; a client's
+//!   commands queued and not handled are bounded in bytes, past which its reader waits (and
+//!   TCP holds the client back).
+//! - Control characters, invisible ones (bidirectional overrides, zero widths) and `\`
+//!   reach other members escaped.
+//!
+//! Left alone: a fast sender can fill slower readers' outboxes and get them dropped; a
+//! per-sender rate would stop that.
 //!
 //! Ctrl-C stops the server cleanly.
 
@@ -37,19 +46,40 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 /// How long a connection may take to write one line to its client before it is dropped:
 /// `CHAT_WRITE_GRACE_SECS`, 5 by default.
+/// (The runtime's own send deadline, 30 s by default, ends a send first past it.)
 fn write_grace() -> Duration {
-    let seconds = std::env::var("CHAT_WRITE_GRACE_SECS")
+    static GRACE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *GRACE.get_or_init(|| {
+        let seconds = std::env::var("CHAT_WRITE_GRACE_SECS")
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(5);
+        Duration::from_secs(seconds)
+    })
+}
+
+/// The most connections at once: `CHAT_MAX_CONNECTIONS`, 10 000 by default; past it a new
+/// client gets an error line and is closed.
+fn max_connections() -> usize {
+    std::env::var("CHAT_MAX_CONNECTIONS")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(5);
-    Duration::from_secs(seconds)
+        .unwrap_or(10_000)
 }
+
+/// The longest message a member may say, in bytes (a line may be longer: a command, or an
+/// error for it).
+const MAX_MESSAGE: usize = 4096;
+
+/// Bytes of a client's commands a connection may have queued and not handled: past it the
+/// reader waits for the connection (and TCP holds the client back).
+const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
 /// The most rooms open at once: `CHAT_MAX_ROOMS`, 10 000 by default.
 fn max_rooms() -> usize {
@@ -78,6 +108,8 @@ struct OutboxState {
     /// No line is taken any more: the writer drains what is there (`finish`) or nothing
     /// (`kill`), then stops.
     closed: bool,
+    /// `kill` was called: nothing is left to write, and nobody waits for the writer.
+    killed: bool,
 }
 
 /// Why a line did not go into an outbox.
@@ -135,14 +167,18 @@ impl Outbox {
         {
             let mut state = self.state.lock();
             state.closed = true;
+            state.killed = true;
             state.lines.clear();
         }
         self.writer.wake();
     }
 
     fn is_killed(&self) -> bool {
-        let state = self.state.lock();
-        state.closed && state.lines.is_empty()
+        self.state.lock().killed
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().closed
     }
 }
 
@@ -173,8 +209,15 @@ impl Rooms {
             topic: Topic::new(ctx.runtime(), "chat_room", WhenFull::Unsubscribe),
             rooms: ctx.actor_ref(),
         });
+        // However a room ends, it leaves the map (and the count towards the bound).
+        let _ = ctx.monitor(&room);
         self.rooms.insert(name, room.clone());
         Ok(room)
+    }
+
+    /// A room ended (closed once empty, or otherwise): it is gone from the map.
+    fn on_down(&mut self, room: actors::ActorId, _reason: actors::ExitReason) {
+        self.rooms.retain(|_, open| open.id() != room);
     }
 
     /// The room `name` (the actor `id`) found itself empty: removed, unless someone entered
@@ -231,6 +274,7 @@ impl Room {
         // Told to those here before, not to the one who joins.
         self.announce(ctx, None, format!("* {nick} joined #{}\n", self.name))
             .await;
+        // (Members the announcement dropped leave the room; the joiner keeps it open.)
         let monitor = ctx.monitor(&connection);
         let subscription = self.topic.subscribe(connection.deliver_recipient());
         self.members.insert(
@@ -289,6 +333,7 @@ impl Room {
             let from = member.connection.id();
             self.announce(ctx, Some(from), format!("* {old} is now {nick}\n"))
                 .await;
+            self.vacate_if_empty(ctx);
         }
     }
 
@@ -297,6 +342,7 @@ impl Room {
             let line = format!("<{}> {}\n", member.nick, escape_controls(&text));
             let from = member.connection.id();
             self.announce(ctx, Some(from), line).await;
+            self.vacate_if_empty(ctx);
         }
     }
 
@@ -361,7 +407,6 @@ impl Room {
                 next = Some((None, lines));
             }
         }
-        self.vacate_if_empty(ctx);
     }
 
     fn vacate_if_empty(&self, ctx: &mut actors::Context<Self>) {
@@ -384,7 +429,9 @@ impl Room {
 fn escape_controls(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for character in text.chars() {
-        if character.is_control() {
+        if character == '\\' {
+            escaped.push_str("\\\\");
+        } else if character.is_control() || invisible(character) {
             let code = u32::from(character);
             if code <= 0xff {
                 let _ = write!(escaped, "\\x{code:02x}");
@@ -398,6 +445,19 @@ fn escape_controls(text: &str) -> String {
     escaped
 }
 
+/// Characters that are not controls but change how a terminal shows what follows or
+/// hide themselves: bidirectional overrides and isolates, zero-width characters, line and
+/// paragraph separators, the byte-order mark.
+fn invisible(character: char) -> bool {
+    matches!(
+        character,
+        '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}'
+    )
+}
+
 /// One client: its commands, its room, and its outbox, which its writer task drains.
 #[actor(name = "chat_connection", mailbox = 1024)]
 struct Connection {
@@ -406,10 +466,24 @@ struct Connection {
     rooms: RoomsRef,
     room: Option<(String, RoomRef)>,
     outbox: Arc<Outbox>,
+    /// Bytes of commands the reader queued and `command` has not taken yet (see
+    /// `MAX_COMMAND_BYTES`).
+    queued: Arc<AtomicUsize>,
     /// Taken by `on_start`, which gives them to the reader and writer tasks.
     sink: Option<Sink>,
     stream: Option<runtime::net::Stream>,
     writer: Option<runtime::Handle<()>>,
+    /// Counts the connection among the server's until it stops.
+    slot: Option<Slot>,
+}
+
+/// One of the server's `CHAT_MAX_CONNECTIONS`, held by a connection.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[actor]
@@ -417,11 +491,22 @@ impl Connection {
     fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
         let connection = ctx.actor_ref();
         let stream = self.stream.take().expect("set by the acceptor");
+        let queued = self.queued.clone();
         spawn_reader(ctx.runtime(), stream, move |event| {
             let connection = connection.clone();
+            let queued = queued.clone();
             async move {
                 match event {
-                    Event::Line(line) => connection.tell_command(line).await.is_ok(),
+                    Event::Line(line) => {
+                        let bytes = line.len();
+                        if queued.fetch_add(bytes, Ordering::AcqRel) + bytes > MAX_COMMAND_BYTES {
+                            // Too much waits already: this one goes as an ask, so the reader
+                            // (and TCP behind it) waits until the connection has caught up.
+                            connection.command(line).await.is_ok()
+                        } else {
+                            connection.tell_command(line).await.is_ok()
+                        }
+                    }
                     Event::TooLong => connection.tell_too_long().await.is_ok(),
                     Event::End => connection.tell_quit().await.is_ok(),
                 }
@@ -442,6 +527,8 @@ impl Connection {
     /// Writes what is still in the outbox (within the write grace), unless a room dropped
     /// this connection as too slow.
     async fn on_stop(&mut self, ctx: &mut actors::Context<Self>) {
+        // Free for the next client before this one sees its socket close.
+        drop(self.slot.take());
         self.outbox.finish();
         if let Some(writer) = self.writer.take()
             && !self.outbox.is_killed()
@@ -452,6 +539,12 @@ impl Connection {
 
     /// A line from the client.
     async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
+        self.queued.fetch_sub(line.len(), Ordering::AcqRel);
+        if self.outbox.is_closed() {
+            // Dropped as too slow (or ending): nothing more it asks for is done.
+            ctx.stop();
+            return;
+        }
         let Ok(line) = String::from_utf8(line) else {
             return self.write(ctx, "ERR the line is not UTF-8\n");
         };
@@ -476,9 +569,12 @@ impl Connection {
             (command, _) if command.starts_with('/') => format!(
                 "ERR unknown command {}: use /nick NAME, /join ROOM, /quit, or type a \
                  message\n",
-                escape_controls(command)
+                escape_controls(&command.chars().take(32).collect::<String>())
             ),
             _ if line.trim().is_empty() => return,
+            _ if line.len() > MAX_MESSAGE => {
+                format!("ERR messages are at most {MAX_MESSAGE} bytes\n")
+            }
             _ => match &self.room {
                 Some((_, room)) => {
                     let _ = room.tell_say(self.id, line).await;
@@ -493,6 +589,7 @@ impl Connection {
     /// A line the room's topic delivers. A client that leaves `MAX_BACKLOG_BYTES` unread
     /// is too slow: the room is told, and the connection goes.
     async fn deliver(&mut self, ctx: &mut actors::Context<Self>, line: Arc<str>) {
+        // (Refused as closed: the connection is ending, and its room hears of that.)
         if let Err(Refused::Full) = self.outbox.push(line) {
             self.outbox.kill();
             if let Some((_, room)) = self.room.take() {
@@ -541,29 +638,50 @@ fn spawn_writer(
 }
 
 impl Connection {
+    /// Leaves the current room for `name`. Refused (too many rooms, say), it goes back to
+    /// the room it left, if that can be had again.
     async fn join(&mut self, ctx: &mut actors::Context<Self>, name: &str) -> String {
-        if let Some((old_name, old)) = self.room.take()
-            && old.leave(self.id).await == Ok(true)
-        {
-            // Gone before the next room is looked up: rooms never pile up.
-            let _ = self.rooms.vacated(old_name, old.id()).await;
+        let mut left = None;
+        if let Some((old_name, old)) = self.room.take() {
+            if old.leave(self.id).await == Ok(true) {
+                // Gone before the next room is looked up: rooms never pile up.
+                let _ = self.rooms.vacated(old_name.clone(), old.id()).await;
+            }
+            left = Some(old_name);
         }
+        match self.enter(ctx, name).await {
+            Ok(count) => format!("OK joined #{name} ({count} here)\n"),
+            Err(refused) => {
+                if let Some(old_name) = left {
+                    let _ = self.enter(ctx, &old_name).await;
+                }
+                refused
+            }
+        }
+    }
+
+    /// Enters the room `name`; how many are there, or the error line for the client.
+    async fn enter(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        name: &str,
+    ) -> Result<usize, String> {
         // A room found empty may close between the lookup and the entry: look again.
         for _ in 0..3 {
             let room = match self.rooms.room(name.to_string()).await {
                 Ok(Ok(room)) => room,
-                Ok(Err(refused)) => return refused,
-                Err(_) => return "ERR the server is stopping\n".to_string(),
+                Ok(Err(refused)) => return Err(refused),
+                Err(_) => return Err("ERR the server is stopping\n".to_string()),
             };
             let entered = room
                 .enter(self.id, self.nick.clone(), ctx.actor_ref())
                 .await;
             if let Ok(count) = entered {
                 self.room = Some((name.to_string(), room));
-                return format!("OK joined #{name} ({count} here)\n");
+                return Ok(count);
             }
         }
-        "ERR the room is gone\n".to_string()
+        Err("ERR the room is gone\n".to_string())
     }
 
     /// Queues `line` for the client. A client that lets its own replies pile up past the
@@ -605,7 +723,22 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         listener.local_addr().expect("bound")
     );
     let next_id = AtomicU64::new(1);
-    accept_until_stopped(&context, &mut listener, "chat", |sink, stream| {
+    let live = Arc::new(AtomicUsize::new(0));
+    let max = max_connections();
+    accept_until_stopped(&context, &mut listener, "chat", |mut sink, stream| {
+        if live.fetch_add(1, Ordering::AcqRel) >= max {
+            live.fetch_sub(1, Ordering::AcqRel);
+            let refusal = format!("ERR the server is full ({max} connections): try later\n");
+            // Told from a task of its own, within the write grace; then both halves close.
+            drop(context.clone().spawn(move |runtime| async move {
+                let _ = runtime
+                    .timeout(write_grace(), sink.send(refusal.into_bytes()))
+                    .await;
+                drop(stream);
+            }));
+            return;
+        }
+        let slot = Slot(live.clone());
         let id = next_id.fetch_add(1, Ordering::Relaxed);
         drop(
             Connection {
@@ -614,9 +747,11 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
                 rooms: rooms.clone(),
                 room: None,
                 outbox: Arc::default(),
+                queued: Arc::default(),
                 sink: Some(sink),
                 stream: Some(stream),
                 writer: None,
+                slot: Some(slot),
             }
             .spawn(&context),
         );
