@@ -9,8 +9,8 @@
 //! Generated code names the crate by absolute paths (`::actors::...`).
 
 use crate::handler::{
-    check_generics, handler, is_context, is_named, is_reference_to, pool_methods, ref_methods,
-    resolve_self_in_generics, without_clashes,
+    actor_of, check_generics, handle_arm, handler, is_context, is_named, is_reference_to,
+    message_variant, pool_methods, ref_methods, resolve_self_in_generics, without_clashes,
 };
 use crate::options::edit_distance;
 use proc_macro2::{Span, TokenStream};
@@ -696,23 +696,7 @@ fn expand_interface_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     if let Some(lifetime) = item.generics.lifetimes().next() {
         return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
     }
-    let (name, self_arguments) = match &*item.self_ty {
-        Type::Path(path)
-            if path.qself.is_none()
-                && path.path.leading_colon.is_none()
-                && path.path.segments.len() == 1 =>
-        {
-            let segment = &path.path.segments[0];
-            (segment.ident.clone(), segment.arguments.clone())
-        }
-        other => {
-            return Err(syn::Error::new(
-                other.span(),
-                "#[actor] goes on `impl Interface for Name { ... }` for an actor struct \
-                 `Name` declared in this module",
-            ));
-        }
-    };
+    let (name, self_arguments) = actor_of(&item.self_ty, "impl Interface for Name { ... }")?;
     let interface_name = path_ident(interface)?;
     // A standard trait is never an interface: say so, rather than let the generated code
     // miss its `<Trait>Ref` (which is what an undeclared interface of one's own reports).
@@ -751,23 +735,7 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
     if let Some(lifetime) = item.generics.lifetimes().next() {
         return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
     }
-    let (name, self_arguments) = match &*item.self_ty {
-        Type::Path(path)
-            if path.qself.is_none()
-                && path.path.leading_colon.is_none()
-                && path.path.segments.len() == 1 =>
-        {
-            let segment = &path.path.segments[0];
-            (segment.ident.clone(), segment.arguments.clone())
-        }
-        other => {
-            return Err(syn::Error::new(
-                other.span(),
-                "#[actor] goes on `impl Name { ... }` for an actor struct `Name` declared in \
-                 this module",
-            ));
-        }
-    };
+    let (name, self_arguments) = actor_of(&item.self_ty, "impl Name { ... }")?;
     let mut handlers = Vec::new();
     let mut hooks: Vec<(HookKind, Hook)> = Vec::new();
     // A bad handler is reported and left out of the expansion, which goes on with the rest:
@@ -838,45 +806,11 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
     let enum_params = &generics.params;
     let ref_ty = quote!(#ref_name #self_arguments);
     let message_ty = quote!(#message #type_generics);
-    let variants = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let types = handler.arguments.iter().map(|(_, ty)| ty);
-        let reply = &handler.reply;
-        let cfgs = &handler.cfgs;
-        quote!(#(#cfgs)* #variant(#(#types,)* ::actors::Reply<#reply>))
-    });
-    let arms = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let method = &handler.name;
-        // Generated names: a user's argument may be called `ctx` or `self`-like names the
-        // arm also uses.
-        let names: Vec<_> = (0..handler.arguments.len())
-            .map(|index| format_ident!("__argument_{}", index))
-            .collect();
-        let context = handler.takes_context.then(|| quote!(ctx,));
-        let delegated = handler.delegated.then(|| quote!(__reply));
-        let call = quote!(<#self_ty>::#method(self, #context #(#names,)* #delegated));
-        let call = if handler.asyncness {
-            quote!(#call.await)
-        } else {
-            call
-        };
-        let cfgs = &handler.cfgs;
-        let body = if handler.delegated {
-            quote!(#call;)
-        } else {
-            quote! {
-                let value = #call;
-                __reply.send(value);
-            }
-        };
-        quote! {
-            #(#cfgs)*
-            #message::#variant(#(#names,)* __reply) => {
-                #body
-            }
-        }
-    });
+    let variants = handlers.iter().map(message_variant);
+    let callee = quote!(<#self_ty>);
+    let arms = handlers
+        .iter()
+        .map(|handler| handle_arm(handler, &quote!(#message), &callee));
     let hook_methods = hooks.iter().map(|(kind, hook)| {
         let context = hook.takes_context.then(|| quote!(ctx,));
         let cfgs = &hook.cfgs;

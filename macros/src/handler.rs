@@ -510,3 +510,65 @@ pub(crate) fn pool_methods(handler: &Handler) -> TokenStream {
         }
     }
 }
+
+/// The message enum's variant for `handler`: its arguments and its reply channel.
+pub(crate) fn message_variant(handler: &Handler) -> TokenStream {
+    let variant = &handler.variant;
+    let types = handler.arguments.iter().map(|(_, ty)| ty);
+    let reply = &handler.reply;
+    let cfgs = &handler.cfgs;
+    quote!(#(#cfgs)* #variant(#(#types,)* ::actors::Reply<#reply>))
+}
+
+/// The `handle` arm that runs `handler` for its variant of the enum `message`, calling the
+/// method through `callee` (`<Actor>` or `<Self as Interface>`) and answering the reply
+/// (unless the handler answers it itself, a delegated reply).
+pub(crate) fn handle_arm(
+    handler: &Handler,
+    message: &TokenStream,
+    callee: &TokenStream,
+) -> TokenStream {
+    let variant = &handler.variant;
+    let method = &handler.name;
+    // Generated names: a user's argument may be called `ctx` or another name the arm uses.
+    let names: Vec<_> = (0..handler.arguments.len())
+        .map(|index| format_ident!("__argument_{}", index))
+        .collect();
+    let context = handler.takes_context.then(|| quote!(ctx,));
+    let delegated = handler.delegated.then(|| quote!(__reply));
+    let call = quote!(#callee::#method(self, #context #(#names,)* #delegated));
+    let call = if handler.asyncness {
+        quote!(#call.await)
+    } else {
+        call
+    };
+    let body = if handler.delegated {
+        quote!(#call;)
+    } else {
+        quote!(__reply.send(#call);)
+    };
+    let cfgs = &handler.cfgs;
+    quote! {
+        #(#cfgs)*
+        #message::#variant(#(#names,)* __reply) => { #body }
+    }
+}
+
+/// The actor's name and generic arguments from the self type of an `#[actor]` impl, which
+/// must be a plain `Name<..>` of this module; `form` shows the impl's form in the error.
+pub(crate) fn actor_of(self_ty: &Type, form: &str) -> syn::Result<(Ident, syn::PathArguments)> {
+    match self_ty {
+        Type::Path(path)
+            if path.qself.is_none()
+                && path.path.leading_colon.is_none()
+                && path.path.segments.len() == 1 =>
+        {
+            let segment = &path.path.segments[0];
+            Ok((segment.ident.clone(), segment.arguments.clone()))
+        }
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("#[actor] goes on `{form}` for an actor struct `Name` declared in this module"),
+        )),
+    }
+}

@@ -15,7 +15,7 @@
 //! The trait may not be generic, have supertraits or items other than handlers: each is a
 //! compile error saying so.
 
-use crate::handler::{Handler, handler, ref_methods, without_clashes};
+use crate::handler::{Handler, handle_arm, handler, message_variant, ref_methods, without_clashes};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
@@ -168,38 +168,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     let vis = &item.vis;
     let message = format_ident!("{}Message", name);
     let ref_name = format_ident!("{}Ref", name);
-    let variants = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let types = handler.arguments.iter().map(|(_, ty)| ty);
-        let reply = &handler.reply;
-        let cfgs = &handler.cfgs;
-        quote!(#(#cfgs)* #variant(#(#types,)* ::actors::Reply<#reply>))
-    });
-    let arms = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let method = &handler.name;
-        let names: Vec<_> = (0..handler.arguments.len())
-            .map(|index| format_ident!("__argument_{}", index))
-            .collect();
-        let context = handler.takes_context.then(|| quote!(ctx,));
-        let delegated = handler.delegated.then(|| quote!(__reply));
-        let call = quote!(<Self as #name>::#method(self, #context #(#names,)* #delegated));
-        let call = if handler.asyncness {
-            quote!(#call.await)
-        } else {
-            call
-        };
-        let body = if handler.delegated {
-            quote!(#call;)
-        } else {
-            quote!(__reply.send(#call);)
-        };
-        let cfgs = &handler.cfgs;
-        quote! {
-            #(#cfgs)*
-            #message::#variant(#(#names,)* __reply) => { #body }
-        }
-    });
+    let variants = handlers.iter().map(message_variant);
+    let callee = quote!(<Self as #name>);
+    let arms = handlers
+        .iter()
+        .map(|handler| handle_arm(handler, &quote!(#message), &callee));
     let methods = handlers.iter().map(|handler| {
         let reply = &handler.reply;
         ref_methods(
