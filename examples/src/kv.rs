@@ -1,14 +1,22 @@
-//! The key-value service behind the `kv` and `tour` programs: a line protocol over TCP
-//! (`SET key value`, `GET key`, `DEL key`), connection actors on the pool, one dedicated
-//! storage actor owning an append-only log in a paged, checksummed blob, under a supervisor
-//! that restarts it on failure, and a `/metrics` endpoint for Prometheus.
+//! The key-value service behind the `kv` and `tour` programs: the Redis protocol (RESP2,
+//! and inline commands for `nc` and `telnet`; see [`crate::resp`]) over TCP, connection
+//! actors on the pool, one dedicated storage actor owning an append-only log in a paged,
+//! checksummed blob, under a supervisor that restarts it on failure, and a `/metrics`
+//! endpoint for Prometheus.
 //!
-//! Durability: a `SET` or `DEL` is answered `OK` only after its record is synced, so an
+//! Commands: `PING`, `ECHO`, `GET`, `SET` (with `NX` or `XX`), `DEL`, `EXISTS`, `DBSIZE`,
+//! `QUIT` and `COMMAND` (which answers an empty list, so `redis-cli` starts); errors are
+//! Redis's (`-ERR unknown command ...`, `-ERR wrong number of arguments ...`). Keys and
+//! values are UTF-8 here. A malformed frame is answered with its protocol error and closes
+//! that connection alone.
+//!
+//! Durability: a `SET` or `DEL` is answered only after its record is synced, so an
 //! acknowledged write survives SIGKILL. On start the store replays the log, and cuts a
-//! record a crash left half written. A write answered `ERR storage unavailable` (the store
+//! record a crash left half written. A write answered `-ERR storage unavailable` (the store
 //! failed while handling it) may or may not have been logged: retry it.
 
-use crate::lines::{Event, LineReader, MAX_LINE, accept_until_stopped, spawn_reader};
+use crate::lines::{LineReader, accept_until_stopped};
+use crate::resp::{Decoder, Reply};
 use actors::prelude::*;
 use actors::supervisor::{
     ChildSpec, DynamicSupervisor, DynamicSupervisorRef, Restart, Strategy, Supervisor,
@@ -103,9 +111,28 @@ impl Store {
         self.writer = Some(writer);
     }
 
-    pub async fn set(&mut self, key: String, value: String) {
-        self.log(record(SET, &key, &value)).await;
-        self.map.insert(key, value);
+    /// Sets `key` to `value` if `when` allows; replies whether it did.
+    pub async fn set(&mut self, key: String, value: String, when: When) -> bool {
+        let present = self.map.contains_key(&key);
+        let allowed = match when {
+            When::Always => true,
+            When::Absent => !present,
+            When::Present => present,
+        };
+        if allowed {
+            self.log(record(SET, &key, &value)).await;
+            self.map.insert(key, value);
+        }
+        allowed
+    }
+
+    pub fn exists(&self, key: String) -> bool {
+        self.map.contains_key(&key)
+    }
+
+    /// The number of keys.
+    pub fn size(&self) -> usize {
+        self.map.len()
     }
 
     pub fn get(&self, key: String) -> Option<String> {
@@ -126,6 +153,14 @@ impl Store {
     pub fn fail(&mut self) {
         panic!("kv store failing on purpose");
     }
+}
+
+/// When a `SET` applies: always, or only if the key is absent (`NX`) or present (`XX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Always,
+    Absent,
+    Present,
 }
 
 /// A log record: kind, key length and key, value length and value (lengths `u32` LE).
@@ -173,7 +208,8 @@ fn parse(log: &[u8], at: usize) -> Option<(u8, String, String, usize)> {
     Some((kind, key, value, next))
 }
 
-/// One client connection: parses commands and asks the store.
+/// One client connection: its reader task decodes commands, and it runs them one at a time,
+/// answering in order (pipelining to any depth the client sends).
 #[actor(name = "kv_connection")]
 struct Connection {
     sink: Sink,
@@ -183,62 +219,159 @@ struct Connection {
 
 #[actor]
 impl Connection {
-    async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
         let connection = ctx.actor_ref();
-        let stream = self.stream.take().expect("set by the acceptor");
-        spawn_reader(ctx.runtime(), stream, move |event| {
-            let connection = connection.clone();
-            async move {
-                match event {
-                    Event::Line(line) => connection.tell_command(line).await.is_ok(),
-                    Event::TooLong => connection.tell_too_long().await.is_ok(),
-                    Event::End => true,
+        let mut stream = self.stream.take().expect("set by the acceptor");
+        drop(ctx.runtime().clone().spawn(move |_| async move {
+            let mut decoder = Decoder::default();
+            loop {
+                loop {
+                    match decoder.next_command() {
+                        Ok(Some(command)) => {
+                            if connection.tell_command(command).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(error) => {
+                            let _ = connection.tell_refuse(error.to_string()).await;
+                            return;
+                        }
+                    }
+                }
+                // One byte at a time: the stream reads ahead, so most come from its buffer.
+                match runtime::Stream::recv(&mut stream, 1).await {
+                    Ok(byte) => decoder.feed(&byte.coalesce()),
+                    // The runtime's read timeout: a quiet client is not a gone one.
+                    Err(runtime::Error::RecvFailed(error))
+                        if error.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(_) => {
+                        let _ = connection.tell_quit().await;
+                        return;
+                    }
                 }
             }
-        });
+        }));
     }
 
-    async fn command(&mut self, ctx: &mut actors::Context<Self>, line: Vec<u8>) {
-        let reply = match String::from_utf8(line) {
-            Ok(line) => answer(&self.store, &line).await,
-            Err(_) => "ERR the line is not UTF-8\n".to_string(),
-        };
-        if self.sink.send(reply.into_bytes()).await.is_err() {
+    async fn command(&mut self, ctx: &mut actors::Context<Self>, command: Vec<Vec<u8>>) {
+        let (reply, quit) = execute(&self.store, command).await;
+        let mut bytes = Vec::new();
+        reply.encode(&mut bytes);
+        if self.sink.send(bytes).await.is_err() || quit {
             ctx.stop();
         }
     }
 
-    async fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
-        let reply = format!("ERR line longer than {MAX_LINE} bytes; closing\n");
-        let _ = self.sink.send(reply.into_bytes()).await;
+    /// A malformed frame: its error, then the connection closes (the stream is out of step).
+    async fn refuse(&mut self, ctx: &mut actors::Context<Self>, error: String) {
+        let mut bytes = Vec::new();
+        Reply::error(error).encode(&mut bytes);
+        let _ = self.sink.send(bytes).await;
+        ctx.stop();
+    }
+
+    fn quit(&mut self, ctx: &mut actors::Context<Self>) {
         ctx.stop();
     }
 }
 
-/// The reply to one protocol line.
-pub async fn answer(store: &StoreRef, line: &str) -> String {
-    let mut words = line.splitn(3, ' ');
-    let command = words.next().unwrap_or("");
-    let key = words.next().filter(|key| !key.is_empty());
-    let rest = words.next();
-    let failed = |error: actors::Error| format!("ERR storage unavailable ({error}); try again\n");
-    match (command, key, rest) {
-        ("SET", Some(key), Some(value)) => match store.set(key.into(), value.into()).await {
-            Ok(()) => "OK\n".to_string(),
+/// Runs one command on `store`: the reply, and whether the client asked to close.
+pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
+    let mut arguments = command.into_iter();
+    let Some(name) = arguments.next() else {
+        return (Reply::error("empty command"), false);
+    };
+    let arguments: Vec<Vec<u8>> = arguments.collect();
+    let upper = name.to_ascii_uppercase();
+    let lower = String::from_utf8_lossy(&name).to_lowercase();
+    let wrong = || Reply::error(format!("wrong number of arguments for '{lower}' command"));
+    let failed =
+        |error: actors::Error| Reply::error(format!("storage unavailable ({error}); try again"));
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec());
+    let not_utf8 = || Reply::error("keys and values are UTF-8 here");
+    let reply = match (upper.as_slice(), arguments.as_slice()) {
+        (b"PING", []) => Reply::Simple("PONG".into()),
+        (b"PING", [message]) | (b"ECHO", [message]) => Reply::Bulk(Some(message.clone())),
+        (b"PING", _) | (b"ECHO", _) => wrong(),
+        (b"QUIT", _) => return (Reply::ok(), true),
+        (b"COMMAND", _) => Reply::Array(Some(Vec::new())),
+        (b"GET", [key]) => match text(key) {
+            Err(_) => not_utf8(),
+            Ok(key) => match store.get(key).await {
+                Ok(value) => Reply::Bulk(value.map(String::into_bytes)),
+                Err(error) => failed(error),
+            },
+        },
+        (b"GET", _) => wrong(),
+        (b"SET", [key, value, options @ ..]) => {
+            let mut when = When::Always;
+            let mut bad = None;
+            for option in options {
+                if bad.is_some() {
+                    break;
+                }
+                match option.to_ascii_uppercase().as_slice() {
+                    b"NX" if when == When::Always => when = When::Absent,
+                    b"XX" if when == When::Always => when = When::Present,
+                    b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" | b"GET" => {
+                        bad = Some(Reply::error(format!(
+                            "SET {} is not supported yet",
+                            String::from_utf8_lossy(option).to_uppercase()
+                        )));
+                    }
+                    _ => bad = Some(Reply::error("syntax error")),
+                }
+            }
+            match (bad, text(key), text(value)) {
+                (Some(bad), _, _) => bad,
+                (None, Ok(key), Ok(value)) => match store.set(key, value, when).await {
+                    Ok(true) => Reply::ok(),
+                    Ok(false) => Reply::Bulk(None),
+                    Err(error) => failed(error),
+                },
+                _ => not_utf8(),
+            }
+        }
+        (b"SET", _) => wrong(),
+        (b"DEL", keys) | (b"EXISTS", keys) if !keys.is_empty() => {
+            let delete = upper.as_slice() == b"DEL";
+            let mut count = 0;
+            for key in keys {
+                let Ok(key) = text(key) else {
+                    return (not_utf8(), false);
+                };
+                let found = if delete {
+                    store.del(key).await
+                } else {
+                    store.exists(key).await
+                };
+                match found {
+                    Ok(true) => count += 1,
+                    Ok(false) => {}
+                    Err(error) => return (failed(error), false),
+                }
+            }
+            Reply::Integer(count)
+        }
+        (b"DEL", _) | (b"EXISTS", _) => wrong(),
+        (b"DBSIZE", []) => match store.size().await {
+            Ok(size) => Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX)),
             Err(error) => failed(error),
         },
-        ("GET", Some(key), None) => match store.get(key.into()).await {
-            Ok(Some(value)) => format!("VALUE {value}\n"),
-            Ok(None) => "NOT_FOUND\n".to_string(),
-            Err(error) => failed(error),
-        },
-        ("DEL", Some(key), None) => match store.del(key.into()).await {
-            Ok(true) => "OK\n".to_string(),
-            Ok(false) => "NOT_FOUND\n".to_string(),
-            Err(error) => failed(error),
-        },
-        _ => "ERR expected SET key value, GET key or DEL key\n".to_string(),
-    }
+        (b"DBSIZE", _) => wrong(),
+        _ => {
+            let mut beginning = String::new();
+            for argument in arguments.iter().take(8) {
+                beginning.push_str(&format!("'{}' ", String::from_utf8_lossy(argument)));
+            }
+            Reply::error(format!(
+                "unknown command '{}', with args beginning with: {beginning}",
+                String::from_utf8_lossy(&name)
+            ))
+        }
+    };
+    (reply, false)
 }
 
 /// Connections served at once; one more is told so and closed.
@@ -310,8 +443,10 @@ async fn accept(
         let store = store.clone();
         drop(context.clone().spawn(move |_| async move {
             if connections.count() >= MAX_CONNECTIONS {
-                let refusal = format!("ERR too many connections (at most {MAX_CONNECTIONS})\n");
-                let _ = sink.send(refusal.into_bytes()).await;
+                let mut refusal = Vec::new();
+                Reply::error(format!("max number of clients reached ({MAX_CONNECTIONS})"))
+                    .encode(&mut refusal);
+                let _ = sink.send(refusal).await;
                 return;
             }
             // Started once (temporary): the factory hands over the socket.

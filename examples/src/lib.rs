@@ -7,3 +7,4 @@
 pub mod interrupt;
 pub mod kv;
 pub mod lines;
+pub mod resp;

@@ -1,9 +1,11 @@
-//! Runs the `kv` example as a child process: the protocol, error lines, `/metrics` over
-//! HTTP, acknowledged writes surviving SIGKILL, and a clean exit on SIGINT.
+//! Runs the `kv` example as a child process: the Redis protocol (inline commands and RESP
+//! arrays, every command it answers, pipelining, errors in Redis's words, malformed frames
+//! closing only their connection), `/metrics` over HTTP, acknowledged writes surviving
+//! SIGKILL, and a clean exit on SIGINT.
 
 mod common;
 
-use common::Server;
+use common::{Client, Server};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
@@ -33,44 +35,125 @@ fn http_get(address: SocketAddr, path: &str) -> String {
     response
 }
 
+/// `command` as a RESP array of bulk strings.
+fn frame(command: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", command.len()).into_bytes();
+    for argument in command {
+        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+        out.extend_from_slice(argument);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// The next reply, written compactly: `+OK`, `-ERR ...`, `:3`, `$value`, `$nil`,
+/// `*[a, b]`.
+fn reply(client: &mut Client) -> String {
+    let line = client.line();
+    let line = line.strip_suffix("\r\n").unwrap_or(&line).to_string();
+    match line.as_bytes().first() {
+        Some(b'$') if line == "$-1" => "$nil".into(),
+        Some(b'$') => {
+            let len: usize = line[1..].parse().unwrap();
+            let mut value = vec![0; len + 2];
+            client.reader.read_exact(&mut value).unwrap();
+            assert_eq!(&value[len..], b"\r\n");
+            format!("${}", String::from_utf8_lossy(&value[..len]))
+        }
+        Some(b'*') => {
+            let count: usize = line[1..].parse().unwrap();
+            let items: Vec<String> = (0..count).map(|_| reply(client)).collect();
+            format!("*[{}]", items.join(", "))
+        }
+        _ => line,
+    }
+}
+
 #[test]
-fn kv_serves_the_protocol_and_metrics_and_keeps_acknowledged_writes_across_sigkill() {
+fn kv_speaks_resp_serves_metrics_and_keeps_acknowledged_writes_across_sigkill() {
     let data = std::env::temp_dir().join(format!("kv-smoke-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let (server, metrics) = start(&data);
     let mut client = server.connect();
 
-    client.send(b"SET a 1\nSET b two words\nGET a\nGET b\n");
-    assert_eq!(client.line(), "OK\n");
-    assert_eq!(client.line(), "OK\n");
-    assert_eq!(client.line(), "VALUE 1\n");
-    assert_eq!(client.line(), "VALUE two words\n");
-    client.send(b"DEL a\nGET a\nDEL nothing\n");
-    assert_eq!(client.line(), "OK\n");
-    assert_eq!(client.line(), "NOT_FOUND\n");
-    assert_eq!(client.line(), "NOT_FOUND\n");
+    // Inline commands, as `nc` sends them.
+    client.send(b"PING\r\nSET a 1\r\nSET b \"two words\"\r\nGET a\r\nGET b\r\nGET none\r\n");
+    for expected in ["+PONG", "+OK", "+OK", "$1", "$two words", "$nil"] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    // RESP arrays, as client libraries send them; binary-safe bulk strings.
+    client.send(&frame(&[b"SET", b"c", b"3\r\n"]));
+    client.send(&frame(&[b"GET", b"c"]));
+    client.send(&frame(&[b"ECHO", b"hi"]));
+    client.send(&frame(&[b"PING", b"there"]));
+    for expected in ["+OK", "$3\r\n", "$hi", "$there"] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"SET a 9 NX\r\nSET new 1 NX\r\nSET missing 1 XX\r\nSET a 10 XX\r\nGET a\r\n");
+    for expected in ["$nil", "+OK", "$nil", "+OK", "$10"] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"EXISTS a b zzz a\r\nDEL a zzz\r\nEXISTS a\r\nDBSIZE\r\nCOMMAND DOCS\r\n");
+    for expected in [":3", ":1", ":0", ":3", "*[]"] {
+        assert_eq!(reply(&mut client), expected);
+    }
 
-    // Malformed lines: error lines, and the connection stays.
-    client.send(b"FETCH a\nGET\n\xff\nSET c 3\n");
-    assert_eq!(
-        client.line(),
-        "ERR expected SET key value, GET key or DEL key\n"
-    );
-    assert_eq!(
-        client.line(),
-        "ERR expected SET key value, GET key or DEL key\n"
-    );
-    assert_eq!(client.line(), "ERR the line is not UTF-8\n");
-    assert_eq!(client.line(), "OK\n");
+    // Errors, in Redis's words; the connection stays.
+    client.send(b"FETCH a b\r\nGET\r\nSET k\r\nSET k v EX 10\r\nSET k v SOMETHING\r\n");
+    for expected in [
+        "-ERR unknown command 'FETCH', with args beginning with: 'a' 'b' ",
+        "-ERR wrong number of arguments for 'get' command",
+        "-ERR wrong number of arguments for 'set' command",
+        "-ERR SET EX is not supported yet",
+        "-ERR syntax error",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
 
-    // An oversized line closes that connection only; a client leaving mid-line is harmless.
-    let mut huge = server.connect();
-    huge.send(&vec![b'x'; 64 * 1024 + 1]);
-    assert_eq!(huge.line(), "ERR line longer than 65536 bytes; closing\n");
-    assert!(huge.closed());
+    // A thousand commands in one write: a thousand answers, in order.
+    let mut pipeline = Vec::new();
+    for index in 0..1000 {
+        pipeline.extend_from_slice(&frame(&[b"SET", format!("p{index}").as_bytes(), b"v"]));
+        pipeline.extend_from_slice(&frame(&[b"GET", format!("p{index}").as_bytes()]));
+    }
+    client.send(&pipeline);
+    for _ in 0..1000 {
+        assert_eq!(reply(&mut client), "+OK");
+        assert_eq!(reply(&mut client), "$v");
+    }
+
+    // Malformed frames: the error, then that connection closes; the others go on.
+    for (bad, error) in [
+        (
+            &b"*1\r\n+OK\r\n"[..],
+            "-ERR Protocol error: expected '$', got '+'",
+        ),
+        (b"*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"),
+        (b"*x\r\n", "-ERR Protocol error: invalid multibulk length"),
+        (
+            b"*1\r\n$10485760\r\n",
+            "-ERR Protocol error: invalid bulk length",
+        ),
+        (
+            b"*1\r\n$2\r\nabc\r\n",
+            "-ERR Protocol error: expected CRLF after a bulk string",
+        ),
+        (
+            b"SET \"open\r\n",
+            "-ERR Protocol error: unbalanced quotes in request",
+        ),
+    ] {
+        let mut broken = server.connect();
+        broken.send(bad);
+        assert_eq!(reply(&mut broken), error);
+        assert!(broken.closed());
+    }
+    // A client leaving in the middle of a frame is harmless.
     let mut leaving = server.connect();
-    leaving.send(b"SET half");
+    leaving.send(b"*2\r\n$3\r\nSET\r\n$5\r\nhal");
     drop(leaving);
+    client.send(b"PING\r\n");
+    assert_eq!(reply(&mut client), "+PONG");
 
     let exposition = http_get(metrics, "/metrics");
     assert!(
@@ -84,14 +167,20 @@ fn kv_serves_the_protocol_and_metrics_and_keeps_acknowledged_writes_across_sigki
     assert!(exposition.trim_end().ends_with("# EOF"), "{exposition}");
     assert!(http_get(metrics, "/elsewhere").starts_with("HTTP/1.1 404 Not Found\r\n"));
 
+    // QUIT answers, then closes.
+    let mut quitting = server.connect();
+    quitting.send(b"QUIT\r\n");
+    assert_eq!(reply(&mut quitting), "+OK");
+    assert!(quitting.closed());
+
     // A crash: every acknowledged write is there after a restart on the same data.
     server.kill();
     let (server, _) = start(&data);
     let mut client = server.connect();
-    client.send(b"GET a\nGET b\nGET c\n");
-    assert_eq!(client.line(), "NOT_FOUND\n");
-    assert_eq!(client.line(), "VALUE two words\n");
-    assert_eq!(client.line(), "VALUE 3\n");
+    client.send(b"GET a\r\nGET b\r\nGET c\r\nGET p999\r\nDBSIZE\r\n");
+    for expected in ["$nil", "$two words", "$3\r\n", "$v", ":1003"] {
+        assert_eq!(reply(&mut client), expected);
+    }
 
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();

@@ -48,18 +48,23 @@ async fn client(
     let mut retries = 0;
     for request in 0..requests {
         let key = format!("client{index}-key{}", request % 50);
+        // Inline commands, as `redis-cli` or `nc` send them; the answers are RESP.
         let line = if request % SET_EVERY == 0 {
-            format!("SET {key} value-{request}\n")
+            format!("SET {key} value-{request}\r\n")
         } else {
-            format!("GET {key}\n")
+            format!("GET {key}\r\n")
         };
         loop {
             let start = Instant::now();
             sink.send(line.clone().into_bytes()).await.expect("send");
             let answer = lines.next_line().await.expect("answer").expect("open");
-            if answer.starts_with(b"ERR storage unavailable") {
+            if answer.starts_with(b"-ERR storage unavailable") {
                 retries += 1;
                 continue;
+            }
+            // A bulk string's value follows on its own line (`$-1`, nil, has none).
+            if answer.starts_with(b"$") && answer != b"$-1" {
+                lines.next_line().await.expect("a value").expect("open");
             }
             latencies.push(start.elapsed());
             break;
@@ -160,7 +165,17 @@ fn main() {
         latencies.sort_unstable();
         // The data outlived the failure: a key set before it reads back. (Asked after the
         // failure, so it is answered by the restarted store: the restart is counted.)
-        let check = kv::answer(&service.store, "GET client0-key0").await;
+        let check = match kv::execute(
+            &service.store,
+            vec![b"GET".to_vec(), b"client0-key0".to_vec()],
+        )
+        .await
+        {
+            (examples::resp::Reply::Bulk(Some(value)), _) => {
+                format!("VALUE {}", String::from_utf8_lossy(&value))
+            }
+            (other, _) => format!("{other:?}"),
+        };
         let exposition = context.encode();
         let restarts = exposition
             .lines()

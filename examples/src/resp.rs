@@ -1,0 +1,531 @@
+//! RESP2, the Redis protocol: a [`Decoder`] that turns the bytes a client sends into
+//! commands (arrays of bulk strings, or inline commands as `redis-cli` and `telnet` send
+//! them), and a [`Reply`] that encodes answers.
+//!
+//! Invariants:
+//! - The decoder is incremental and pipelining-safe: bytes arrive in any split, and every
+//!   whole command in them comes out, in order; a partial one waits for more bytes.
+//! - What a client can make it hold is bounded: a bulk string is at most [`MAX_BULK`], an
+//!   array at most [`MAX_ARGUMENTS`] elements, an inline command at most [`MAX_INLINE`]
+//!   bytes, and a declared length past a bound is refused as soon as it is read, before any
+//!   of its bytes are.
+//! - A malformed frame is an [`Error`] with Redis's wording; after one the stream is out of
+//!   step, so the connection answers it and closes (the decoder is not used again).
+
+use std::fmt;
+
+/// The longest bulk string a client may send (a key or a value): 4 MiB, where Redis allows
+/// 512 MB by default; a longer one is a protocol error.
+pub const MAX_BULK: usize = 4 * 1024 * 1024;
+/// The most elements of a command.
+pub const MAX_ARGUMENTS: usize = 1024 * 1024;
+/// The longest inline command (or frame header line).
+pub const MAX_INLINE: usize = 64 * 1024;
+
+/// A protocol error: what Redis answers (`-ERR Protocol error: ...`) before it closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Protocol error: {}", self.0)
+    }
+}
+
+/// Where the decoder is in the command it reads.
+#[derive(Debug)]
+enum State {
+    /// Between commands.
+    Start,
+    /// In an array of `remaining` more bulk strings.
+    Array {
+        remaining: usize,
+        arguments: Vec<Vec<u8>>,
+    },
+    /// Reading a bulk string of `len` bytes (and its CRLF).
+    Bulk {
+        len: usize,
+        remaining: usize,
+        arguments: Vec<Vec<u8>>,
+    },
+}
+
+/// Turns bytes into commands; see the module documentation.
+#[derive(Debug)]
+pub struct Decoder {
+    buffer: Vec<u8>,
+    /// Bytes of `buffer` already consumed.
+    at: usize,
+    state: State,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder {
+            buffer: Vec::new(),
+            at: 0,
+            state: State::Start,
+        }
+    }
+}
+
+impl Decoder {
+    /// Adds bytes the client sent.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.at > 0 && self.at == self.buffer.len() {
+            self.buffer.clear();
+            self.at = 0;
+        } else if self.at > 64 * 1024 && self.at * 2 > self.buffer.len() {
+            // Most of the buffer is consumed: keep only what is not.
+            self.buffer.drain(..self.at);
+            self.at = 0;
+        }
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// Bytes received and not yet part of a command returned.
+    pub fn pending(&self) -> usize {
+        self.buffer.len() - self.at
+    }
+
+    /// The next whole command, `Ok(None)` if more bytes are needed. An empty inline line
+    /// is skipped, as Redis does.
+    pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, Error> {
+        loop {
+            match std::mem::replace(&mut self.state, State::Start) {
+                State::Start => {
+                    let Some(&first) = self.buffer.get(self.at) else {
+                        return Ok(None);
+                    };
+                    if first == b'*' {
+                        let Some(line) = self.line()? else {
+                            return Ok(None);
+                        };
+                        let count = parse_length(&line[1..])
+                            .filter(|count| *count <= MAX_ARGUMENTS as i64)
+                            .ok_or_else(|| Error("invalid multibulk length".into()))?;
+                        if count <= 0 {
+                            // `*0` and `*-1`: nothing to run; Redis reads on.
+                            continue;
+                        }
+                        self.state = State::Array {
+                            remaining: count as usize,
+                            arguments: Vec::with_capacity((count as usize).min(64)),
+                        };
+                    } else {
+                        let Some(line) = self.line()? else {
+                            return Ok(None);
+                        };
+                        let arguments = split_inline(&line)?;
+                        if arguments.is_empty() {
+                            continue;
+                        }
+                        return Ok(Some(arguments));
+                    }
+                }
+                State::Array {
+                    remaining,
+                    arguments,
+                } => {
+                    if remaining == 0 {
+                        return Ok(Some(arguments));
+                    }
+                    let Some(&first) = self.buffer.get(self.at) else {
+                        self.state = State::Array {
+                            remaining,
+                            arguments,
+                        };
+                        return Ok(None);
+                    };
+                    if first != b'$' {
+                        return Err(Error(format!(
+                            "expected '$', got '{}'",
+                            char::from(first).escape_default()
+                        )));
+                    }
+                    let Some(line) = self.line()? else {
+                        self.state = State::Array {
+                            remaining,
+                            arguments,
+                        };
+                        return Ok(None);
+                    };
+                    let len = parse_length(&line[1..])
+                        .filter(|len| (0..=MAX_BULK as i64).contains(len))
+                        .ok_or_else(|| Error("invalid bulk length".into()))?;
+                    self.state = State::Bulk {
+                        len: len as usize,
+                        remaining,
+                        arguments,
+                    };
+                }
+                State::Bulk {
+                    len,
+                    remaining,
+                    mut arguments,
+                } => {
+                    if self.pending() < len + 2 {
+                        self.state = State::Bulk {
+                            len,
+                            remaining,
+                            arguments,
+                        };
+                        return Ok(None);
+                    }
+                    let start = self.at;
+                    if &self.buffer[start + len..start + len + 2] != b"\r\n" {
+                        return Err(Error("expected CRLF after a bulk string".into()));
+                    }
+                    arguments.push(self.buffer[start..start + len].to_vec());
+                    self.at = start + len + 2;
+                    self.state = State::Array {
+                        remaining: remaining - 1,
+                        arguments,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The next line without its ending (`\n`, a `\r` before it dropped), if whole; a line
+    /// past `MAX_INLINE` is an error whether or not it ended.
+    fn line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let rest = &self.buffer[self.at..];
+        let Some(end) = rest.iter().position(|byte| *byte == b'\n') else {
+            if rest.len() > MAX_INLINE {
+                return Err(Error("too big inline request".into()));
+            }
+            return Ok(None);
+        };
+        let mut line = &rest[..end];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+        }
+        if line.len() > MAX_INLINE {
+            return Err(Error("too big inline request".into()));
+        }
+        let line = line.to_vec();
+        self.at += end + 1;
+        Ok(Some(line))
+    }
+}
+
+/// A decimal length, possibly negative; `None` if it is not one.
+fn parse_length(digits: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(digits).ok()?;
+    if text.is_empty() || text.len() > 20 {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The arguments of an inline command: words split on spaces and tabs, with Redis's
+/// double quotes (escapes `\n`, `\r`, `\t`, `\\`, `\"`, `\xHH`) and single quotes (`\'`).
+fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+    let unbalanced = || Error("unbalanced quotes in request".into());
+    let mut arguments = Vec::new();
+    let mut at = 0;
+    while at < line.len() {
+        while at < line.len() && matches!(line[at], b' ' | b'\t') {
+            at += 1;
+        }
+        if at == line.len() {
+            break;
+        }
+        let mut word = Vec::new();
+        match line[at] {
+            quote @ (b'"' | b'\'') => {
+                at += 1;
+                loop {
+                    let Some(&byte) = line.get(at) else {
+                        return Err(unbalanced());
+                    };
+                    at += 1;
+                    match byte {
+                        byte if byte == quote => break,
+                        b'\\' if quote == b'"' => {
+                            let escaped = *line.get(at).ok_or_else(unbalanced)?;
+                            at += 1;
+                            match escaped {
+                                b'n' => word.push(b'\n'),
+                                b'r' => word.push(b'\r'),
+                                b't' => word.push(b'\t'),
+                                b'x' => {
+                                    let hex = line
+                                        .get(at..at + 2)
+                                        .and_then(|hex| std::str::from_utf8(hex).ok())
+                                        .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+                                    match hex {
+                                        Some(value) => {
+                                            word.push(value);
+                                            at += 2;
+                                        }
+                                        None => word.push(b'x'),
+                                    }
+                                }
+                                other => word.push(other),
+                            }
+                        }
+                        b'\\' if line.get(at) == Some(&b'\'') => {
+                            word.push(b'\'');
+                            at += 1;
+                        }
+                        other => word.push(other),
+                    }
+                }
+                // A closing quote must end the word.
+                if line
+                    .get(at)
+                    .is_some_and(|byte| !matches!(byte, b' ' | b'\t'))
+                {
+                    return Err(unbalanced());
+                }
+            }
+            _ => {
+                while at < line.len() && !matches!(line[at], b' ' | b'\t') {
+                    word.push(line[at]);
+                    at += 1;
+                }
+            }
+        }
+        arguments.push(word);
+    }
+    Ok(arguments)
+}
+
+/// An answer, encoded with [`encode`](Reply::encode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `+OK`
+    Simple(String),
+    /// `-ERR ...`, `-WRONGTYPE ...`: the whole text after the `-`.
+    Error(String),
+    /// `:42`
+    Integer(i64),
+    /// `$3\r\nabc`, or `$-1` for `None` (nil).
+    Bulk(Option<Vec<u8>>),
+    /// `*2\r\n...`, or `*-1` for `None`.
+    Array(Option<Vec<Reply>>),
+}
+
+impl Reply {
+    /// `+OK`.
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+
+    /// `-ERR <text>`.
+    pub fn error(text: impl fmt::Display) -> Reply {
+        Reply::Error(format!("ERR {text}"))
+    }
+
+    /// Appends the reply's bytes to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            // Simple strings and errors are one line: a line break in one would desync the
+            // client, so it is replaced.
+            Reply::Simple(text) => line(out, b'+', text),
+            Reply::Error(text) => line(out, b'-', text),
+            Reply::Integer(value) => {
+                out.push(b':');
+                out.extend_from_slice(value.to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Bulk(Some(bytes)) => {
+                out.push(b'$');
+                out.extend_from_slice(bytes.len().to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(bytes);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Array(None) => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(Some(items)) => {
+                out.push(b'*');
+                out.extend_from_slice(items.len().to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+                for item in items {
+                    item.encode(out);
+                }
+            }
+        }
+    }
+}
+
+fn line(out: &mut Vec<u8>, kind: u8, text: &str) {
+    out.push(kind);
+    out.extend(text.bytes().map(|byte| {
+        if matches!(byte, b'\r' | b'\n') {
+            b' '
+        } else {
+            byte
+        }
+    }));
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(decoder: &mut Decoder) -> Vec<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        while let Some(command) = decoder.next_command().unwrap() {
+            out.push(command);
+        }
+        out
+    }
+
+    fn words(command: &[&str]) -> Vec<Vec<u8>> {
+        command
+            .iter()
+            .map(|word| word.as_bytes().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn arrays_of_bulk_strings_decode_whole_or_split_anywhere() {
+        let frames = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nv\r\nlf\r\n*1\r\n$4\r\nPING\r\n";
+        let expected = vec![words(&["SET", "k", "v\r\nlf"]), words(&["PING"])];
+        let mut whole = Decoder::default();
+        whole.feed(frames);
+        assert_eq!(commands(&mut whole), expected);
+        assert_eq!(whole.pending(), 0);
+        // Every split into two pieces, and byte by byte.
+        for split in 0..frames.len() {
+            let mut decoder = Decoder::default();
+            decoder.feed(&frames[..split]);
+            let mut got = commands(&mut decoder);
+            decoder.feed(&frames[split..]);
+            got.extend(commands(&mut decoder));
+            assert_eq!(got, expected, "split at {split}");
+        }
+        let mut bytewise = Decoder::default();
+        let mut got = Vec::new();
+        for byte in frames {
+            bytewise.feed(&[*byte]);
+            got.extend(commands(&mut bytewise));
+        }
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_thousand_pipelined_commands_come_out_in_order() {
+        let mut frames = Vec::new();
+        for index in 0..1000 {
+            let key = format!("key{index}");
+            frames.extend_from_slice(
+                format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).as_bytes(),
+            );
+        }
+        let mut decoder = Decoder::default();
+        decoder.feed(&frames);
+        let got = commands(&mut decoder);
+        assert_eq!(got.len(), 1000);
+        for (index, command) in got.iter().enumerate() {
+            assert_eq!(*command, words(&["GET", &format!("key{index}")]));
+        }
+    }
+
+    #[test]
+    fn inline_commands_split_words_and_quotes_as_redis_does() {
+        let mut decoder = Decoder::default();
+        decoder.feed(b"SET k  v\r\n\r\nPING\nSET \"a b\" \"x\\n\\x41\\\"\" 'it\\'s'\r\n");
+        assert_eq!(
+            commands(&mut decoder),
+            vec![
+                words(&["SET", "k", "v"]),
+                words(&["PING"]),
+                vec![
+                    b"SET".to_vec(),
+                    b"a b".to_vec(),
+                    b"x\nA\"".to_vec(),
+                    b"it's".to_vec()
+                ],
+            ]
+        );
+        let mut unbalanced = Decoder::default();
+        unbalanced.feed(b"SET \"open k\r\n");
+        assert_eq!(
+            unbalanced.next_command(),
+            Err(Error("unbalanced quotes in request".into()))
+        );
+        let mut glued = Decoder::default();
+        glued.feed(b"SET \"a\"b v\r\n");
+        assert!(glued.next_command().is_err());
+    }
+
+    #[test]
+    fn malformed_frames_are_errors_with_redis_wording() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"*x\r\n", "invalid multibulk length"),
+            (b"*2000000\r\n", "invalid multibulk length"),
+            (b"*1\r\n+OK\r\n", "expected '$', got '+'"),
+            (b"*1\r\n$-5\r\n", "invalid bulk length"),
+            (b"*1\r\n$999999999999\r\n", "invalid bulk length"),
+            (b"*1\r\n$3\r\nabcd\r\n", "expected CRLF after a bulk string"),
+        ];
+        for (frame, wording) in cases {
+            let mut decoder = Decoder::default();
+            decoder.feed(frame);
+            let error = decoder.next_command().expect_err("malformed");
+            assert_eq!(error.to_string(), format!("Protocol error: {wording}"));
+        }
+        // `*0` and `*-1` are skipped, as Redis does.
+        let mut empty = Decoder::default();
+        empty.feed(b"*0\r\n*-1\r\nPING\r\n");
+        assert_eq!(commands(&mut empty), vec![words(&["PING"])]);
+    }
+
+    #[test]
+    fn oversized_input_is_refused_before_it_is_read() {
+        // Past `MAX_BULK` (a 10 MB bulk string, say) the header alone is refused; one of
+        // exactly the bound is read whole.
+        for len in [MAX_BULK + 1, 10 * 1024 * 1024] {
+            let mut big = Decoder::default();
+            big.feed(format!("*1\r\n${len}\r\n").as_bytes());
+            assert_eq!(big.next_command(), Err(Error("invalid bulk length".into())));
+        }
+        let mut bound = Decoder::default();
+        let value = vec![b'v'; MAX_BULK];
+        bound.feed(format!("*1\r\n${}\r\n", value.len()).as_bytes());
+        assert_eq!(bound.next_command(), Ok(None));
+        bound.feed(&value);
+        bound.feed(b"\r\n");
+        assert_eq!(bound.next_command(), Ok(Some(vec![value])));
+        // An inline line that never ends is refused once past `MAX_INLINE`.
+        let mut endless = Decoder::default();
+        endless.feed(&vec![b'a'; MAX_INLINE + 1]);
+        assert_eq!(
+            endless.next_command(),
+            Err(Error("too big inline request".into()))
+        );
+        // A line of exactly the bound, ending in CRLF, is accepted.
+        let mut exact = Decoder::default();
+        let mut line = vec![b'a'; MAX_INLINE];
+        line.extend_from_slice(b"\r\n");
+        exact.feed(&line);
+        assert_eq!(exact.next_command().unwrap().unwrap()[0].len(), MAX_INLINE);
+    }
+
+    #[test]
+    fn replies_encode_as_resp2() {
+        let mut out = Vec::new();
+        Reply::ok().encode(&mut out);
+        Reply::error("unknown command 'FOO'").encode(&mut out);
+        Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+            .encode(&mut out);
+        Reply::Integer(-3).encode(&mut out);
+        Reply::Bulk(Some(b"a\r\nb".to_vec())).encode(&mut out);
+        Reply::Bulk(None).encode(&mut out);
+        Reply::Array(Some(vec![Reply::Integer(1), Reply::Bulk(None)])).encode(&mut out);
+        Reply::Array(None).encode(&mut out);
+        Reply::Simple("two\r\nlines".into()).encode(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "+OK\r\n-ERR unknown command 'FOO'\r\n-WRONGTYPE Operation against a key holding \
+             the wrong kind of value\r\n:-3\r\n$4\r\na\r\nb\r\n$-1\r\n*2\r\n:1\r\n$-1\r\n*-1\r\n\
+             +two  lines\r\n"
+        );
+    }
+}
