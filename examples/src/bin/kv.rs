@@ -5,11 +5,11 @@
 //! ```
 //!
 //! Arguments: the protocol address, the `/metrics` address and the data directory (defaults
-//! as above). The protocol is one command per line: `SET key value` (the value is the rest
-//! of the line), `GET key`, `DEL key`; answers are `OK`, `VALUE value`, `NOT_FOUND` or
-//! `ERR reason`. A `SET` is answered once it is durable: it survives SIGKILL. The storage
-//! actor runs on a thread of its own under a supervisor that restarts it from its log if it
-//! fails. Ctrl-C stops the service cleanly.
+//! as above). The protocol is Redis's (RESP2, and inline commands): `redis-cli -p 7002`,
+//! then `SET k v`, `GET k`, `DEL k`, `EXISTS k`, `DBSIZE`, `PING`; see `examples::kv`. A
+//! `SET` is answered once it is durable: it survives SIGKILL. The storage actor runs on a
+//! thread of its own under a supervisor that restarts it from its log if it fails. Ctrl-C
+//! stops the service cleanly.
 
 use runtime::prelude::*;
 use std::net::SocketAddr;
