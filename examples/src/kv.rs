@@ -239,8 +239,10 @@ impl Connection {
                         }
                     }
                 }
-                // One byte at a time: the stream reads ahead, so most come from its buffer.
-                match runtime::Stream::recv(&mut stream, 1).await {
+                // What the decoder can use: the rest of a bulk string at once, else a byte
+                // (the stream reads ahead, so most come from its buffer).
+                let wanted = decoder.wanted().min(64 * 1024);
+                match runtime::Stream::recv(&mut stream, wanted).await {
                     Ok(byte) => decoder.feed(&byte.coalesce()),
                     // The runtime's read timeout: a quiet client is not a gone one.
                     Err(runtime::Error::RecvFailed(error))
@@ -361,13 +363,22 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
         },
         (b"DBSIZE", _) => wrong(),
         _ => {
+            // As Redis words it: the name cut at 128 characters, then arguments while what
+            // is listed stays under 128.
+            let clip = |bytes: &[u8], at: usize| -> String {
+                String::from_utf8_lossy(bytes).chars().take(at).collect()
+            };
             let mut beginning = String::new();
-            for argument in arguments.iter().take(8) {
-                beginning.push_str(&format!("'{}' ", String::from_utf8_lossy(argument)));
+            for argument in &arguments {
+                let room = 128usize.saturating_sub(beginning.len());
+                if room == 0 {
+                    break;
+                }
+                beginning.push_str(&format!("'{}' ", clip(argument, room)));
             }
             Reply::error(format!(
                 "unknown command '{}', with args beginning with: {beginning}",
-                String::from_utf8_lossy(&name)
+                clip(&name, 128)
             ))
         }
     };

@@ -6,9 +6,12 @@
 //! - The decoder is incremental and pipelining-safe: bytes arrive in any split, and every
 //!   whole command in them comes out, in order; a partial one waits for more bytes.
 //! - What a client can make it hold is bounded: a bulk string is at most [`MAX_BULK`], an
-//!   array at most [`MAX_ARGUMENTS`] elements, an inline command at most [`MAX_INLINE`]
-//!   bytes, and a declared length past a bound is refused as soon as it is read, before any
-//!   of its bytes are.
+//!   array at most [`MAX_ARGUMENTS`] elements and a whole command at most [`MAX_COMMAND`]
+//!   (bookkeeping included), an inline command at most [`MAX_INLINE`] bytes; a declared
+//!   length past a bound is refused as soon as it is read, before any of its bytes are.
+//! - Each byte is looked at a bounded number of times: a line's search for its end resumes
+//!   where the last one stopped, so a client sending a long line a byte at a time costs
+//!   linear, not quadratic, time.
 //! - A malformed frame is an [`Error`] with Redis's wording; after one the stream is out of
 //!   step, so the connection answers it and closes (the decoder is not used again).
 
@@ -21,6 +24,11 @@ pub const MAX_BULK: usize = 4 * 1024 * 1024;
 pub const MAX_ARGUMENTS: usize = 1024 * 1024;
 /// The longest inline command (or frame header line).
 pub const MAX_INLINE: usize = 64 * 1024;
+/// The most a whole command may weigh: its bulk strings plus a word of bookkeeping per
+/// element (what it costs to hold, whatever the client sent for it).
+pub const MAX_COMMAND: usize = 64 * 1024 * 1024;
+/// What holding one argument costs besides its bytes.
+const PER_ARGUMENT: usize = std::mem::size_of::<Vec<u8>>();
 
 /// A protocol error: what Redis answers (`-ERR Protocol error: ...`) before it closes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,15 +45,17 @@ impl fmt::Display for Error {
 enum State {
     /// Between commands.
     Start,
-    /// In an array of `remaining` more bulk strings.
+    /// In an array of `remaining` more bulk strings, `weight` held so far.
     Array {
         remaining: usize,
+        weight: usize,
         arguments: Vec<Vec<u8>>,
     },
     /// Reading a bulk string of `len` bytes (and its CRLF).
     Bulk {
         len: usize,
         remaining: usize,
+        weight: usize,
         arguments: Vec<Vec<u8>>,
     },
 }
@@ -56,6 +66,8 @@ pub struct Decoder {
     buffer: Vec<u8>,
     /// Bytes of `buffer` already consumed.
     at: usize,
+    /// Bytes after `at` already searched for a line's end (none there).
+    scanned: usize,
     state: State,
 }
 
@@ -64,6 +76,7 @@ impl Default for Decoder {
         Decoder {
             buffer: Vec::new(),
             at: 0,
+            scanned: 0,
             state: State::Start,
         }
     }
@@ -88,6 +101,15 @@ impl Decoder {
         self.buffer.len() - self.at
     }
 
+    /// How many more bytes the decoder can use at once: the rest of a bulk string it is
+    /// reading, else one (a line's end may come at any byte).
+    pub fn wanted(&self) -> usize {
+        match &self.state {
+            State::Bulk { len, .. } => (len + 2).saturating_sub(self.pending()).max(1),
+            _ => 1,
+        }
+    }
+
     /// The next whole command, `Ok(None)` if more bytes are needed. An empty inline line
     /// is skipped, as Redis does.
     pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, Error> {
@@ -110,6 +132,7 @@ impl Decoder {
                         }
                         self.state = State::Array {
                             remaining: count as usize,
+                            weight: 0,
                             arguments: Vec::with_capacity((count as usize).min(64)),
                         };
                     } else {
@@ -125,6 +148,7 @@ impl Decoder {
                 }
                 State::Array {
                     remaining,
+                    weight,
                     arguments,
                 } => {
                     if remaining == 0 {
@@ -133,6 +157,7 @@ impl Decoder {
                     let Some(&first) = self.buffer.get(self.at) else {
                         self.state = State::Array {
                             remaining,
+                            weight,
                             arguments,
                         };
                         return Ok(None);
@@ -146,28 +171,39 @@ impl Decoder {
                     let Some(line) = self.line()? else {
                         self.state = State::Array {
                             remaining,
+                            weight,
                             arguments,
                         };
                         return Ok(None);
                     };
                     let len = parse_length(&line[1..])
                         .filter(|len| (0..=MAX_BULK as i64).contains(len))
-                        .ok_or_else(|| Error("invalid bulk length".into()))?;
+                        .ok_or_else(|| Error("invalid bulk length".into()))?
+                        as usize;
+                    let weight = weight + len + PER_ARGUMENT;
+                    if weight > MAX_COMMAND {
+                        return Err(Error(format!(
+                            "a command may weigh at most {MAX_COMMAND} bytes"
+                        )));
+                    }
                     self.state = State::Bulk {
-                        len: len as usize,
+                        len,
                         remaining,
+                        weight,
                         arguments,
                     };
                 }
                 State::Bulk {
                     len,
                     remaining,
+                    weight,
                     mut arguments,
                 } => {
                     if self.pending() < len + 2 {
                         self.state = State::Bulk {
                             len,
                             remaining,
+                            weight,
                             arguments,
                         };
                         return Ok(None);
@@ -180,6 +216,7 @@ impl Decoder {
                     self.at = start + len + 2;
                     self.state = State::Array {
                         remaining: remaining - 1,
+                        weight,
                         arguments,
                     };
                 }
@@ -191,12 +228,19 @@ impl Decoder {
     /// past `MAX_INLINE` is an error whether or not it ended.
     fn line(&mut self) -> Result<Option<Vec<u8>>, Error> {
         let rest = &self.buffer[self.at..];
-        let Some(end) = rest.iter().position(|byte| *byte == b'\n') else {
-            if rest.len() > MAX_INLINE {
+        let Some(end) = rest[self.scanned..]
+            .iter()
+            .position(|byte| *byte == b'\n')
+            .map(|end| self.scanned + end)
+        else {
+            self.scanned = rest.len();
+            // The bound, and the `\r` that may end it.
+            if rest.len() > MAX_INLINE + 1 {
                 return Err(Error("too big inline request".into()));
             }
             return Ok(None);
         };
+        self.scanned = 0;
         let mut line = &rest[..end];
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
@@ -210,13 +254,18 @@ impl Decoder {
     }
 }
 
-/// A decimal length, possibly negative; `None` if it is not one.
+/// A decimal length, possibly negative, written as Redis writes one (no `+`, no leading
+/// zero); `None` if it is not one.
 fn parse_length(digits: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(digits).ok()?;
-    if text.is_empty() || text.len() > 20 {
+    let magnitude = digits.strip_prefix(b"-").unwrap_or(digits);
+    let canonical = !magnitude.is_empty()
+        && magnitude.len() <= 19
+        && magnitude.iter().all(u8::is_ascii_digit)
+        && (magnitude == b"0" || magnitude[0] != b'0');
+    if !canonical {
         return None;
     }
-    text.parse().ok()
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// The arguments of an inline command: words split on spaces and tabs, with Redis's
@@ -493,19 +542,54 @@ mod tests {
         bound.feed(&value);
         bound.feed(b"\r\n");
         assert_eq!(bound.next_command(), Ok(Some(vec![value])));
-        // An inline line that never ends is refused once past `MAX_INLINE`.
+        // An inline line that never ends is refused once past `MAX_INLINE` (and its `\r`).
         let mut endless = Decoder::default();
-        endless.feed(&vec![b'a'; MAX_INLINE + 1]);
+        endless.feed(&vec![b'a'; MAX_INLINE + 2]);
         assert_eq!(
             endless.next_command(),
             Err(Error("too big inline request".into()))
         );
-        // A line of exactly the bound, ending in CRLF, is accepted.
-        let mut exact = Decoder::default();
+        // A line of exactly the bound, ending in CRLF, is accepted, whole or byte by byte.
         let mut line = vec![b'a'; MAX_INLINE];
         line.extend_from_slice(b"\r\n");
+        let mut exact = Decoder::default();
         exact.feed(&line);
         assert_eq!(exact.next_command().unwrap().unwrap()[0].len(), MAX_INLINE);
+        let mut bytewise = Decoder::default();
+        let mut got = None;
+        for byte in &line {
+            bytewise.feed(&[*byte]);
+            if let Some(command) = bytewise.next_command().unwrap() {
+                got = Some(command);
+            }
+        }
+        assert_eq!(got.unwrap()[0].len(), MAX_INLINE);
+        // A command's whole weight is bounded, however its parts are sized.
+        let mut heavy = Decoder::default();
+        heavy.feed(b"*100\r\n");
+        let bulk = vec![b'h'; MAX_BULK];
+        let mut refused = None;
+        for _ in 0..100 {
+            heavy.feed(format!("${}\r\n", bulk.len()).as_bytes());
+            heavy.feed(&bulk);
+            heavy.feed(b"\r\n");
+            if let Err(error) = heavy.next_command() {
+                refused = Some(error);
+                break;
+            }
+        }
+        assert_eq!(
+            refused,
+            Some(Error(format!(
+                "a command may weigh at most {MAX_COMMAND} bytes"
+            )))
+        );
+        // Lengths are written as Redis writes them.
+        for bad in [&b"*+1\r\n"[..], b"*01\r\n", b"*\r\n", b"*1 \r\n"] {
+            let mut decoder = Decoder::default();
+            decoder.feed(bad);
+            assert!(decoder.next_command().is_err(), "{bad:?}");
+        }
     }
 
     #[test]
