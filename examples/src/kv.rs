@@ -4,9 +4,11 @@
 //! checksummed blob, under a supervisor that restarts it on failure, and a `/metrics`
 //! endpoint for Prometheus.
 //!
-//! Commands: `PING`, `ECHO`, `GET`, `SET` (with `NX` or `XX`), `DEL`, `EXISTS`, `DBSIZE`,
-//! `QUIT` and `COMMAND` (which answers an empty list, so `redis-cli` starts); errors are
-//! Redis's (`-ERR unknown command ...`, `-ERR wrong number of arguments ...`). Keys and
+//! Commands: `PING`, `ECHO`, `GET`, `SET` (with `NX` or `XX`), `DEL`, `EXISTS`, `INCR`,
+//! `DECR`, `INCRBY`, `DECRBY`, `MGET`, `MSET`, `DBSIZE`, `FLUSHALL`, `QUIT`, and enough of
+//! `COMMAND`, `HELLO`, `CLIENT`, `CONFIG GET` and `INFO` for `redis-cli` and
+//! `redis-benchmark` to start; errors are Redis's (`-ERR unknown command ...`, `-ERR wrong
+//! number of arguments ...`, `-ERR value is not an integer or out of range`). Keys and
 //! values are UTF-8 here. A malformed frame is answered with its protocol error and closes
 //! that connection alone.
 //!
@@ -35,6 +37,8 @@ const BUFFER: usize = 64 * (PAGE as usize + runtime::buffer::paged::CHECKSUM_SIZ
 /// Record kinds in the log.
 const SET: u8 = 1;
 const DEL: u8 = 2;
+/// Empties the map (`FLUSHALL`); its key and value are empty.
+const FLUSH: u8 = 3;
 
 /// The storage actor: the map in memory, and the log that rebuilds it.
 #[actor(dedicated, name = "kv_store", mailbox = 256)]
@@ -53,8 +57,8 @@ impl Store {
         }
     }
 
-    /// Appends `record` and syncs it; a storage error fails the actor, and its supervisor
-    /// restarts it from the log.
+    /// Appends `record` (one or more records) and syncs it; a storage error fails the actor,
+    /// and its supervisor restarts it from the log.
     async fn log(&mut self, record: Vec<u8>) {
         let writer = self.writer.take().expect("opened in on_start");
         let (writer, _) = writer
@@ -126,6 +130,43 @@ impl Store {
         allowed
     }
 
+    /// Sets every pair, with one sync for all (`MSET`).
+    pub async fn set_many(&mut self, pairs: Vec<(String, String)>) {
+        let mut records = Vec::new();
+        for (key, value) in &pairs {
+            records.extend(record(SET, key, value));
+        }
+        self.log(records).await;
+        self.map.extend(pairs);
+    }
+
+    /// Adds `by` to the integer at `key` (0 if absent); the new value, or Redis's error.
+    pub async fn add(&mut self, key: String, by: i64) -> Result<i64, String> {
+        let current = match self.map.get(&key) {
+            None => 0,
+            Some(value) => parse_integer(value.as_bytes())
+                .ok_or_else(|| "ERR value is not an integer or out of range".to_string())?,
+        };
+        let next = current
+            .checked_add(by)
+            .ok_or_else(|| "ERR increment or decrement would overflow".to_string())?;
+        let value = next.to_string();
+        self.log(record(SET, &key, &value)).await;
+        self.map.insert(key, value);
+        Ok(next)
+    }
+
+    /// The values at `keys` (`MGET`).
+    pub fn get_many(&self, keys: Vec<String>) -> Vec<Option<String>> {
+        keys.iter().map(|key| self.map.get(key).cloned()).collect()
+    }
+
+    /// Empties the store (`FLUSHALL`).
+    pub async fn flush(&mut self) {
+        self.log(record(FLUSH, "", "")).await;
+        self.map.clear();
+    }
+
     pub fn exists(&self, key: String) -> bool {
         self.map.contains_key(&key)
     }
@@ -153,6 +194,20 @@ impl Store {
     pub fn fail(&mut self) {
         panic!("kv store failing on purpose");
     }
+}
+
+/// A decimal integer as Redis reads one for `INCR`: optional `-`, no `+`, no leading zero,
+/// within `i64`.
+pub fn parse_integer(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let canonical = !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits == b"0" || digits[0] != b'0')
+        && bytes != b"-0";
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 /// When a `SET` applies: always, or only if the key is absent (`NX`) or present (`XX`).
@@ -185,6 +240,7 @@ fn replay(log: &[u8], map: &mut HashMap<String, String>) -> usize {
             SET => {
                 map.insert(key, value);
             }
+            FLUSH => map.clear(),
             _ => {
                 map.remove(&key);
             }
@@ -195,7 +251,7 @@ fn replay(log: &[u8], map: &mut HashMap<String, String>) -> usize {
 
 fn parse(log: &[u8], at: usize) -> Option<(u8, String, String, usize)> {
     let kind = *log.get(at)?;
-    if kind != SET && kind != DEL {
+    if !matches!(kind, SET | DEL | FLUSH) {
         return None;
     }
     let field = |at: usize| -> Option<(String, usize)> {
@@ -357,6 +413,121 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
             Reply::Integer(count)
         }
         (b"DEL", _) | (b"EXISTS", _) => wrong(),
+        (b"INCR" | b"DECR", [key]) | (b"INCRBY" | b"DECRBY", [key, _]) => {
+            let by = match arguments.get(1) {
+                None => Some(1),
+                Some(by) => parse_integer(by),
+            };
+            let negate = matches!(upper.as_slice(), b"DECR" | b"DECRBY");
+            let by = by.and_then(|by| if negate { by.checked_neg() } else { Some(by) });
+            match (by, text(key)) {
+                (None, _) => Reply::error("value is not an integer or out of range"),
+                (_, Err(_)) => not_utf8(),
+                (Some(by), Ok(key)) => match store.add(key, by).await {
+                    Ok(Ok(value)) => Reply::Integer(value),
+                    Ok(Err(error)) => Reply::Error(error),
+                    Err(error) => failed(error),
+                },
+            }
+        }
+        (b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY", _) => wrong(),
+        (b"MGET", keys) if !keys.is_empty() => {
+            let keys: Result<Vec<String>, _> = keys.iter().map(|key| text(key)).collect();
+            match keys {
+                Err(_) => not_utf8(),
+                Ok(keys) => match store.get_many(keys).await {
+                    Ok(values) => Reply::Array(Some(
+                        values
+                            .into_iter()
+                            .map(|value| Reply::Bulk(value.map(String::into_bytes)))
+                            .collect(),
+                    )),
+                    Err(error) => failed(error),
+                },
+            }
+        }
+        (b"MSET", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
+            let pairs: Result<Vec<(String, String)>, _> = pairs
+                .chunks(2)
+                .map(|pair| Ok::<_, std::string::FromUtf8Error>((text(&pair[0])?, text(&pair[1])?)))
+                .collect();
+            match pairs {
+                Err(_) => not_utf8(),
+                Ok(pairs) => match store.set_many(pairs).await {
+                    Ok(()) => Reply::ok(),
+                    Err(error) => failed(error),
+                },
+            }
+        }
+        (b"MGET" | b"MSET", _) => wrong(),
+        (b"FLUSHALL" | b"FLUSHDB", options)
+            if options.iter().all(|option| {
+                matches!(option.to_ascii_uppercase().as_slice(), b"SYNC" | b"ASYNC")
+            }) =>
+        {
+            match store.flush().await {
+                Ok(()) => Reply::ok(),
+                Err(error) => failed(error),
+            }
+        }
+        (b"FLUSHALL" | b"FLUSHDB", _) => Reply::error("syntax error"),
+        // What clients ask as they start: enough for `redis-cli` and `redis-benchmark`.
+        (b"HELLO", []) | (b"HELLO", [_, ..])
+            if arguments.first().is_none_or(|version| version == b"2") =>
+        {
+            Reply::Array(Some(vec![
+                Reply::Bulk(Some(b"server".to_vec())),
+                Reply::Bulk(Some(b"redis".to_vec())),
+                Reply::Bulk(Some(b"version".to_vec())),
+                Reply::Bulk(Some(REDIS_VERSION.as_bytes().to_vec())),
+                Reply::Bulk(Some(b"proto".to_vec())),
+                Reply::Integer(2),
+                Reply::Bulk(Some(b"mode".to_vec())),
+                Reply::Bulk(Some(b"standalone".to_vec())),
+                Reply::Bulk(Some(b"role".to_vec())),
+                Reply::Bulk(Some(b"master".to_vec())),
+                Reply::Bulk(Some(b"modules".to_vec())),
+                Reply::Array(Some(Vec::new())),
+            ]))
+        }
+        (b"HELLO", _) => Reply::Error("NOPROTO unsupported protocol version".into()),
+        (b"CLIENT", [subcommand, ..]) => match subcommand.to_ascii_uppercase().as_slice() {
+            b"SETNAME" | b"SETINFO" => Reply::ok(),
+            b"GETNAME" => Reply::Bulk(None),
+            b"ID" => Reply::Integer(1),
+            _ => Reply::error(format!(
+                "unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(subcommand)
+            )),
+        },
+        (b"CONFIG", [subcommand, parameter]) if subcommand.eq_ignore_ascii_case(b"GET") => {
+            let value: Option<&[u8]> = match parameter.to_ascii_lowercase().as_slice() {
+                b"save" => Some(b""),
+                b"appendonly" => Some(b"yes"),
+                b"appendfsync" => Some(b"always"),
+                b"databases" => Some(b"1"),
+                _ => None,
+            };
+            Reply::Array(Some(match value {
+                Some(value) => vec![
+                    Reply::Bulk(Some(parameter.to_ascii_lowercase())),
+                    Reply::Bulk(Some(value.to_vec())),
+                ],
+                None => Vec::new(),
+            }))
+        }
+        (b"CONFIG", _) => Reply::error("CONFIG answers GET parameter only here"),
+        (b"INFO", _) => match store.size().await {
+            Ok(keys) => Reply::Bulk(Some(
+                format!(
+                    "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
+                     # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
+                     db0:keys={keys},expires=0,avg_ttl=0\r\n"
+                )
+                .into_bytes(),
+            )),
+            Err(error) => failed(error),
+        },
         (b"DBSIZE", []) => match store.size().await {
             Ok(size) => Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX)),
             Err(error) => failed(error),
@@ -384,6 +555,9 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
     };
     (reply, false)
 }
+
+/// The Redis version `HELLO` and `INFO` report: the protocol this service follows.
+const REDIS_VERSION: &str = "7.0.0";
 
 /// Connections served at once; one more is told so and closed.
 pub const MAX_CONNECTIONS: usize = 10_000;

@@ -98,6 +98,46 @@ fn kv_speaks_resp_serves_metrics_and_keeps_acknowledged_writes_across_sigkill() 
         assert_eq!(reply(&mut client), expected);
     }
 
+    // Counters, many keys at once, and what clients ask as they start.
+    client.send(b"INCR n\r\nINCRBY n 10\r\nDECR n\r\nDECRBY n -5\r\nINCR b\r\nINCRBY n x\r\n");
+    for expected in [
+        ":1",
+        ":11",
+        ":10",
+        ":15",
+        "-ERR value is not an integer or out of range",
+        "-ERR value is not an integer or out of range",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"SET big 9223372036854775807\r\nINCR big\r\nMSET m1 x m2 y\r\nMGET m1 none m2\r\nMSET odd\r\n");
+    for expected in [
+        "+OK",
+        "-ERR increment or decrement would overflow",
+        "+OK",
+        "*[$x, $nil, $y]",
+        "-ERR wrong number of arguments for 'mset' command",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"HELLO 3\r\nCLIENT SETNAME me\r\nCONFIG GET appendonly\r\nCONFIG GET nothing\r\n");
+    for expected in [
+        "-NOPROTO unsupported protocol version",
+        "+OK",
+        "*[$appendonly, $yes]",
+        "*[]",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"INFO\r\n");
+    let info = reply(&mut client);
+    assert!(
+        info.contains("redis_version:") && info.contains("db0:keys="),
+        "{info}"
+    );
+    client.send(b"DEL n big m1 m2\r\n");
+    assert_eq!(reply(&mut client), ":4");
+
     // Errors, in Redis's words; the connection stays.
     client.send(b"FETCH a b\r\nGET\r\nSET k\r\nSET k v EX 10\r\nSET k v SOMETHING\r\n");
     for expected in [
@@ -182,6 +222,28 @@ fn kv_speaks_resp_serves_metrics_and_keeps_acknowledged_writes_across_sigkill() 
         assert_eq!(reply(&mut client), expected);
     }
 
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn flushall_empties_the_store_for_good() {
+    let data = std::env::temp_dir().join(format!("kv-flush-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(b"MSET a 1 b 2\r\nFLUSHALL\r\nDBSIZE\r\nSET c 3\r\n");
+    for expected in ["+OK", "+OK", ":0", "+OK"] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    // After a crash the flush holds, and what came after it is there.
+    server.kill();
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(b"DBSIZE\r\nGET a\r\nGET c\r\n");
+    for expected in [":1", "$nil", "$3"] {
+        assert_eq!(reply(&mut client), expected);
+    }
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
