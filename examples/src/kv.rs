@@ -12,8 +12,9 @@
 //! values are UTF-8 here. A malformed frame is answered with its protocol error and closes
 //! that connection alone.
 //!
-//! Durability: a `SET` or `DEL` is answered only after its record is synced, so an
-//! acknowledged write survives SIGKILL. On start the store replays the log, and cuts a
+//! Durability: a write is answered only after its record is synced, so an acknowledged
+//! write survives SIGKILL; writes that arrive while a sync is in flight are committed
+//! together by the next one (group commit, see [`Store`]). On start the store replays the log, and cuts a
 //! record a crash left half written. A write answered `-ERR storage unavailable` (the store
 //! failed while handling it) may or may not have been logged: retry it.
 
@@ -29,6 +30,7 @@ use runtime::net::{Listener, Sink};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
+use std::sync::Arc;
 
 /// The log's page size and the store's write buffer.
 const PAGE: u16 = 4096;
@@ -40,36 +42,104 @@ const DEL: u8 = 2;
 /// Empties the map (`FLUSHALL`); its key and value are empty.
 const FLUSH: u8 = 3;
 
+/// What answers a write once its record is synced.
+type Answer = Box<dyn FnOnce() + Send>;
+
+/// What the store's incarnations share: the gate a sync holds while it writes (a new
+/// incarnation opens the log only once its predecessor's last sync is done, so no write of
+/// an old one can land after a new one has read the log), where syncs run (the service's
+/// scope, which outlives incarnations), and the count that numbers incarnations.
+pub struct Syncs {
+    gate: Arc<futures::lock::Mutex<()>>,
+    context: runtime::Context,
+    incarnations: std::sync::atomic::AtomicU64,
+}
+
 /// The storage actor: the map in memory, and the log that rebuilds it.
+///
+/// Group commit: a write applies to the map at once and queues its record and its answer
+/// (a delegated reply). One sync at a time runs in a task of its own, with every record
+/// queued when it started, and answers them all when it is done; writes that arrive
+/// meanwhile wait for the next, which starts as soon as that one ends. One sync serves a
+/// whole group, so throughput grows with concurrency, and no write is answered before its
+/// record is synced. A failed sync fails the actor, which restarts from its log; the writes
+/// it carried are answered `Closed` (they may or may not be logged). A sync that finishes
+/// after its incarnation ended still answers its writes: they are durable.
 #[actor(dedicated, name = "kv_store", mailbox = 256)]
 pub struct Store {
     map: HashMap<String, String>,
+    /// The log's writer, but while a sync has it.
     writer: Option<Writer>,
     cache: CacheRef,
+    syncs: Arc<Syncs>,
+    /// This incarnation's number: a sync reports back to the one that started it.
+    incarnation: u64,
+    /// Records written since the last sync started, and their answers.
+    pending: Vec<u8>,
+    answers: Vec<Answer>,
+    /// A sync is in flight (it holds the writer).
+    syncing: bool,
 }
 
 impl Store {
-    fn new(cache: CacheRef) -> Self {
+    fn new(cache: CacheRef, syncs: Arc<Syncs>) -> Self {
+        let incarnation = syncs
+            .incarnations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Store {
             map: HashMap::new(),
             writer: None,
             cache,
+            syncs,
+            incarnation,
+            pending: Vec::new(),
+            answers: Vec::new(),
+            syncing: false,
         }
     }
 
-    /// Appends `record` (one or more records) and syncs it; a storage error fails the actor,
-    /// and its supervisor restarts it from the log.
-    async fn log(&mut self, record: Vec<u8>) {
+    /// Queues `records` and their `answer` for the next sync, and starts it if none is in
+    /// flight.
+    fn log(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        records: Vec<u8>,
+        answer: impl FnOnce() + Send + 'static,
+    ) {
+        self.pending.extend(records);
+        self.answers.push(Box::new(answer));
+        self.commit(ctx);
+    }
+
+    /// Starts a sync of what is pending, unless one is in flight or nothing is.
+    fn commit(&mut self, ctx: &mut actors::Context<Self>) {
+        if self.syncing || self.answers.is_empty() {
+            return;
+        }
+        // Taken here, before the task exists: from now until the sync is done, a later
+        // incarnation cannot open the log. Free: this incarnation opened the log after its
+        // predecessor's last sync, and has no other sync in flight.
+        let gate = self
+            .syncs
+            .gate
+            .try_lock_owned()
+            .expect("one sync in flight at a time");
         let writer = self.writer.take().expect("opened in on_start");
-        let (writer, _) = writer
-            .append(&record)
-            .await
-            .unwrap_or_else(|error| panic!("kv log append failed: {error}"));
-        let writer = writer
-            .sync()
-            .await
-            .unwrap_or_else(|error| panic!("kv log sync failed: {error}"));
-        self.writer = Some(writer);
+        let records = std::mem::take(&mut self.pending);
+        let answers = std::mem::take(&mut self.answers);
+        self.syncing = true;
+        let (store, incarnation) = (ctx.actor_ref(), self.incarnation);
+        drop(self.syncs.context.clone().spawn(move |_| async move {
+            let synced = match writer.append(&records).await {
+                Ok((writer, _)) => writer.sync().await,
+                Err(error) => Err(error),
+            };
+            drop(gate);
+            let _ = match synced {
+                Ok(writer) => store.tell_synced(incarnation, writer, answers).await,
+                Err(error) => store.tell_sync_failed(incarnation, error.to_string()).await,
+            };
+        }));
     }
 }
 
@@ -77,6 +147,9 @@ impl Store {
 impl Store {
     /// Opens the log and replays it into the map.
     async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        // After a restart: the last incarnation's sync, if one is in flight, ends first.
+        let gate = self.syncs.gate.lock().await;
+        drop(gate);
         let (blob, size) = ctx
             .runtime()
             .open("kv", b"log")
@@ -116,44 +189,94 @@ impl Store {
     }
 
     /// Sets `key` to `value` if `when` allows; replies whether it did.
-    pub async fn set(&mut self, key: String, value: String, when: When) -> bool {
+    pub fn set(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        key: String,
+        value: String,
+        when: When,
+        reply: actors::Reply<bool>,
+    ) {
         let present = self.map.contains_key(&key);
         let allowed = match when {
             When::Always => true,
             When::Absent => !present,
             When::Present => present,
         };
-        if allowed {
-            self.log(record(SET, &key, &value)).await;
-            self.map.insert(key, value);
+        if !allowed {
+            return reply.send(false);
         }
-        allowed
+        let records = record(SET, &key, &value);
+        self.map.insert(key, value);
+        self.log(ctx, records, move || reply.send(true));
+    }
+
+    /// A sync is done: its writes are answered (they are durable, whichever incarnation
+    /// queued them), and, if it was this incarnation's, the next group starts.
+    fn synced(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        incarnation: u64,
+        writer: Writer,
+        answers: Vec<Answer>,
+    ) {
+        for answer in answers {
+            answer();
+        }
+        if incarnation != self.incarnation {
+            // An earlier incarnation's writer: this one opened its own.
+            return;
+        }
+        self.writer = Some(writer);
+        self.syncing = false;
+        self.commit(ctx);
+    }
+
+    /// A sync failed: the store fails (if it was this incarnation's), and restarts from its
+    /// log.
+    fn sync_failed(&mut self, incarnation: u64, error: String) {
+        if incarnation == self.incarnation {
+            panic!("kv log sync failed: {error}");
+        }
     }
 
     /// Sets every pair, with one sync for all (`MSET`).
-    pub async fn set_many(&mut self, pairs: Vec<(String, String)>) {
+    pub fn set_many(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        pairs: Vec<(String, String)>,
+        reply: actors::Reply<()>,
+    ) {
         let mut records = Vec::new();
         for (key, value) in &pairs {
             records.extend(record(SET, key, value));
         }
-        self.log(records).await;
         self.map.extend(pairs);
+        self.log(ctx, records, move || reply.send(()));
     }
 
     /// Adds `by` to the integer at `key` (0 if absent); the new value, or Redis's error.
-    pub async fn add(&mut self, key: String, by: i64) -> Result<i64, String> {
+    pub fn add(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        key: String,
+        by: i64,
+        reply: actors::Reply<Result<i64, String>>,
+    ) {
         let current = match self.map.get(&key) {
-            None => 0,
-            Some(value) => parse_integer(value.as_bytes())
-                .ok_or_else(|| "ERR value is not an integer or out of range".to_string())?,
+            None => Some(0),
+            Some(value) => parse_integer(value.as_bytes()),
         };
-        let next = current
-            .checked_add(by)
-            .ok_or_else(|| "ERR increment or decrement would overflow".to_string())?;
+        let Some(current) = current else {
+            return reply.send(Err("ERR value is not an integer or out of range".into()));
+        };
+        let Some(next) = current.checked_add(by) else {
+            return reply.send(Err("ERR increment or decrement would overflow".into()));
+        };
         let value = next.to_string();
-        self.log(record(SET, &key, &value)).await;
+        let records = record(SET, &key, &value);
         self.map.insert(key, value);
-        Ok(next)
+        self.log(ctx, records, move || reply.send(Ok(next)));
     }
 
     /// The values at `keys` (`MGET`).
@@ -162,9 +285,9 @@ impl Store {
     }
 
     /// Empties the store (`FLUSHALL`).
-    pub async fn flush(&mut self) {
-        self.log(record(FLUSH, "", "")).await;
+    pub fn flush(&mut self, ctx: &mut actors::Context<Self>, reply: actors::Reply<()>) {
         self.map.clear();
+        self.log(ctx, record(FLUSH, "", ""), move || reply.send(()));
     }
 
     pub fn exists(&self, key: String) -> bool {
@@ -181,13 +304,16 @@ impl Store {
     }
 
     /// Removes `key`; replies whether it was there.
-    pub async fn del(&mut self, key: String) -> bool {
-        if !self.map.contains_key(&key) {
-            return false;
+    pub fn del(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        key: String,
+        reply: actors::Reply<bool>,
+    ) {
+        if self.map.remove(&key).is_none() {
+            return reply.send(false);
         }
-        self.log(record(DEL, &key, "")).await;
-        self.map.remove(&key);
-        true
+        self.log(ctx, record(DEL, &key, ""), move || reply.send(true));
     }
 
     /// Fails on purpose: for showing a supervised restart.
@@ -588,7 +714,14 @@ pub async fn serve(
     let listener = context.bind(address).await?;
     let metrics_listener = context.bind(metrics).await?;
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
-    let store = supervisor.child(ChildSpec::new(move || Store::new(cache.clone())));
+    let syncs = Arc::new(Syncs {
+        gate: Arc::new(futures::lock::Mutex::new(())),
+        context: context.clone(),
+        incarnations: std::sync::atomic::AtomicU64::new(0),
+    });
+    let store = supervisor.child(ChildSpec::new(move || {
+        Store::new(cache.clone(), syncs.clone())
+    }));
     let supervisor = supervisor.spawn(context);
     let connections = DynamicSupervisor::new("kv_connections")
         .max_children(MAX_CONNECTIONS)

@@ -247,3 +247,44 @@ fn flushall_empties_the_store_for_good() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// Writes from many clients at once, committed in groups: every acknowledged one is there
+/// after a crash.
+#[test]
+fn concurrent_writes_are_committed_in_groups_and_survive_sigkill() {
+    const CLIENTS: usize = 20;
+    const WRITES: usize = 50;
+    let data = std::env::temp_dir().join(format!("kv-group-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    std::thread::scope(|scope| {
+        for client in 0..CLIENTS {
+            let server = &server;
+            scope.spawn(move || {
+                let mut connection = server.connect();
+                // Each client pipelines its writes; all are in flight together.
+                let mut writes = Vec::new();
+                for write in 0..WRITES {
+                    writes.extend_from_slice(
+                        format!("SET c{client}-w{write} v{write}\r\n").as_bytes(),
+                    );
+                }
+                connection.send(&writes);
+                for _ in 0..WRITES {
+                    assert_eq!(reply(&mut connection), "+OK");
+                }
+            });
+        }
+    });
+    server.kill();
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(b"DBSIZE\r\n");
+    assert_eq!(reply(&mut client), format!(":{}", CLIENTS * WRITES));
+    for client_index in [0, CLIENTS - 1] {
+        client.send(format!("GET c{client_index}-w{}\r\n", WRITES - 1).as_bytes());
+        assert_eq!(reply(&mut client), format!("$v{}", WRITES - 1));
+    }
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
