@@ -14,7 +14,8 @@
 //!
 //! Durability: a write is answered only after its record is synced, so an acknowledged
 //! write survives SIGKILL; writes that arrive while a sync is in flight are committed
-//! together by the next one (group commit, see [`Store`]). On start the store replays the log, and cuts a
+//! together by the next one (group commit, see [`Store`]). A read is answered only once
+//! what it read is durable, so no answer is undone by a crash. On start the store replays the log, and cuts a
 //! record a crash left half written. A write answered `-ERR storage unavailable` (the store
 //! failed while handling it) may or may not have been logged: retry it.
 
@@ -74,9 +75,13 @@ pub struct Store {
     syncs: Arc<Syncs>,
     /// This incarnation's number: a sync reports back to the one that started it.
     incarnation: u64,
-    /// Records written since the last sync started, and their answers.
+    /// Records written since the last sync started, and their answers (with those of
+    /// replies that read them: see `answer`).
     pending: Vec<u8>,
     answers: Vec<Answer>,
+    /// Answers that read what the sync in flight carries, and nothing newer: given when it
+    /// is done.
+    after_flight: Vec<Answer>,
     /// A sync is in flight (it holds the writer).
     syncing: bool,
 }
@@ -94,7 +99,23 @@ impl Store {
             incarnation,
             pending: Vec::new(),
             answers: Vec::new(),
+            after_flight: Vec::new(),
             syncing: false,
+        }
+    }
+
+    /// Gives a reply that writes nothing (a read, a conditional write that did not apply)
+    /// once what it read is durable: at once if nothing is waiting to be synced, else with
+    /// the sync that carries the newest change it may have seen. Otherwise a crash could
+    /// undo what the reply told (a `DEL` answered `0` for a key whose own deletion was
+    /// never synced, a `SET NX` refused by a key that comes back absent).
+    fn answer(&mut self, answer: impl FnOnce() + Send + 'static) {
+        if !self.answers.is_empty() {
+            self.answers.push(Box::new(answer));
+        } else if self.syncing {
+            self.after_flight.push(Box::new(answer));
+        } else {
+            answer();
         }
     }
 
@@ -204,7 +225,7 @@ impl Store {
             When::Present => present,
         };
         if !allowed {
-            return reply.send(false);
+            return self.answer(move || reply.send(false));
         }
         let records = record(SET, &key, &value);
         self.map.insert(key, value);
@@ -226,6 +247,9 @@ impl Store {
         if incarnation != self.incarnation {
             // An earlier incarnation's writer: this one opened its own.
             return;
+        }
+        for answer in std::mem::take(&mut self.after_flight) {
+            answer();
         }
         self.writer = Some(writer);
         self.syncing = false;
@@ -268,10 +292,12 @@ impl Store {
             Some(value) => parse_integer(value.as_bytes()),
         };
         let Some(current) = current else {
-            return reply.send(Err("ERR value is not an integer or out of range".into()));
+            let error = "ERR value is not an integer or out of range".to_string();
+            return self.answer(move || reply.send(Err(error)));
         };
         let Some(next) = current.checked_add(by) else {
-            return reply.send(Err("ERR increment or decrement would overflow".into()));
+            let error = "ERR increment or decrement would overflow".to_string();
+            return self.answer(move || reply.send(Err(error)));
         };
         let value = next.to_string();
         let records = record(SET, &key, &value);
@@ -280,8 +306,9 @@ impl Store {
     }
 
     /// The values at `keys` (`MGET`).
-    pub fn get_many(&self, keys: Vec<String>) -> Vec<Option<String>> {
-        keys.iter().map(|key| self.map.get(key).cloned()).collect()
+    pub fn get_many(&mut self, keys: Vec<String>, reply: actors::Reply<Vec<Option<String>>>) {
+        let values = keys.iter().map(|key| self.map.get(key).cloned()).collect();
+        self.answer(move || reply.send(values));
     }
 
     /// Empties the store (`FLUSHALL`).
@@ -290,17 +317,20 @@ impl Store {
         self.log(ctx, record(FLUSH, "", ""), move || reply.send(()));
     }
 
-    pub fn exists(&self, key: String) -> bool {
-        self.map.contains_key(&key)
+    pub fn exists(&mut self, key: String, reply: actors::Reply<bool>) {
+        let exists = self.map.contains_key(&key);
+        self.answer(move || reply.send(exists));
     }
 
     /// The number of keys.
-    pub fn size(&self) -> usize {
-        self.map.len()
+    pub fn size(&mut self, reply: actors::Reply<usize>) {
+        let size = self.map.len();
+        self.answer(move || reply.send(size));
     }
 
-    pub fn get(&self, key: String) -> Option<String> {
-        self.map.get(&key).cloned()
+    pub fn get(&mut self, key: String, reply: actors::Reply<Option<String>>) {
+        let value = self.map.get(&key).cloned();
+        self.answer(move || reply.send(value));
     }
 
     /// Removes `key`; replies whether it was there.
@@ -311,7 +341,7 @@ impl Store {
         reply: actors::Reply<bool>,
     ) {
         if self.map.remove(&key).is_none() {
-            return reply.send(false);
+            return self.answer(move || reply.send(false));
         }
         self.log(ctx, record(DEL, &key, ""), move || reply.send(true));
     }
