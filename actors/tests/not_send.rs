@@ -211,43 +211,39 @@ fn check_two_incarnations(trace: &Trace, fresh_threads: bool) {
     }
 }
 
-/// A supervised dedicated child that is not `Send`: each incarnation is built by the spec's
-/// factory on its own thread and dropped there, the failed one included.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn a_supervisor_restarts_a_dedicated_child_that_is_not_send_on_its_thread(
-    context: runtime::Context,
-) {
-    let trace = Trace::default();
-    let made = trace.clone();
-    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
-    let local = supervisor.child(ChildSpec::new(move || Dedicated::new(made.clone())));
-    let supervisor = supervisor.spawn(&context);
-    assert_eq!(local.push(1).await, Ok(vec![1]));
-    assert!(local.fail().await.is_err());
-    // The next incarnation has fresh state.
-    assert_eq!(local.push(2).await, Ok(vec![2]));
-    supervisor.stop();
-    supervisor.join().await.unwrap();
-    check_two_incarnations(&trace, true);
+/// A supervisor restarts a child that is not `Send`, of the placement `$actor` has: each
+/// incarnation is built by the spec's factory on its own thread and dropped there, the
+/// failed one included (on a fresh thread each when `$fresh_threads`).
+macro_rules! restart_test {
+    ($name:ident, $actor:ident, $fresh_threads:expr) => {
+        #[runtime::test(timeout = "20s", catch_panics = true)]
+        async fn $name(context: runtime::Context) {
+            let trace = Trace::default();
+            let made = trace.clone();
+            let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
+            let local = supervisor.child(ChildSpec::new(move || $actor::new(made.clone())));
+            let supervisor = supervisor.spawn(&context);
+            assert_eq!(local.push(1).await, Ok(vec![1]));
+            assert!(local.fail().await.is_err());
+            // The next incarnation has fresh state.
+            assert_eq!(local.push(2).await, Ok(vec![2]));
+            supervisor.stop();
+            supervisor.join().await.unwrap();
+            check_two_incarnations(&trace, $fresh_threads);
+        }
+    };
 }
 
-/// The same for a blocking child.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn a_supervisor_restarts_a_blocking_child_that_is_not_send_on_its_thread(
-    context: runtime::Context,
-) {
-    let trace = Trace::default();
-    let made = trace.clone();
-    let mut supervisor = Supervisor::new("locals", Strategy::OneForOne);
-    let local = supervisor.child(ChildSpec::new(move || Blocking::new(made.clone())));
-    let supervisor = supervisor.spawn(&context);
-    assert_eq!(local.push(1).await, Ok(vec![1]));
-    assert!(local.fail().await.is_err());
-    assert_eq!(local.push(2).await, Ok(vec![2]));
-    supervisor.stop();
-    supervisor.join().await.unwrap();
-    check_two_incarnations(&trace, false);
-}
+restart_test!(
+    a_supervisor_restarts_a_dedicated_child_that_is_not_send_on_its_thread,
+    Dedicated,
+    true
+);
+restart_test!(
+    a_supervisor_restarts_a_blocking_child_that_is_not_send_on_its_thread,
+    Blocking,
+    false
+);
 
 /// A supervised child whose factory panics once is restarted: the next incarnation's
 /// factory builds it, and the message sent meanwhile is handled by it.
