@@ -818,36 +818,106 @@ async fn accept(
 /// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
 /// one request per connection.
 async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
+        // Bounded: a flood of connections that never finish a request holds at most this
+        // many, each for at most the request deadline.
+        if open.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_METRICS_CONNECTIONS {
+            open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            return;
+        }
+        let slot = MetricsSlot(open.clone());
         let exposition = context.clone();
-        drop(context.clone().spawn(move |_| async move {
+        drop(context.clone().spawn(move |runtime| async move {
+            let _slot = slot;
             let mut lines = LineReader::new(stream);
-            let Ok(Some(request)) = lines.next_line().await else {
-                return;
-            };
-            // The headers, up to the blank line.
-            while let Ok(Some(header)) = lines.next_line().await {
-                if header.is_empty() {
-                    break;
+            let read = runtime.timeout(metrics_request_deadline(), read_request(&mut lines));
+            let (status, body) = match read.await {
+                Err(_) => return,
+                Ok(Err(refusal)) => (refusal, format!("{refusal}\n")),
+                Ok(Ok(request)) if request.starts_with(b"GET /metrics ") => {
+                    ("200 OK", exposition.encode())
                 }
-            }
-            let (status, body) = if request.starts_with(b"GET /metrics ") {
-                ("200 OK", exposition.encode())
-            } else {
-                (
+                Ok(Ok(_)) => (
                     "404 Not Found",
                     "only GET /metrics is served here\n".to_string(),
-                )
+                ),
             };
             let response = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
                  charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            let _ = sink.send(response.into_bytes()).await;
+            let _ = runtime
+                .timeout(metrics_request_deadline(), sink.send(response.into_bytes()))
+                .await;
+            drop(sink);
+            // What the client still sends is read (and dropped) until it closes or the
+            // deadline passes: closing with it unread would reset the connection, and the
+            // client might lose the answer.
+            let _ = runtime
+                .timeout(metrics_request_deadline(), async {
+                    while let Ok(Some(_)) = lines.next_line().await {}
+                })
+                .await;
         }));
     })
     .await;
+}
+
+/// `/metrics` connections open at once; past it a new one is closed unanswered.
+const MAX_METRICS_CONNECTIONS: usize = 64;
+
+/// The most a `/metrics` request line and its headers may weigh.
+const MAX_METRICS_REQUEST: usize = 16 * 1024;
+
+/// How long a `/metrics` client has to send its request (and take the answer):
+/// `KV_METRICS_DEADLINE_MS`, 5000 by default.
+fn metrics_request_deadline() -> std::time::Duration {
+    static DEADLINE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *DEADLINE.get_or_init(|| {
+        let millis = std::env::var("KV_METRICS_DEADLINE_MS")
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(5000);
+        std::time::Duration::from_millis(millis)
+    })
+}
+
+/// Counts a `/metrics` connection while it is served.
+struct MetricsSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for MetricsSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Reads an HTTP request line and its headers, up to the blank line: the request line, or
+/// the status that refuses it (too large). A connection that ends first has no answer.
+async fn read_request(lines: &mut LineReader) -> Result<Vec<u8>, &'static str> {
+    const TOO_LARGE: &str = "431 Request Header Fields Too Large";
+    let request = match lines.next_line().await {
+        Ok(Some(request)) => request,
+        Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
+        // Gone before a request: answered with nothing a client could take as one.
+        _ => return Ok(Vec::new()),
+    };
+    let mut weight = request.len();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(header)) if header.is_empty() => return Ok(request),
+            Ok(Some(header)) => {
+                weight += header.len() + 2;
+                if weight > MAX_METRICS_REQUEST {
+                    return Err(TOO_LARGE);
+                }
+            }
+            Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
+            // Ended before the blank line: answered as it stands.
+            _ => return Ok(request),
+        }
+    }
 }
 
 #[cfg(test)]

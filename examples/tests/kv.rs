@@ -288,3 +288,66 @@ fn concurrent_writes_are_committed_in_groups_and_survive_sigkill() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// `/metrics` is bounded: a request whose headers pass 16 KiB is refused with 431, a client
+/// that never finishes its request is closed at the deadline, and a flood of such clients
+/// holds at most 64 connections, none past the deadline.
+#[test]
+fn metrics_requests_are_bounded_in_size_time_and_number() {
+    let data = std::env::temp_dir().join(format!("kv-metrics-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut server = Server::launch(
+        env!("CARGO_BIN_EXE_kv"),
+        "kv listening on",
+        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+        &[("KV_METRICS_DEADLINE_MS", "300")],
+    );
+    let metrics: SocketAddr = server
+        .printed()
+        .trim()
+        .strip_prefix("kv metrics on http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let mut heavy = TcpStream::connect(metrics).unwrap();
+    let mut request = String::from("GET /metrics HTTP/1.1\r\n");
+    for index in 0..1000 {
+        request.push_str(&format!("X-Filler-{index}: {}\r\n", "f".repeat(40)));
+    }
+    request.push_str("\r\n");
+    heavy.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = heavy.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+        "{response:?}"
+    );
+
+    // A flood of requests that never end.
+    let mut flood: Vec<TcpStream> = (0..70)
+        .map(|_| {
+            let mut stream = TcpStream::connect(metrics).unwrap();
+            write!(stream, "GET /metrics HTTP/1.1\r\nHost: kv\r\n").unwrap();
+            stream
+        })
+        .collect();
+    // Each is closed unanswered: at once past the bound, at the deadline otherwise.
+    for stream in &mut flood {
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut rest = Vec::new();
+        match stream.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(error) => panic!("the server did not close a stalled request: {error}"),
+        }
+        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    }
+    // Then a whole request is served.
+    assert!(http_get(metrics, "/metrics").starts_with("HTTP/1.1 200 OK\r\n"));
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
