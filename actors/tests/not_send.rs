@@ -99,6 +99,17 @@ fn threads(trace: &Trace) -> Vec<ThreadId> {
     threads
 }
 
+/// Everything in the trace ran on one thread, which is not the caller's.
+fn assert_one_thread_not_this_one(trace: &Trace) {
+    let threads = threads(trace);
+    assert_eq!(
+        threads.len(),
+        1,
+        "one thread for its whole life: {threads:?}"
+    );
+    assert_ne!(threads[0], thread::current().id());
+}
+
 /// The events of the trace, without their threads.
 fn events(trace: &Trace) -> Vec<&'static str> {
     trace.lock().iter().map(|(what, _)| *what).collect()
@@ -125,13 +136,7 @@ async fn state_that_is_not_send_lives_on_its_dedicated_thread(context: runtime::
         events(&trace),
         ["built", "started", "handled", "handled", "dropped"]
     );
-    let threads = threads(&trace);
-    assert_eq!(
-        threads.len(),
-        1,
-        "one thread for its whole life: {threads:?}"
-    );
-    assert_ne!(threads[0], thread::current().id());
+    assert_one_thread_not_this_one(&trace);
 }
 
 /// The same for a blocking actor.
@@ -147,13 +152,7 @@ async fn state_that_is_not_send_lives_on_its_blocking_thread(context: runtime::C
         events(&trace),
         ["built", "started", "handled", "handled", "dropped"]
     );
-    let threads = threads(&trace);
-    assert_eq!(
-        threads.len(),
-        1,
-        "one thread for its whole life: {threads:?}"
-    );
-    assert_ne!(threads[0], thread::current().id());
+    assert_one_thread_not_this_one(&trace);
 }
 
 /// An actor spawns a child that is not `Send` from its context; the child lives on its own

@@ -19,6 +19,7 @@
 //! record a crash left half written. A write answered `-ERR storage unavailable` (the store
 //! failed while handling it) may or may not have been logged: retry it.
 
+use crate::limits::{Slot, setting};
 use crate::lines::{LineReader, accept_until_stopped};
 use crate::resp::{Decoder, Reply};
 use actors::prelude::*;
@@ -822,11 +823,9 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
     accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
         // Bounded: a flood of connections that never finish a request holds at most this
         // many, each for at most the request deadline.
-        if open.fetch_add(1, std::sync::atomic::Ordering::AcqRel) >= MAX_METRICS_CONNECTIONS {
-            open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        let Some(slot) = Slot::take(&open, MAX_METRICS_CONNECTIONS) else {
             return;
-        }
-        let slot = MetricsSlot(open.clone());
+        };
         let exposition = context.clone();
         drop(context.clone().spawn(move |runtime| async move {
             let _slot = slot;
@@ -875,22 +874,8 @@ const MAX_METRICS_REQUEST: usize = 16 * 1024;
 /// `KV_METRICS_DEADLINE_MS`, 5000 by default.
 fn metrics_request_deadline() -> std::time::Duration {
     static DEADLINE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *DEADLINE.get_or_init(|| {
-        let millis = std::env::var("KV_METRICS_DEADLINE_MS")
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(5000);
-        std::time::Duration::from_millis(millis)
-    })
-}
-
-/// Counts a `/metrics` connection while it is served.
-struct MetricsSlot(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Drop for MetricsSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
+    *DEADLINE
+        .get_or_init(|| std::time::Duration::from_millis(setting("KV_METRICS_DEADLINE_MS", 5000)))
 }
 
 /// Reads an HTTP request line and its headers, up to the blank line: the request line, or

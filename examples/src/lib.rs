@@ -7,5 +7,6 @@
 
 pub mod interrupt;
 pub mod kv;
+pub mod limits;
 pub mod lines;
 pub mod resp;

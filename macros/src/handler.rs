@@ -340,6 +340,19 @@ pub(crate) fn camel_case(name: &str) -> String {
     out
 }
 
+impl Handler {
+    /// The argument names, and the parameters (`name: Type`) a generated method takes.
+    fn signature(&self) -> (Vec<&Ident>, Vec<TokenStream>) {
+        let names = self.arguments.iter().map(|(name, _)| name).collect();
+        let parameters = self
+            .arguments
+            .iter()
+            .map(|(name, ty)| quote!(#name: #ty))
+            .collect();
+        (names, parameters)
+    }
+}
+
 /// The methods a ref gets for `handler`: the ask (returning `ask`), `tell_`, `forward_` and
 /// `try_` forms, sending variants of the enum `message`; and, when `recipient`, a
 /// `<handler>_recipient()` giving the handler alone as an `actors::Recipient`. The ref's
@@ -357,12 +370,7 @@ pub(crate) fn ref_methods(
     let attempt = format_ident!("try_{}", plain);
     let forward = format_ident!("forward_{}", plain);
     let reply = &handler.reply;
-    let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
-    let parameters: Vec<_> = handler
-        .arguments
-        .iter()
-        .map(|(name, ty)| quote!(#name: #ty))
-        .collect();
+    let (names, parameters) = handler.signature();
     let docs = &handler.docs;
     let cfgs = &handler.cfgs;
     let vis = &handler.vis;
@@ -479,12 +487,7 @@ pub(crate) fn pool_methods(handler: &Handler) -> TokenStream {
     let tell = format_ident!("tell_{}", plain);
     let attempt = format_ident!("try_{}", plain);
     let reply = &handler.reply;
-    let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
-    let parameters: Vec<_> = handler
-        .arguments
-        .iter()
-        .map(|(name, ty)| quote!(#name: #ty))
-        .collect();
+    let (names, parameters) = handler.signature();
     let cfgs = &handler.cfgs;
     let docs = &handler.docs;
     let vis = &handler.vis;

@@ -38,6 +38,7 @@
 use actors::prelude::*;
 use actors::topic::Subscription;
 use actors::{Topic, WhenFull};
+use examples::limits::{Slot, setting};
 use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
@@ -55,22 +56,13 @@ use std::time::Duration;
 /// (The runtime's own send deadline, 30 s by default, ends a send first past it.)
 fn write_grace() -> Duration {
     static GRACE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *GRACE.get_or_init(|| {
-        let seconds = std::env::var("CHAT_WRITE_GRACE_SECS")
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(5);
-        Duration::from_secs(seconds)
-    })
+    *GRACE.get_or_init(|| Duration::from_secs(setting("CHAT_WRITE_GRACE_SECS", 5)))
 }
 
 /// The most connections at once: `CHAT_MAX_CONNECTIONS`, 10 000 by default; past it a new
 /// client gets an error line and is closed.
 fn max_connections() -> usize {
-    std::env::var("CHAT_MAX_CONNECTIONS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10_000)
+    setting("CHAT_MAX_CONNECTIONS", 10_000)
 }
 
 /// The longest message a member may say, in bytes (a line may be longer: a command, or an
@@ -83,10 +75,7 @@ const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
 /// The most rooms open at once: `CHAT_MAX_ROOMS`, 10 000 by default.
 fn max_rooms() -> usize {
-    std::env::var("CHAT_MAX_ROOMS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10_000)
+    setting("CHAT_MAX_ROOMS", 10_000)
 }
 
 /// Bytes a connection may have waiting to be written before a room drops it as too slow.
@@ -477,15 +466,6 @@ struct Connection {
     slot: Option<Slot>,
 }
 
-/// One of the server's `CHAT_MAX_CONNECTIONS`, held by a connection.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 #[actor]
 impl Connection {
     fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
@@ -726,8 +706,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
     let live = Arc::new(AtomicUsize::new(0));
     let max = max_connections();
     accept_until_stopped(&context, &mut listener, "chat", |mut sink, stream| {
-        if live.fetch_add(1, Ordering::AcqRel) >= max {
-            live.fetch_sub(1, Ordering::AcqRel);
+        let Some(slot) = Slot::take(&live, max) else {
             let refusal = format!("ERR the server is full ({max} connections): try later\n");
             // Told from a task of its own, within the write grace; then both halves close.
             drop(context.clone().spawn(move |runtime| async move {
@@ -737,8 +716,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
                 drop(stream);
             }));
             return;
-        }
-        let slot = Slot(live.clone());
+        };
         let id = next_id.fetch_add(1, Ordering::Relaxed);
         drop(
             Connection {

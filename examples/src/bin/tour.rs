@@ -19,10 +19,7 @@ const CLIENTS: usize = 8;
 
 /// Requests per client: `TOUR_REQUESTS_PER_CLIENT`, 5000 by default.
 fn requests_per_client() -> usize {
-    std::env::var("TOUR_REQUESTS_PER_CLIENT")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(5_000)
+    examples::limits::setting("TOUR_REQUESTS_PER_CLIENT", 5_000)
 }
 /// One request in this many is a `SET` (each is synced to disk before its answer).
 const SET_EVERY: usize = 20;
