@@ -21,7 +21,8 @@
 
 use crate::refs::PeerHandle;
 use crate::{ActorHandle, ActorId, Error};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
+use runtime::__private::Mutex;
 use std::any::Any;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;

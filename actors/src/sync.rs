@@ -8,10 +8,10 @@ pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 #[cfg(not(actors_loom))]
 pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
-/// The lock of an actor's life: `parking_lot`'s, or loom's in models (a lock loom cannot see
+/// The lock of an actor's life: the runtime's (`parking_lot`'s, `std`'s under Miri), or loom's in models (a lock loom cannot see
 /// would block its single thread).
 #[cfg(not(actors_loom))]
-pub(crate) use parking_lot::Mutex;
+pub(crate) use runtime::__private::Mutex;
 
 #[cfg(actors_loom)]
 pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);

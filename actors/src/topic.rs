@@ -25,10 +25,10 @@
 
 use crate::{ActorId, Error, Recipient};
 use futures::lock::Mutex as AsyncMutex;
-use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use runtime::__private::Mutex;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

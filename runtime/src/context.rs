@@ -74,7 +74,7 @@ pub(crate) struct Scope {
     /// and metric handles, so every child context with one label shares one (spawning
     /// thousands of actors under one label then makes one scope, not thousands). Labels are
     /// `'static`, so the list is bounded by the program's labels.
-    children: parking_lot::Mutex<Vec<(&'static str, Arc<Scope>)>>,
+    children: crate::sync::Mutex<Vec<(&'static str, Arc<Scope>)>>,
 }
 
 impl Scope {

@@ -2,7 +2,7 @@
 //! their metric families: made on first use, shared by every context of the runner, dropped
 //! with it.
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 
 use crate::pool::Pool;
 use crate::runner::Shared;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -41,6 +41,8 @@ mod extensions;
 pub mod __private {
     //! Support for the macros' expansions; not a public interface.
     pub use crate::macro_support::run_test;
+    /// The lock the actors crate shares with the runtime (`std`'s under Miri; see `sync`).
+    pub use crate::sync::{Mutex, MutexGuard};
 }
 #[cfg(test)]
 mod hooks;

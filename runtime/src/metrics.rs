@@ -13,7 +13,7 @@
 //!   live operation: a driver bug, so it stays zero (the test suite checks it does).
 
 use crate::context::Execution;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

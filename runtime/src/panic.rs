@@ -11,7 +11,7 @@
 //! - A panic is printed once, where it happens, by the panic hook; carrying it anywhere else
 //!   uses `resume_unwind`, which does not print.
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::any::Any;
 use std::mem;
 use std::panic::{AssertUnwindSafe, catch_unwind};

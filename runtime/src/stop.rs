@@ -7,8 +7,8 @@
 //!   `Ok` means every task that watched for the signal has finished with it.
 
 use crate::context::Context;
+use crate::sync::Mutex;
 use crate::{Clock, Spawner};
-use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -19,8 +19,8 @@
 
 use crate::context::Scope;
 use crate::slab::Slab;
+use crate::sync::Mutex;
 use crate::task::cell::{TaskPtr, TaskRef};
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 

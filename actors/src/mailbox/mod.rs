@@ -38,8 +38,8 @@ mod queue;
 
 use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
 use crate::{ActorId, Error, ExitReason};
-use parking_lot::Mutex;
 use queue::{Popped, Queue};
+use runtime::__private::Mutex;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;

@@ -56,7 +56,7 @@ use crate::id::Serials;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
-use parking_lot::Mutex;
+use runtime::__private::Mutex;
 use runtime::{Clock as _, Spawner as _};
 use std::collections::BTreeMap;
 use std::sync::Arc;

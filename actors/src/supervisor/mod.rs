@@ -66,7 +66,7 @@ use crate::spawn::spawn_incarnation;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
-use parking_lot::Mutex;
+use runtime::__private::Mutex;
 use runtime::{Clock as _, Spawner as _};
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -21,10 +21,10 @@
 use super::Driver;
 use super::sockaddr::RawAddress;
 use crate::buffer::{IoBufMut, IoBufs};
+use crate::sync::Mutex;
 use crate::worker::Local;
 use futures::task::AtomicWaker;
 use io_uring::{opcode, squeue, types};
-use parking_lot::Mutex;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;

@@ -8,8 +8,8 @@
 //!   that publishes itself idle and then reads `len` cannot miss a push whose pusher reads the
 //!   idle set after pushing (the two `SeqCst` pairs order each other).
 
+use crate::sync::Mutex;
 use crate::task::Runnable;
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -9,7 +9,7 @@
 //!   back: nobody would read it.
 
 use super::wake::WakeState;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Messages one thread sends a worker.

@@ -11,7 +11,7 @@ use super::cell::TaskRef;
 use crate::Error;
 use crate::context::{Execution, Scope};
 use crate::supervision::NodeRef;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;

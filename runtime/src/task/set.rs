@@ -19,7 +19,7 @@ use super::cell::{Runnable, Task, TaskRef};
 #[cfg(test)]
 use crate::pool::Pool;
 use crate::slab::Slab;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::cell::Cell;
 #[cfg(test)]
 use std::future::Future;
@@ -199,8 +199,8 @@ pub(crate) mod tests {
     fn a_closed_set_refuses_and_drops_the_future_on_the_caller() {
         let tasks = Tasks::default();
         tasks.close();
-        let dropped_on = std::sync::Arc::new(parking_lot::Mutex::new(None));
-        struct Probe(std::sync::Arc<parking_lot::Mutex<Option<std::thread::ThreadId>>>);
+        let dropped_on = std::sync::Arc::new(crate::sync::Mutex::new(None));
+        struct Probe(std::sync::Arc<crate::sync::Mutex<Option<std::thread::ThreadId>>>);
         impl Drop for Probe {
             fn drop(&mut self) {
                 *self.0.lock() = Some(std::thread::current().id());

@@ -14,7 +14,7 @@
 //! - The lock is held only to copy a page in or out (a few hundred nanoseconds for 4 KiB),
 //!   never across I/O.
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::num::{NonZeroU16, NonZeroUsize};
 use std::sync::Arc;
