@@ -326,9 +326,9 @@ fn the_cache_serves_pages_it_verified_and_evicts_beyond_its_bound() {
     });
 }
 
-/// A crash can leave a fragment of a page, a last page that no checksum validates, or a
-/// partial page whose rewrite was torn. Opening cuts each back to the valid prefix, truncates
-/// the blob to whole pages, and appends continue from there.
+/// A crash can leave a fragment of a page, trailing pages that were never written (zeros, as
+/// a file system may leave), or a partial page whose rewrite was torn. Opening cuts each back
+/// to the valid prefix, truncates the blob to whole pages, and appends continue from there.
 #[test]
 fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
     with_directory(|context, directory| async move {
@@ -352,14 +352,11 @@ fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
         writer.sync().await.unwrap();
         file(b"fragment").write_all(&[0xAB; PHYSICAL / 2]).unwrap();
 
-        // A whole last page of garbage (and one of zeros, as a file system may leave).
-        let writer = open(&context, b"garbage", 2 * PHYSICAL, cache(2)).await;
+        // Two whole pages that never reached the disk, then a fragment.
+        let writer = open(&context, b"zeros", 2 * PHYSICAL, cache(2)).await;
         let (writer, _) = writer.append(&data[..250]).await.unwrap();
         writer.sync().await.unwrap();
-        file(b"garbage").write_all(&[0; PHYSICAL]).unwrap();
-        file(b"garbage")
-            .write_all(&stream(5000..5000 + PHYSICAL as u64))
-            .unwrap();
+        file(b"zeros").write_all(&[0; 2 * PHYSICAL + 7]).unwrap();
 
         // A partial page synced at 50 bytes, then rewritten at 80 and torn: bytes 50..80
         // never reached the disk.
@@ -370,7 +367,7 @@ fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
         writer.sync().await.unwrap();
         flip(&blob_path(&directory, b"rewrite"), 2 * PHYSICAL as u64 + 60);
 
-        for name in [&b"fragment"[..], b"garbage", b"rewrite"] {
+        for name in [&b"fragment"[..], b"zeros", b"rewrite"] {
             let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
             assert_eq!(writer.size(), 250, "{:?}", std::str::from_utf8(name));
             assert_eq!(len(name), 3 * PHYSICAL as u64, "cut to whole valid pages");
@@ -378,6 +375,48 @@ fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
             writer.sync().await.unwrap();
             assert_eq!(reopen_and_replay(&context, name, 3 * PHYSICAL).await, data);
         }
+    });
+}
+
+/// A last page whose trailer was written but validates nothing is damage, not a tear (a crash
+/// of the writer leaves a fragment, or the partial page's synced slot): opening refuses it
+/// with its offset and changes nothing, and `salvage_page` still reads every page that
+/// verifies, the damaged one reported as such.
+#[test]
+fn a_damaged_last_page_is_refused_not_cut() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..250);
+        let path = blob_path(&directory, b"damaged-tail");
+        let writer = open(&context, b"damaged-tail", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        writer.sync().await.unwrap();
+        flip(&path, 2 * PHYSICAL as u64 + 10);
+        let before = std::fs::read(&path).unwrap();
+
+        let (blob, size) = context.open("paged", b"damaged-tail").await.unwrap();
+        let error = Writer::new(blob.clone(), size, 2 * PHYSICAL, cache(2))
+            .await
+            .err()
+            .expect("a damaged last page is refused");
+        assert!(
+            matches!(&error, Error::BlobCorrupt { offset, .. } if *offset == 2 * PHYSICAL as u64),
+            "{error:?}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
+
+        let page = NonZeroU16::new(PAGE).unwrap();
+        for index in 0..2 {
+            let bytes = runtime::buffer::paged::salvage_page(&blob, page, index)
+                .await
+                .unwrap()
+                .expect("an intact page verifies");
+            let start = index as usize * PAGE as usize;
+            assert_eq!(bytes.as_ref(), &data[start..start + PAGE as usize]);
+        }
+        let damaged = runtime::buffer::paged::salvage_page(&blob, page, 2).await;
+        assert!(matches!(damaged, Ok(None)), "{damaged:?}");
+        let past = runtime::buffer::paged::salvage_page(&blob, page, 3).await;
+        assert!(matches!(past, Ok(None)), "{past:?}");
     });
 }
 

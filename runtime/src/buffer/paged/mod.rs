@@ -21,9 +21,13 @@
 //!     handed out every byte before it (the acknowledged ones among them);
 //!     [`Writer::truncate`] to the bytes replayed makes the blob whole. A log recovers this
 //!     way: replay until the end or the first corruption, then truncate there.
-//! - **A torn tail is cut, never read.** On opening, a trailing fragment shorter than a page
-//!   is dropped, and so are trailing pages that no checksum validates; the blob is truncated
-//!   to the valid prefix and synced. A partial last page is rewritten when bytes are added to
+//! - **A torn tail is cut, never read; damage is never cut.** On opening, a trailing
+//!   fragment shorter than a page is dropped, and so are trailing pages whose trailer was
+//!   never written (all zero, as a file system leaves data that never reached the disk); the
+//!   blob is truncated to the valid prefix and synced. A trailing page whose trailer was
+//!   written but validates nothing is damage, not a tear (a crashed writer leaves neither):
+//!   [`Writer::new`] fails with [`Error::BlobCorrupt`](crate::Error::BlobCorrupt) at its
+//!   offset and changes nothing, and [`salvage_page`] reads what can still be verified. A partial last page is rewritten when bytes are added to
 //!   it, and its trailer keeps the slot of the state last written beside the new one, so a
 //!   rewrite torn by a crash still validates as the previous, durable state.
 //! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
@@ -82,7 +86,7 @@ mod replay;
 mod writer;
 
 pub use cache::CacheRef;
-pub use checksum::CHECKSUM_SIZE;
+pub use checksum::{CHECKSUM_SIZE, crc32c, crc32c_extend};
 pub use replay::Replay;
 pub use writer::{Sealed, Writer};
 
@@ -153,6 +157,35 @@ impl Layout {
             offset: self.offset(page),
         }
     }
+}
+
+/// Reads page `page` of a paged blob with pages of `page_size` bytes, trusting nothing else
+/// in the blob: the bytes its longest valid trailer slot covers, or `None` if no slot
+/// validates (damaged, or never written). For salvaging what a damaged blob still holds,
+/// page by page, where [`Writer::new`] refuses it; a page past the blob's end is `None` too.
+pub async fn salvage_page(
+    blob: &Blob,
+    page_size: std::num::NonZeroU16,
+    page: u64,
+) -> Result<Option<bytes::Bytes>, Error> {
+    use crate::Blob as _;
+    use crate::ReadOptions;
+    let page_size = usize::from(page_size.get());
+    let layout = Layout {
+        page_size,
+        physical: page_size + usize::from(CHECKSUM_SIZE),
+    };
+    let (_, size) = blob.identity().map_err(|error| blob.failed(error))?;
+    if layout.offset(page + 1) > size {
+        return Ok(None);
+    }
+    let bytes = blob
+        .read_at(layout.offset(page), layout.physical, ReadOptions::default())
+        .await?
+        .coalesce();
+    Ok(layout
+        .valid_len(page, &bytes)
+        .map(|len| bytes::Bytes::copy_from_slice(&bytes[..len])))
 }
 
 /// What a writer and the blob it seals share: the blob, its layout, and its place in the cache.

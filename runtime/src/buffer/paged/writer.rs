@@ -226,9 +226,17 @@ impl Writer {
         Ok(writer)
     }
 
-    /// Finds the last page that validates, cuts what follows it, loads it if partial, and
-    /// makes that state durable: the slot kept for the next rewrite must be on the disk, not
-    /// only in the page cache.
+    /// Finds the last page that validates, cuts the torn tail after it, loads it if partial,
+    /// and makes that state durable: the slot kept for the next rewrite must be on the disk,
+    /// not only in the page cache.
+    ///
+    /// A torn tail is what a crash can leave past the last synced byte: a fragment shorter
+    /// than a page (a write cut short), and whole pages whose trailer was never written (all
+    /// zero: a file system exposes an extent whose data never reached the disk as zeros). A
+    /// trailing page whose trailer was written but validates nothing is not something a
+    /// crash of this writer leaves (a cut write ends in a fragment, and a partial page's
+    /// rewrite keeps its synced slot): it is damage, and may hold acknowledged bytes, so
+    /// recovery stops with [`Error::BlobCorrupt`] at its offset and changes nothing.
     async fn recover(&mut self, size: u64) -> Result<(), Error> {
         let layout = self.paged.layout;
         let blob = &self.paged.blob;
@@ -244,6 +252,9 @@ impl Writer {
             if let Some(best) = Trailer::decode(trailer).best(page, data) {
                 last = Some((bytes, best));
                 break;
+            }
+            if trailer.iter().any(|&byte| byte != 0) {
+                return Err(layout.corrupt(blob, page));
             }
             pages -= 1;
         }
