@@ -394,10 +394,9 @@ fn a_damaged_last_page_is_refused_not_cut() {
         let before = std::fs::read(&path).unwrap();
 
         let (blob, size) = context.open("paged", b"damaged-tail").await.unwrap();
-        let error = Writer::new(blob.clone(), size, 2 * PHYSICAL, cache(2))
-            .await
-            .err()
-            .expect("a damaged last page is refused");
+        let Err(error) = Writer::new(blob.clone(), size, 2 * PHYSICAL, cache(2)).await else {
+            panic!("a damaged last page is refused");
+        };
         assert!(
             matches!(&error, Error::BlobCorrupt { offset, .. } if *offset == 2 * PHYSICAL as u64),
             "{error:?}"
