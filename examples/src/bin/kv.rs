@@ -1,44 +1,149 @@
-//! A persistent key-value service over TCP.
+//! A persistent key-value service that speaks the Redis protocol.
 //!
 //! ```sh
 //! cargo run -p examples --bin kv -- 127.0.0.1:7002 127.0.0.1:9002 ./kv-data
+//! redis-cli -p 7002
 //! ```
 //!
 //! Arguments: the protocol address, the `/metrics` address and the data directory (defaults
-//! as above). The protocol is Redis's (RESP2, and inline commands): `redis-cli -p 7002`,
-//! then `SET k v`, `GET k`, `DEL k`, `EXISTS k`, `DBSIZE`, `PING`; see `examples::kv`. A
-//! `SET` is answered once it is durable: it survives SIGKILL. The storage actor runs on a
-//! thread of its own under a supervisor that restarts it from its log if it fails. Ctrl-C
-//! stops the service cleanly.
+//! as above), and the options
+//! - `--durability always|everysec|none`: as Redis's `appendfsync`. `always` (the default)
+//!   answers a write once it is synced: it survives SIGKILL and power loss. `everysec`
+//!   answers at once and syncs every second; `none` leaves it to the OS.
+//! - `--repair`: if the log is damaged, copy it aside and keep every record that verifies on
+//!   both sides of the damage (without it, a damaged log stops the start and says where).
+//!
+//! Commands: see `examples::kv`. The storage actor runs on a thread of its own under a
+//! supervisor that restarts it from its log if it fails. Ctrl-C stops the service cleanly.
 
 use runtime::prelude::*;
+use std::io::Write as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let address: SocketAddr = args
-        .next()
-        .unwrap_or_else(|| "127.0.0.1:7002".into())
-        .parse()
-        .expect("usage: kv [ADDRESS:PORT] [METRICS_ADDRESS:PORT] [DATA_DIRECTORY]");
-    let metrics: SocketAddr = args
-        .next()
-        .unwrap_or_else(|| "127.0.0.1:9002".into())
-        .parse()
-        .expect("usage: kv [ADDRESS:PORT] [METRICS_ADDRESS:PORT] [DATA_DIRECTORY]");
-    let data = args.next().unwrap_or_else(|| "./kv-data".into());
-    let config = runtime::Config::default().with_storage_directory(data);
+const USAGE: &str = "usage: kv [ADDRESS:PORT] [METRICS_ADDRESS:PORT] [DATA_DIRECTORY] \
+                     [--durability always|everysec|none] [--repair]";
+
+/// What the command line asks for.
+struct Arguments {
+    address: SocketAddr,
+    metrics: SocketAddr,
+    data: PathBuf,
+    options: examples::kv::Options,
+    repair: bool,
+}
+
+fn parse(mut arguments: impl Iterator<Item = String>) -> Result<Arguments, String> {
+    let mut positional = Vec::new();
+    let mut options = examples::kv::Options::default();
+    let mut repair = false;
+    while let Some(argument) = arguments.next() {
+        match argument.as_str() {
+            "--durability" => {
+                let value = arguments
+                    .next()
+                    .ok_or("--durability needs a value: always, everysec or none")?;
+                options.durability = value.parse()?;
+            }
+            "--repair" => repair = true,
+            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
+            _ => positional.push(argument),
+        }
+    }
+    if positional.len() > 3 {
+        return Err(format!("unexpected argument {:?}", positional[3]));
+    }
+    let mut positional = positional.into_iter();
+    let mut address = |default: &str, what: &str| -> Result<SocketAddr, String> {
+        let text = positional.next().unwrap_or_else(|| default.into());
+        text.parse()
+            .map_err(|_| format!("{what} {text:?} is not an address:port"))
+    };
+    let address_ = address("127.0.0.1:7002", "the address")?;
+    let metrics = address("127.0.0.1:9002", "the metrics address")?;
+    let data = positional.next().unwrap_or_else(|| "./kv-data".into());
+    if data.trim().is_empty() {
+        return Err("the data directory is empty: name a directory".into());
+    }
+    Ok(Arguments {
+        address: address_,
+        metrics,
+        data: PathBuf::from(data),
+        options,
+        repair,
+    })
+}
+
+/// Prints a line; a closed stdout (`kv | head -1`) is not a failure of the service.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
+fn main() -> ExitCode {
+    let arguments = match parse(std::env::args().skip(1)) {
+        Ok(arguments) => arguments,
+        Err(error) => {
+            eprintln!("kv: {error}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Checked here, so an unusable directory is named as such (the runtime would fail too,
+    // less plainly).
+    if let Err(error) = std::fs::create_dir_all(&arguments.data) {
+        eprintln!(
+            "kv: the data directory {} cannot be used: {error}",
+            arguments.data.display()
+        );
+        return ExitCode::from(1);
+    }
+    let config = runtime::Config::default().with_storage_directory(&arguments.data);
     runtime::Runner::new(config).start(|context| async move {
         // Held to the end: on an early return it releases the signal-waiting task.
-        let _interrupts = examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
-            .expect("install the signal handlers");
-        let service = examples::kv::serve(&context, address, metrics)
-            .await
-            .expect("bind the service's addresses");
-        println!("kv listening on {}", service.address);
-        println!("kv metrics on http://{}/metrics", service.metrics);
+        let _interrupts =
+            match examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5)) {
+                Ok(interrupts) => interrupts,
+                Err(error) => {
+                    eprintln!("kv: installing the signal handlers failed: {error}");
+                    return ExitCode::from(1);
+                }
+            };
+        if arguments.repair {
+            match examples::kv::repair(&context).await {
+                Ok(Some(repaired)) => eprintln!(
+                    "kv repaired the log: kept {} records; {} damaged pages; the damaged log \
+                     is kept as {}",
+                    repaired.records, repaired.damaged_pages, repaired.copy
+                ),
+                Ok(None) => eprintln!("kv: the log is not damaged; nothing to repair"),
+                Err(error) => {
+                    eprintln!("kv: repairing the log failed: {error}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        let service = match examples::kv::serve_with(
+            &context,
+            arguments.address,
+            arguments.metrics,
+            arguments.options,
+        )
+        .await
+        {
+            Ok(service) => service,
+            Err(error) => {
+                eprintln!(
+                    "kv: cannot start (data directory {}): {error}",
+                    arguments.data.display()
+                );
+                return ExitCode::from(1);
+            }
+        };
+        say(&format!("kv listening on {}", service.address));
+        say(&format!("kv metrics on http://{}/metrics", service.metrics));
         let _ = context.stopped().await;
-        println!("kv stopped");
-    });
+        say("kv stopped");
+        ExitCode::SUCCESS
+    })
 }

@@ -1,0 +1,270 @@
+//! The commands: each parsed from its arguments as Redis does, run on the store, and
+//! answered with Redis's reply or Redis's error wording.
+
+use super::log;
+use super::store::{Expiry, StoreRef, When};
+use crate::resp::Reply;
+
+/// The Redis version `HELLO` and `INFO` report: the protocol this service follows.
+pub const REDIS_VERSION: &str = "7.0.0";
+
+/// Runs one command on `store`: the reply, and whether the client asked to close.
+pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
+    let mut arguments = command.into_iter();
+    let Some(name) = arguments.next() else {
+        return (Reply::error("empty command"), false);
+    };
+    let arguments: Vec<Vec<u8>> = arguments.collect();
+    let upper = name.to_ascii_uppercase();
+    let lower = String::from_utf8_lossy(&name).to_lowercase();
+    let wrong = || Reply::error(format!("wrong number of arguments for '{lower}' command"));
+    let failed =
+        |error: actors::Error| Reply::error(format!("storage unavailable ({error}); try again"));
+    let not_integer = || Reply::error("value is not an integer or out of range");
+    let reply = match (upper.as_slice(), arguments.as_slice()) {
+        (b"PING", []) => Reply::Simple("PONG".into()),
+        (b"PING", [message]) | (b"ECHO", [message]) => Reply::Bulk(Some(message.clone())),
+        (b"PING", _) | (b"ECHO", _) => wrong(),
+        (b"QUIT", _) => return (Reply::ok(), true),
+        (b"COMMAND", _) => Reply::Array(Some(Vec::new())),
+        (b"GET", [key]) => match store.get(key.clone()).await {
+            Ok(value) => Reply::Bulk(value),
+            Err(error) => failed(error),
+        },
+        (b"GET", _) => wrong(),
+        (b"SET", [key, value, options @ ..]) => match set_options(options) {
+            Err(reply) => reply,
+            Ok((when, expiry)) => match store.set(key.clone(), value.clone(), when, expiry).await {
+                Ok(true) => Reply::ok(),
+                Ok(false) => Reply::Bulk(None),
+                Err(error) => failed(error),
+            },
+        },
+        (b"SET", _) => wrong(),
+        (b"DEL", keys) if !keys.is_empty() => match store.del(keys.to_vec()).await {
+            Ok(count) => Reply::Integer(count),
+            Err(error) => failed(error),
+        },
+        (b"EXISTS", keys) if !keys.is_empty() => match store.exists(keys.to_vec()).await {
+            Ok(count) => Reply::Integer(count),
+            Err(error) => failed(error),
+        },
+        (b"DEL", _) | (b"EXISTS", _) => wrong(),
+        (b"INCR" | b"DECR", [key]) | (b"INCRBY" | b"DECRBY", [key, _]) => {
+            let by = match arguments.get(1) {
+                None => Some(1),
+                Some(by) => parse_integer(by),
+            };
+            let negate = matches!(upper.as_slice(), b"DECR" | b"DECRBY");
+            let by = by.and_then(|by| if negate { by.checked_neg() } else { Some(by) });
+            match by {
+                None => not_integer(),
+                Some(by) => match store.add(key.clone(), by).await {
+                    Ok(Ok(value)) => Reply::Integer(value),
+                    Ok(Err(error)) => Reply::Error(error),
+                    Err(error) => failed(error),
+                },
+            }
+        }
+        (b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY", _) => wrong(),
+        (b"MGET", keys) if !keys.is_empty() => match store.get_many(keys.to_vec()).await {
+            Ok(values) => Reply::Array(Some(values.into_iter().map(Reply::Bulk).collect())),
+            Err(error) => failed(error),
+        },
+        (b"MSET", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
+            let pairs = pairs
+                .chunks(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect();
+            match store.set_many(pairs).await {
+                Ok(()) => Reply::ok(),
+                Err(error) => failed(error),
+            }
+        }
+        (b"MGET" | b"MSET", _) => wrong(),
+        (b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT", [key, time]) => {
+            let deadline = parse_integer(time).and_then(|time| {
+                let now = log::now_ms() as i64;
+                match upper.as_slice() {
+                    b"EXPIRE" => time.checked_mul(1000)?.checked_add(now),
+                    b"PEXPIRE" => time.checked_add(now),
+                    b"EXPIREAT" => time.checked_mul(1000),
+                    _ => Some(time),
+                }
+            });
+            match deadline {
+                None => Reply::error(format!("invalid expire time in '{lower}' command")),
+                // At or before the epoch: due now (the key is removed).
+                Some(deadline) => {
+                    let deadline = deadline.max(1) as u64;
+                    match store.expire_at(key.clone(), Some(deadline)).await {
+                        Ok(applied) => Reply::Integer(i64::from(applied)),
+                        Err(error) => failed(error),
+                    }
+                }
+            }
+        }
+        (b"PERSIST", [key]) => match store.expire_at(key.clone(), None).await {
+            Ok(applied) => Reply::Integer(i64::from(applied)),
+            Err(error) => failed(error),
+        },
+        (b"TTL" | b"PTTL", [key]) => match store.time_to_live(key.clone()).await {
+            // Seconds, rounded as Redis rounds them.
+            Ok(left) if left >= 0 && upper.as_slice() == b"TTL" => {
+                Reply::Integer((left + 500) / 1000)
+            }
+            Ok(left) => Reply::Integer(left),
+            Err(error) => failed(error),
+        },
+        (
+            b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"PERSIST" | b"TTL" | b"PTTL",
+            _,
+        ) => wrong(),
+        (b"FLUSHALL" | b"FLUSHDB", options)
+            if options.iter().all(|option| {
+                matches!(option.to_ascii_uppercase().as_slice(), b"SYNC" | b"ASYNC")
+            }) =>
+        {
+            match store.flush().await {
+                Ok(()) => Reply::ok(),
+                Err(error) => failed(error),
+            }
+        }
+        (b"FLUSHALL" | b"FLUSHDB", _) => Reply::error("syntax error"),
+        // What clients ask as they start: enough for `redis-cli` and `redis-benchmark`.
+        (b"HELLO", []) | (b"HELLO", [_, ..])
+            if arguments.first().is_none_or(|version| version == b"2") =>
+        {
+            Reply::Array(Some(vec![
+                Reply::Bulk(Some(b"server".to_vec())),
+                Reply::Bulk(Some(b"redis".to_vec())),
+                Reply::Bulk(Some(b"version".to_vec())),
+                Reply::Bulk(Some(REDIS_VERSION.as_bytes().to_vec())),
+                Reply::Bulk(Some(b"proto".to_vec())),
+                Reply::Integer(2),
+                Reply::Bulk(Some(b"mode".to_vec())),
+                Reply::Bulk(Some(b"standalone".to_vec())),
+                Reply::Bulk(Some(b"role".to_vec())),
+                Reply::Bulk(Some(b"master".to_vec())),
+                Reply::Bulk(Some(b"modules".to_vec())),
+                Reply::Array(Some(Vec::new())),
+            ]))
+        }
+        (b"HELLO", _) => Reply::Error("NOPROTO unsupported protocol version".into()),
+        (b"CLIENT", [subcommand, ..]) => match subcommand.to_ascii_uppercase().as_slice() {
+            b"SETNAME" | b"SETINFO" => Reply::ok(),
+            b"GETNAME" => Reply::Bulk(None),
+            b"ID" => Reply::Integer(1),
+            _ => Reply::error(format!(
+                "unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(subcommand)
+            )),
+        },
+        (b"CONFIG", [subcommand, parameter]) if subcommand.eq_ignore_ascii_case(b"GET") => {
+            let parameter = parameter.to_ascii_lowercase();
+            let value: Option<Vec<u8>> = match parameter.as_slice() {
+                b"save" => Some(Vec::new()),
+                b"appendonly" => Some(b"yes".to_vec()),
+                b"appendfsync" => match store.durability_name().await {
+                    Ok(name) => Some(name.as_bytes().to_vec()),
+                    Err(error) => return (failed(error), false),
+                },
+                b"databases" => Some(b"1".to_vec()),
+                _ => None,
+            };
+            Reply::Array(Some(match value {
+                Some(value) => vec![Reply::Bulk(Some(parameter)), Reply::Bulk(Some(value))],
+                None => Vec::new(),
+            }))
+        }
+        (b"CONFIG", _) => Reply::error("CONFIG answers GET parameter only here"),
+        (b"INFO", _) => match store.size().await {
+            Ok((keys, expires)) => Reply::Bulk(Some(
+                format!(
+                    "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
+                     # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
+                     db0:keys={keys},expires={expires},avg_ttl=0\r\n"
+                )
+                .into_bytes(),
+            )),
+            Err(error) => failed(error),
+        },
+        (b"DBSIZE", []) => match store.size().await {
+            Ok((size, _)) => Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX)),
+            Err(error) => failed(error),
+        },
+        (b"DBSIZE", _) => wrong(),
+        _ => {
+            // As Redis words it: the name cut at 128 characters, then arguments while what
+            // is listed stays under 128.
+            let clip = |bytes: &[u8], at: usize| -> String {
+                String::from_utf8_lossy(bytes).chars().take(at).collect()
+            };
+            let mut beginning = String::new();
+            for argument in &arguments {
+                let room = 128usize.saturating_sub(beginning.len());
+                if room == 0 {
+                    break;
+                }
+                beginning.push_str(&format!("'{}' ", clip(argument, room)));
+            }
+            Reply::error(format!(
+                "unknown command '{}', with args beginning with: {beginning}",
+                clip(&name, 128)
+            ))
+        }
+    };
+    (reply, false)
+}
+
+/// `SET`'s options, as Redis reads them: `NX` or `XX`, and one of `EX`, `PX`, `EXAT`,
+/// `PXAT` (a positive integer) or `KEEPTTL`.
+fn set_options(options: &[Vec<u8>]) -> Result<(When, Expiry), Reply> {
+    let syntax = || Reply::error("syntax error");
+    let mut when = When::Always;
+    let mut expiry = None;
+    let mut options = options.iter();
+    while let Some(option) = options.next() {
+        match option.to_ascii_uppercase().as_slice() {
+            b"NX" if when != When::Present => when = When::Absent,
+            b"XX" if when != When::Absent => when = When::Present,
+            b"KEEPTTL" if expiry.is_none_or(|expiry| expiry == Expiry::Keep) => {
+                expiry = Some(Expiry::Keep);
+            }
+            unit @ (b"EX" | b"PX" | b"EXAT" | b"PXAT") if expiry.is_none() => {
+                let time = options.next().ok_or_else(syntax)?;
+                let time = parse_integer(time)
+                    .ok_or_else(|| Reply::error("value is not an integer or out of range"))?;
+                let invalid = || Reply::error("invalid expire time in 'set' command");
+                if time <= 0 {
+                    return Err(invalid());
+                }
+                let now = log::now_ms() as i64;
+                let deadline = match unit {
+                    b"EX" => time.checked_mul(1000).and_then(|ms| ms.checked_add(now)),
+                    b"PX" => time.checked_add(now),
+                    b"EXAT" => time.checked_mul(1000),
+                    _ => Some(time),
+                };
+                expiry = Some(Expiry::At(deadline.ok_or_else(invalid)? as u64));
+            }
+            b"GET" => return Err(Reply::error("SET GET is not supported here")),
+            _ => return Err(syntax()),
+        }
+    }
+    Ok((when, expiry.unwrap_or(Expiry::Never)))
+}
+
+/// A decimal integer as Redis reads one for `INCR`: optional `-`, no `+`, no leading zero,
+/// within `i64`.
+pub fn parse_integer(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let canonical = !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits == b"0" || digits[0] != b'0')
+        && bytes != b"-0";
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}

@@ -1,0 +1,554 @@
+//! The store's log: the records that rebuild its data, how they are framed, and how a log is
+//! replayed, told apart from a torn tail, and salvaged.
+//!
+//! A log lives in a paged blob (every page checksummed by the runtime) named `log.<g>`, `g`
+//! its generation. It starts with a `Header` naming its generation and holds one record per
+//! change. A rewrite (compaction, repair, or the migration of a first-version log) writes
+//! generation `g + 1` as a snapshot of the live data, then the records that arrived meanwhile,
+//! then `Current`: from the moment `Current` is durable, `g + 1` is the store, and `g` is
+//! removed. A generation without `Current` never served a write and is discarded on start.
+//!
+//! Framing: every record is `header_crc kind expires key_len value_len body_crc key value`
+//! (CRCs and lengths `u32`, `expires` `u64`, little-endian), with CRC-32C over its header and
+//! over its body. So:
+//! - A record whose header validates but whose body runs past the end of the log is a torn
+//!   tail: the bytes of a write a crash cut short, never acknowledged (an acknowledged
+//!   record's bytes were all synced). Only such a tail is ever cut.
+//! - A record that is all there but does not validate is damage, wherever it is: the replay
+//!   stops with its offset and nothing is changed.
+//! - A salvage scan finds the next record after damage by trying every offset: a false match
+//!   needs two CRCs to agree by chance.
+
+use runtime::buffer::paged::{crc32c, crc32c_extend};
+use std::collections::{BTreeSet, HashMap};
+
+/// The largest key or value a record may carry (Redis's default `proto-max-bulk-len` is
+/// larger; the protocol decoder allows this much).
+pub const MAX_FIELD: usize = crate::resp::MAX_BULK;
+
+/// The bytes every record carries besides its key and value.
+pub const OVERHEAD: usize = 4 + 1 + 8 + 4 + 4 + 4;
+
+/// One change to the data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// First in every log: its generation.
+    Header { generation: u64 },
+    /// `key` holds `value`, until `expires` (milliseconds since the Unix epoch) if set.
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        expires: Option<u64>,
+    },
+    /// `key` is gone (deleted, or expired).
+    Del { key: Vec<u8> },
+    /// Every key is gone (`FLUSHALL`).
+    Flush,
+    /// `key`'s expiry is now `expires` (`EXPIRE`, `PERSIST`).
+    Expire { key: Vec<u8>, expires: Option<u64> },
+    /// This generation is the store: its rewrite is complete.
+    Current,
+}
+
+const HEADER: u8 = 0x10;
+const SET: u8 = 1;
+const DEL: u8 = 2;
+const FLUSH: u8 = 3;
+const EXPIRE: u8 = 4;
+const CURRENT: u8 = 0x11;
+
+impl Record {
+    /// Appends the record's bytes to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let none: &[u8] = &[];
+        let (kind, expires, key, value) = match self {
+            Record::Header { generation } => (HEADER, *generation, none, none),
+            Record::Set {
+                key,
+                value,
+                expires,
+            } => (SET, expires.unwrap_or(0), &key[..], &value[..]),
+            Record::Del { key } => (DEL, 0, &key[..], none),
+            Record::Flush => (FLUSH, 0, none, none),
+            Record::Expire { key, expires } => (EXPIRE, expires.unwrap_or(0), &key[..], none),
+            Record::Current => (CURRENT, 0, none, none),
+        };
+        assert!(key.len() <= MAX_FIELD && value.len() <= MAX_FIELD);
+        let mut header = [0; 17];
+        header[0] = kind;
+        header[1..9].copy_from_slice(&expires.to_le_bytes());
+        header[9..13].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        header[13..17].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        out.reserve(OVERHEAD + key.len() + value.len());
+        out.extend_from_slice(&crc32c(&header).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&body_crc(key, value).to_le_bytes());
+        out.extend_from_slice(key);
+        out.extend_from_slice(value);
+    }
+
+    /// The record's bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+}
+
+fn body_crc(key: &[u8], value: &[u8]) -> u32 {
+    crc32c_extend(crc32c(key), value)
+}
+
+/// What the bytes at an offset hold.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// A whole record, and where the next starts.
+    Whole(Record, usize),
+    /// The start of a record whose header validates, cut short by the end of the bytes.
+    Torn,
+    /// No record: damage (or, in a salvage scan, not a record boundary).
+    Invalid(&'static str),
+}
+
+/// Decodes the record at `at`.
+pub fn decode(bytes: &[u8], at: usize) -> Decoded {
+    let rest = &bytes[at.min(bytes.len())..];
+    if rest.len() < 4 + 17 {
+        return Decoded::Torn;
+    }
+    let header = &rest[4..21];
+    if u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) != crc32c(header) {
+        return Decoded::Invalid("a record header that fails its checksum");
+    }
+    let kind = header[0];
+    let expires = u64::from_le_bytes(header[1..9].try_into().expect("8 bytes"));
+    let key_len = u32::from_le_bytes(header[9..13].try_into().expect("4 bytes")) as usize;
+    let value_len = u32::from_le_bytes(header[13..17].try_into().expect("4 bytes")) as usize;
+    if key_len > MAX_FIELD || value_len > MAX_FIELD {
+        return Decoded::Invalid("a record longer than any the store writes");
+    }
+    let end = OVERHEAD + key_len + value_len;
+    if rest.len() < end {
+        return Decoded::Torn;
+    }
+    let key = &rest[OVERHEAD..OVERHEAD + key_len];
+    let value = &rest[OVERHEAD + key_len..end];
+    if u32::from_le_bytes(rest[21..25].try_into().expect("4 bytes")) != body_crc(key, value) {
+        return Decoded::Invalid("a record body that fails its checksum");
+    }
+    let expiry = (expires != 0).then_some(expires);
+    let record = match kind {
+        HEADER => Record::Header {
+            generation: expires,
+        },
+        SET => Record::Set {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            expires: expiry,
+        },
+        DEL => Record::Del { key: key.to_vec() },
+        FLUSH => Record::Flush,
+        EXPIRE => Record::Expire {
+            key: key.to_vec(),
+            expires: expiry,
+        },
+        CURRENT => Record::Current,
+        _ => return Decoded::Invalid("a record of a kind the store does not write"),
+    };
+    Decoded::Whole(record, at + end)
+}
+
+/// A stored value and when it expires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub value: Vec<u8>,
+    /// Milliseconds since the Unix epoch.
+    pub expires: Option<u64>,
+}
+
+/// The data a log rebuilds: the entries, and the expiring ones by deadline.
+#[derive(Clone, Debug, Default)]
+pub struct Data {
+    entries: HashMap<Vec<u8>, Entry>,
+    deadlines: BTreeSet<(u64, Vec<u8>)>,
+    /// Bytes the live entries would take as a snapshot's records.
+    live: usize,
+}
+
+impl Data {
+    /// Applies one change. `Header` and `Current` change nothing.
+    pub fn apply(&mut self, record: Record) {
+        match record {
+            Record::Set {
+                key,
+                value,
+                expires,
+            } => self.insert(key, Entry { value, expires }),
+            Record::Del { key } => {
+                self.remove(&key);
+            }
+            Record::Flush => *self = Data::default(),
+            Record::Expire { key, expires } => self.set_expiry(&key, expires),
+            Record::Header { .. } | Record::Current => {}
+        }
+    }
+
+    pub fn insert(&mut self, key: Vec<u8>, entry: Entry) {
+        self.remove(&key);
+        if let Some(deadline) = entry.expires {
+            self.deadlines.insert((deadline, key.clone()));
+        }
+        self.live += OVERHEAD + key.len() + entry.value.len();
+        self.entries.insert(key, entry);
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        if let Some(deadline) = entry.expires {
+            self.deadlines.remove(&(deadline, key.to_vec()));
+        }
+        self.live -= OVERHEAD + key.len() + entry.value.len();
+        Some(entry)
+    }
+
+    /// Changes the expiry of `key`, if present.
+    pub fn set_expiry(&mut self, key: &[u8], expires: Option<u64>) {
+        let Some(entry) = self.entries.get_mut(key) else {
+            return;
+        };
+        if let Some(deadline) = entry.expires {
+            self.deadlines.remove(&(deadline, key.to_vec()));
+        }
+        if let Some(deadline) = expires {
+            self.deadlines.insert((deadline, key.to_vec()));
+        }
+        entry.expires = expires;
+    }
+
+    /// The entry at `key`, as stored (expired or not).
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// The keys whose deadline is at or before `now`, soonest first, at most `limit`.
+    pub fn expired(&self, now: u64, limit: usize) -> Vec<Vec<u8>> {
+        self.deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now)
+            .take(limit)
+            .map(|(_, key)| key.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Keys with an expiry.
+    pub fn expiring(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// Bytes a snapshot of the live entries takes.
+    pub fn live_bytes(&self) -> usize {
+        self.live
+    }
+
+    /// Every entry, for a snapshot.
+    pub fn entries(&self) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
+        self.entries.iter()
+    }
+}
+
+/// A replay that found damage: where, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The logical offset in the log (not counting page trailers).
+    pub at: u64,
+    pub what: String,
+}
+
+/// What a replay found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Replayed {
+    /// Where the whole records end: a torn tail starts here.
+    pub end: usize,
+    /// The generation its header names, if it has one.
+    pub generation: Option<u64>,
+    /// Whether it holds `Current`.
+    pub current: bool,
+}
+
+/// Applies every record of `log` to `data`. A torn tail ends the replay (`end` says where);
+/// damage stops it with an error, and `data` must then be discarded.
+pub fn replay(log: &[u8], data: &mut Data) -> Result<Replayed, Damage> {
+    let mut replayed = Replayed {
+        end: 0,
+        generation: None,
+        current: false,
+    };
+    while replayed.end < log.len() {
+        match decode(log, replayed.end) {
+            Decoded::Whole(record, next) => {
+                match &record {
+                    Record::Header { generation } if replayed.end == 0 => {
+                        replayed.generation = Some(*generation);
+                    }
+                    Record::Header { .. } => {
+                        return Err(Damage {
+                            at: replayed.end as u64,
+                            what: "a log header in the middle of the log".into(),
+                        });
+                    }
+                    Record::Current => replayed.current = true,
+                    _ => {}
+                }
+                data.apply(record);
+                replayed.end = next;
+            }
+            Decoded::Torn => break,
+            Decoded::Invalid(what) => {
+                return Err(Damage {
+                    at: replayed.end as u64,
+                    what: what.into(),
+                });
+            }
+        }
+    }
+    Ok(replayed)
+}
+
+/// Applies every record that validates in `segments` (runs of verified bytes, in log order,
+/// with damage between them), skipping what does not; the number of records kept.
+pub fn salvage(segments: &[Vec<u8>], data: &mut Data) -> usize {
+    let mut kept = 0;
+    for segment in segments {
+        let mut at = 0;
+        while at < segment.len() {
+            match decode(segment, at) {
+                Decoded::Whole(record, next) => {
+                    data.apply(record);
+                    kept += 1;
+                    at = next;
+                }
+                Decoded::Torn | Decoded::Invalid(_) => at += 1,
+            }
+        }
+    }
+    kept
+}
+
+/// A first-version log (no header, no checksums of its own: kind, then key and value each
+/// `u32` length-prefixed), replayed so it can be rewritten as a current one.
+pub mod legacy {
+    use super::{Data, Entry};
+
+    /// Applies every whole record; where the whole records end.
+    pub fn replay(log: &[u8], data: &mut Data) -> usize {
+        let mut at = 0;
+        while let Some((kind, key, value, next)) = parse(log, at) {
+            match kind {
+                1 => data.insert(
+                    key,
+                    Entry {
+                        value,
+                        expires: None,
+                    },
+                ),
+                3 => *data = Data::default(),
+                _ => {
+                    data.remove(&key);
+                }
+            }
+            at = next;
+        }
+        at
+    }
+
+    fn parse(log: &[u8], at: usize) -> Option<(u8, Vec<u8>, Vec<u8>, usize)> {
+        let kind = *log.get(at)?;
+        if !matches!(kind, 1..=3) {
+            return None;
+        }
+        let field = |at: usize| -> Option<(Vec<u8>, usize)> {
+            let len = u32::from_le_bytes(log.get(at..at + 4)?.try_into().ok()?) as usize;
+            Some((log.get(at + 4..at + 4 + len)?.to_vec(), at + 4 + len))
+        };
+        let (key, next) = field(at + 1)?;
+        let (value, next) = field(next)?;
+        Some((kind, key, value, next))
+    }
+}
+
+/// Milliseconds since the Unix epoch, by the wall clock (expiry deadlines are absolute, so a
+/// key that expired while the store was down is gone when it starts).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(key: &str, value: &str) -> Record {
+        Record::Set {
+            key: key.into(),
+            value: value.into(),
+            expires: None,
+        }
+    }
+
+    #[test]
+    fn every_record_round_trips() {
+        let records = [
+            Record::Header { generation: 7 },
+            set("a", "1"),
+            Record::Set {
+                key: b"k".to_vec(),
+                value: vec![0, 255, 13, 10],
+                expires: Some(1_700_000_000_000),
+            },
+            Record::Del { key: b"a".to_vec() },
+            Record::Flush,
+            Record::Expire {
+                key: b"k".to_vec(),
+                expires: None,
+            },
+            Record::Current,
+        ];
+        let mut log = Vec::new();
+        for record in &records {
+            record.encode(&mut log);
+        }
+        let mut at = 0;
+        for record in &records {
+            match decode(&log, at) {
+                Decoded::Whole(decoded, next) => {
+                    assert_eq!(&decoded, record);
+                    at = next;
+                }
+                other => panic!("{other:?} at {at}"),
+            }
+        }
+        assert_eq!(at, log.len());
+    }
+
+    #[test]
+    fn a_cut_record_is_torn_and_a_changed_byte_is_damage() {
+        let mut log = Record::Header { generation: 1 }.bytes();
+        set("a", "1").encode(&mut log);
+        let whole = log.len();
+        set("b", "two words").encode(&mut log);
+        // Cut anywhere inside the last record: a torn tail, cut at the last whole record.
+        for cut in whole..log.len() {
+            let mut data = Data::default();
+            let replayed = replay(&log[..cut], &mut data).unwrap();
+            assert_eq!(replayed.end, whole, "cut at {cut}");
+            assert_eq!(data.len(), 1);
+        }
+        // Any byte changed anywhere, the last record included: damage at its record.
+        for byte in 0..log.len() {
+            let mut damaged = log.clone();
+            damaged[byte] ^= 0x20;
+            let error = replay(&damaged, &mut Data::default()).unwrap_err();
+            let record_start = if byte < 25 {
+                0
+            } else if byte < whole {
+                25
+            } else {
+                whole
+            };
+            assert_eq!(error.at, record_start as u64, "byte {byte}: {error:?}");
+        }
+    }
+
+    #[test]
+    fn replay_applies_sets_deletes_flushes_and_expiries() {
+        let mut log = Record::Header { generation: 3 }.bytes();
+        for record in [
+            set("a", "1"),
+            set("b", "2"),
+            Record::Del { key: b"a".to_vec() },
+            Record::Expire {
+                key: b"b".to_vec(),
+                expires: Some(10),
+            },
+            Record::Current,
+        ] {
+            record.encode(&mut log);
+        }
+        let mut data = Data::default();
+        let replayed = replay(&log, &mut data).unwrap();
+        assert_eq!(
+            replayed,
+            Replayed {
+                end: log.len(),
+                generation: Some(3),
+                current: true
+            }
+        );
+        assert_eq!(data.len(), 1);
+        assert_eq!(data.get(b"b").unwrap().expires, Some(10));
+        assert_eq!(data.expired(9, 10), Vec::<Vec<u8>>::new());
+        assert_eq!(data.expired(10, 10), vec![b"b".to_vec()]);
+        Record::Flush.encode(&mut log);
+        let mut data = Data::default();
+        replay(&log, &mut data).unwrap();
+        assert!(data.is_empty());
+        assert_eq!(data.live_bytes(), 0);
+    }
+
+    #[test]
+    fn salvage_keeps_what_validates_on_both_sides_of_damage() {
+        let mut before = Record::Header { generation: 1 }.bytes();
+        set("a", "1").encode(&mut before);
+        set("lost", "x").encode(&mut before);
+        // The second segment starts inside a record (its start was in a damaged page).
+        let mut after = set("cut", "y").bytes()[7..].to_vec();
+        set("b", "2").encode(&mut after);
+        Record::Del { key: b"a".to_vec() }.encode(&mut after);
+        before.truncate(before.len() - 3);
+        let mut data = Data::default();
+        assert_eq!(salvage(&[before, after], &mut data), 4);
+        assert_eq!(data.len(), 1, "a deleted after the damage, b set");
+        assert_eq!(data.get(b"b").unwrap().value, b"2");
+    }
+
+    #[test]
+    fn live_bytes_follow_inserts_overwrites_and_removals() {
+        let mut data = Data::default();
+        data.apply(set("a", "12345"));
+        assert_eq!(data.live_bytes(), OVERHEAD + 6);
+        data.apply(set("a", "1"));
+        assert_eq!(data.live_bytes(), OVERHEAD + 2);
+        data.apply(Record::Del { key: b"a".to_vec() });
+        assert_eq!(data.live_bytes(), 0);
+    }
+
+    #[test]
+    fn a_first_version_log_replays() {
+        let old = |kind: u8, key: &[u8], value: &[u8]| {
+            let mut record = vec![kind];
+            record.extend((key.len() as u32).to_le_bytes());
+            record.extend(key);
+            record.extend((value.len() as u32).to_le_bytes());
+            record.extend(value);
+            record
+        };
+        let mut log = old(1, b"a", b"1");
+        log.extend(old(1, b"b", b"2"));
+        log.extend(old(2, b"a", b""));
+        let whole = log.len();
+        log.extend(&old(1, b"c", b"3")[..5]);
+        let mut data = Data::default();
+        assert_eq!(legacy::replay(&log, &mut data), whole);
+        assert_eq!(data.len(), 1);
+        assert_eq!(data.get(b"b").unwrap().value, b"2");
+    }
+}

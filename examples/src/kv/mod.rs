@@ -1,0 +1,347 @@
+//! The key-value service behind the `kv` and `tour` programs: the Redis protocol (RESP2,
+//! and inline commands for `nc` and `telnet`; see [`crate::resp`]) over TCP, connection
+//! actors on the pool under a dynamic supervisor, one dedicated storage actor owning an
+//! append-only log in a paged, checksummed blob, under a supervisor that restarts it on
+//! failure, and a `/metrics` endpoint for Prometheus.
+//!
+//! Commands: `PING`, `ECHO`, `GET`, `SET` (with `NX` or `XX`, and `EX`, `PX`, `EXAT`,
+//! `PXAT` or `KEEPTTL`), `DEL`, `EXISTS`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `MGET`,
+//! `MSET`, `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`, `PERSIST`, `TTL`, `PTTL`,
+//! `DBSIZE`, `FLUSHALL`, `QUIT`, and enough of `COMMAND`, `HELLO`, `CLIENT`, `CONFIG GET`
+//! and `INFO` for `redis-cli` and `redis-benchmark` to start; errors are Redis's (`-ERR
+//! unknown command ...`, `-ERR wrong number of arguments ...`, `-ERR value is not an
+//! integer or out of range`). Keys and values are any bytes. A malformed frame is answered
+//! with its protocol error and closes that connection alone.
+//!
+//! Durability (see [`store`]): with `always` (the default) a write is answered only after
+//! its record is synced, so an acknowledged write survives SIGKILL, and writes that arrive
+//! while a sync is in flight are committed together by the next one (group commit); a read
+//! is answered once what it read is durable. `everysec` and `none` answer at once, as
+//! Redis's do. On start the store replays its log, cuts only a torn tail a crash left, and
+//! refuses damage anywhere else with the file and offset (see [`recovery`]); `--repair`
+//! keeps every record that verifies. The log is rewritten from the live data in the
+//! background when it grows past twice its size. A write answered `-ERR storage
+//! unavailable` (the store failed while handling it) may or may not have been logged: retry
+//! it.
+
+pub mod commands;
+pub mod log;
+pub mod recovery;
+pub mod store;
+
+pub use commands::{execute, parse_integer};
+pub use recovery::StartError;
+pub use store::{Durability, Expiry, Options, Store, StoreRef, When};
+
+use crate::limits::{Slot, setting};
+use crate::lines::{LineReader, accept_until_stopped};
+use crate::resp::{Decoder, Reply};
+use actors::prelude::*;
+use actors::supervisor::{
+    ChildSpec, DynamicSupervisor, DynamicSupervisorRef, Restart, Strategy, Supervisor,
+    SupervisorRef,
+};
+use runtime::buffer::paged::CacheRef;
+use runtime::net::{Listener, Sink};
+use std::net::SocketAddr;
+use std::num::{NonZeroU16, NonZeroUsize};
+use std::sync::Arc;
+
+/// One client connection: its reader task decodes commands, and it runs them one at a time,
+/// answering in order (pipelining to any depth the client sends).
+#[actor(name = "kv_connection")]
+struct Connection {
+    sink: Sink,
+    store: StoreRef,
+    stream: Option<runtime::net::Stream>,
+}
+
+#[actor]
+impl Connection {
+    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        let connection = ctx.actor_ref();
+        let mut stream = self.stream.take().expect("set by the acceptor");
+        drop(ctx.runtime().clone().spawn(move |_| async move {
+            let mut decoder = Decoder::default();
+            loop {
+                loop {
+                    match decoder.next_command() {
+                        Ok(Some(command)) => {
+                            if connection.tell_command(command).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(error) => {
+                            let _ = connection.tell_refuse(error.to_string()).await;
+                            return;
+                        }
+                    }
+                }
+                // What the decoder can use: the rest of a bulk string at once, else a byte
+                // (the stream reads ahead, so most come from its buffer).
+                let wanted = decoder.wanted().min(64 * 1024);
+                match runtime::Stream::recv(&mut stream, wanted).await {
+                    Ok(byte) => decoder.feed(&byte.coalesce()),
+                    // The runtime's read timeout: a quiet client is not a gone one.
+                    Err(runtime::Error::RecvFailed(error))
+                        if error.kind() == std::io::ErrorKind::TimedOut => {}
+                    Err(_) => {
+                        let _ = connection.tell_quit().await;
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+
+    async fn command(&mut self, ctx: &mut actors::Context<Self>, command: Vec<Vec<u8>>) {
+        let (reply, quit) = execute(&self.store, command).await;
+        let mut bytes = Vec::new();
+        reply.encode(&mut bytes);
+        if self.sink.send(bytes).await.is_err() || quit {
+            ctx.stop();
+        }
+    }
+
+    /// A malformed frame: its error, then the connection closes (the stream is out of step).
+    async fn refuse(&mut self, ctx: &mut actors::Context<Self>, error: String) {
+        let mut bytes = Vec::new();
+        Reply::error(error).encode(&mut bytes);
+        let _ = self.sink.send(bytes).await;
+        ctx.stop();
+    }
+
+    fn quit(&mut self, ctx: &mut actors::Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Connections served at once; one more is told so and closed.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// A running service: its store, its supervisors and where it listens.
+pub struct Service {
+    pub store: StoreRef,
+    pub supervisor: SupervisorRef,
+    /// The connection actors: temporary children, so a connection that fails (a panic) is
+    /// counted in `actor_exits_total{actor="kv_connection",reason="panicked"}` and removed,
+    /// and the service goes on.
+    pub connections: DynamicSupervisorRef,
+    pub address: SocketAddr,
+    pub metrics: SocketAddr,
+}
+
+/// The store's page cache.
+fn cache() -> CacheRef {
+    CacheRef::new(
+        NonZeroU16::new(recovery::PAGE).expect("non-zero"),
+        NonZeroUsize::new(256).expect("non-zero"),
+    )
+}
+
+/// Repairs a damaged log before the service starts (`kv --repair`): see
+/// [`recovery::repair`]. `None` if the log is not damaged.
+pub async fn repair(context: &runtime::Context) -> Result<Option<recovery::Repaired>, StartError> {
+    recovery::repair(context, &cache()).await
+}
+
+/// Why the service did not start.
+#[derive(Debug)]
+pub enum ServeError {
+    /// An address could not be bound.
+    Bind(runtime::Error),
+    /// The store could not open its log.
+    Start(StartError),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Bind(error) => write!(f, "{error}"),
+            ServeError::Start(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Starts the service with the default [`Options`]: see [`serve_with`].
+pub async fn serve(
+    context: &runtime::Context,
+    address: SocketAddr,
+    metrics: SocketAddr,
+) -> Result<Service, ServeError> {
+    serve_with(context, address, metrics, Options::default()).await
+}
+
+/// Starts the service: opens the store's log (refusing damage, see [`recovery`]), then the
+/// supervised store, the protocol on `address` and `/metrics` on `metrics`. The listeners
+/// run until the runtime stops.
+pub async fn serve_with(
+    context: &runtime::Context,
+    address: SocketAddr,
+    metrics: SocketAddr,
+    options: Options,
+) -> Result<Service, ServeError> {
+    let cache = cache();
+    let opened = recovery::open(context, &cache)
+        .await
+        .map_err(ServeError::Start)?;
+    let listener = context.bind(address).await.map_err(ServeError::Bind)?;
+    let metrics_listener = context.bind(metrics).await.map_err(ServeError::Bind)?;
+    let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
+    let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
+    let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
+    let supervisor = supervisor.spawn(context);
+    let connections = DynamicSupervisor::new("kv_connections")
+        .max_children(MAX_CONNECTIONS)
+        .spawn(context);
+    let bound = |listener: &Listener, address| {
+        listener
+            .local_addr()
+            .map_err(|error| ServeError::Bind(runtime::Error::BindFailed(address, error)))
+    };
+    let service = Service {
+        store: store.clone(),
+        supervisor,
+        connections: connections.clone(),
+        address: bound(&listener, address)?,
+        metrics: bound(&metrics_listener, metrics)?,
+    };
+    let accepting = context.clone();
+    drop(context.clone().spawn(move |_| async move {
+        accept(accepting, listener, store, connections).await;
+    }));
+    let exposing = context.clone();
+    drop(context.clone().spawn(move |_| async move {
+        serve_metrics(exposing, metrics_listener).await;
+    }));
+    Ok(service)
+}
+
+/// Accepts connections, each a temporary child of `connections`, at most `MAX_CONNECTIONS`
+/// at once.
+async fn accept(
+    context: runtime::Context,
+    mut listener: Listener,
+    store: StoreRef,
+    connections: DynamicSupervisorRef,
+) {
+    accept_until_stopped(&context, &mut listener, "kv", |mut sink, stream| {
+        let connections = connections.clone();
+        let store = store.clone();
+        drop(context.clone().spawn(move |_| async move {
+            if connections.count() >= MAX_CONNECTIONS {
+                let mut refusal = Vec::new();
+                Reply::error(format!("max number of clients reached ({MAX_CONNECTIONS})"))
+                    .encode(&mut refusal);
+                let _ = sink.send(refusal).await;
+                return;
+            }
+            // Started once (temporary): the factory hands over the socket.
+            let mut socket = Some((sink, stream));
+            let spec = ChildSpec::new(move || {
+                let (sink, stream) = socket.take().expect("a temporary child starts once");
+                Connection {
+                    sink,
+                    store: store.clone(),
+                    stream: Some(stream),
+                }
+            })
+            .restart(Restart::Temporary);
+            // Refused (full, or the service stopping): the socket closes with the spec.
+            let _ = connections.start_child(spec).await;
+        }));
+    })
+    .await;
+}
+
+/// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
+/// one request per connection.
+async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
+        // Bounded: a flood of connections that never finish a request holds at most this
+        // many, each for at most the request deadline.
+        let Some(slot) = Slot::take(&open, MAX_METRICS_CONNECTIONS) else {
+            return;
+        };
+        let exposition = context.clone();
+        drop(context.clone().spawn(move |runtime| async move {
+            let _slot = slot;
+            let mut lines = LineReader::new(stream);
+            let read = runtime.timeout(metrics_request_deadline(), read_request(&mut lines));
+            let (status, body) = match read.await {
+                Err(_) => return,
+                Ok(Err(refusal)) => (refusal, format!("{refusal}\n")),
+                Ok(Ok(request)) if request.starts_with(b"GET /metrics ") => {
+                    ("200 OK", exposition.encode())
+                }
+                Ok(Ok(_)) => (
+                    "404 Not Found",
+                    "only GET /metrics is served here\n".to_string(),
+                ),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
+                 charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = runtime
+                .timeout(metrics_request_deadline(), sink.send(response.into_bytes()))
+                .await;
+            drop(sink);
+            // What the client still sends is read (and dropped) until it closes or the
+            // deadline passes: closing with it unread would reset the connection, and the
+            // client might lose the answer.
+            let _ = runtime
+                .timeout(metrics_request_deadline(), async {
+                    while let Ok(Some(_)) = lines.next_line().await {}
+                })
+                .await;
+        }));
+    })
+    .await;
+}
+
+/// `/metrics` connections open at once; past it a new one is closed unanswered.
+const MAX_METRICS_CONNECTIONS: usize = 64;
+
+/// The most a `/metrics` request line and its headers may weigh.
+const MAX_METRICS_REQUEST: usize = 16 * 1024;
+
+/// How long a `/metrics` client has to send its request (and take the answer):
+/// `KV_METRICS_DEADLINE_MS`, 5000 by default.
+fn metrics_request_deadline() -> std::time::Duration {
+    static DEADLINE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *DEADLINE
+        .get_or_init(|| std::time::Duration::from_millis(setting("KV_METRICS_DEADLINE_MS", 5000)))
+}
+
+/// Reads an HTTP request line and its headers, up to the blank line: the request line, or
+/// the status that refuses it (too large). A connection that ends first has no answer.
+async fn read_request(lines: &mut LineReader) -> Result<Vec<u8>, &'static str> {
+    const TOO_LARGE: &str = "431 Request Header Fields Too Large";
+    let request = match lines.next_line().await {
+        Ok(Some(request)) => request,
+        Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
+        // Gone before a request: answered with nothing a client could take as one.
+        _ => return Ok(Vec::new()),
+    };
+    let mut weight = request.len();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(header)) if header.is_empty() => return Ok(request),
+            Ok(Some(header)) => {
+                weight += header.len() + 2;
+                if weight > MAX_METRICS_REQUEST {
+                    return Err(TOO_LARGE);
+                }
+            }
+            Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
+            // Ended before the blank line: answered as it stands.
+            _ => return Ok(request),
+        }
+    }
+}
