@@ -10,3 +10,16 @@ pub mod kv;
 pub mod limits;
 pub mod lines;
 pub mod resp;
+
+/// `println!` that shrugs off a closed stdout (`kv | head -2`): what the programs print is for
+/// people, and a reader that went away is not a failure of the service.
+#[macro_export]
+macro_rules! say {
+    () => {
+        $crate::say!("")
+    };
+    ($($argument:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stdout(), $($argument)*);
+    }};
+}

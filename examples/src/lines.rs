@@ -13,22 +13,53 @@ pub enum LineError {
     TooLong,
     /// The connection failed or closed mid-line.
     Closed,
+    /// No whole line came within the idle timeout.
+    Idle,
 }
 
 /// Reads lines from a stream, one byte request at a time (the stream reads ahead, so a byte
 /// usually comes from its buffer, not the kernel).
 pub struct LineReader {
     stream: runtime::net::Stream,
+    /// How long a line may take to arrive whole, counted from the end of the previous one
+    /// (a quiet client and one that trickles a line are both bounded), and the clock.
+    idle: Option<(runtime::Context, std::time::Duration)>,
 }
 
 impl LineReader {
+    /// A reader that waits for a line as long as the client takes.
     pub fn new(stream: runtime::net::Stream) -> Self {
-        LineReader { stream }
+        LineReader { stream, idle: None }
+    }
+
+    /// A reader whose every line must arrive whole within `idle` of the previous one.
+    pub fn with_idle_timeout(
+        stream: runtime::net::Stream,
+        clock: runtime::Context,
+        idle: std::time::Duration,
+    ) -> Self {
+        LineReader {
+            stream,
+            idle: Some((clock, idle)),
+        }
     }
 
     /// The next line without its ending, `Ok(None)` at a clean end of stream (nothing
-    /// pending), or why there is none.
+    /// pending), or why there is none. A line may hold [`MAX_LINE`] bytes before its `\r\n`
+    /// (or `\n`). After an error the reader is spent: the rest of the stream is out of step.
     pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
+        use runtime::Clock as _;
+        match self.idle.clone() {
+            None => self.read_line().await,
+            // One timer per line, not per byte.
+            Some((clock, idle)) => clock
+                .timeout(idle, self.read_line())
+                .await
+                .unwrap_or(Err(LineError::Idle)),
+        }
+    }
+
+    async fn read_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
         let mut line = Vec::new();
         loop {
             let byte = match self.stream.recv(1).await {
@@ -48,7 +79,8 @@ impl LineReader {
                 }
                 return Ok(Some(line));
             }
-            if line.len() == MAX_LINE {
+            // Past the limit only the `\r` of a `\r\n` ending may come.
+            if line.len() > MAX_LINE || (line.len() == MAX_LINE && byte != b'\r') {
                 return Err(LineError::TooLong);
             }
             line.push(byte);
@@ -62,26 +94,34 @@ pub enum Event {
     Line(Vec<u8>),
     /// A line grew past [`MAX_LINE`]; the reader stops.
     TooLong,
+    /// No whole line came within the idle timeout; the reader stops.
+    Idle,
     /// The client closed the connection (or it failed); the reader stops.
     End,
 }
 
 /// Spawns, in `scope` (an actor's own scope, so it ends with the actor), the task that reads
-/// `stream` line by line and hands each [`Event`] to `deliver`; it stops after `TooLong` or
-/// `End`, or when `deliver` answers `false` (the actor is gone).
-pub fn spawn_reader<F, Fut>(scope: &runtime::Context, stream: runtime::net::Stream, mut deliver: F)
-where
+/// `stream` line by line, each within `idle` of the previous, and hands each [`Event`] to
+/// `deliver`; it stops after `TooLong`, `Idle` or `End`, or when `deliver` answers `false`
+/// (the actor is gone).
+pub fn spawn_reader<F, Fut>(
+    scope: &runtime::Context,
+    stream: runtime::net::Stream,
+    idle: std::time::Duration,
+    mut deliver: F,
+) where
     F: FnMut(Event) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = bool> + Send,
 {
     use runtime::Spawner as _;
-    let mut lines = LineReader::new(stream);
+    let mut lines = LineReader::with_idle_timeout(stream, scope.clone(), idle);
     drop(scope.clone().spawn(move |_| async move {
         loop {
             let event = match lines.next_line().await {
                 Ok(Some(line)) => Event::Line(line),
                 Ok(None) | Err(LineError::Closed) => Event::End,
                 Err(LineError::TooLong) => Event::TooLong,
+                Err(LineError::Idle) => Event::Idle,
             };
             let last = !matches!(event, Event::Line(_));
             if !deliver(event).await || last {
@@ -89,6 +129,12 @@ where
             }
         }
     }));
+}
+
+/// The idle timeout of a protocol port: the environment variable `name` in milliseconds, five
+/// minutes by default.
+pub fn idle_timeout(name: &str) -> std::time::Duration {
+    std::time::Duration::from_millis(crate::limits::setting(name, 300_000))
 }
 
 /// Accepts connections on `listener` and hands each to `accepted`, until the runtime is
@@ -127,6 +173,79 @@ mod tests {
     use super::*;
     use runtime::prelude::*;
     use std::time::Duration;
+
+    /// A line of exactly `MAX_LINE` bytes is accepted with either ending; one byte more is
+    /// too long, and so is a `\r` at the limit that is not followed by `\n`.
+    #[test]
+    fn lines_of_the_maximum_length_are_accepted_and_longer_ones_refused() {
+        runtime::Runner::new(runtime::Config::default()).start(|context| async move {
+            let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let longest = vec![b'x'; MAX_LINE];
+            let cases: Vec<(Vec<u8>, bool)> = vec![
+                ([&longest[..], b"\r\n"].concat(), true),
+                ([&longest[..], b"\n"].concat(), true),
+                ([&longest[..], b"x\n"].concat(), false),
+                ([&longest[..], b"\rx\n"].concat(), false),
+            ];
+            for (bytes, accepted) in cases {
+                let (read, held) = futures::channel::oneshot::channel::<()>();
+                let client = context.clone().spawn(move |context| async move {
+                    let (mut sink, _stream) = context.dial(address).await.unwrap();
+                    sink.send(bytes).await.unwrap();
+                    // Held open until the server has read.
+                    let _ = held.await;
+                });
+                let (_, _sink, stream) = listener.accept().await.unwrap();
+                let mut lines = LineReader::new(stream);
+                match lines.next_line().await {
+                    Ok(Some(line)) if accepted => assert_eq!(line, longest),
+                    Err(LineError::TooLong) if !accepted => {}
+                    other => panic!(
+                        "accepted {accepted}: {:?}",
+                        other.map(|line| line.map(|line| line.len()))
+                    ),
+                }
+                drop(read);
+                client.await.unwrap();
+            }
+        });
+    }
+
+    /// With an idle timeout, a client that sends nothing, and one that trickles a line
+    /// slower than the timeout allows, are both told `Idle`; lines within it are read.
+    #[test]
+    fn an_idle_or_trickling_client_is_timed_out() {
+        runtime::Runner::new(runtime::Config::default()).start(|context| async move {
+            let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let (done, held) = futures::channel::oneshot::channel::<()>();
+            let client = context.clone().spawn(move |context| async move {
+                let (mut quiet, _quiet_stream) = context.dial(address).await.unwrap();
+                quiet.send(b"first\n".as_slice()).await.unwrap();
+                let (mut trickle, _trickle_stream) = context.dial(address).await.unwrap();
+                // A byte every 40 ms: the line would take 360 ms, past the 150 ms allowed.
+                for byte in b"slow line" {
+                    trickle.send(vec![*byte]).await.unwrap();
+                    context.sleep(Duration::from_millis(40)).await;
+                }
+                let _ = held.await;
+            });
+            let idle = Duration::from_millis(150);
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut quiet = LineReader::with_idle_timeout(stream, context.clone(), idle);
+            assert_eq!(
+                quiet.next_line().await.unwrap().as_deref(),
+                Some(&b"first"[..])
+            );
+            assert!(matches!(quiet.next_line().await, Err(LineError::Idle)));
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut trickle = LineReader::with_idle_timeout(stream, context.clone(), idle);
+            assert!(matches!(trickle.next_line().await, Err(LineError::Idle)));
+            drop(done);
+            client.await.unwrap();
+        });
+    }
 
     /// A client quiet for longer than the runtime's read timeout is still there: its next
     /// line arrives, rather than the reader reporting an end of stream.

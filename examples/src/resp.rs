@@ -101,6 +101,11 @@ impl Decoder {
         self.buffer.len() - self.at
     }
 
+    /// Whether a command has begun and is not whole yet.
+    pub fn is_partial(&self) -> bool {
+        self.pending() > 0 || !matches!(self.state, State::Start)
+    }
+
     /// How many more bytes the decoder can use at once: the rest of a bulk string it is
     /// reading, else one (a line's end may come at any byte).
     pub fn wanted(&self) -> usize {

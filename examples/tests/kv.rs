@@ -656,3 +656,95 @@ fn the_log_is_rewritten_as_it_grows_and_loses_nothing() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// A connection that stays quiet past the idle timeout is told so and closed, and so is one
+/// that trickles a command slower than the request deadline allows, though each of its
+/// bytes comes within the idle timeout; a prompt client is served throughout.
+#[test]
+fn idle_and_trickling_clients_are_closed() {
+    let data = std::env::temp_dir().join(format!("kv-idle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut server = Server::launch(
+        env!("CARGO_BIN_EXE_kv"),
+        "kv listening on",
+        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+        &[
+            ("KV_IDLE_TIMEOUT_MS", "400"),
+            ("KV_REQUEST_DEADLINE_MS", "700"),
+        ],
+    );
+    let _ = server.printed();
+    let mut quiet = server.connect();
+    let mut trickling = server.connect();
+    let mut prompt = server.connect();
+    trickling.send(b"*2\r\n$4\r\nECHO\r\n$40\r\n");
+    for _ in 0..20 {
+        // A byte every 100 ms: within the idle timeout, but the command would take 2 s.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if !trickling.try_send(b"x") {
+            break;
+        }
+        prompt.send(b"PING\r\n");
+        assert_eq!(reply(&mut prompt), "+PONG");
+    }
+    assert_eq!(
+        reply(&mut trickling),
+        "-ERR a request must arrive whole within 700 ms; closing"
+    );
+    assert!(trickling.closed());
+    assert_eq!(reply(&mut quiet), "-ERR idle for 400 ms; closing");
+    assert!(quiet.closed());
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// Bad arguments are clear errors (an empty or unusable data directory, an unknown
+/// durability), and a closed stdout (`kv | head -2`) is no reason to fail.
+#[test]
+fn bad_arguments_are_clear_errors_and_a_closed_stdout_is_harmless() {
+    let run = |arguments: &[&str]| {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kv"))
+            .args(arguments)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _watchdog = common::Watchdog::new(child.id());
+        let output = child.wait_with_output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&["127.0.0.1:0", "127.0.0.1:0", ""]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("the data directory is empty"), "{stderr}");
+    let file = std::env::temp_dir().join(format!("kv-not-a-directory-{}", std::process::id()));
+    std::fs::write(&file, b"a file").unwrap();
+    let (code, stderr) = run(&["127.0.0.1:0", "127.0.0.1:0", file.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("cannot be used"), "{stderr}");
+    std::fs::remove_file(&file).unwrap();
+    let (code, stderr) = run(&["--durability", "sometimes"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "unknown durability 'sometimes': it is always (the default), everysec or none"
+        ),
+        "{stderr}"
+    );
+
+    // Its two lines read, stdout closed, then stopped: it says goodbye to nobody, and exits 0.
+    let data = std::env::temp_dir().join(format!("kv-stdout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut server = Server::launch(
+        env!("CARGO_BIN_EXE_kv"),
+        "kv listening on",
+        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+        &[],
+    );
+    let _ = server.printed();
+    server.close_stdout();
+    assert_eq!(server.interrupt(), "");
+    std::fs::remove_dir_all(&data).unwrap();
+}

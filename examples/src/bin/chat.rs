@@ -24,6 +24,9 @@
 //!   stays where it was). A connection is in one room at a time.
 //! - Connections are bounded per server (`CHAT_MAX_CONNECTIONS`, 10 000): past it a client
 //!   gets an error line and is closed.
+//! - A client's next line must arrive whole within the idle timeout (`CHAT_IDLE_TIMEOUT_MS`,
+//!   five minutes), or it is told so and closed: a quiet client and one trickling a line
+//!   alike.
 //! - Lines are at most 64 KiB (longer closes that connection), messages 4 KiB; a client's
 //!   commands queued and not handled are bounded in bytes, past which its reader waits (and
 //!   TCP holds the client back).
@@ -39,7 +42,7 @@ use actors::prelude::*;
 use actors::topic::Subscription;
 use actors::{Topic, WhenFull};
 use examples::limits::{Slot, setting};
-use examples::lines::{Event, MAX_LINE, accept_until_stopped, spawn_reader};
+use examples::lines::{Event, MAX_LINE, accept_until_stopped, idle_timeout, spawn_reader};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use runtime::net::Sink;
@@ -472,7 +475,8 @@ impl Connection {
         let connection = ctx.actor_ref();
         let stream = self.stream.take().expect("set by the acceptor");
         let queued = self.queued.clone();
-        spawn_reader(ctx.runtime(), stream, move |event| {
+        let idle = idle_timeout("CHAT_IDLE_TIMEOUT_MS");
+        spawn_reader(ctx.runtime(), stream, idle, move |event| {
             let connection = connection.clone();
             let queued = queued.clone();
             async move {
@@ -488,6 +492,7 @@ impl Connection {
                         }
                     }
                     Event::TooLong => connection.tell_too_long().await.is_ok(),
+                    Event::Idle => connection.tell_idle(idle).await.is_ok(),
                     Event::End => connection.tell_quit().await.is_ok(),
                 }
             }
@@ -577,6 +582,13 @@ impl Connection {
             }
             ctx.stop();
         }
+    }
+
+    /// No whole line came within the idle timeout: say so, and close.
+    fn idle(&mut self, ctx: &mut actors::Context<Self>, idle: Duration) {
+        let reply = format!("ERR idle for {} ms; closing\n", idle.as_millis());
+        self.write(ctx, reply);
+        ctx.stop();
     }
 
     fn too_long(&mut self, ctx: &mut actors::Context<Self>) {
@@ -698,7 +710,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
     }
     .spawn(&context);
     let mut listener = context.bind(address).await?;
-    println!(
+    examples::say!(
         "chat listening on {}",
         listener.local_addr().expect("bound")
     );
@@ -735,6 +747,6 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         );
     })
     .await;
-    println!("chat stopped");
+    examples::say!("chat stopped");
     Ok(())
 }

@@ -20,5 +20,5 @@ async fn main(context: Context) {
         total += handle.await.expect("the task finishes");
     }
     print!("{}", context.encode());
-    println!("sum of squares 1..=4 computed by 4 supervised tasks: {total}");
+    examples::say!("sum of squares 1..=4 computed by 4 supervised tasks: {total}");
 }

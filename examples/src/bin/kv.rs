@@ -17,7 +17,6 @@
 //! supervisor that restarts it from its log if it fails. Ctrl-C stops the service cleanly.
 
 use runtime::prelude::*;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,11 +73,6 @@ fn parse(mut arguments: impl Iterator<Item = String>) -> Result<Arguments, Strin
         options,
         repair,
     })
-}
-
-/// Prints a line; a closed stdout (`kv | head -1`) is not a failure of the service.
-fn say(line: &str) {
-    let _ = writeln!(std::io::stdout(), "{line}");
 }
 
 fn main() -> ExitCode {
@@ -140,10 +134,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        say(&format!("kv listening on {}", service.address));
-        say(&format!("kv metrics on http://{}/metrics", service.metrics));
+        examples::say!("kv listening on {}", service.address);
+        examples::say!("kv metrics on http://{}/metrics", service.metrics);
         let _ = context.stopped().await;
-        say("kv stopped");
+        examples::say!("kv stopped");
         ExitCode::SUCCESS
     })
 }

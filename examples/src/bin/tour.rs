@@ -101,7 +101,7 @@ fn main() {
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
         let thread = std::thread::current();
-        println!(
+        examples::say!(
             "\n  ! a panic on {}: {message} ({})",
             thread.name().unwrap_or("a thread"),
             info.location().map_or(String::new(), |at| at.to_string())
@@ -114,12 +114,13 @@ fn main() {
         let service = kv::serve(&context, loopback, loopback)
             .await
             .expect("start the kv service");
-        println!(
+        examples::say!(
             "kv service on {}, metrics on {}",
-            service.address, service.metrics
+            service.address,
+            service.metrics
         );
         let requests = requests_per_client();
-        println!(
+        examples::say!(
             "{CLIENTS} clients x {requests} requests (1 in {SET_EVERY} a durable SET); the \
              storage actor fails once, half way"
         );
@@ -158,7 +159,7 @@ fn main() {
             retries += report.retries;
         }
         let elapsed = started.elapsed();
-        println!();
+        examples::say!();
         latencies.sort_unstable();
         // The data outlived the failure: a key set before it reads back. (Asked after the
         // failure, so it is answered by the restarted store: the restart is counted.)
@@ -181,27 +182,27 @@ fn main() {
             .unwrap_or("0")
             .to_string();
 
-        println!();
-        println!("summary");
-        println!("  requests            {total}");
-        println!("  elapsed             {:.2} s", elapsed.as_secs_f64());
-        println!(
+        examples::say!();
+        examples::say!("summary");
+        examples::say!("  requests            {total}");
+        examples::say!("  elapsed             {:.2} s", elapsed.as_secs_f64());
+        examples::say!(
             "  throughput          {:.0} requests/s",
             total as f64 / elapsed.as_secs_f64()
         );
-        println!(
+        examples::say!(
             "  latency p50         {} us",
             percentile(&latencies, 0.50).as_micros()
         );
-        println!(
+        examples::say!(
             "  latency p99         {} us",
             percentile(&latencies, 0.99).as_micros()
         );
-        println!("  retried requests    {retries} (answered while the store restarted)");
-        println!("  restarts survived   {restarts}");
-        println!("  GET client0-key0    {}", check.trim_end());
-        println!();
-        println!("metrics (context.encode())");
+        examples::say!("  retried requests    {retries} (answered while the store restarted)");
+        examples::say!("  restarts survived   {restarts}");
+        examples::say!("  GET client0-key0    {}", check.trim_end());
+        examples::say!();
+        examples::say!("metrics (context.encode())");
         print!("{exposition}");
     });
     let _ = std::fs::remove_dir_all(data);

@@ -61,12 +61,18 @@ impl Connection {
     fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
         let connection = ctx.actor_ref();
         let mut stream = self.stream.take().expect("set by the acceptor");
+        let clock = ctx.runtime().clone();
         drop(ctx.runtime().clone().spawn(move |_| async move {
+            use runtime::Clock as _;
+            let (idle, deadline) = (idle_timeout(), request_deadline());
             let mut decoder = Decoder::default();
+            // When the command not yet whole began.
+            let mut begun: Option<std::time::Instant> = None;
             loop {
                 loop {
                     match decoder.next_command() {
                         Ok(Some(command)) => {
+                            begun = None;
                             if connection.tell_command(command).await.is_err() {
                                 return;
                             }
@@ -78,16 +84,34 @@ impl Connection {
                         }
                     }
                 }
+                // A quiet client has the idle timeout; a command begun must be whole
+                // within the request deadline, however slowly its bytes trickle.
+                let (limit, why) = if decoder.is_partial() {
+                    let begun = *begun.get_or_insert_with(std::time::Instant::now);
+                    let left = deadline.saturating_sub(begun.elapsed());
+                    (left, "a request must arrive whole within")
+                } else {
+                    (idle, "idle for")
+                };
                 // What the decoder can use: the rest of a bulk string at once, else a byte
                 // (the stream reads ahead, so most come from its buffer).
                 let wanted = decoder.wanted().min(64 * 1024);
-                match runtime::Stream::recv(&mut stream, wanted).await {
-                    Ok(byte) => decoder.feed(&byte.coalesce()),
+                let received = clock
+                    .timeout(limit, runtime::Stream::recv(&mut stream, wanted))
+                    .await;
+                match received {
+                    Ok(Ok(bytes)) => decoder.feed(&bytes.coalesce()),
                     // The runtime's read timeout: a quiet client is not a gone one.
-                    Err(runtime::Error::RecvFailed(error))
+                    Ok(Err(runtime::Error::RecvFailed(error)))
                         if error.kind() == std::io::ErrorKind::TimedOut => {}
-                    Err(_) => {
+                    Ok(Err(_)) => {
                         let _ = connection.tell_quit().await;
+                        return;
+                    }
+                    Err(_) => {
+                        let limit = if why == "idle for" { idle } else { deadline };
+                        let error = format!("{why} {} ms; closing", limit.as_millis());
+                        let _ = connection.tell_refuse(error).await;
                         return;
                     }
                 }
@@ -115,6 +139,17 @@ impl Connection {
     fn quit(&mut self, ctx: &mut actors::Context<Self>) {
         ctx.stop();
     }
+}
+
+/// How long a connection may stay quiet: `KV_IDLE_TIMEOUT_MS`, five minutes by default.
+fn idle_timeout() -> std::time::Duration {
+    crate::lines::idle_timeout("KV_IDLE_TIMEOUT_MS")
+}
+
+/// How long a command may take to arrive whole once begun: `KV_REQUEST_DEADLINE_MS`, 30 s
+/// by default.
+fn request_deadline() -> std::time::Duration {
+    std::time::Duration::from_millis(setting("KV_REQUEST_DEADLINE_MS", 30_000))
 }
 
 /// Connections served at once; one more is told so and closed.

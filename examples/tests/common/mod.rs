@@ -39,7 +39,8 @@ impl Drop for Watchdog {
 /// A running example; killed if a test fails before it stops, or runs past the deadline.
 pub struct Server {
     pub child: Child,
-    pub output: BufReader<std::process::ChildStdout>,
+    /// What the example prints; `None` once closed (`close_stdout`).
+    pub output: Option<BufReader<std::process::ChildStdout>>,
     pub address: SocketAddr,
     _watchdog: Watchdog,
 }
@@ -83,7 +84,7 @@ impl Server {
             .unwrap();
         Server {
             child,
-            output,
+            output: Some(output),
             address,
             _watchdog: watchdog,
         }
@@ -110,10 +111,20 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Closes the reading end of the example's stdout, as `| head -2` does once it has read
+    /// its lines: the example's next print meets a closed pipe.
+    pub fn close_stdout(&mut self) {
+        self.output = None;
+    }
+
     /// The next line the example prints.
     pub fn printed(&mut self) -> String {
         let mut line = String::new();
-        self.output.read_line(&mut line).unwrap();
+        self.output
+            .as_mut()
+            .expect("stdout open")
+            .read_line(&mut line)
+            .unwrap();
         line
     }
 
@@ -128,7 +139,9 @@ impl Server {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{status}");
         let mut rest = String::new();
-        self.output.read_to_string(&mut rest).unwrap();
+        if let Some(output) = &mut self.output {
+            output.read_to_string(&mut rest).unwrap();
+        }
         rest
     }
 }
@@ -148,6 +161,11 @@ pub struct Client {
 impl Client {
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Sends `bytes`; false if the server has closed the connection.
+    pub fn try_send(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).is_ok()
     }
 
     pub fn line(&mut self) -> String {
