@@ -116,7 +116,7 @@ pub use exit::ExitReason;
 pub use id::ActorId;
 pub use lifecycle::Monitor;
 pub use pool::{Pool, PoolRef, Routing};
-pub use refs::{ActorHandle, Ask, Join, PeerHandle, Ref, Reply, WeakRef};
+pub use refs::{ActorHandle, Ask, Join, PeerHandle, Queued, Ref, Reply, WeakRef};
 pub use registry::{Registrable, Registry};
 pub use runtime_macros::{actor, interface};
 pub use spawn::{spawn, spawn_with};

@@ -145,12 +145,41 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
 #[must_use = "an ask does nothing unless awaited"]
 pub struct Ask<'a, A: Actor, R>(Asking<'a, A::Message, Mailbox<A::Message>, R>);
 
-impl<A: Actor, R> Ask<'_, A, R> {
+impl<'a, A: Actor, R> Ask<'a, A, R> {
     /// Gives the ask a deadline of `timeout` from its first poll (from now, if it was polled
     /// already), in place of the actor's `ask_timeout`; [`Duration::MAX`] means none.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.0.deadline = Deadline::After(timeout);
         self
+    }
+
+    /// Waits only until the message is queued (while the mailbox is full, within the ask's
+    /// deadline), then gives the ask back, to be awaited for its reply later. For a caller
+    /// that pipelines: asks queued one after another reach the actor in that order, and
+    /// their replies are awaited while more are queued.
+    pub fn queued(self) -> Queued<'a, A, R> {
+        Queued(Some(self))
+    }
+}
+
+/// An [`Ask`] until its message is queued: see [`Ask::queued`]. Resolves to the ask, or to
+/// the error that kept the message out (`Closed`, `Timeout`).
+#[must_use = "a queued ask does nothing unless awaited"]
+pub struct Queued<'a, A: Actor, R>(Option<Ask<'a, A, R>>);
+
+impl<'a, A: Actor, R> Future for Queued<'a, A, R> {
+    type Output = Result<Ask<'a, A, R>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let ask = self.0.as_mut().expect("a queued ask polled after it resolved");
+        match ask.0.poll_queued(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(self.0.take().expect("present"))),
+            Poll::Ready(Err(error)) => {
+                self.0 = None;
+                Poll::Ready(Err(error))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -226,6 +255,18 @@ impl<'a, M: Send, C: ?Sized + Channel<M>, R> Asking<'a, M, C, R> {
             Deadline::Sleeping(sleep) => Pin::new(sleep).poll(cx).is_ready(),
             _ => false,
         }
+    }
+
+    /// Ready once the message is queued (or will never be).
+    pub(crate) fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if let Some(sending) = &mut self.sending {
+            match Pin::new(sending).poll(cx) {
+                Poll::Ready(Ok(())) => self.sending = None,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return self.timed_out(cx),
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 
     #[inline]

@@ -155,6 +155,35 @@ async fn a_deadline_passed_waiting_for_room_drops_the_message(context: runtime::
     assert!(!handled.contains(&"dropped"), "{handled:?}");
 }
 
+/// Asks queued one after another (`Ask::queued`) reach the actor in that order while none
+/// of their replies is awaited; each reply is then awaited on its own, and an ask that cannot
+/// be queued says why at once.
+#[runtime::test(timeout = "20s")]
+async fn queued_asks_keep_their_order_and_are_answered_later(context: runtime::Context) {
+    let gated = Gated { handled: vec![] }.spawn(&context);
+    let (open, gate) = oneshot::channel();
+    let (started, taken) = oneshot::channel();
+    gated.tell_hold_signalled(started, gate).await.unwrap();
+    taken.await.unwrap();
+    // Queued while `hold` runs: none of them can be answered yet.
+    let mut asks = Vec::new();
+    for what in ["first", "second", "third"] {
+        asks.push(gated.mark(what).queued().await.unwrap());
+    }
+    open.send(()).unwrap();
+    let mut answers = Vec::new();
+    for ask in asks.into_iter().rev() {
+        answers.push(ask.await.unwrap());
+    }
+    assert_eq!(answers, [4, 3, 2], "each its own answer, in the order handled");
+    assert_eq!(
+        gated.handled().await.unwrap(),
+        ["hold", "first", "second", "third"]
+    );
+    gated.stop().await;
+    assert_eq!(gated.mark("late").queued().await.err(), Some(Error::Closed));
+}
+
 /// An actor that hands each `lookup` to someone else and takes its next message at once.
 #[actor]
 struct Front {

@@ -10,45 +10,74 @@ pub const REDIS_VERSION: &str = "7.0.0";
 
 /// Runs one command on `store`: the reply, and whether the client asked to close.
 pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
+    match issue(store, command).await {
+        Issued::Ready(reply, quit) => (reply, quit),
+        Issued::Waiting(reply) => (reply.await, false),
+    }
+}
+
+/// A command issued: its reply, or the store's reply to come (its message already queued,
+/// so commands issued one after another take effect in that order).
+pub enum Issued<'s> {
+    /// The reply, and whether the client asked to close.
+    Ready(Reply, bool),
+    Waiting(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + 's>>),
+}
+
+/// The reply to a store command that could not be run.
+fn failed(error: actors::Error) -> Reply {
+    Reply::error(format!("storage unavailable ({error}); try again"))
+}
+
+/// Queues `ask` and gives the reply `answer` makes of its answer, to come.
+async fn waiting<'s, R: Send + 's>(
+    ask: actors::Ask<'s, super::Store, R>,
+    answer: impl FnOnce(R) -> Reply + Send + 's,
+) -> Issued<'s> {
+    match ask.queued().await {
+        Err(error) => Issued::Ready(failed(error), false),
+        Ok(ask) => Issued::Waiting(Box::pin(async move {
+            match ask.await {
+                Ok(value) => answer(value),
+                Err(error) => failed(error),
+            }
+        })),
+    }
+}
+
+/// Issues one command on `store`: see [`Issued`].
+pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
     let mut arguments = command.into_iter();
     let Some(name) = arguments.next() else {
-        return (Reply::error("empty command"), false);
+        return Issued::Ready(Reply::error("empty command"), false);
     };
     let arguments: Vec<Vec<u8>> = arguments.collect();
     let upper = name.to_ascii_uppercase();
     let lower = String::from_utf8_lossy(&name).to_lowercase();
     let wrong = || Reply::error(format!("wrong number of arguments for '{lower}' command"));
-    let failed =
-        |error: actors::Error| Reply::error(format!("storage unavailable ({error}); try again"));
     let not_integer = || Reply::error("value is not an integer or out of range");
     let reply = match (upper.as_slice(), arguments.as_slice()) {
         (b"PING", []) => Reply::Simple("PONG".into()),
         (b"PING", [message]) | (b"ECHO", [message]) => Reply::Bulk(Some(message.clone())),
         (b"PING", _) | (b"ECHO", _) => wrong(),
-        (b"QUIT", _) => return (Reply::ok(), true),
+        (b"QUIT", _) => return Issued::Ready(Reply::ok(), true),
         (b"COMMAND", _) => Reply::Array(Some(Vec::new())),
-        (b"GET", [key]) => match store.get(key.clone()).await {
-            Ok(value) => Reply::Bulk(value),
-            Err(error) => failed(error),
-        },
+        (b"GET", [key]) => return waiting(store.get(key.clone()), Reply::Bulk).await,
         (b"GET", _) => wrong(),
         (b"SET", [key, value, options @ ..]) => match set_options(options) {
             Err(reply) => reply,
-            Ok((when, expiry)) => match store.set(key.clone(), value.clone(), when, expiry).await {
-                Ok(true) => Reply::ok(),
-                Ok(false) => Reply::Bulk(None),
-                Err(error) => failed(error),
-            },
+            Ok((when, expiry)) => {
+                let ask = store.set(key.clone(), value.clone(), when, expiry);
+                return waiting(ask, |set| if set { Reply::ok() } else { Reply::Bulk(None) }).await;
+            }
         },
         (b"SET", _) => wrong(),
-        (b"DEL", keys) if !keys.is_empty() => match store.del(keys.to_vec()).await {
-            Ok(count) => Reply::Integer(count),
-            Err(error) => failed(error),
-        },
-        (b"EXISTS", keys) if !keys.is_empty() => match store.exists(keys.to_vec()).await {
-            Ok(count) => Reply::Integer(count),
-            Err(error) => failed(error),
-        },
+        (b"DEL", keys) if !keys.is_empty() => {
+            return waiting(store.del(keys.to_vec()), Reply::Integer).await;
+        }
+        (b"EXISTS", keys) if !keys.is_empty() => {
+            return waiting(store.exists(keys.to_vec()), Reply::Integer).await;
+        }
         (b"DEL", _) | (b"EXISTS", _) => wrong(),
         (b"INCR" | b"DECR", [key]) | (b"INCRBY" | b"DECRBY", [key, _]) => {
             let by = match arguments.get(1) {
@@ -59,27 +88,28 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
             let by = by.and_then(|by| if negate { by.checked_neg() } else { Some(by) });
             match by {
                 None => not_integer(),
-                Some(by) => match store.add(key.clone(), by).await {
-                    Ok(Ok(value)) => Reply::Integer(value),
-                    Ok(Err(error)) => Reply::Error(error),
-                    Err(error) => failed(error),
-                },
+                Some(by) => {
+                    let answer = |added: Result<i64, String>| match added {
+                        Ok(value) => Reply::Integer(value),
+                        Err(error) => Reply::Error(error),
+                    };
+                    return waiting(store.add(key.clone(), by), answer).await;
+                }
             }
         }
         (b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY", _) => wrong(),
-        (b"MGET", keys) if !keys.is_empty() => match store.get_many(keys.to_vec()).await {
-            Ok(values) => Reply::Array(Some(values.into_iter().map(Reply::Bulk).collect())),
-            Err(error) => failed(error),
-        },
+        (b"MGET", keys) if !keys.is_empty() => {
+            let answer = |values: Vec<Option<Vec<u8>>>| {
+                Reply::Array(Some(values.into_iter().map(Reply::Bulk).collect()))
+            };
+            return waiting(store.get_many(keys.to_vec()), answer).await;
+        }
         (b"MSET", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
             let pairs = pairs
                 .chunks(2)
                 .map(|pair| (pair[0].clone(), pair[1].clone()))
                 .collect();
-            match store.set_many(pairs).await {
-                Ok(()) => Reply::ok(),
-                Err(error) => failed(error),
-            }
+            return waiting(store.set_many(pairs), |()| Reply::ok()).await;
         }
         (b"MGET" | b"MSET", _) => wrong(),
         (b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT", [key, time]) => {
@@ -96,26 +126,23 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
                 None => Reply::error(format!("invalid expire time in '{lower}' command")),
                 // At or before the epoch: due now (the key is removed).
                 Some(deadline) => {
-                    let deadline = deadline.max(1) as u64;
-                    match store.expire_at(key.clone(), Some(deadline)).await {
-                        Ok(applied) => Reply::Integer(i64::from(applied)),
-                        Err(error) => failed(error),
-                    }
+                    let ask = store.expire_at(key.clone(), Some(deadline.max(1) as u64));
+                    return waiting(ask, |applied| Reply::Integer(i64::from(applied))).await;
                 }
             }
         }
-        (b"PERSIST", [key]) => match store.expire_at(key.clone(), None).await {
-            Ok(applied) => Reply::Integer(i64::from(applied)),
-            Err(error) => failed(error),
-        },
-        (b"TTL" | b"PTTL", [key]) => match store.time_to_live(key.clone()).await {
-            // Seconds, rounded as Redis rounds them.
-            Ok(left) if left >= 0 && upper.as_slice() == b"TTL" => {
-                Reply::Integer((left + 500) / 1000)
-            }
-            Ok(left) => Reply::Integer(left),
-            Err(error) => failed(error),
-        },
+        (b"PERSIST", [key]) => {
+            let ask = store.expire_at(key.clone(), None);
+            return waiting(ask, |applied| Reply::Integer(i64::from(applied))).await;
+        }
+        (b"TTL" | b"PTTL", [key]) => {
+            let seconds = upper.as_slice() == b"TTL";
+            let answer = move |left: i64| {
+                // Seconds, rounded as Redis rounds them.
+                Reply::Integer(if left >= 0 && seconds { (left + 500) / 1000 } else { left })
+            };
+            return waiting(store.time_to_live(key.clone()), answer).await;
+        }
         (
             b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"PERSIST" | b"TTL" | b"PTTL",
             _,
@@ -125,10 +152,7 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
                 matches!(option.to_ascii_uppercase().as_slice(), b"SYNC" | b"ASYNC")
             }) =>
         {
-            match store.flush().await {
-                Ok(()) => Reply::ok(),
-                Err(error) => failed(error),
-            }
+            return waiting(store.flush(), |()| Reply::ok()).await;
         }
         (b"FLUSHALL" | b"FLUSHDB", _) => Reply::error("syntax error"),
         // What clients ask as they start: enough for `redis-cli` and `redis-benchmark`.
@@ -162,37 +186,44 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
         },
         (b"CONFIG", [subcommand, parameter]) if subcommand.eq_ignore_ascii_case(b"GET") => {
             let parameter = parameter.to_ascii_lowercase();
-            let value: Option<Vec<u8>> = match parameter.as_slice() {
-                b"save" => Some(Vec::new()),
-                b"appendonly" => Some(b"yes".to_vec()),
-                b"appendfsync" => match store.durability_name().await {
-                    Ok(name) => Some(name.as_bytes().to_vec()),
-                    Err(error) => return (failed(error), false),
-                },
-                b"databases" => Some(b"1".to_vec()),
-                _ => None,
+            let name = parameter.clone();
+            let pair = move |value: &[u8]| {
+                Reply::Array(Some(vec![
+                    Reply::Bulk(Some(parameter.clone())),
+                    Reply::Bulk(Some(value.to_vec())),
+                ]))
             };
-            Reply::Array(Some(match value {
-                Some(value) => vec![Reply::Bulk(Some(parameter)), Reply::Bulk(Some(value))],
-                None => Vec::new(),
-            }))
+            match name.as_slice() {
+                b"save" => pair(b""),
+                b"appendonly" => pair(b"yes"),
+                b"databases" => pair(b"1"),
+                b"appendfsync" => {
+                    let answer = move |name: &'static str| pair(name.as_bytes());
+                    return waiting(store.durability_name(), answer).await;
+                }
+                _ => Reply::Array(Some(Vec::new())),
+            }
         }
         (b"CONFIG", _) => Reply::error("CONFIG answers GET parameter only here"),
-        (b"INFO", _) => match store.size().await {
-            Ok((keys, expires)) => Reply::Bulk(Some(
-                format!(
-                    "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
-                     # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
-                     db0:keys={keys},expires={expires},avg_ttl=0\r\n"
-                )
-                .into_bytes(),
-            )),
-            Err(error) => failed(error),
-        },
-        (b"DBSIZE", []) => match store.size().await {
-            Ok((size, _)) => Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX)),
-            Err(error) => failed(error),
-        },
+        (b"INFO", _) => {
+            let answer = |(keys, expires): (usize, usize)| {
+                Reply::Bulk(Some(
+                    format!(
+                        "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
+                         # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
+                         db0:keys={keys},expires={expires},avg_ttl=0\r\n"
+                    )
+                    .into_bytes(),
+                ))
+            };
+            return waiting(store.size(), answer).await;
+        }
+        (b"DBSIZE", []) => {
+            let answer = |(size, _): (usize, usize)| {
+                Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX))
+            };
+            return waiting(store.size(), answer).await;
+        }
         (b"DBSIZE", _) => wrong(),
         _ => {
             // As Redis words it: the name cut at 128 characters, then arguments while what
@@ -214,7 +245,7 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
             ))
         }
     };
-    (reply, false)
+    Issued::Ready(reply, false)
 }
 
 /// `SET`'s options, as Redis reads them: `NX` or `XX`, and one of `EX`, `PX`, `EXAT`,

@@ -25,6 +25,7 @@
 //! it.
 
 pub mod commands;
+mod connection;
 pub mod log;
 pub mod recovery;
 pub mod store;
@@ -35,122 +36,17 @@ pub use store::{Durability, Expiry, Options, Store, StoreRef, When};
 
 use crate::limits::{Slot, setting};
 use crate::lines::{LineReader, accept_until_stopped};
-use crate::resp::{Decoder, Reply};
+use crate::resp::Reply;
 use actors::prelude::*;
 use actors::supervisor::{
     ChildSpec, DynamicSupervisor, DynamicSupervisorRef, Restart, Strategy, Supervisor,
     SupervisorRef,
 };
 use runtime::buffer::paged::CacheRef;
-use runtime::net::{Listener, Sink};
+use runtime::net::Listener;
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
 use std::sync::Arc;
-
-/// One client connection: its reader task decodes commands, and it runs them one at a time,
-/// answering in order (pipelining to any depth the client sends).
-#[actor(name = "kv_connection")]
-struct Connection {
-    sink: Sink,
-    store: StoreRef,
-    stream: Option<runtime::net::Stream>,
-}
-
-#[actor]
-impl Connection {
-    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
-        let connection = ctx.actor_ref();
-        let mut stream = self.stream.take().expect("set by the acceptor");
-        let clock = ctx.runtime().clone();
-        drop(ctx.runtime().clone().spawn(move |_| async move {
-            use runtime::Clock as _;
-            let (idle, deadline) = (idle_timeout(), request_deadline());
-            let mut decoder = Decoder::default();
-            // When the command not yet whole began.
-            let mut begun: Option<std::time::Instant> = None;
-            loop {
-                loop {
-                    match decoder.next_command() {
-                        Ok(Some(command)) => {
-                            begun = None;
-                            if connection.tell_command(command).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(error) => {
-                            let _ = connection.tell_refuse(error.to_string()).await;
-                            return;
-                        }
-                    }
-                }
-                // A quiet client has the idle timeout; a command begun must be whole
-                // within the request deadline, however slowly its bytes trickle.
-                let (limit, why) = if decoder.is_partial() {
-                    let begun = *begun.get_or_insert_with(std::time::Instant::now);
-                    let left = deadline.saturating_sub(begun.elapsed());
-                    (left, "a request must arrive whole within")
-                } else {
-                    (idle, "idle for")
-                };
-                // What the decoder can use: the rest of a bulk string at once, else a byte
-                // (the stream reads ahead, so most come from its buffer).
-                let wanted = decoder.wanted().min(64 * 1024);
-                let received = clock
-                    .timeout(limit, runtime::Stream::recv(&mut stream, wanted))
-                    .await;
-                match received {
-                    Ok(Ok(bytes)) => decoder.feed(&bytes.coalesce()),
-                    // The runtime's read timeout: a quiet client is not a gone one.
-                    Ok(Err(runtime::Error::RecvFailed(error)))
-                        if error.kind() == std::io::ErrorKind::TimedOut => {}
-                    Ok(Err(_)) => {
-                        let _ = connection.tell_quit().await;
-                        return;
-                    }
-                    Err(_) => {
-                        let limit = if why == "idle for" { idle } else { deadline };
-                        let error = format!("{why} {} ms; closing", limit.as_millis());
-                        let _ = connection.tell_refuse(error).await;
-                        return;
-                    }
-                }
-            }
-        }));
-    }
-
-    async fn command(&mut self, ctx: &mut actors::Context<Self>, command: Vec<Vec<u8>>) {
-        let (reply, quit) = execute(&self.store, command).await;
-        let mut bytes = Vec::new();
-        reply.encode(&mut bytes);
-        if self.sink.send(bytes).await.is_err() || quit {
-            ctx.stop();
-        }
-    }
-
-    /// A malformed frame: its error, then the connection closes (the stream is out of step).
-    async fn refuse(&mut self, ctx: &mut actors::Context<Self>, error: String) {
-        let mut bytes = Vec::new();
-        Reply::error(error).encode(&mut bytes);
-        let _ = self.sink.send(bytes).await;
-        ctx.stop();
-    }
-
-    fn quit(&mut self, ctx: &mut actors::Context<Self>) {
-        ctx.stop();
-    }
-}
-
-/// How long a connection may stay quiet: `KV_IDLE_TIMEOUT_MS`, five minutes by default.
-fn idle_timeout() -> std::time::Duration {
-    crate::lines::idle_timeout("KV_IDLE_TIMEOUT_MS")
-}
-
-/// How long a command may take to arrive whole once begun: `KV_REQUEST_DEADLINE_MS`, 30 s
-/// by default.
-fn request_deadline() -> std::time::Duration {
-    std::time::Duration::from_millis(setting("KV_REQUEST_DEADLINE_MS", 30_000))
-}
 
 /// Connections served at once; one more is told so and closed.
 pub const MAX_CONNECTIONS: usize = 10_000;
@@ -278,10 +174,10 @@ async fn accept(
             let mut socket = Some((sink, stream));
             let spec = ChildSpec::new(move || {
                 let (sink, stream) = socket.take().expect("a temporary child starts once");
-                Connection {
-                    sink,
-                    store: store.clone(),
+                connection::Connection {
+                    sink: Some(sink),
                     stream: Some(stream),
+                    store: store.clone(),
                 }
             })
             .restart(Restart::Temporary);

@@ -1,0 +1,186 @@
+//! One client connection: a task that decodes the client's commands, issues them to the
+//! store in order without waiting for their replies (pipelining), and writes the replies in
+//! order, as many as are ready in one send.
+//!
+//! Invariants:
+//! - **Commands take effect in the order sent**: each is queued in the store's mailbox
+//!   (`Ask::queued`) before the next is decoded, and one mailbox is handled in order.
+//! - **Replies go in the order of their commands**, whenever each is ready; at most
+//!   `MAX_IN_FLIGHT` wait, past which the connection stops reading (TCP holds the client
+//!   back) until the oldest is answered.
+//! - **Bounded in time**: quiet past the idle timeout, or a command begun and not whole
+//!   within the request deadline, and the client is told so and closed; a client that does
+//!   not read its replies meets the runtime's write timeout. A malformed frame is answered
+//!   (after every reply before it) and closes this connection alone.
+
+use super::commands::{Issued, issue};
+use super::store::StoreRef;
+use crate::limits::setting;
+use crate::resp::{Decoder, Reply};
+use futures::FutureExt as _;
+use futures::future::{Either, select};
+use runtime::net::{Sink, Stream};
+use runtime::prelude::*;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Replies a connection may wait for at once.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// Replies gathered before they are sent even if more are ready.
+const MAX_BATCH: usize = 256 * 1024;
+
+/// How long a connection may stay quiet: `KV_IDLE_TIMEOUT_MS`, five minutes by default.
+fn idle_timeout() -> Duration {
+    crate::lines::idle_timeout("KV_IDLE_TIMEOUT_MS")
+}
+
+/// How long a command may take to arrive whole once begun: `KV_REQUEST_DEADLINE_MS`, 30 s
+/// by default.
+fn request_deadline() -> Duration {
+    Duration::from_millis(setting("KV_REQUEST_DEADLINE_MS", 30_000))
+}
+
+/// The connection actor: supervised (a temporary child of the service's connections), it
+/// runs the connection's task in its scope and stops when the task ends.
+#[actors::actor(name = "kv_connection")]
+pub(super) struct Connection {
+    pub(super) sink: Option<Sink>,
+    pub(super) stream: Option<Stream>,
+    pub(super) store: StoreRef,
+}
+
+#[actors::actor]
+impl Connection {
+    fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
+        // A strong ref: the actor lives as long as its task (it has no other).
+        let connection = ctx.actor_ref();
+        let sink = self.sink.take().expect("set by the acceptor");
+        let stream = self.stream.take().expect("set by the acceptor");
+        let store = self.store.clone();
+        drop(ctx.runtime().clone().spawn(move |clock| async move {
+            serve(&clock, &store, sink, stream).await;
+            let _ = connection.tell_quit().await;
+        }));
+    }
+
+    fn quit(&mut self, ctx: &mut actors::Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// A reply in the order of its command: given, or to come from the store.
+enum Pending<'s> {
+    Given(Reply),
+    ToCome(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + 's>>),
+}
+
+/// Serves one client until it leaves, quits, errs or times out.
+async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut stream: Stream) {
+    let (idle, deadline) = (idle_timeout(), request_deadline());
+    let mut decoder = Decoder::default();
+    let mut pending: VecDeque<Pending<'_>> = VecDeque::new();
+    let mut out = Vec::new();
+    // When the command not yet whole began.
+    let mut begun: Option<Instant> = None;
+    // After `QUIT` or a malformed frame: answer what is pending, then close.
+    let mut closing = false;
+    loop {
+        // Issue what is whole, in order.
+        while !closing && pending.len() < MAX_IN_FLIGHT {
+            match decoder.next_command() {
+                Ok(Some(command)) => {
+                    begun = None;
+                    match issue(store, command).await {
+                        Issued::Ready(reply, quit) => {
+                            pending.push_back(Pending::Given(reply));
+                            closing = quit;
+                        }
+                        Issued::Waiting(reply) => pending.push_back(Pending::ToCome(reply)),
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    pending.push_back(Pending::Given(Reply::error(error)));
+                    closing = true;
+                }
+            }
+        }
+        // Every reply ready at the front, in one send.
+        while out.len() < MAX_BATCH {
+            let reply = match pending.front_mut() {
+                Some(Pending::Given(_)) => match pending.pop_front() {
+                    Some(Pending::Given(reply)) => reply,
+                    _ => unreachable!("the front was given"),
+                },
+                Some(Pending::ToCome(reply)) => match reply.now_or_never() {
+                    Some(reply) => {
+                        pending.pop_front();
+                        reply
+                    }
+                    None => break,
+                },
+                None => break,
+            };
+            reply.encode(&mut out);
+        }
+        if !out.is_empty() && sink.send(std::mem::take(&mut out)).await.is_err() {
+            return;
+        }
+        if closing && pending.is_empty() {
+            return;
+        }
+        if (closing || pending.len() >= MAX_IN_FLIGHT)
+            && let Some(Pending::ToCome(reply)) = pending.front_mut()
+        {
+            // Nothing more is read until the oldest reply is given.
+            let reply = reply.await;
+            pending[0] = Pending::Given(reply);
+            continue;
+        }
+        // Read more, or give the oldest reply as soon as it comes, whichever is first.
+        let wanted = decoder.wanted().min(64 * 1024);
+        let received = match pending.front_mut() {
+            Some(Pending::ToCome(reply)) => {
+                match select(reply, std::pin::pin!(stream.recv(wanted))).await {
+                    Either::Left((reply, _)) => {
+                        // The receive is dropped: what it read is kept for the next one.
+                        pending[0] = Pending::Given(reply);
+                        continue;
+                    }
+                    Either::Right((received, _)) => Ok(received),
+                }
+            }
+            _ => {
+                // Waiting on the client alone: bounded by the idle timeout, or by the
+                // request deadline once a command has begun, however it trickles.
+                let (limit, why, bound) = if decoder.is_partial() {
+                    let since = *begun.get_or_insert_with(Instant::now);
+                    (
+                        deadline.saturating_sub(since.elapsed()),
+                        "a request must arrive whole within",
+                        deadline,
+                    )
+                } else {
+                    (idle, "idle for", idle)
+                };
+                clock
+                    .timeout(limit, stream.recv(wanted))
+                    .await
+                    .map_err(|_| format!("{why} {} ms; closing", bound.as_millis()))
+            }
+        };
+        match received {
+            Ok(Ok(bytes)) => decoder.feed(&bytes.coalesce()),
+            // The runtime's read timeout: a quiet client is not a gone one.
+            Ok(Err(runtime::Error::RecvFailed(error)))
+                if error.kind() == std::io::ErrorKind::TimedOut => {}
+            // Gone: nobody to answer.
+            Ok(Err(_)) => return,
+            Err(timed_out) => {
+                pending.push_back(Pending::Given(Reply::error(timed_out)));
+                closing = true;
+            }
+        }
+    }
+}
