@@ -7,13 +7,13 @@
 //!   nothing (a read, a refused `SET NX`) once what it read is durable (see `answer`). With
 //!   `everysec` and `none` writes are answered at once and synced by a timer (every second)
 //!   or never, as Redis does; a crash then loses what was not synced.
-//! - **One sync at a time**, in a task of its own that takes the writer and every record
-//!   queued when it started, answers them when the sync is done, and hands the writer back.
-//!   Writes that arrive meanwhile wait for the next sync, which starts when that one ends:
-//!   one sync serves a whole group.
-//! - **The gate**: a sync holds `Shared::gate` from before its task exists until its sync is
-//!   done, and an incarnation opens the log only with the gate, so no write of an old
-//!   incarnation lands after a new one read the log.
+//! - **Group commit, inline**: a write applies to the data at once and queues its record
+//!   and its answer; the first record of a group also queues a `commit` behind the messages
+//!   already waiting, so the commit runs once they are handled. It writes and syncs the
+//!   group on the store's own thread (the syscalls directly, no ring round trip), then
+//!   answers it. Writes that arrive meanwhile wait in the mailbox for the next group: one
+//!   sync serves everything that arrived during the last one, as with Redis's
+//!   `appendfsync always`.
 //! - **A rewrite never holds what is not in its predecessor** until it is the store: it is
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
@@ -97,18 +97,14 @@ const QUEUED_BOUND: usize = 1 << 20;
 const SWEEP_KEYS: usize = 256;
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
-/// What the store's incarnations share: the gate, where syncs and rewrites run (the
-/// service's scope, which outlives incarnations), the count that numbers incarnations, the
-/// writer while no incarnation holds it, and what the service recovered before the first
-/// incarnation started.
+/// What the store's incarnations share: where rewrites run (the service's scope, which
+/// outlives incarnations), the cache and options, the count that numbers incarnations, and
+/// what the service recovered before the first incarnation started.
 pub struct Shared {
-    pub(super) gate: Arc<futures::lock::Mutex<()>>,
     pub(super) context: runtime::Context,
     pub(super) cache: CacheRef,
     pub(super) options: Options,
     incarnations: std::sync::atomic::AtomicU64,
-    /// The writer, put back by a sync when it is done, for the next one or for `on_stop`.
-    parked: std::sync::Mutex<Option<Writer>>,
     recovered: std::sync::Mutex<Option<Opened>>,
 }
 
@@ -120,94 +116,38 @@ impl Shared {
         recovered: Opened,
     ) -> Self {
         Shared {
-            gate: Arc::new(futures::lock::Mutex::new(())),
             context,
             cache,
             options,
             incarnations: std::sync::atomic::AtomicU64::new(0),
-            parked: std::sync::Mutex::new(None),
             recovered: std::sync::Mutex::new(Some(recovered)),
         }
     }
-
-    fn park(&self, writer: Writer) {
-        *self
-            .parked
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(writer);
-    }
-
-    fn unpark(&self) -> Option<Writer> {
-        self.parked
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .take()
-    }
 }
 
-/// Answers given when a sync is done, and those that arrive while it runs (reads that saw
-/// only what it carries): the sync gives them, or, once it is done, whoever brings one.
-#[derive(Default)]
-struct Flight {
-    state: std::sync::Mutex<(bool, Vec<Answer>)>,
-}
-
-impl Flight {
-    /// Gives `answer` once the sync is done: later, or now if it is.
-    fn after(&self, answer: Answer) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if state.0 {
-            drop(state);
-            answer();
-        } else {
-            state.1.push(answer);
-        }
-    }
-
-    /// The sync is done: gives what waits.
-    fn land(&self) {
-        let waiting = {
-            let mut state = self
-                .state
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner());
-            state.0 = true;
-            std::mem::take(&mut state.1)
-        };
-        for answer in waiting {
-            answer();
-        }
-    }
-}
-
-/// A rewrite under way: the records logged since its snapshot, and its generation once
-/// written.
+/// A rewrite under way: the records logged since its snapshot.
 struct Rewrite {
     since: Vec<u8>,
-    ready: Option<(u64, Writer)>,
 }
 
 /// The storage actor. See the [module](self) for what it guarantees.
 #[actor(dedicated, name = "kv_store", mailbox = 256)]
 pub struct Store {
     data: Data,
-    /// The log's writer, but while a sync has it.
+    /// The log's writer (`None` only before `on_start`).
     writer: Option<Writer>,
     /// The log's generation.
     generation: u64,
     shared: Arc<Shared>,
     /// This incarnation's number: a sync or rewrite reports back to the one that started it.
     incarnation: u64,
-    /// Records queued since the last sync started, and the answers waiting for them.
+    /// Records queued since the last commit, and the answers waiting for them.
     pending: Vec<u8>,
     answers: Vec<Answer>,
-    /// The sync in flight, if any (it holds the writer).
-    flight: Option<Arc<Flight>>,
+    /// A `commit` is queued in the mailbox.
+    commit_queued: bool,
     rewrite: Option<Rewrite>,
-    /// The generation to remove once the sync in flight (the new one's first) is done.
+    /// The generation to remove once the next commit (the new one's first) is done.
     retiring: Option<u64>,
 }
 
@@ -224,7 +164,7 @@ impl Store {
             incarnation,
             pending: Vec::new(),
             answers: Vec::new(),
-            flight: None,
+            commit_queued: false,
             rewrite: None,
             retiring: None,
         }
@@ -235,19 +175,16 @@ impl Store {
     }
 
     /// Gives a reply that writes nothing once what it read is durable: at once if nothing
-    /// is waiting to be synced, else with the sync that carries the newest change it may
-    /// have seen. Otherwise a crash could undo what the reply told (a `DEL` answered `0`
-    /// for a key whose own deletion was never synced, a `SET NX` refused by a key that comes
-    /// back absent). With `everysec` and `none`, at once.
-    fn answer(&mut self, answer: impl FnOnce() + Send + 'static) {
-        if self.durability() != Durability::Always {
+    /// is waiting to be synced, else with the next commit. Otherwise a crash could undo
+    /// what the reply told (a `DEL` answered `0` for a key whose own deletion was never
+    /// synced, a `SET NX` refused by a key that comes back absent). With `everysec` and
+    /// `none`, at once.
+    fn answer(&mut self, ctx: &mut actors::Context<Self>, answer: impl FnOnce() + Send + 'static) {
+        if self.durability() != Durability::Always || self.pending.is_empty() {
             answer();
-        } else if !self.answers.is_empty() {
-            self.answers.push(Box::new(answer));
-        } else if let Some(flight) = &self.flight {
-            flight.after(Box::new(answer));
         } else {
-            answer();
+            self.answers.push(Box::new(answer));
+            self.want_commit(ctx);
         }
     }
 
@@ -272,62 +209,47 @@ impl Store {
         }
         if self.durability() == Durability::Always {
             self.answers.push(Box::new(answer));
-            self.commit(ctx);
+            self.want_commit(ctx);
         } else {
             answer();
             if self.pending.len() >= QUEUED_BOUND {
-                self.commit(ctx);
+                self.want_commit(ctx);
             }
         }
     }
 
-    /// Starts a sync of what is queued, unless one is in flight or nothing is queued.
-    fn commit(&mut self, ctx: &mut actors::Context<Self>) {
-        if self.flight.is_some() || self.pending.is_empty() {
+    /// Queues a `commit` behind the messages waiting now, unless one is queued. A full
+    /// mailbox refuses it: the next message handled asks again (one always comes, or the
+    /// mailbox would not be full).
+    fn want_commit(&mut self, ctx: &mut actors::Context<Self>) {
+        if !self.commit_queued && !self.pending.is_empty() {
+            self.commit_queued = ctx.actor_ref().try_commit().is_ok();
+        }
+    }
+
+    /// Writes and syncs what is queued (with `none`, writes the whole pages only), then gives
+    /// the answers waiting for it. On the store's own thread the writes and the sync are
+    /// system calls made here, not ring operations. A failure fails the store, which restarts
+    /// from its log; the answers waiting are dropped (their askers see an error: the writes
+    /// may or may not be durable).
+    async fn write_queued(&mut self) {
+        if self.pending.is_empty() {
             return;
         }
-        // Taken here, before the task exists: from now until the sync is done, a later
-        // incarnation cannot open the log. Free: this incarnation opened the log after its
-        // predecessor's last sync, and has no other sync in flight.
-        let gate = self
-            .shared
-            .gate
-            .clone()
-            .try_lock_owned()
-            .expect("one sync in flight at a time");
-        let writer = self
-            .writer
-            .take()
-            .expect("no sync in flight holds the writer");
+        let writer = self.writer.take().expect("opened in on_start");
         let records = std::mem::take(&mut self.pending);
-        let answers = std::mem::take(&mut self.answers);
-        let flight = Arc::new(Flight::default());
-        self.flight = Some(flight.clone());
-        let sync = self.durability() != Durability::None;
-        let (store, incarnation, shared) = (ctx.actor_ref(), self.incarnation, self.shared.clone());
-        drop(self.shared.context.clone().spawn(move |_| async move {
-            let written = match writer.append(&records).await {
-                Ok((writer, _)) if sync => writer.sync().await,
-                Ok((writer, _)) => Ok(writer),
-                Err(error) => Err(error),
-            };
-            match written {
-                Ok(writer) => {
-                    // Durable: answered here, whichever incarnation queued them.
-                    for answer in answers {
-                        answer();
-                    }
-                    flight.land();
-                    shared.park(writer);
-                    drop(gate);
-                    let _ = store.tell_synced(incarnation).await;
-                }
-                Err(error) => {
-                    drop(gate);
-                    let _ = store.tell_sync_failed(incarnation, error.to_string()).await;
-                }
-            }
-        }));
+        let written = match writer.append(&records).await {
+            Ok((writer, _)) if self.durability() != Durability::None => writer.sync().await,
+            Ok((writer, _)) => Ok(writer),
+            Err(error) => Err(error),
+        };
+        match written {
+            Ok(writer) => self.writer = Some(writer),
+            Err(error) => panic!("kv log sync failed: {error}"),
+        }
+        for answer in std::mem::take(&mut self.answers) {
+            answer();
+        }
     }
 
     /// Removes `key` because it expired, and logs it.
@@ -372,10 +294,7 @@ impl Store {
         {
             return;
         }
-        self.rewrite = Some(Rewrite {
-            since: Vec::new(),
-            ready: None,
-        });
+        self.rewrite = Some(Rewrite { since: Vec::new() });
         // The snapshot: a copy, so writes go on while it is written.
         let snapshot = self.data.clone();
         let generation = self.generation + 1;
@@ -400,27 +319,6 @@ impl Store {
         );
     }
 
-    /// Makes the written rewrite the log, if one is ready and no sync is in flight: its
-    /// first sync carries what was logged since its snapshot and `Current`.
-    fn switch_if_ready(&mut self) {
-        if self.flight.is_some() {
-            return;
-        }
-        let Some(Rewrite {
-            since,
-            ready: Some((generation, writer)),
-        }) = self.rewrite.take_if(|rewrite| rewrite.ready.is_some())
-        else {
-            return;
-        };
-        // What is queued is a suffix of `since`, or was logged before the snapshot (which
-        // holds its effect): the new log takes `since`, then `Current`.
-        self.pending = since;
-        Record::Current.encode(&mut self.pending);
-        self.retiring = Some(self.generation);
-        self.generation = generation;
-        self.writer = Some(writer);
-    }
 }
 
 #[actor]
@@ -428,8 +326,6 @@ impl Store {
     /// Takes what the service recovered (the first incarnation), or recovers the log (a
     /// restarted one), and starts the timers.
     async fn on_start(&mut self, ctx: &mut actors::Context<Self>) {
-        // After a restart: the last incarnation's sync, if one is in flight, ends first.
-        drop(self.shared.gate.lock().await);
         let recovered = self
             .shared
             .recovered
@@ -438,36 +334,30 @@ impl Store {
             .take();
         let opened = match recovered {
             Some(opened) => opened,
-            None => {
-                // The previous incarnation's writer, if parked, is let go first: the log is
-                // opened afresh from what is on the disk.
-                drop(self.shared.unpark());
-                recovery::open(ctx.runtime(), &self.shared.cache)
-                    .await
-                    .unwrap_or_else(|error| panic!("kv: {error}"))
-            }
+            // A restart: the previous incarnation's writes were made by its own thread, all
+            // done before it ended, so what is on the disk is all there is.
+            None => recovery::open(ctx.runtime(), &self.shared.cache)
+                .await
+                .unwrap_or_else(|error| panic!("kv: {error}")),
         };
         self.data = opened.data;
         self.generation = opened.generation;
         self.writer = Some(opened.writer);
         ctx.run_every(SWEEP_EVERY, |store: &mut Store, ctx| {
             store.sweep(SWEEP_KEYS);
-            if store.durability() == Durability::Always {
-                store.commit(ctx);
-            }
+            store.want_commit(ctx);
         });
         if self.durability() != Durability::Always {
             ctx.run_every(Duration::from_secs(1), |store: &mut Store, ctx| {
-                store.commit(ctx)
+                store.want_commit(ctx)
             });
         }
     }
 
-    /// A clean stop syncs what is queued (with `everysec` and `none` too).
+    /// A clean stop syncs what is queued (with `everysec` and `none` too), and gives the
+    /// answers waiting for it.
     async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, _reason: &actors::ExitReason) {
-        // The sync in flight, if any, ends and parks the writer.
-        let gate = self.shared.gate.lock().await;
-        let Some(writer) = self.writer.take().or_else(|| self.shared.unpark()) else {
+        let Some(writer) = self.writer.take() else {
             return;
         };
         let records = std::mem::take(&mut self.pending);
@@ -475,12 +365,22 @@ impl Store {
             Ok((writer, _)) => writer.sync().await,
             Err(error) => Err(error),
         };
-        drop(gate);
         if synced.is_ok() {
             for answer in std::mem::take(&mut self.answers) {
                 answer();
             }
         }
+    }
+
+    /// Makes what is queued durable and answers it: queued by the first record of a group
+    /// (see the [module](self)), and by the timers.
+    async fn commit(&mut self, ctx: &mut actors::Context<Self>) {
+        self.commit_queued = false;
+        self.write_queued().await;
+        if let Some(old) = self.retiring.take() {
+            recovery::remove_generation(ctx.runtime(), old).await;
+        }
+        self.consider_rewrite(ctx);
     }
 
     /// Sets `key` to `value` if `when` allows, with `expiry`; replies whether it did.
@@ -500,7 +400,7 @@ impl Store {
             When::Present => current.is_some(),
         };
         if !allowed {
-            return self.answer(move || reply.send(false));
+            return self.answer(ctx, move || reply.send(false));
         }
         let expires = match expiry {
             Expiry::Never => None,
@@ -557,11 +457,11 @@ impl Store {
         };
         let Some(current) = current else {
             let error = "ERR value is not an integer or out of range".to_string();
-            return self.answer(move || reply.send(Err(error)));
+            return self.answer(ctx, move || reply.send(Err(error)));
         };
         let Some(next) = current.checked_add(by) else {
             let error = "ERR increment or decrement would overflow".to_string();
-            return self.answer(move || reply.send(Err(error)));
+            return self.answer(ctx, move || reply.send(Err(error)));
         };
         let record = Record::Set {
             key,
@@ -575,24 +475,24 @@ impl Store {
     }
 
     /// The value at `key`.
-    pub fn get(&mut self, key: Vec<u8>, reply: actors::Reply<Option<Vec<u8>>>) {
+    pub fn get(&mut self, ctx: &mut actors::Context<Self>, key: Vec<u8>, reply: actors::Reply<Option<Vec<u8>>>) {
         let value = self.live(&key).map(|entry| entry.value.clone());
-        self.answer(move || reply.send(value));
+        self.answer(ctx, move || reply.send(value));
     }
 
     /// The values at `keys` (`MGET`).
-    pub fn get_many(&mut self, keys: Vec<Vec<u8>>, reply: actors::Reply<Vec<Option<Vec<u8>>>>) {
+    pub fn get_many(&mut self, ctx: &mut actors::Context<Self>, keys: Vec<Vec<u8>>, reply: actors::Reply<Vec<Option<Vec<u8>>>>) {
         let values = keys
             .iter()
             .map(|key| self.live(key).map(|entry| entry.value.clone()))
             .collect();
-        self.answer(move || reply.send(values));
+        self.answer(ctx, move || reply.send(values));
     }
 
     /// How many of `keys` exist, a key counted as often as named (`EXISTS`).
-    pub fn exists(&mut self, keys: Vec<Vec<u8>>, reply: actors::Reply<i64>) {
+    pub fn exists(&mut self, ctx: &mut actors::Context<Self>, keys: Vec<Vec<u8>>, reply: actors::Reply<i64>) {
         let count = keys.iter().filter(|key| self.live(key).is_some()).count() as i64;
-        self.answer(move || reply.send(count));
+        self.answer(ctx, move || reply.send(count));
     }
 
     /// Removes `keys`; replies how many were there (`DEL`).
@@ -611,7 +511,7 @@ impl Store {
         }
         let count = removed.len() as i64;
         if removed.is_empty() {
-            return self.answer(move || reply.send(0));
+            return self.answer(ctx, move || reply.send(0));
         }
         self.log(ctx, &removed, move || reply.send(count));
     }
@@ -626,10 +526,10 @@ impl Store {
         reply: actors::Reply<bool>,
     ) {
         let Some(current) = self.live(&key).map(|entry| entry.expires) else {
-            return self.answer(move || reply.send(false));
+            return self.answer(ctx, move || reply.send(false));
         };
         if expires.is_none() && current.is_none() {
-            return self.answer(move || reply.send(false));
+            return self.answer(ctx, move || reply.send(false));
         }
         if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
             self.data.remove(&key);
@@ -642,13 +542,13 @@ impl Store {
     }
 
     /// Milliseconds `key` has left: `-2` if absent, `-1` if it never expires (`PTTL`).
-    pub fn time_to_live(&mut self, key: Vec<u8>, reply: actors::Reply<i64>) {
+    pub fn time_to_live(&mut self, ctx: &mut actors::Context<Self>, key: Vec<u8>, reply: actors::Reply<i64>) {
         let left = match self.live(&key).map(|entry| entry.expires) {
             None => -2,
             Some(None) => -1,
             Some(Some(deadline)) => deadline.saturating_sub(log::now_ms()) as i64,
         };
-        self.answer(move || reply.send(left));
+        self.answer(ctx, move || reply.send(left));
     }
 
     /// Empties the store (`FLUSHALL`).
@@ -658,10 +558,10 @@ impl Store {
     }
 
     /// The number of keys, and of those with an expiry, after removing what is due.
-    pub fn size(&mut self, reply: actors::Reply<(usize, usize)>) {
+    pub fn size(&mut self, ctx: &mut actors::Context<Self>, reply: actors::Reply<(usize, usize)>) {
         self.sweep(usize::MAX);
         let size = (self.data.len(), self.data.expiring());
-        self.answer(move || reply.send(size));
+        self.answer(ctx, move || reply.send(size));
     }
 
     /// The durability this store keeps (`CONFIG GET appendfsync`).
@@ -669,32 +569,10 @@ impl Store {
         self.durability().name()
     }
 
-    /// A sync is done and its writer parked: the next group starts, a rewrite ready to take
-    /// over does, a generation it replaced is removed, and a new rewrite may start.
-    async fn synced(&mut self, ctx: &mut actors::Context<Self>, incarnation: u64) {
-        if incarnation != self.incarnation {
-            return;
-        }
-        self.flight = None;
-        self.writer = self.shared.unpark();
-        if let Some(old) = self.retiring.take() {
-            recovery::remove_generation(ctx.runtime(), old).await;
-        }
-        self.switch_if_ready();
-        self.commit(ctx);
-        self.consider_rewrite(ctx);
-    }
-
-    /// A sync failed: the store fails (if it was this incarnation's), and restarts from its
-    /// log.
-    fn sync_failed(&mut self, incarnation: u64, error: String) {
-        if incarnation == self.incarnation {
-            panic!("kv log sync failed: {error}");
-        }
-    }
-
-    /// A rewrite is written: it takes over at the next moment no sync is in flight.
-    fn rewritten(
+    /// A rewrite is written: it becomes the log now. Its first commit carries what was
+    /// logged since its snapshot (everything queued included), then `Current`; the
+    /// generation it replaces is removed once that commit is done.
+    async fn rewritten(
         &mut self,
         ctx: &mut actors::Context<Self>,
         incarnation: u64,
@@ -706,11 +584,17 @@ impl Store {
             // been the store.
             return;
         }
-        if let Some(rewrite) = &mut self.rewrite {
-            rewrite.ready = Some((generation, writer));
-        }
-        self.switch_if_ready();
-        self.commit(ctx);
+        let Some(Rewrite { since }) = self.rewrite.take() else {
+            return;
+        };
+        // What is queued is a suffix of `since`, or was logged before the snapshot (which
+        // holds its effect): the new log takes `since`, then `Current`.
+        self.pending = since;
+        Record::Current.encode(&mut self.pending);
+        self.retiring = Some(self.generation);
+        self.generation = generation;
+        self.writer = Some(writer);
+        self.commit(ctx).await;
     }
 
     /// A rewrite failed: the log stays as it is, and a later one may try again.
