@@ -171,7 +171,10 @@ impl<'a, A: Actor, R> Future for Queued<'a, A, R> {
     type Output = Result<Ask<'a, A, R>, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let ask = self.0.as_mut().expect("a queued ask polled after it resolved");
+        let ask = self
+            .0
+            .as_mut()
+            .expect("a queued ask polled after it resolved");
         match ask.0.poll_queued(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(self.0.take().expect("present"))),
             Poll::Ready(Err(error)) => {

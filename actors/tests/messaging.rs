@@ -175,7 +175,11 @@ async fn queued_asks_keep_their_order_and_are_answered_later(context: runtime::C
     for ask in asks.into_iter().rev() {
         answers.push(ask.await.unwrap());
     }
-    assert_eq!(answers, [4, 3, 2], "each its own answer, in the order handled");
+    assert_eq!(
+        answers,
+        [4, 3, 2],
+        "each its own answer, in the order handled"
+    );
     assert_eq!(
         gated.handled().await.unwrap(),
         ["hold", "first", "second", "third"]

@@ -636,7 +636,11 @@ fn the_log_is_rewritten_as_it_grows_and_loses_nothing() {
     }
     // 4 MB written over 10 live keys: the log was rewritten, several times.
     let names: Vec<String> = logs(&data).into_iter().map(|(name, _)| name).collect();
-    let generation: u64 = names.last().unwrap()["log.".len()..].parse().unwrap();
+    let generation = names
+        .iter()
+        .filter_map(|name| name.strip_prefix("log.")?.parse::<u64>().ok())
+        .max()
+        .unwrap();
     assert!(generation > 2, "{names:?}");
     let size: u64 = logs(&data)
         .iter()
@@ -746,5 +750,99 @@ fn bad_arguments_are_clear_errors_and_a_closed_stdout_is_harmless() {
     let _ = server.printed();
     server.close_stdout();
     assert_eq!(server.interrupt(), "");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// SIGKILL while writers pipeline and the log is rewritten again and again (the bound made
+/// small): after the restart every acknowledged write is there, with its value.
+#[test]
+fn a_crash_during_rewrites_loses_no_acknowledged_write() {
+    const WRITERS: usize = 4;
+    let data = std::env::temp_dir().join(format!("kv-rewrite-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let launch = |data: &std::path::Path| {
+        let mut server = Server::launch(
+            env!("CARGO_BIN_EXE_kv"),
+            "kv listening on",
+            &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+            &[("KV_REWRITE_MIN_BYTES", "32768")],
+        );
+        let _ = server.printed();
+        server
+    };
+    let server = launch(&data);
+    let acknowledged = std::sync::Mutex::new(vec![0usize; WRITERS]);
+    let total = std::sync::atomic::AtomicUsize::new(0);
+    let value = |writer: usize, index: usize| format!("{writer}-{index}-{}", "x".repeat(300));
+    std::thread::scope(|scope| {
+        for writer in 0..WRITERS {
+            let (server, acknowledged, total) = (&server, &acknowledged, &total);
+            scope.spawn(move || {
+                let mut client = server.connect();
+                let mut next = 0;
+                loop {
+                    let mut batch = Vec::new();
+                    for index in next..next + 20 {
+                        // Each writer overwrites a few keys, so the log outgrows the live data.
+                        batch.extend_from_slice(&frame(&[
+                            b"SET",
+                            format!("w{writer}-k{}", index % 5).as_bytes(),
+                            value(writer, index).as_bytes(),
+                        ]));
+                        batch.extend_from_slice(&frame(&[
+                            b"SET",
+                            format!("w{writer}-i{index}").as_bytes(),
+                            b"1",
+                        ]));
+                    }
+                    if !client.try_send(&batch) {
+                        return;
+                    }
+                    for index in next..next + 20 {
+                        for _ in 0..2 {
+                            if client.try_line().as_deref() != Some("+OK\r\n") {
+                                return;
+                            }
+                        }
+                        acknowledged.lock().unwrap()[writer] = index + 1;
+                        total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    next += 20;
+                }
+            });
+        }
+        // Killed once enough is acknowledged for several rewrites, whatever is in flight.
+        while total.load(std::sync::atomic::Ordering::Relaxed) < 4000 {
+            std::thread::yield_now();
+        }
+        // SAFETY: signalling our own child process.
+        assert_eq!(
+            unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGKILL) },
+            0
+        );
+    });
+    server.kill();
+    let server = launch(&data);
+    let mut client = server.connect();
+    let acknowledged = acknowledged.into_inner().unwrap();
+    for (writer, &count) in acknowledged.iter().enumerate() {
+        assert!(count > 0);
+        for index in 0..count {
+            client.send(&frame(&[b"GET", format!("w{writer}-i{index}").as_bytes()]));
+            assert_eq!(reply(&mut client), "$1", "w{writer}-i{index}");
+        }
+        // The last value acknowledged for each overwritten key, or a later one in flight.
+        for key in 0..5 {
+            let last = (0..count).rev().find(|index| index % 5 == key).unwrap();
+            client.send(&frame(&[b"GET", format!("w{writer}-k{key}").as_bytes()]));
+            let got = reply(&mut client);
+            let index: usize = got[1..].split('-').nth(1).unwrap().parse().unwrap();
+            assert!(index >= last, "w{writer}-k{key}: {index} < {last}");
+            assert_eq!(got, format!("${}", value(writer, index)));
+        }
+    }
+    let names: Vec<String> = logs(&data).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }

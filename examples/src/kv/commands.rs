@@ -139,7 +139,11 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
             let seconds = upper.as_slice() == b"TTL";
             let answer = move |left: i64| {
                 // Seconds, rounded as Redis rounds them.
-                Reply::Integer(if left >= 0 && seconds { (left + 500) / 1000 } else { left })
+                Reply::Integer(if left >= 0 && seconds {
+                    (left + 500) / 1000
+                } else {
+                    left
+                })
             };
             return waiting(store.time_to_live(key.clone()), answer).await;
         }
@@ -219,9 +223,8 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
             return waiting(store.size(), answer).await;
         }
         (b"DBSIZE", []) => {
-            let answer = |(size, _): (usize, usize)| {
-                Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX))
-            };
+            let answer =
+                |(size, _): (usize, usize)| Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX));
             return waiting(store.size(), answer).await;
         }
         (b"DBSIZE", _) => wrong(),

@@ -323,14 +323,16 @@ pub fn replay(log: &[u8], data: &mut Data) -> Result<Replayed, Damage> {
 }
 
 /// Applies every record that validates in `segments` (runs of verified bytes, in log order,
-/// with damage between them), skipping what does not; the number of records kept.
-pub fn salvage(segments: &[Vec<u8>], data: &mut Data) -> usize {
-    let mut kept = 0;
+/// with damage between them), skipping what does not; the number of records kept, and
+/// whether `Current` was among them.
+pub fn salvage(segments: &[Vec<u8>], data: &mut Data) -> (usize, bool) {
+    let (mut kept, mut current) = (0, false);
     for segment in segments {
         let mut at = 0;
         while at < segment.len() {
             match decode(segment, at) {
                 Decoded::Whole(record, next) => {
+                    current |= record == Record::Current;
                     data.apply(record);
                     kept += 1;
                     at = next;
@@ -339,7 +341,7 @@ pub fn salvage(segments: &[Vec<u8>], data: &mut Data) -> usize {
             }
         }
     }
-    kept
+    (kept, current)
 }
 
 /// A first-version log (no header, no checksums of its own: kind, then key and value each
@@ -347,40 +349,71 @@ pub fn salvage(segments: &[Vec<u8>], data: &mut Data) -> usize {
 pub mod legacy {
     use super::{Data, Entry};
 
-    /// Applies every whole record; where the whole records end.
-    pub fn replay(log: &[u8], data: &mut Data) -> usize {
+    /// Applies every whole record: where they end, or, if what follows them is not the
+    /// start of a record cut short (a torn tail), where the record that does not parse
+    /// starts.
+    pub fn replay(log: &[u8], data: &mut Data) -> Result<usize, usize> {
         let mut at = 0;
-        while let Some((kind, key, value, next)) = parse(log, at) {
-            match kind {
-                1 => data.insert(
-                    key,
-                    Entry {
-                        value,
-                        expires: None,
-                    },
-                ),
-                3 => *data = Data::default(),
-                _ => {
-                    data.remove(&key);
+        loop {
+            match parse(log, at) {
+                Parsed::Whole(kind, key, value, next) => {
+                    match kind {
+                        1 => data.insert(
+                            key,
+                            Entry {
+                                value,
+                                expires: None,
+                            },
+                        ),
+                        3 => *data = Data::default(),
+                        _ => {
+                            data.remove(&key);
+                        }
+                    }
+                    at = next;
                 }
+                Parsed::Cut => return Ok(at),
+                Parsed::Invalid => return Err(at),
             }
-            at = next;
         }
-        at
     }
 
-    fn parse(log: &[u8], at: usize) -> Option<(u8, Vec<u8>, Vec<u8>, usize)> {
-        let kind = *log.get(at)?;
-        if !matches!(kind, 1..=3) {
-            return None;
-        }
-        let field = |at: usize| -> Option<(Vec<u8>, usize)> {
-            let len = u32::from_le_bytes(log.get(at..at + 4)?.try_into().ok()?) as usize;
-            Some((log.get(at + 4..at + 4 + len)?.to_vec(), at + 4 + len))
+    enum Parsed {
+        Whole(u8, Vec<u8>, Vec<u8>, usize),
+        /// The log ends inside it (or at it).
+        Cut,
+        Invalid,
+    }
+
+    fn parse(log: &[u8], at: usize) -> Parsed {
+        let Some(&kind) = log.get(at) else {
+            return Parsed::Cut;
         };
-        let (key, next) = field(at + 1)?;
-        let (value, next) = field(next)?;
-        Some((kind, key, value, next))
+        if !matches!(kind, 1..=3) {
+            return Parsed::Invalid;
+        }
+        let field = |at: usize| -> Result<(Vec<u8>, usize), Parsed> {
+            let Some(len) = log.get(at..at + 4) else {
+                return Err(Parsed::Cut);
+            };
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            if len > super::MAX_FIELD {
+                return Err(Parsed::Invalid);
+            }
+            match log.get(at + 4..at + 4 + len) {
+                Some(bytes) => Ok((bytes.to_vec(), at + 4 + len)),
+                None => Err(Parsed::Cut),
+            }
+        };
+        let (key, next) = match field(at + 1) {
+            Ok(field) => field,
+            Err(parsed) => return parsed,
+        };
+        let (value, next) = match field(next) {
+            Ok(field) => field,
+            Err(parsed) => return parsed,
+        };
+        Parsed::Whole(kind, key, value, next)
     }
 }
 
@@ -515,7 +548,7 @@ mod tests {
         Record::Del { key: b"a".to_vec() }.encode(&mut after);
         before.truncate(before.len() - 3);
         let mut data = Data::default();
-        assert_eq!(salvage(&[before, after], &mut data), 4);
+        assert_eq!(salvage(&[before, after], &mut data), (4, false));
         assert_eq!(data.len(), 1, "a deleted after the damage, b set");
         assert_eq!(data.get(b"b").unwrap().value, b"2");
     }
@@ -547,8 +580,13 @@ mod tests {
         let whole = log.len();
         log.extend(&old(1, b"c", b"3")[..5]);
         let mut data = Data::default();
-        assert_eq!(legacy::replay(&log, &mut data), whole);
+        assert_eq!(legacy::replay(&log, &mut data), Ok(whole));
         assert_eq!(data.len(), 1);
         assert_eq!(data.get(b"b").unwrap().value, b"2");
+        // A record that does not parse in the middle is damage, not a tail.
+        let mut damaged = log.clone();
+        let start = old(1, b"a", b"1").len() + old(1, b"b", b"2").len();
+        damaged[start] = 9;
+        assert_eq!(legacy::replay(&damaged, &mut Data::default()), Err(start));
     }
 }

@@ -142,22 +142,46 @@ async fn read(
 }
 
 /// Opens the store: the current generation replayed (a torn tail cut), or a first-version
-/// log migrated, or a new empty log. Damage stops it with [`StartError::Damaged`].
+/// log migrated, or a new empty log. Damage stops it with [`StartError::Damaged`], having
+/// changed nothing but a torn tail.
+///
+/// A generation newer than the current one is a rewrite a crash interrupted: it never served
+/// a write (a rewrite's first commit removes its predecessor before it answers anyone), so it
+/// is removed, once the current one has opened. If it is damaged (a crash during its first
+/// commit can leave any of that commit's pages missing) and an older generation is current,
+/// the older one is the store.
 pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened, StartError> {
     let (generations, legacy) = generations(runtime).await?;
+    // Interrupted rewrites, removed once the store is chosen.
+    let mut interrupted: Vec<u64> = Vec::new();
+    let mut damage: Option<StartError> = None;
     for (index, &generation) in generations.iter().enumerate() {
         let name = name(generation);
-        let (writer, bytes) = read(runtime, cache, name.as_bytes()).await?;
         let mut data = Data::default();
-        let replayed = log::replay(&bytes, &mut data).map_err(|damage| StartError::Damaged {
-            file: file(name.as_bytes()),
-            offset: file_offset(damage.at),
-            what: damage.what,
-        })?;
+        let opened = match read(runtime, cache, name.as_bytes()).await {
+            Ok((writer, bytes)) => log::replay(&bytes, &mut data)
+                .map(|replayed| (writer, replayed))
+                .map_err(|damage| StartError::Damaged {
+                    file: file(name.as_bytes()),
+                    offset: file_offset(damage.at),
+                    what: damage.what,
+                }),
+            Err(error) => Err(error),
+        };
+        let (writer, replayed) = match opened {
+            Ok(opened) => opened,
+            Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
+                // Maybe the torn first commit of a rewrite: the store is an older one if
+                // one is current; if none is, this damage is the answer.
+                damage.get_or_insert(error);
+                interrupted.push(generation);
+                continue;
+            }
+            Err(error) => return Err(damage.unwrap_or(error)),
+        };
         if !replayed.current {
-            // A rewrite a crash interrupted: it never served a write.
             drop(writer);
-            remove(runtime, name.as_bytes()).await?;
+            interrupted.push(generation);
             continue;
         }
         let writer = if (replayed.end as u64) < writer.size() {
@@ -165,6 +189,13 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
         } else {
             writer
         };
+        for &newer in &interrupted {
+            eprintln!(
+                "kv: removing {}, a rewrite a crash interrupted (it never served a write)",
+                file(self::name(newer).as_bytes())
+            );
+            remove(runtime, self::name(newer).as_bytes()).await?;
+        }
         for &older in &generations[index + 1..] {
             remove(runtime, self::name(older).as_bytes()).await?;
         }
@@ -178,20 +209,34 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
             generation,
         });
     }
+    if let Some(damage) = damage {
+        return Err(damage);
+    }
     let mut data = Data::default();
     if legacy {
         let (writer, bytes) = read(runtime, cache, LEGACY).await?;
         drop(writer);
-        log::legacy::replay(&bytes, &mut data);
+        let replayed = log::legacy::replay(&bytes, &mut data);
+        if let Err(at) = replayed {
+            return Err(StartError::Damaged {
+                file: file(LEGACY),
+                offset: file_offset(at as u64),
+                what: "a record of the first version's log that does not parse".into(),
+            });
+        }
     }
-    let writer = current_generation(runtime, cache, 1, &data).await?;
+    let first = generations.first().map_or(1, |newest| newest + 1);
+    let writer = current_generation(runtime, cache, first, &data).await?;
+    for &newer in &interrupted {
+        remove(runtime, self::name(newer).as_bytes()).await?;
+    }
     if legacy {
         remove(runtime, LEGACY).await?;
     }
     Ok(Opened {
         data,
         writer,
-        generation: 1,
+        generation: first,
     })
 }
 
@@ -202,8 +247,8 @@ fn sweep_due(data: &mut Data) {
     }
 }
 
-/// Writes generation `generation` as a snapshot of `data` (what is due left out), unsynced
-/// and without `Current`: what a rewrite writes before it takes over.
+/// Writes generation `generation` as a snapshot of `data` (what is due left out), synced,
+/// without `Current`: what a rewrite writes before it takes over.
 pub async fn write_generation(
     runtime: &runtime::Context,
     cache: &CacheRef,
@@ -236,7 +281,8 @@ pub async fn write_generation(
             chunk.clear();
         }
     }
-    Ok(writer.append(&chunk).await?.0)
+    // Synced before it is handed over: damage in a snapshot is then damage, not a tear.
+    writer.append(&chunk).await?.0.sync().await
 }
 
 /// Writes generation `generation` from `data` and makes it the store (`Current`, synced).
@@ -276,9 +322,12 @@ pub struct Repaired {
     pub damaged_pages: u64,
 }
 
-/// Repairs the newest log: copies it aside, keeps every record that verifies on both sides
-/// of its damage, and writes them as the next generation, which becomes the store. A log
-/// that is not damaged is left as it is (`None`).
+/// Repairs a damaged log: copies it aside, keeps every record that verifies on both sides
+/// of its damage, and writes them as the next generation, which becomes the store. The log
+/// repaired is the newest generation whose salvage finds `Current` (a newer one without it
+/// is a rewrite that never served a write: while its predecessor exists, none was
+/// acknowledged from it alone), else the newest. A log that is not damaged is left as it is
+/// (`None`).
 pub async fn repair(
     runtime: &runtime::Context,
     cache: &CacheRef,
@@ -292,28 +341,51 @@ pub async fn repair(
         Err(error) => return Err(error),
     }
     let (generations, legacy) = generations(runtime).await?;
-    let (name, next, version) = match generations.first() {
-        Some(&generation) => (name(generation).into_bytes(), generation + 1, 2),
-        None if legacy => (LEGACY.to_vec(), 1, 1),
-        None => return Ok(None),
+    let Some(&newest) = generations.first() else {
+        if !legacy {
+            return Ok(None);
+        }
+        // A first-version log has no checksums of its own to find a record after damage
+        // by: what precedes the damage is kept.
+        let (segments, damaged_pages) = salvage_pages(runtime, LEGACY).await?;
+        let mut data = Data::default();
+        let _ = log::legacy::replay(&segments[0], &mut data);
+        let records = data.len();
+        return rebuild(runtime, cache, LEGACY, 1, data, records, damaged_pages).await;
     };
-    let (blob, size) = runtime.open(PARTITION, &name).await?;
-    // The copy, first.
-    let mut copy_name = name.clone();
-    copy_name.extend_from_slice(format!(".damaged-{}", log::now_ms()).as_bytes());
-    let (copy, _) = runtime.open(PARTITION, &copy_name).await?;
-    let mut at = 0;
-    while at < size {
-        let len = (size - at).min(1 << 20) as usize;
-        let bytes = blob
-            .read_at(at, len, runtime::ReadOptions::default())
-            .await?;
-        copy.write_at(at, bytes, runtime::WriteOptions::default())
-            .await?;
-        at += len as u64;
+    let mut chosen = None;
+    for &generation in &generations {
+        let (segments, damaged_pages) = salvage_pages(runtime, name(generation).as_bytes()).await?;
+        let mut data = Data::default();
+        let (records, current) = log::salvage(&segments, &mut data);
+        let salvaged = (generation, data, records, damaged_pages);
+        if current {
+            chosen = Some(salvaged);
+            break;
+        }
+        chosen.get_or_insert(salvaged);
     }
-    copy.sync().await?;
-    // Runs of verified bytes, split where a page fails or ends short of a whole page.
+    let (generation, data, records, damaged_pages) = chosen.expect("one generation at least");
+    let name = name(generation);
+    rebuild(
+        runtime,
+        cache,
+        name.as_bytes(),
+        newest + 1,
+        data,
+        records,
+        damaged_pages,
+    )
+    .await
+}
+
+/// The verified bytes of log `name`, in runs split where a page fails (counted) or ends
+/// short of a whole page.
+async fn salvage_pages(
+    runtime: &runtime::Context,
+    name: &[u8],
+) -> Result<(Vec<Vec<u8>>, u64), StartError> {
+    let (blob, size) = runtime.open(PARTITION, name).await?;
     let page_size = NonZeroU16::new(PAGE).expect("non-zero");
     let mut segments = vec![Vec::new()];
     let mut damaged_pages = 0;
@@ -332,20 +404,40 @@ pub async fn repair(
             }
         }
     }
+    Ok((segments, damaged_pages))
+}
+
+/// Copies the damaged log `name` aside (synced), writes `data` as generation `next` and
+/// makes it the store, then removes `name`.
+async fn rebuild(
+    runtime: &runtime::Context,
+    cache: &CacheRef,
+    name: &[u8],
+    next: u64,
+    mut data: Data,
+    records: usize,
+    damaged_pages: u64,
+) -> Result<Option<Repaired>, StartError> {
+    let (blob, size) = runtime.open(PARTITION, name).await?;
+    let mut copy_name = name.to_vec();
+    copy_name.extend_from_slice(format!(".damaged-{}", log::now_ms()).as_bytes());
+    let (copy, _) = runtime.open(PARTITION, &copy_name).await?;
+    let mut at = 0;
+    while at < size {
+        let len = (size - at).min(1 << 20) as usize;
+        let bytes = blob
+            .read_at(at, len, runtime::ReadOptions::default())
+            .await?;
+        copy.write_at(at, bytes, runtime::WriteOptions::default())
+            .await?;
+        at += len as u64;
+    }
+    copy.sync().await?;
     drop(blob);
-    let mut data = Data::default();
-    let records = if version == 1 {
-        // A first-version log has no checksums of its own to find a record after damage
-        // by: what precedes the damage is kept.
-        log::legacy::replay(&segments[0], &mut data);
-        data.len()
-    } else {
-        log::salvage(&segments, &mut data)
-    };
     sweep_due(&mut data);
     let writer = current_generation(runtime, cache, next, &data).await?;
     drop(writer);
-    remove(runtime, &name).await?;
+    remove(runtime, name).await?;
     Ok(Some(Repaired {
         copy: file(&copy_name),
         records,

@@ -106,6 +106,9 @@ pub struct Shared {
     pub(super) options: Options,
     incarnations: std::sync::atomic::AtomicU64,
     recovered: std::sync::Mutex<Option<Opened>>,
+    /// Held by a rewrite while it writes its generation: a restarted incarnation opens the
+    /// log only once its predecessor's rewrite is done with the file.
+    rewriting: Arc<futures::lock::Mutex<()>>,
 }
 
 impl Shared {
@@ -121,6 +124,7 @@ impl Shared {
             options,
             incarnations: std::sync::atomic::AtomicU64::new(0),
             recovered: std::sync::Mutex::new(Some(recovered)),
+            rewriting: Arc::new(futures::lock::Mutex::new(())),
         }
     }
 }
@@ -238,14 +242,32 @@ impl Store {
         }
         let writer = self.writer.take().expect("opened in on_start");
         let records = std::mem::take(&mut self.pending);
+        // A rewrite's first commit is synced whatever the durability: the generation it
+        // replaces is removed next.
+        let sync = self.durability() != Durability::None || self.retiring.is_some();
         let written = match writer.append(&records).await {
-            Ok((writer, _)) if self.durability() != Durability::None => writer.sync().await,
+            Ok((writer, _)) if sync => writer.sync().await,
             Ok((writer, _)) => Ok(writer),
             Err(error) => Err(error),
         };
         match written {
             Ok(writer) => self.writer = Some(writer),
-            Err(error) => panic!("kv log sync failed: {error}"),
+            Err(error) => {
+                // Not a restart: after a failed sync the kernel may have dropped the pages
+                // it could not write while still serving them from its cache, so a restart
+                // would read back, and build on, bytes that are not on the disk (as Redis
+                // and PostgreSQL, the process ends).
+                eprintln!(
+                    "kv: syncing the log failed ({error}); stopping: what was written may not \
+                     be on the disk, and only a fresh start reads what is"
+                );
+                std::process::exit(1);
+            }
+        }
+        // Before anyone is answered from the new generation: while its predecessor exists,
+        // no write was acknowledged from it alone (see `recovery::open`).
+        if let Some(old) = self.retiring.take() {
+            recovery::remove_generation(&self.shared.context, old).await;
         }
         for answer in std::mem::take(&mut self.answers) {
             answer();
@@ -304,9 +326,13 @@ impl Store {
                 .context
                 .clone()
                 .spawn(move |runtime| async move {
+                    let writing = shared.rewriting.lock().await;
                     let written =
                         recovery::write_generation(&runtime, &shared.cache, generation, &snapshot)
                             .await;
+                    // Released before the report: a restarted incarnation waits for it, and
+                    // takes no message until it has it.
+                    drop(writing);
                     let _ = match written {
                         Ok(writer) => store.tell_rewritten(incarnation, generation, writer).await,
                         Err(error) => {
@@ -318,7 +344,6 @@ impl Store {
                 }),
         );
     }
-
 }
 
 #[actor]
@@ -335,10 +360,14 @@ impl Store {
         let opened = match recovered {
             Some(opened) => opened,
             // A restart: the previous incarnation's writes were made by its own thread, all
-            // done before it ended, so what is on the disk is all there is.
-            None => recovery::open(ctx.runtime(), &self.shared.cache)
-                .await
-                .unwrap_or_else(|error| panic!("kv: {error}")),
+            // done before it ended; its rewrite, if one is running, finishes with the file
+            // first.
+            None => {
+                drop(self.shared.rewriting.lock().await);
+                recovery::open(ctx.runtime(), &self.shared.cache)
+                    .await
+                    .unwrap_or_else(|error| panic!("kv: {error}"))
+            }
         };
         self.data = opened.data;
         self.generation = opened.generation;
@@ -377,9 +406,6 @@ impl Store {
     async fn commit(&mut self, ctx: &mut actors::Context<Self>) {
         self.commit_queued = false;
         self.write_queued().await;
-        if let Some(old) = self.retiring.take() {
-            recovery::remove_generation(ctx.runtime(), old).await;
-        }
         self.consider_rewrite(ctx);
     }
 
@@ -475,13 +501,23 @@ impl Store {
     }
 
     /// The value at `key`.
-    pub fn get(&mut self, ctx: &mut actors::Context<Self>, key: Vec<u8>, reply: actors::Reply<Option<Vec<u8>>>) {
+    pub fn get(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        key: Vec<u8>,
+        reply: actors::Reply<Option<Vec<u8>>>,
+    ) {
         let value = self.live(&key).map(|entry| entry.value.clone());
         self.answer(ctx, move || reply.send(value));
     }
 
     /// The values at `keys` (`MGET`).
-    pub fn get_many(&mut self, ctx: &mut actors::Context<Self>, keys: Vec<Vec<u8>>, reply: actors::Reply<Vec<Option<Vec<u8>>>>) {
+    pub fn get_many(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        keys: Vec<Vec<u8>>,
+        reply: actors::Reply<Vec<Option<Vec<u8>>>>,
+    ) {
         let values = keys
             .iter()
             .map(|key| self.live(key).map(|entry| entry.value.clone()))
@@ -490,7 +526,12 @@ impl Store {
     }
 
     /// How many of `keys` exist, a key counted as often as named (`EXISTS`).
-    pub fn exists(&mut self, ctx: &mut actors::Context<Self>, keys: Vec<Vec<u8>>, reply: actors::Reply<i64>) {
+    pub fn exists(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        keys: Vec<Vec<u8>>,
+        reply: actors::Reply<i64>,
+    ) {
         let count = keys.iter().filter(|key| self.live(key).is_some()).count() as i64;
         self.answer(ctx, move || reply.send(count));
     }
@@ -542,7 +583,12 @@ impl Store {
     }
 
     /// Milliseconds `key` has left: `-2` if absent, `-1` if it never expires (`PTTL`).
-    pub fn time_to_live(&mut self, ctx: &mut actors::Context<Self>, key: Vec<u8>, reply: actors::Reply<i64>) {
+    pub fn time_to_live(
+        &mut self,
+        ctx: &mut actors::Context<Self>,
+        key: Vec<u8>,
+        reply: actors::Reply<i64>,
+    ) {
         let left = match self.live(&key).map(|entry| entry.expires) {
             None => -2,
             Some(None) => -1,

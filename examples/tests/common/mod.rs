@@ -168,6 +168,15 @@ impl Client {
         self.stream.write_all(bytes).is_ok()
     }
 
+    /// The next line, or `None` if the connection failed or ended first.
+    pub fn try_line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(read) if read > 0 => Some(line),
+            _ => None,
+        }
+    }
+
     pub fn line(&mut self) -> String {
         let mut line = String::new();
         self.reader.read_line(&mut line).unwrap();
