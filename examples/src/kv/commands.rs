@@ -2,7 +2,7 @@
 //! answered with Redis's reply or Redis's error wording.
 
 use super::log;
-use super::store::{Expiry, StoreRef, When};
+use super::store::{Expiry, Op, Outcome, StoreRef, When};
 use crate::resp::Reply;
 
 /// The Redis version `HELLO` and `INFO` report: the protocol this service follows.
@@ -10,46 +10,100 @@ pub const REDIS_VERSION: &str = "7.0.0";
 
 /// Runs one command on `store`: the reply, and whether the client asked to close.
 pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
-    match issue(store, command).await {
-        Issued::Ready(reply, quit) => (reply, quit),
-        Issued::Waiting(reply) => (reply.await, false),
+    match plan(command) {
+        Planned::Now(reply, quit) => (reply, quit),
+        Planned::Store(op, render) => match store.run(vec![op]).await {
+            Ok(mut outcomes) => (render.reply(outcomes.remove(0)), false),
+            Err(error) => (failed(error), false),
+        },
     }
 }
 
-/// A command issued: its reply, or the store's reply to come (its message already queued,
-/// so commands issued one after another take effect in that order).
-pub enum Issued<'s> {
-    /// The reply, and whether the client asked to close.
-    Ready(Reply, bool),
-    Waiting(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + 's>>),
+/// What a command comes to: its reply now (and whether the client asked to close), or an
+/// operation of the store and how its outcome is answered. A connection runs the store
+/// operations of consecutive commands as one [`Store::run`](super::Store::run).
+pub enum Planned {
+    Now(Reply, bool),
+    Store(Op, Render),
 }
 
 /// The reply to a store command that could not be run.
-fn failed(error: actors::Error) -> Reply {
+pub fn failed(error: actors::Error) -> Reply {
     Reply::error(format!("storage unavailable ({error}); try again"))
 }
 
-/// Queues `ask` and gives the reply `answer` makes of its answer, to come.
-async fn waiting<'s, R: Send + 's>(
-    ask: actors::Ask<'s, super::Store, R>,
-    answer: impl FnOnce(R) -> Reply + Send + 's,
-) -> Issued<'s> {
-    match ask.queued().await {
-        Err(error) => Issued::Ready(failed(error), false),
-        Ok(ask) => Issued::Waiting(Box::pin(async move {
-            match ask.await {
-                Ok(value) => answer(value),
-                Err(error) => failed(error),
+/// How a command answers its operation's [`Outcome`].
+#[derive(Debug)]
+pub enum Render {
+    /// A bulk string, or nil.
+    Bulk,
+    /// `+OK` if applied, else nil (`SET`).
+    SetReply,
+    /// `:1` if applied, else `:0`.
+    Flag,
+    Integer,
+    /// The new value, or the error (`INCR`).
+    Added,
+    /// An array of bulk strings (`MGET`).
+    Values,
+    Ok,
+    /// Milliseconds left, as seconds rounded the way Redis rounds them if `seconds` (`TTL`).
+    TimeToLive {
+        seconds: bool,
+    },
+    Info,
+    DbSize,
+    /// A `CONFIG GET` answer: the parameter and the value.
+    Config(Vec<u8>),
+}
+
+impl Render {
+    /// The reply to `outcome`.
+    pub fn reply(&self, outcome: Outcome) -> Reply {
+        match (self, outcome) {
+            (Render::Bulk, Outcome::Value(value)) => Reply::Bulk(value),
+            (Render::SetReply, Outcome::Applied(true)) | (Render::Ok, Outcome::Done) => Reply::ok(),
+            (Render::SetReply, Outcome::Applied(false)) => Reply::Bulk(None),
+            (Render::Flag, Outcome::Applied(applied)) => Reply::Integer(i64::from(applied)),
+            (Render::Integer, Outcome::Count(count)) => Reply::Integer(count),
+            (Render::Added, Outcome::Added(Ok(value))) => Reply::Integer(value),
+            (Render::Added, Outcome::Added(Err(error))) => Reply::Error(error),
+            (Render::Values, Outcome::Values(values)) => {
+                Reply::Array(Some(values.into_iter().map(Reply::Bulk).collect()))
             }
-        })),
+            (Render::TimeToLive { seconds }, Outcome::Count(left)) => {
+                Reply::Integer(if left >= 0 && *seconds {
+                    (left + 500) / 1000
+                } else {
+                    left
+                })
+            }
+            (Render::Info, Outcome::Size(keys, expires)) => Reply::Bulk(Some(
+                format!(
+                    "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
+                     # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
+                     db0:keys={keys},expires={expires},avg_ttl=0\r\n"
+                )
+                .into_bytes(),
+            )),
+            (Render::DbSize, Outcome::Size(keys, _)) => {
+                Reply::Integer(i64::try_from(keys).unwrap_or(i64::MAX))
+            }
+            (Render::Config(parameter), Outcome::Durability(name)) => Reply::Array(Some(vec![
+                Reply::Bulk(Some(parameter.clone())),
+                Reply::Bulk(Some(name.as_bytes().to_vec())),
+            ])),
+            (render, outcome) => unreachable!("{render:?} renders no {outcome:?}"),
+        }
     }
 }
 
-/// Issues one command on `store`: see [`Issued`].
-pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
+/// Plans one command: see [`Planned`].
+pub fn plan(command: Vec<Vec<u8>>) -> Planned {
+    let store = Planned::Store;
     let mut arguments = command.into_iter();
     let Some(name) = arguments.next() else {
-        return Issued::Ready(Reply::error("empty command"), false);
+        return Planned::Now(Reply::error("empty command"), false);
     };
     let arguments: Vec<Vec<u8>> = arguments.collect();
     let upper = name.to_ascii_uppercase();
@@ -60,23 +114,28 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
         (b"PING", []) => Reply::Simple("PONG".into()),
         (b"PING", [message]) | (b"ECHO", [message]) => Reply::Bulk(Some(message.clone())),
         (b"PING", _) | (b"ECHO", _) => wrong(),
-        (b"QUIT", _) => return Issued::Ready(Reply::ok(), true),
+        (b"QUIT", _) => return Planned::Now(Reply::ok(), true),
         (b"COMMAND", _) => Reply::Array(Some(Vec::new())),
-        (b"GET", [key]) => return waiting(store.get(key.clone()), Reply::Bulk).await,
+        (b"GET", [key]) => return store(Op::Get(key.clone()), Render::Bulk),
         (b"GET", _) => wrong(),
         (b"SET", [key, value, options @ ..]) => match set_options(options) {
             Err(reply) => reply,
             Ok((when, expiry)) => {
-                let ask = store.set(key.clone(), value.clone(), when, expiry);
-                return waiting(ask, |set| if set { Reply::ok() } else { Reply::Bulk(None) }).await;
+                let op = Op::Set {
+                    key: key.clone(),
+                    value: value.clone(),
+                    when,
+                    expiry,
+                };
+                return store(op, Render::SetReply);
             }
         },
         (b"SET", _) => wrong(),
         (b"DEL", keys) if !keys.is_empty() => {
-            return waiting(store.del(keys.to_vec()), Reply::Integer).await;
+            return store(Op::Del(keys.to_vec()), Render::Integer);
         }
         (b"EXISTS", keys) if !keys.is_empty() => {
-            return waiting(store.exists(keys.to_vec()), Reply::Integer).await;
+            return store(Op::Exists(keys.to_vec()), Render::Integer);
         }
         (b"DEL", _) | (b"EXISTS", _) => wrong(),
         (b"INCR" | b"DECR", [key]) | (b"INCRBY" | b"DECRBY", [key, _]) => {
@@ -88,28 +147,19 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
             let by = by.and_then(|by| if negate { by.checked_neg() } else { Some(by) });
             match by {
                 None => not_integer(),
-                Some(by) => {
-                    let answer = |added: Result<i64, String>| match added {
-                        Ok(value) => Reply::Integer(value),
-                        Err(error) => Reply::Error(error),
-                    };
-                    return waiting(store.add(key.clone(), by), answer).await;
-                }
+                Some(by) => return store(Op::Add(key.clone(), by), Render::Added),
             }
         }
         (b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY", _) => wrong(),
         (b"MGET", keys) if !keys.is_empty() => {
-            let answer = |values: Vec<Option<Vec<u8>>>| {
-                Reply::Array(Some(values.into_iter().map(Reply::Bulk).collect()))
-            };
-            return waiting(store.get_many(keys.to_vec()), answer).await;
+            return store(Op::GetMany(keys.to_vec()), Render::Values);
         }
         (b"MSET", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
             let pairs = pairs
                 .chunks(2)
                 .map(|pair| (pair[0].clone(), pair[1].clone()))
                 .collect();
-            return waiting(store.set_many(pairs), |()| Reply::ok()).await;
+            return store(Op::SetMany(pairs), Render::Ok);
         }
         (b"MGET" | b"MSET", _) => wrong(),
         (b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT", [key, time]) => {
@@ -126,26 +176,17 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
                 None => Reply::error(format!("invalid expire time in '{lower}' command")),
                 // At or before the epoch: due now (the key is removed).
                 Some(deadline) => {
-                    let ask = store.expire_at(key.clone(), Some(deadline.max(1) as u64));
-                    return waiting(ask, |applied| Reply::Integer(i64::from(applied))).await;
+                    let op = Op::ExpireAt(key.clone(), Some(deadline.max(1) as u64));
+                    return store(op, Render::Flag);
                 }
             }
         }
         (b"PERSIST", [key]) => {
-            let ask = store.expire_at(key.clone(), None);
-            return waiting(ask, |applied| Reply::Integer(i64::from(applied))).await;
+            return store(Op::ExpireAt(key.clone(), None), Render::Flag);
         }
         (b"TTL" | b"PTTL", [key]) => {
             let seconds = upper.as_slice() == b"TTL";
-            let answer = move |left: i64| {
-                // Seconds, rounded as Redis rounds them.
-                Reply::Integer(if left >= 0 && seconds {
-                    (left + 500) / 1000
-                } else {
-                    left
-                })
-            };
-            return waiting(store.time_to_live(key.clone()), answer).await;
+            return store(Op::TimeToLive(key.clone()), Render::TimeToLive { seconds });
         }
         (
             b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"PERSIST" | b"TTL" | b"PTTL",
@@ -156,7 +197,7 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
                 matches!(option.to_ascii_uppercase().as_slice(), b"SYNC" | b"ASYNC")
             }) =>
         {
-            return waiting(store.flush(), |()| Reply::ok()).await;
+            return store(Op::Flush, Render::Ok);
         }
         (b"FLUSHALL" | b"FLUSHDB", _) => Reply::error("syntax error"),
         // What clients ask as they start: enough for `redis-cli` and `redis-benchmark`.
@@ -201,32 +242,13 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
                 b"save" => pair(b""),
                 b"appendonly" => pair(b"yes"),
                 b"databases" => pair(b"1"),
-                b"appendfsync" => {
-                    let answer = move |name: &'static str| pair(name.as_bytes());
-                    return waiting(store.durability_name(), answer).await;
-                }
+                b"appendfsync" => return store(Op::Durability, Render::Config(name)),
                 _ => Reply::Array(Some(Vec::new())),
             }
         }
         (b"CONFIG", _) => Reply::error("CONFIG answers GET parameter only here"),
-        (b"INFO", _) => {
-            let answer = |(keys, expires): (usize, usize)| {
-                Reply::Bulk(Some(
-                    format!(
-                        "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
-                         # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
-                         db0:keys={keys},expires={expires},avg_ttl=0\r\n"
-                    )
-                    .into_bytes(),
-                ))
-            };
-            return waiting(store.size(), answer).await;
-        }
-        (b"DBSIZE", []) => {
-            let answer =
-                |(size, _): (usize, usize)| Reply::Integer(i64::try_from(size).unwrap_or(i64::MAX));
-            return waiting(store.size(), answer).await;
-        }
+        (b"INFO", _) => return store(Op::Size, Render::Info),
+        (b"DBSIZE", []) => return store(Op::Size, Render::DbSize),
         (b"DBSIZE", _) => wrong(),
         _ => {
             // As Redis words it: the name cut at 128 characters, then arguments while what
@@ -248,7 +270,7 @@ pub async fn issue(store: &StoreRef, command: Vec<Vec<u8>>) -> Issued<'_> {
             ))
         }
     };
-    Issued::Ready(reply, false)
+    Planned::Now(reply, false)
 }
 
 /// `SET`'s options, as Redis reads them: `NX` or `XX`, and one of `EX`, `PX`, `EXAT`,

@@ -1,10 +1,13 @@
-//! One client connection: a task that decodes the client's commands, issues them to the
-//! store in order without waiting for their replies (pipelining), and writes the replies in
-//! order, as many as are ready in one send.
+//! One client connection: a task that decodes the client's commands, hands the store
+//! operations of the commands it has whole to the store as one message (a pipeline of 16
+//! `SET`s is one message, one reply and one place in a group commit), goes on reading
+//! without waiting for the reply, and writes the replies in order, as many as are ready in
+//! one send.
 //!
 //! Invariants:
-//! - **Commands take effect in the order sent**: each is queued in the store's mailbox
-//!   (`Ask::queued`) before the next is decoded, and one mailbox is handled in order.
+//! - **Commands take effect in the order sent**: each batch is queued in the store's
+//!   mailbox (`Ask::queued`) before the next is made, the store runs a batch in order, and
+//!   one mailbox is handled in order.
 //! - **Replies go in the order of their commands**, whenever each is ready; at most
 //!   `MAX_IN_FLIGHT` wait, past which the connection stops reading (TCP holds the client
 //!   back) until the oldest is answered.
@@ -13,8 +16,9 @@
 //!   not read its replies meets the runtime's write timeout. A malformed frame is answered
 //!   (after every reply before it) and closes this connection alone.
 
-use super::commands::{Issued, issue};
+use super::commands::{Planned, Render, failed, plan};
 use super::store::StoreRef;
+use super::store::{Op, Outcome};
 use crate::limits::setting;
 use crate::resp::{Decoder, Reply};
 use futures::FutureExt as _;
@@ -26,6 +30,9 @@ use std::time::{Duration, Instant};
 
 /// Replies a connection may wait for at once.
 const MAX_IN_FLIGHT: usize = 1024;
+
+/// Commands in one batch at most.
+const MAX_BATCH_COMMANDS: usize = 256;
 
 /// Replies gathered before they are sent even if more are ready.
 const MAX_BATCH: usize = 256 * 1024;
@@ -69,10 +76,48 @@ impl Connection {
     }
 }
 
-/// A reply in the order of its command: given, or to come from the store.
+/// Replies in the order of their commands: given, or to come from the store for a batch.
 enum Pending<'s> {
     Given(Reply),
-    ToCome(std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + 's>>),
+    Batch(BatchReply<'s>, Vec<Render>),
+}
+
+type BatchReply<'s> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<Outcome>, actors::Error>> + Send + 's>,
+>;
+
+/// Queues `ops` as one batch, behind everything issued before: its replies to come, or the
+/// error for each at once.
+async fn issue<'s>(
+    store: &'s StoreRef,
+    ops: Vec<Op>,
+    renders: Vec<Render>,
+    pending: &mut VecDeque<Pending<'s>>,
+) {
+    match store.run(ops).queued().await {
+        Ok(ask) => pending.push_back(Pending::Batch(Box::pin(ask), renders)),
+        Err(error) => {
+            for _ in renders {
+                pending.push_back(Pending::Given(failed(error.clone())));
+            }
+        }
+    }
+}
+
+/// Writes a batch's replies.
+fn render(outcomes: Result<Vec<Outcome>, actors::Error>, renders: Vec<Render>, out: &mut Vec<u8>) {
+    match outcomes {
+        Ok(outcomes) => {
+            for (render, outcome) in renders.iter().zip(outcomes) {
+                render.reply(outcome).encode(out);
+            }
+        }
+        Err(error) => {
+            for _ in renders {
+                failed(error.clone()).encode(out);
+            }
+        }
+    }
 }
 
 /// Serves one client until it leaves, quits, errs or times out.
@@ -80,49 +125,76 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
     let (idle, deadline) = (idle_timeout(), request_deadline());
     let mut decoder = Decoder::default();
     let mut pending: VecDeque<Pending<'_>> = VecDeque::new();
+    // Replies held in `pending`.
+    let mut waiting = 0;
     let mut out = Vec::new();
     // When the command not yet whole began.
     let mut begun: Option<Instant> = None;
     // After `QUIT` or a malformed frame: answer what is pending, then close.
     let mut closing = false;
     loop {
-        // Issue what is whole, in order.
-        while !closing && pending.len() < MAX_IN_FLIGHT {
-            match decoder.next_command() {
+        // Plan what is whole, in order; consecutive store operations go as one batch.
+        let (mut ops, mut renders) = (Vec::new(), Vec::new());
+        while !closing && waiting + ops.len() < MAX_IN_FLIGHT && ops.len() < MAX_BATCH_COMMANDS {
+            let now = match decoder.next_command() {
                 Ok(Some(command)) => {
                     begun = None;
-                    match issue(store, command).await {
-                        Issued::Ready(reply, quit) => {
-                            pending.push_back(Pending::Given(reply));
-                            closing = quit;
+                    match plan(command) {
+                        Planned::Store(op, render) => {
+                            ops.push(op);
+                            renders.push(render);
+                            continue;
                         }
-                        Issued::Waiting(reply) => pending.push_back(Pending::ToCome(reply)),
+                        Planned::Now(reply, quit) => {
+                            closing = quit;
+                            reply
+                        }
                     }
                 }
                 Ok(None) => break,
                 Err(error) => {
-                    pending.push_back(Pending::Given(Reply::error(error)));
                     closing = true;
+                    Reply::error(error)
                 }
+            };
+            if !ops.is_empty() {
+                waiting += ops.len();
+                issue(
+                    store,
+                    std::mem::take(&mut ops),
+                    std::mem::take(&mut renders),
+                    &mut pending,
+                )
+                .await;
             }
+            waiting += 1;
+            pending.push_back(Pending::Given(now));
+        }
+        if !ops.is_empty() {
+            waiting += ops.len();
+            issue(store, ops, renders, &mut pending).await;
         }
         // Every reply ready at the front, in one send.
         while out.len() < MAX_BATCH {
-            let reply = match pending.front_mut() {
-                Some(Pending::Given(_)) => match pending.pop_front() {
-                    Some(Pending::Given(reply)) => reply,
-                    _ => unreachable!("the front was given"),
-                },
-                Some(Pending::ToCome(reply)) => match reply.now_or_never() {
-                    Some(reply) => {
-                        pending.pop_front();
-                        reply
+            match pending.front_mut() {
+                Some(Pending::Given(_)) => {}
+                Some(Pending::Batch(reply, _)) => match reply.now_or_never() {
+                    Some(outcomes) => {
+                        let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
+                            unreachable!("the front is a batch");
+                        };
+                        waiting -= renders.len();
+                        render(outcomes, renders, &mut out);
+                        continue;
                     }
                     None => break,
                 },
                 None => break,
-            };
-            reply.encode(&mut out);
+            }
+            if let Some(Pending::Given(reply)) = pending.pop_front() {
+                waiting -= 1;
+                reply.encode(&mut out);
+            }
         }
         if !out.is_empty() && sink.send(std::mem::take(&mut out)).await.is_err() {
             return;
@@ -130,22 +202,30 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
         if closing && pending.is_empty() {
             return;
         }
-        if (closing || pending.len() >= MAX_IN_FLIGHT)
-            && let Some(Pending::ToCome(reply)) = pending.front_mut()
+        if (closing || waiting >= MAX_IN_FLIGHT)
+            && let Some(Pending::Batch(reply, _)) = pending.front_mut()
         {
-            // Nothing more is read until the oldest reply is given.
-            let reply = reply.await;
-            pending[0] = Pending::Given(reply);
+            // Nothing more is read until the oldest replies are given.
+            let outcomes = reply.await;
+            let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
+                unreachable!("the front is a batch");
+            };
+            waiting -= renders.len();
+            render(outcomes, renders, &mut out);
             continue;
         }
         // Read more, or give the oldest reply as soon as it comes, whichever is first.
         let wanted = decoder.wanted().min(64 * 1024);
         let received = match pending.front_mut() {
-            Some(Pending::ToCome(reply)) => {
+            Some(Pending::Batch(reply, _)) => {
                 match select(reply, std::pin::pin!(stream.recv(wanted))).await {
-                    Either::Left((reply, _)) => {
+                    Either::Left((outcomes, _)) => {
                         // The receive is dropped: what it read is kept for the next one.
-                        pending[0] = Pending::Given(reply);
+                        let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
+                            unreachable!("the front is a batch");
+                        };
+                        waiting -= renders.len();
+                        render(outcomes, renders, &mut out);
                         continue;
                     }
                     Either::Right((received, _)) => Ok(received),
@@ -178,6 +258,7 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
             // Gone: nobody to answer.
             Ok(Err(_)) => return,
             Err(timed_out) => {
+                waiting += 1;
                 pending.push_back(Pending::Given(Reply::error(timed_out)));
                 closing = true;
             }

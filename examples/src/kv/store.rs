@@ -201,27 +201,6 @@ impl Store {
         }
     }
 
-    /// Logs `records`; `answer` is given once they are durable (with `always`), else now.
-    fn log(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        records: &[Record],
-        answer: impl FnOnce() + Send + 'static,
-    ) {
-        for record in records {
-            self.queue(record);
-        }
-        if self.durability() == Durability::Always {
-            self.answers.push(Box::new(answer));
-            self.want_commit(ctx);
-        } else {
-            answer();
-            if self.pending.len() >= QUEUED_BOUND {
-                self.want_commit(ctx);
-            }
-        }
-    }
-
     /// Queues a `commit` behind the messages waiting now, unless one is queued. A full
     /// mailbox refuses it: the next message handled asks again (one always comes, or the
     /// mailbox would not be full).
@@ -272,6 +251,134 @@ impl Store {
         for answer in std::mem::take(&mut self.answers) {
             answer();
         }
+    }
+
+    /// Runs one operation: the data changes at once, and its records are queued.
+    fn apply_op(&mut self, op: Op) -> Outcome {
+        match op {
+            Op::Get(key) => Outcome::Value(self.live(&key).map(|entry| entry.value.clone())),
+            Op::GetMany(keys) => Outcome::Values(
+                keys.iter()
+                    .map(|key| self.live(key).map(|entry| entry.value.clone()))
+                    .collect(),
+            ),
+            Op::Exists(keys) => {
+                Outcome::Count(keys.iter().filter(|key| self.live(key).is_some()).count() as i64)
+            }
+            Op::Set {
+                key,
+                value,
+                when,
+                expiry,
+            } => {
+                let current = self.live(&key).map(|entry| entry.expires);
+                let allowed = match when {
+                    When::Always => true,
+                    When::Absent => current.is_none(),
+                    When::Present => current.is_some(),
+                };
+                if !allowed {
+                    return Outcome::Applied(false);
+                }
+                let expires = match expiry {
+                    Expiry::Never => None,
+                    Expiry::Keep => current.flatten(),
+                    Expiry::At(deadline) => Some(deadline),
+                };
+                if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
+                    // Already due (an `EXAT` in the past): set, and gone at once, as in Redis.
+                    self.data.remove(&key);
+                    self.queue(&Record::Del { key });
+                } else {
+                    self.record(Record::Set {
+                        key,
+                        value,
+                        expires,
+                    });
+                }
+                Outcome::Applied(true)
+            }
+            Op::SetMany(pairs) => {
+                for (key, value) in pairs {
+                    self.record(Record::Set {
+                        key,
+                        value,
+                        expires: None,
+                    });
+                }
+                Outcome::Done
+            }
+            Op::Add(key, by) => {
+                let (current, expires) = match self.live(&key) {
+                    None => (Some(0), None),
+                    Some(entry) => (super::commands::parse_integer(&entry.value), entry.expires),
+                };
+                let Some(current) = current else {
+                    return Outcome::Added(Err(
+                        "ERR value is not an integer or out of range".into()
+                    ));
+                };
+                let Some(next) = current.checked_add(by) else {
+                    return Outcome::Added(Err("ERR increment or decrement would overflow".into()));
+                };
+                self.record(Record::Set {
+                    key,
+                    value: next.to_string().into_bytes(),
+                    expires,
+                });
+                Outcome::Added(Ok(next))
+            }
+            Op::Del(keys) => {
+                let mut count = 0;
+                for key in keys {
+                    if self.live(&key).is_some() {
+                        self.data.remove(&key);
+                        self.queue(&Record::Del { key });
+                        count += 1;
+                    }
+                }
+                Outcome::Count(count)
+            }
+            Op::ExpireAt(key, expires) => {
+                let Some(current) = self.live(&key).map(|entry| entry.expires) else {
+                    return Outcome::Applied(false);
+                };
+                if expires.is_none() && current.is_none() {
+                    return Outcome::Applied(false);
+                }
+                if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
+                    self.data.remove(&key);
+                    self.queue(&Record::Del { key });
+                } else {
+                    self.data.set_expiry(&key, expires);
+                    self.queue(&Record::Expire { key, expires });
+                }
+                Outcome::Applied(true)
+            }
+            Op::TimeToLive(key) => {
+                Outcome::Count(match self.live(&key).map(|entry| entry.expires) {
+                    None => -2,
+                    Some(None) => -1,
+                    Some(Some(deadline)) => deadline.saturating_sub(log::now_ms()) as i64,
+                })
+            }
+            Op::Flush => {
+                self.data = Data::default();
+                self.queue(&Record::Flush);
+                Outcome::Done
+            }
+            Op::Size => {
+                self.sweep(usize::MAX);
+                Outcome::Size(self.data.len(), self.data.expiring())
+            }
+            Op::Durability => Outcome::Durability(self.durability().name()),
+        }
+    }
+
+    /// Queues `record` and applies it to the data.
+    fn record(&mut self, record: Record) {
+        self.queue(&record);
+        self.data.apply(record);
     }
 
     /// Removes `key` because it expired, and logs it.
@@ -409,210 +516,19 @@ impl Store {
         self.consider_rewrite(ctx);
     }
 
-    /// Sets `key` to `value` if `when` allows, with `expiry`; replies whether it did.
-    pub fn set(
+    /// Runs `ops` in order, as one message, and replies with their outcomes, in order, once
+    /// what they wrote and read is durable (see `answer`): a pipeline's commands, or one.
+    pub fn run(
         &mut self,
         ctx: &mut actors::Context<Self>,
-        key: Vec<u8>,
-        value: Vec<u8>,
-        when: When,
-        expiry: Expiry,
-        reply: actors::Reply<bool>,
+        ops: Vec<Op>,
+        reply: actors::Reply<Vec<Outcome>>,
     ) {
-        let current = self.live(&key).map(|entry| entry.expires);
-        let allowed = match when {
-            When::Always => true,
-            When::Absent => current.is_none(),
-            When::Present => current.is_some(),
-        };
-        if !allowed {
-            return self.answer(ctx, move || reply.send(false));
+        let outcomes: Vec<Outcome> = ops.into_iter().map(|op| self.apply_op(op)).collect();
+        if self.durability() != Durability::Always && self.pending.len() >= QUEUED_BOUND {
+            self.want_commit(ctx);
         }
-        let expires = match expiry {
-            Expiry::Never => None,
-            Expiry::Keep => current.flatten(),
-            Expiry::At(deadline) => Some(deadline),
-        };
-        if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
-            // Already due (an `EXAT` in the past): set, and gone at once, as in Redis.
-            self.data.remove(&key);
-            return self.log(ctx, &[Record::Del { key }], move || reply.send(true));
-        }
-        let record = Record::Set {
-            key,
-            value,
-            expires,
-        };
-        self.log(ctx, std::slice::from_ref(&record), move || reply.send(true));
-        self.data.apply(record);
-    }
-
-    /// Sets every pair, with one sync for all (`MSET`); clears their expiry.
-    pub fn set_many(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        pairs: Vec<(Vec<u8>, Vec<u8>)>,
-        reply: actors::Reply<()>,
-    ) {
-        let records: Vec<Record> = pairs
-            .into_iter()
-            .map(|(key, value)| Record::Set {
-                key,
-                value,
-                expires: None,
-            })
-            .collect();
-        self.log(ctx, &records, move || reply.send(()));
-        for record in records {
-            self.data.apply(record);
-        }
-    }
-
-    /// Adds `by` to the integer at `key` (0 if absent), keeping its expiry; the new value,
-    /// or Redis's error.
-    pub fn add(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        key: Vec<u8>,
-        by: i64,
-        reply: actors::Reply<Result<i64, String>>,
-    ) {
-        let (current, expires) = match self.live(&key) {
-            None => (Some(0), None),
-            Some(entry) => (super::commands::parse_integer(&entry.value), entry.expires),
-        };
-        let Some(current) = current else {
-            let error = "ERR value is not an integer or out of range".to_string();
-            return self.answer(ctx, move || reply.send(Err(error)));
-        };
-        let Some(next) = current.checked_add(by) else {
-            let error = "ERR increment or decrement would overflow".to_string();
-            return self.answer(ctx, move || reply.send(Err(error)));
-        };
-        let record = Record::Set {
-            key,
-            value: next.to_string().into_bytes(),
-            expires,
-        };
-        self.log(ctx, std::slice::from_ref(&record), move || {
-            reply.send(Ok(next))
-        });
-        self.data.apply(record);
-    }
-
-    /// The value at `key`.
-    pub fn get(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        key: Vec<u8>,
-        reply: actors::Reply<Option<Vec<u8>>>,
-    ) {
-        let value = self.live(&key).map(|entry| entry.value.clone());
-        self.answer(ctx, move || reply.send(value));
-    }
-
-    /// The values at `keys` (`MGET`).
-    pub fn get_many(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        keys: Vec<Vec<u8>>,
-        reply: actors::Reply<Vec<Option<Vec<u8>>>>,
-    ) {
-        let values = keys
-            .iter()
-            .map(|key| self.live(key).map(|entry| entry.value.clone()))
-            .collect();
-        self.answer(ctx, move || reply.send(values));
-    }
-
-    /// How many of `keys` exist, a key counted as often as named (`EXISTS`).
-    pub fn exists(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        keys: Vec<Vec<u8>>,
-        reply: actors::Reply<i64>,
-    ) {
-        let count = keys.iter().filter(|key| self.live(key).is_some()).count() as i64;
-        self.answer(ctx, move || reply.send(count));
-    }
-
-    /// Removes `keys`; replies how many were there (`DEL`).
-    pub fn del(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        keys: Vec<Vec<u8>>,
-        reply: actors::Reply<i64>,
-    ) {
-        let mut removed = Vec::new();
-        for key in keys {
-            if self.live(&key).is_some() {
-                self.data.remove(&key);
-                removed.push(Record::Del { key });
-            }
-        }
-        let count = removed.len() as i64;
-        if removed.is_empty() {
-            return self.answer(ctx, move || reply.send(0));
-        }
-        self.log(ctx, &removed, move || reply.send(count));
-    }
-
-    /// Sets or clears the expiry of `key`; replies whether the key exists (`EXPIRE`,
-    /// `PERSIST`: for `PERSIST`, whether it had one).
-    pub fn expire_at(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        key: Vec<u8>,
-        expires: Option<u64>,
-        reply: actors::Reply<bool>,
-    ) {
-        let Some(current) = self.live(&key).map(|entry| entry.expires) else {
-            return self.answer(ctx, move || reply.send(false));
-        };
-        if expires.is_none() && current.is_none() {
-            return self.answer(ctx, move || reply.send(false));
-        }
-        if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
-            self.data.remove(&key);
-            return self.log(ctx, &[Record::Del { key }], move || reply.send(true));
-        }
-        self.data.set_expiry(&key, expires);
-        self.log(ctx, &[Record::Expire { key, expires }], move || {
-            reply.send(true)
-        });
-    }
-
-    /// Milliseconds `key` has left: `-2` if absent, `-1` if it never expires (`PTTL`).
-    pub fn time_to_live(
-        &mut self,
-        ctx: &mut actors::Context<Self>,
-        key: Vec<u8>,
-        reply: actors::Reply<i64>,
-    ) {
-        let left = match self.live(&key).map(|entry| entry.expires) {
-            None => -2,
-            Some(None) => -1,
-            Some(Some(deadline)) => deadline.saturating_sub(log::now_ms()) as i64,
-        };
-        self.answer(ctx, move || reply.send(left));
-    }
-
-    /// Empties the store (`FLUSHALL`).
-    pub fn flush(&mut self, ctx: &mut actors::Context<Self>, reply: actors::Reply<()>) {
-        self.data = Data::default();
-        self.log(ctx, &[Record::Flush], move || reply.send(()));
-    }
-
-    /// The number of keys, and of those with an expiry, after removing what is due.
-    pub fn size(&mut self, ctx: &mut actors::Context<Self>, reply: actors::Reply<(usize, usize)>) {
-        self.sweep(usize::MAX);
-        let size = (self.data.len(), self.data.expiring());
-        self.answer(ctx, move || reply.send(size));
-    }
-
-    /// The durability this store keeps (`CONFIG GET appendfsync`).
-    pub fn durability_name(&mut self) -> &'static str {
-        self.durability().name()
+        self.answer(ctx, move || reply.send(outcomes));
     }
 
     /// A rewrite is written: it becomes the log now. Its first commit carries what was
@@ -674,4 +590,54 @@ pub enum Expiry {
     Keep,
     /// At this many milliseconds since the Unix epoch (`EX`, `PX`, `EXAT`, `PXAT`).
     At(u64),
+}
+
+/// One operation of [`Store::run`]: what a command asks of the store.
+#[derive(Debug)]
+pub enum Op {
+    /// `GET`.
+    Get(Vec<u8>),
+    /// `MGET`.
+    GetMany(Vec<Vec<u8>>),
+    /// `EXISTS`: a key counted as often as named.
+    Exists(Vec<Vec<u8>>),
+    /// `SET`, if `when` allows, with `expiry`.
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        when: When,
+        expiry: Expiry,
+    },
+    /// `MSET`: every pair, their expiry cleared.
+    SetMany(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `INCRBY`: adds to the integer at the key (0 if absent), keeping its expiry.
+    Add(Vec<u8>, i64),
+    /// `DEL`.
+    Del(Vec<Vec<u8>>),
+    /// `EXPIRE` and its kin (`Some` deadline, in milliseconds since the epoch) and
+    /// `PERSIST` (`None`).
+    ExpireAt(Vec<u8>, Option<u64>),
+    /// `PTTL`: milliseconds left.
+    TimeToLive(Vec<u8>),
+    /// `FLUSHALL`.
+    Flush,
+    /// `DBSIZE`: keys and keys with an expiry, what is due removed first.
+    Size,
+    /// The durability kept (`CONFIG GET appendfsync`).
+    Durability,
+}
+
+/// What an [`Op`] gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Value(Option<Vec<u8>>),
+    Values(Vec<Option<Vec<u8>>>),
+    /// Whether a `SET` or an `EXPIRE` applied.
+    Applied(bool),
+    Count(i64),
+    /// The new value, or Redis's error.
+    Added(Result<i64, String>),
+    Done,
+    Size(usize, usize),
+    Durability(&'static str),
 }
