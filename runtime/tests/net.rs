@@ -46,6 +46,34 @@ async fn recv_returns_exactly_the_bytes_asked_for_across_segments(context: Conte
     drop(writer.join().unwrap());
 }
 
+/// `recv_some` gives what has come, at least one byte and at most what is asked, every byte
+/// once and in order, whatever the segments.
+#[runtime::test(timeout = "20s")]
+async fn recv_some_gives_what_has_come_within_its_bound(context: Context) {
+    let (mut listener, mut client) = listener_and_client(&context).await;
+    let (_, _sink, mut stream) = listener.accept().await.unwrap();
+    let writer = std::thread::spawn(move || {
+        for chunk in [&b"he"[..], b"llo wo", b"rld!"] {
+            client.write_all(chunk).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        client
+    });
+    let mut received = Vec::new();
+    while received.len() < 12 {
+        let chunk = stream.recv_some(4).await.unwrap().coalesce();
+        assert!((1..=4).contains(&chunk.len()), "{chunk:?}");
+        received.extend_from_slice(&chunk);
+    }
+    assert_eq!(received, b"hello world!");
+    let client = writer.join().unwrap();
+    drop(client);
+    assert!(
+        stream.recv_some(4).await.is_err(),
+        "the end of the stream is an error"
+    );
+}
+
 #[runtime::test(timeout = "20s")]
 async fn send_delivers_every_byte_of_every_chunk_in_order(context: Context) {
     let (mut listener, client) = listener_and_client(&context).await;

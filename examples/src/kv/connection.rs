@@ -31,6 +31,9 @@ use std::time::{Duration, Instant};
 /// Replies a connection may wait for at once.
 const MAX_IN_FLIGHT: usize = 1024;
 
+/// The most one receive takes.
+const RECEIVE_CHUNK: usize = 64 * 1024;
+
 /// Commands in one batch at most.
 const MAX_BATCH_COMMANDS: usize = 256;
 
@@ -214,11 +217,13 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
             render(outcomes, renders, &mut out);
             continue;
         }
-        // Read more, or give the oldest reply as soon as it comes, whichever is first.
-        let wanted = decoder.wanted().min(64 * 1024);
+        // Read more (whatever has come, up to a chunk: the decoder keeps what it cannot use
+        // yet, and stops being fed once `MAX_IN_FLIGHT` replies wait), or give the oldest
+        // reply as soon as it comes, whichever is first.
+        let wanted = RECEIVE_CHUNK;
         let received = match pending.front_mut() {
             Some(Pending::Batch(reply, _)) => {
-                match select(reply, std::pin::pin!(stream.recv(wanted))).await {
+                match select(reply, std::pin::pin!(stream.recv_some(wanted))).await {
                     Either::Left((outcomes, _)) => {
                         // The receive is dropped: what it read is kept for the next one.
                         let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
@@ -245,7 +250,7 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
                     (idle, "idle for", idle)
                 };
                 clock
-                    .timeout(limit, stream.recv(wanted))
+                    .timeout(limit, stream.recv_some(wanted))
                     .await
                     .map_err(|_| format!("{why} {} ms; closing", bound.as_millis()))
             }

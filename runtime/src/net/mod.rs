@@ -411,6 +411,23 @@ impl Drop for Sink {
     }
 }
 
+impl Stream {
+    /// At least one byte and at most `max` (`max` > 0): what the stream has received ahead,
+    /// else what the next receive brings. For a protocol decoder that takes whatever has
+    /// come, rather than asking for bytes one at a time. Fails as
+    /// [`recv`](crate::Stream::recv) does; dropping the future loses no bytes.
+    pub async fn recv_some(&mut self, max: usize) -> Result<IoBufs, Error> {
+        assert!(max > 0, "recv_some asks for at least one byte");
+        let first = crate::Stream::recv(self, 1).await?;
+        let more = self.buffer.len().min(max - 1);
+        if more == 0 {
+            return Ok(first);
+        }
+        let rest = self.buffer.split_to(more).freeze();
+        Ok(vec![first.coalesce(), rest].into())
+    }
+}
+
 impl crate::Stream for Stream {
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         let mut deadline = None;
