@@ -846,3 +846,32 @@ fn a_crash_during_rewrites_loses_no_acknowledged_write() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// Replies larger than one send all go out without the client sending more, and a client
+/// that shuts its writing side after a pipeline (`nc -N`) still reads every reply.
+#[test]
+fn large_replies_and_a_half_closed_client_get_every_reply() {
+    let data = std::env::temp_dir().join(format!("kv-half-close-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    let big = vec![b'e'; 300 * 1024];
+    let mut pipeline = frame(&[b"ECHO", &big]);
+    pipeline.extend_from_slice(&frame(&[b"ECHO", &big]));
+    pipeline.extend_from_slice(b"PING\r\n");
+    client.send(&pipeline);
+    for _ in 0..2 {
+        assert_eq!(reply(&mut client).len(), 1 + big.len());
+    }
+    assert_eq!(reply(&mut client), "+PONG");
+
+    let mut half = server.connect();
+    half.send(b"SET a 1\r\nGET a\r\nDEL a\r\n");
+    half.shut_writing();
+    for expected in ["+OK", "$1", ":1"] {
+        assert_eq!(reply(&mut half), expected);
+    }
+    assert!(half.closed());
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}

@@ -34,6 +34,9 @@ const MAX_IN_FLIGHT: usize = 1024;
 /// The most one receive takes.
 const RECEIVE_CHUNK: usize = 64 * 1024;
 
+/// Bytes of commands whose replies a connection may wait for at once.
+const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
+
 /// Commands in one batch at most.
 const MAX_BATCH_COMMANDS: usize = 256;
 
@@ -79,158 +82,209 @@ impl Connection {
     }
 }
 
-/// Replies in the order of their commands: given, or to come from the store for a batch.
+/// Replies in the order of their commands: given, or to come from the store for a batch;
+/// each with the weight of its commands in bytes.
 enum Pending<'s> {
-    Given(Reply),
-    Batch(BatchReply<'s>, Vec<Render>),
+    Given(Reply, usize),
+    Batch(BatchReply<'s>, Vec<Render>, usize),
 }
 
 type BatchReply<'s> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Vec<Outcome>, actors::Error>> + Send + 's>,
 >;
 
-/// Queues `ops` as one batch, behind everything issued before: its replies to come, or the
-/// error for each at once.
-async fn issue<'s>(
-    store: &'s StoreRef,
-    ops: Vec<Op>,
-    renders: Vec<Render>,
-    pending: &mut VecDeque<Pending<'s>>,
-) {
-    match store.run(ops).queued().await {
-        Ok(ask) => pending.push_back(Pending::Batch(Box::pin(ask), renders)),
-        Err(error) => {
-            for _ in renders {
-                pending.push_back(Pending::Given(failed(error.clone())));
+/// The replies a connection waits for, in order, with their count and weight bounded.
+#[derive(Default)]
+struct Replies<'s> {
+    pending: VecDeque<Pending<'s>>,
+    /// Replies held.
+    count: usize,
+    /// Bytes of the commands they answer.
+    weight: usize,
+}
+
+impl<'s> Replies<'s> {
+    /// Room for more commands.
+    fn has_room(&self, planned: usize, weight: usize) -> bool {
+        self.count + planned < MAX_IN_FLIGHT && self.weight + weight < MAX_IN_FLIGHT_BYTES
+    }
+
+    fn full(&self) -> bool {
+        !self.has_room(0, 0)
+    }
+
+    fn give(&mut self, reply: Reply, weight: usize) {
+        self.count += 1;
+        self.weight += weight;
+        self.pending.push_back(Pending::Given(reply, weight));
+    }
+
+    /// Queues `ops` as one batch, behind everything issued before: its replies to come,
+    /// or the error for each at once.
+    async fn issue(
+        &mut self,
+        store: &'s StoreRef,
+        ops: Vec<Op>,
+        renders: Vec<Render>,
+        weight: usize,
+    ) {
+        match store.run(ops).queued().await {
+            Ok(ask) => {
+                self.count += renders.len();
+                self.weight += weight;
+                self.pending
+                    .push_back(Pending::Batch(Box::pin(ask), renders, weight));
+            }
+            Err(error) => {
+                let each = weight / renders.len().max(1);
+                for _ in renders {
+                    self.give(failed(error.clone()), each);
+                }
+            }
+        }
+    }
+
+    /// Writes the front's replies into `out`, given the batch's outcomes if it is one.
+    fn write_front(
+        &mut self,
+        outcomes: Option<Result<Vec<Outcome>, actors::Error>>,
+        out: &mut Vec<u8>,
+    ) {
+        match self.pending.pop_front() {
+            Some(Pending::Given(reply, weight)) => {
+                self.count -= 1;
+                self.weight -= weight;
+                reply.encode(out);
+            }
+            Some(Pending::Batch(_, renders, weight)) => {
+                self.count -= renders.len();
+                self.weight -= weight;
+                match outcomes.expect("a batch is written with its outcomes") {
+                    Ok(outcomes) => {
+                        for (render, outcome) in renders.iter().zip(outcomes) {
+                            render.reply(outcome).encode(out);
+                        }
+                    }
+                    Err(error) => {
+                        for _ in renders {
+                            failed(error.clone()).encode(out);
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Writes every reply ready at the front into `out`, up to `MAX_BATCH` bytes; whether
+    /// more are ready past that.
+    fn write_ready(&mut self, out: &mut Vec<u8>) -> bool {
+        loop {
+            let outcomes = match self.pending.front_mut() {
+                None => return false,
+                Some(Pending::Given(..)) => None,
+                Some(Pending::Batch(reply, ..)) => match reply.now_or_never() {
+                    Some(outcomes) => Some(outcomes),
+                    None => return false,
+                },
+            };
+            if out.len() >= MAX_BATCH && outcomes.is_none() {
+                return true;
+            }
+            self.write_front(outcomes, out);
+            if out.len() >= MAX_BATCH {
+                return !self.pending.is_empty();
             }
         }
     }
 }
 
-/// Writes a batch's replies.
-fn render(outcomes: Result<Vec<Outcome>, actors::Error>, renders: Vec<Render>, out: &mut Vec<u8>) {
-    match outcomes {
-        Ok(outcomes) => {
-            for (render, outcome) in renders.iter().zip(outcomes) {
-                render.reply(outcome).encode(out);
-            }
-        }
-        Err(error) => {
-            for _ in renders {
-                failed(error.clone()).encode(out);
-            }
-        }
-    }
+/// The bytes a command weighs while it waits: its arguments, and a little for each.
+fn weight(command: &[Vec<u8>]) -> usize {
+    command.iter().map(|argument| argument.len() + 16).sum()
 }
 
 /// Serves one client until it leaves, quits, errs or times out.
 async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut stream: Stream) {
     let (idle, deadline) = (idle_timeout(), request_deadline());
     let mut decoder = Decoder::default();
-    let mut pending: VecDeque<Pending<'_>> = VecDeque::new();
-    // Replies held in `pending`.
-    let mut waiting = 0;
+    let mut replies = Replies::default();
     let mut out = Vec::new();
     // When the command not yet whole began.
     let mut begun: Option<Instant> = None;
-    // After `QUIT` or a malformed frame: answer what is pending, then close.
+    // After `QUIT`, a malformed frame, a timeout or the client's end of stream: answer what
+    // is pending, then close.
     let mut closing = false;
     loop {
         // Plan what is whole, in order; consecutive store operations go as one batch.
-        let (mut ops, mut renders) = (Vec::new(), Vec::new());
-        while !closing && waiting + ops.len() < MAX_IN_FLIGHT && ops.len() < MAX_BATCH_COMMANDS {
-            let now = match decoder.next_command() {
+        let (mut ops, mut renders, mut batch_weight) = (Vec::new(), Vec::new(), 0);
+        while !closing
+            && replies.has_room(ops.len(), batch_weight)
+            && ops.len() < MAX_BATCH_COMMANDS
+        {
+            let (now, now_weight) = match decoder.next_command() {
                 Ok(Some(command)) => {
                     begun = None;
+                    let command_weight = weight(&command);
                     match plan(command) {
                         Planned::Store(op, render) => {
                             ops.push(op);
                             renders.push(render);
+                            batch_weight += command_weight;
                             continue;
                         }
                         Planned::Now(reply, quit) => {
                             closing = quit;
-                            reply
+                            (reply, command_weight)
                         }
                     }
                 }
                 Ok(None) => break,
                 Err(error) => {
                     closing = true;
-                    Reply::error(error)
+                    (Reply::error(error), 0)
                 }
             };
             if !ops.is_empty() {
-                waiting += ops.len();
-                issue(
-                    store,
-                    std::mem::take(&mut ops),
-                    std::mem::take(&mut renders),
-                    &mut pending,
-                )
-                .await;
+                let batch = (std::mem::take(&mut ops), std::mem::take(&mut renders));
+                replies.issue(store, batch.0, batch.1, batch_weight).await;
+                batch_weight = 0;
             }
-            waiting += 1;
-            pending.push_back(Pending::Given(now));
+            replies.give(now, now_weight);
         }
         if !ops.is_empty() {
-            waiting += ops.len();
-            issue(store, ops, renders, &mut pending).await;
+            replies.issue(store, ops, renders, batch_weight).await;
         }
-        // Every reply ready at the front, in one send.
-        while out.len() < MAX_BATCH {
-            match pending.front_mut() {
-                Some(Pending::Given(_)) => {}
-                Some(Pending::Batch(reply, _)) => match reply.now_or_never() {
-                    Some(outcomes) => {
-                        let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
-                            unreachable!("the front is a batch");
-                        };
-                        waiting -= renders.len();
-                        render(outcomes, renders, &mut out);
-                        continue;
-                    }
-                    None => break,
-                },
-                None => break,
+        // Every reply ready at the front, in sends of up to `MAX_BATCH` bytes.
+        loop {
+            let more = replies.write_ready(&mut out);
+            if !out.is_empty() && sink.send(std::mem::take(&mut out)).await.is_err() {
+                return;
             }
-            if let Some(Pending::Given(reply)) = pending.pop_front() {
-                waiting -= 1;
-                reply.encode(&mut out);
+            if !more {
+                break;
             }
         }
-        if !out.is_empty() && sink.send(std::mem::take(&mut out)).await.is_err() {
+        if closing && replies.pending.is_empty() {
             return;
         }
-        if closing && pending.is_empty() {
-            return;
-        }
-        if (closing || waiting >= MAX_IN_FLIGHT)
-            && let Some(Pending::Batch(reply, _)) = pending.front_mut()
+        if (closing || replies.full())
+            && let Some(Pending::Batch(reply, ..)) = replies.pending.front_mut()
         {
             // Nothing more is read until the oldest replies are given.
             let outcomes = reply.await;
-            let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
-                unreachable!("the front is a batch");
-            };
-            waiting -= renders.len();
-            render(outcomes, renders, &mut out);
+            replies.write_front(Some(outcomes), &mut out);
             continue;
         }
         // Read more (whatever has come, up to a chunk: the decoder keeps what it cannot use
-        // yet, and stops being fed once `MAX_IN_FLIGHT` replies wait), or give the oldest
-        // reply as soon as it comes, whichever is first.
-        let wanted = RECEIVE_CHUNK;
-        let received = match pending.front_mut() {
-            Some(Pending::Batch(reply, _)) => {
-                match select(reply, std::pin::pin!(stream.recv_some(wanted))).await {
+        // yet, and is fed no more once the replies waiting are at their bound), or give the
+        // oldest reply as soon as it comes, whichever is first.
+        let received = match replies.pending.front_mut() {
+            Some(Pending::Batch(reply, ..)) => {
+                match select(reply, std::pin::pin!(stream.recv_some(RECEIVE_CHUNK))).await {
                     Either::Left((outcomes, _)) => {
                         // The receive is dropped: what it read is kept for the next one.
-                        let Some(Pending::Batch(_, renders)) = pending.pop_front() else {
-                            unreachable!("the front is a batch");
-                        };
-                        waiting -= renders.len();
-                        render(outcomes, renders, &mut out);
+                        replies.write_front(Some(outcomes), &mut out);
                         continue;
                     }
                     Either::Right((received, _)) => Ok(received),
@@ -250,7 +304,7 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
                     (idle, "idle for", idle)
                 };
                 clock
-                    .timeout(limit, stream.recv_some(wanted))
+                    .timeout(limit, stream.recv_some(RECEIVE_CHUNK))
                     .await
                     .map_err(|_| format!("{why} {} ms; closing", bound.as_millis()))
             }
@@ -260,11 +314,13 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
             // The runtime's read timeout: a quiet client is not a gone one.
             Ok(Err(runtime::Error::RecvFailed(error)))
                 if error.kind() == std::io::ErrorKind::TimedOut => {}
-            // Gone: nobody to answer.
-            Ok(Err(_)) => return,
+            // The client's end of stream (or a failure): what it asked is still answered,
+            // as far as the connection lets it (a client that only shut its writing side
+            // reads them), then the connection closes.
+            Ok(Err(_)) if replies.pending.is_empty() => return,
+            Ok(Err(_)) => closing = true,
             Err(timed_out) => {
-                waiting += 1;
-                pending.push_back(Pending::Given(Reply::error(timed_out)));
+                replies.give(Reply::error(timed_out), 0);
                 closing = true;
             }
         }

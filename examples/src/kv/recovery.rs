@@ -148,8 +148,9 @@ async fn read(
 /// A generation newer than the current one is a rewrite a crash interrupted: it never served
 /// a write (a rewrite's first commit removes its predecessor before it answers anyone), so it
 /// is removed, once the current one has opened. If it is damaged (a crash during its first
-/// commit can leave any of that commit's pages missing) and an older generation is current,
-/// the older one is the store.
+/// commit can leave any of that commit's pages missing), nothing of it that verifies says
+/// `Current`, and an older generation is current, the older one is the store and the damaged
+/// one is left where it is; if anything of it says `Current`, the damage stops the start.
 pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened, StartError> {
     let (generations, legacy) = generations(runtime).await?;
     // Interrupted rewrites, removed once the store is chosen.
@@ -171,10 +172,14 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
         let (writer, replayed) = match opened {
             Ok(opened) => opened,
             Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
-                // Maybe the torn first commit of a rewrite: the store is an older one if
-                // one is current; if none is, this damage is the answer.
+                // Maybe the torn first commit of a rewrite, which never served a write: so
+                // only if nothing of it that verifies says `Current`. It stays where it is
+                // (for `--repair`, or for the next rewrite, which takes its place).
+                let (segments, _) = salvage_pages(runtime, name.as_bytes()).await?;
+                if log::salvage(&segments, &mut Data::default()).1 {
+                    return Err(error);
+                }
                 damage.get_or_insert(error);
-                interrupted.push(generation);
                 continue;
             }
             Err(error) => return Err(damage.unwrap_or(error)),
@@ -247,8 +252,8 @@ fn sweep_due(data: &mut Data) {
     }
 }
 
-/// Writes generation `generation` as a snapshot of `data` (what is due left out), synced,
-/// without `Current`: what a rewrite writes before it takes over.
+/// Writes generation `generation` as a snapshot of `data`, synced, without `Current`: what a
+/// rewrite writes before it takes over.
 pub async fn write_generation(
     runtime: &runtime::Context,
     cache: &CacheRef,
@@ -265,11 +270,9 @@ pub async fn write_generation(
     let (blob, size) = runtime.open(PARTITION, name.as_bytes()).await?;
     let mut writer = Writer::new(blob, size, BUFFER, cache.clone()).await?;
     let mut chunk = Record::Header { generation }.bytes();
-    let now = log::now_ms();
+    // What is due is kept: a replay drops it, and a `PERSIST` logged since the snapshot
+    // may have saved it.
     for (key, entry) in data.entries() {
-        if entry.expires.is_some_and(|deadline| deadline <= now) {
-            continue;
-        }
         Record::Set {
             key: key.clone(),
             value: entry.value.clone(),

@@ -93,6 +93,9 @@ impl Default for Options {
 /// what waits in memory stays bounded.
 const QUEUED_BOUND: usize = 1 << 20;
 
+/// How long after a failed rewrite the next may start.
+const REWRITE_BACKOFF: Duration = Duration::from_secs(60);
+
 /// Expired keys the sweep removes per tick, and how often it runs.
 const SWEEP_KEYS: usize = 256;
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -153,6 +156,8 @@ pub struct Store {
     rewrite: Option<Rewrite>,
     /// The generation to remove once the next commit (the new one's first) is done.
     retiring: Option<u64>,
+    /// After a failed rewrite, none starts before this.
+    rewrite_after: Option<std::time::Instant>,
 }
 
 impl Store {
@@ -171,6 +176,7 @@ impl Store {
             commit_queued: false,
             rewrite: None,
             retiring: None,
+            rewrite_after: None,
         }
     }
 
@@ -231,17 +237,7 @@ impl Store {
         };
         match written {
             Ok(writer) => self.writer = Some(writer),
-            Err(error) => {
-                // Not a restart: after a failed sync the kernel may have dropped the pages
-                // it could not write while still serving them from its cache, so a restart
-                // would read back, and build on, bytes that are not on the disk (as Redis
-                // and PostgreSQL, the process ends).
-                eprintln!(
-                    "kv: syncing the log failed ({error}); stopping: what was written may not \
-                     be on the disk, and only a fresh start reads what is"
-                );
-                std::process::exit(1);
-            }
+            Err(error) => sync_failed(&error),
         }
         // Before anyone is answered from the new generation: while its predecessor exists,
         // no write was acknowledged from it alone (see `recovery::open`).
@@ -420,9 +416,18 @@ impl Store {
         if self.rewrite.is_some()
             || size < options.rewrite_min_bytes
             || size < live.saturating_mul(options.rewrite_ratio)
+            || self
+                .rewrite_after
+                .is_some_and(|after| std::time::Instant::now() < after)
         {
             return;
         }
+        // Taken here, before the task exists, so a restarted incarnation that finds it free
+        // knows no rewrite of its predecessor is still to write; busy (an earlier
+        // incarnation's rewrite still writing), this one waits for a later commit.
+        let Some(writing) = self.shared.rewriting.clone().try_lock_owned() else {
+            return;
+        };
         self.rewrite = Some(Rewrite { since: Vec::new() });
         // The snapshot: a copy, so writes go on while it is written.
         let snapshot = self.data.clone();
@@ -433,7 +438,6 @@ impl Store {
                 .context
                 .clone()
                 .spawn(move |runtime| async move {
-                    let writing = shared.rewriting.lock().await;
                     let written =
                         recovery::write_generation(&runtime, &shared.cache, generation, &snapshot)
                             .await;
@@ -501,10 +505,12 @@ impl Store {
             Ok((writer, _)) => writer.sync().await,
             Err(error) => Err(error),
         };
-        if synced.is_ok() {
-            for answer in std::mem::take(&mut self.answers) {
-                answer();
-            }
+        if let Err(error) = synced {
+            // A restart after this would build on pages that may not be on the disk.
+            sync_failed(&error);
+        }
+        for answer in std::mem::take(&mut self.answers) {
+            answer();
         }
     }
 
@@ -518,7 +524,7 @@ impl Store {
 
     /// Runs `ops` in order, as one message, and replies with their outcomes, in order, once
     /// what they wrote and read is durable (see `answer`): a pipeline's commands, or one.
-    pub fn run(
+    pub async fn run(
         &mut self,
         ctx: &mut actors::Context<Self>,
         ops: Vec<Op>,
@@ -529,6 +535,12 @@ impl Store {
             self.want_commit(ctx);
         }
         self.answer(ctx, move || reply.send(outcomes));
+        if !self.commit_queued && !self.answers.is_empty() {
+            // The mailbox is full, so the group is large already: committed here rather
+            // than behind senders that may keep winning the freed places.
+            self.write_queued().await;
+            self.consider_rewrite(ctx);
+        }
     }
 
     /// A rewrite is written: it becomes the log now. Its first commit carries what was
@@ -562,8 +574,12 @@ impl Store {
     /// A rewrite failed: the log stays as it is, and a later one may try again.
     fn rewrite_failed(&mut self, incarnation: u64, error: String) {
         if incarnation == self.incarnation {
-            eprintln!("kv: rewriting the log failed ({error}); it stays as it is");
+            eprintln!(
+                "kv: rewriting the log failed ({error}); it stays as it is, and the next \
+                 rewrite waits a minute"
+            );
             self.rewrite = None;
+            self.rewrite_after = Some(std::time::Instant::now() + REWRITE_BACKOFF);
         }
     }
 
@@ -640,4 +656,16 @@ pub enum Outcome {
     Done,
     Size(usize, usize),
     Durability(&'static str),
+}
+
+/// Ends the process after a failed write or sync of the log. Not a restart: after a failed
+/// sync the kernel may have dropped the pages it could not write while still serving them
+/// from its cache, so a restarted store would read back, and build on, bytes that are not on
+/// the disk. As Redis and PostgreSQL do, the process ends; a fresh start reads the disk.
+fn sync_failed(error: &runtime::Error) -> ! {
+    eprintln!(
+        "kv: writing or syncing the log failed ({error}); stopping: what was written may not \
+         be on the disk, and only a fresh start reads what is"
+    );
+    std::process::exit(1);
 }

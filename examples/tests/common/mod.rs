@@ -163,6 +163,11 @@ impl Client {
         self.stream.write_all(bytes).unwrap();
     }
 
+    /// Shuts the writing side: the server reads the end of the stream, and may still answer.
+    pub fn shut_writing(&mut self) {
+        self.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
     /// Sends `bytes`; false if the server has closed the connection.
     pub fn try_send(&mut self, bytes: &[u8]) -> bool {
         self.stream.write_all(bytes).is_ok()
