@@ -276,50 +276,85 @@ pub struct Damage {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Replayed {
     /// Where the whole records end: a torn tail starts here.
-    pub end: usize,
+    pub end: u64,
     /// The generation its header names, if it has one.
     pub generation: Option<u64>,
     /// Whether it holds `Current`.
     pub current: bool,
 }
 
-/// Applies every record of `log` to `data`. A torn tail ends the replay (`end` says where);
-/// damage stops it with an error, and `data` must then be discarded.
-pub fn replay(log: &[u8], data: &mut Data) -> Result<Replayed, Damage> {
-    let mut replayed = Replayed {
-        end: 0,
-        generation: None,
-        current: false,
-    };
-    while replayed.end < log.len() {
-        match decode(log, replayed.end) {
-            Decoded::Whole(record, next) => {
-                match &record {
-                    Record::Header { generation } if replayed.end == 0 => {
-                        replayed.generation = Some(*generation);
+/// A replay fed the log in pieces, so a start holds the data and one piece, not the whole
+/// log: records are applied as they come whole, and a record cut by the end of a piece
+/// waits for the next.
+#[derive(Debug, Default)]
+pub struct Replayer {
+    /// Bytes fed and not yet applied (from `at` on).
+    buffer: Vec<u8>,
+    at: usize,
+    /// The log offset of `buffer[0]`.
+    base: u64,
+    generation: Option<u64>,
+    current: bool,
+}
+
+impl Replayer {
+    /// Applies every record that `bytes`, after what came before, completes. Damage stops
+    /// it with an error, and `data` must then be discarded.
+    pub fn feed(&mut self, bytes: &[u8], data: &mut Data) -> Result<(), Damage> {
+        if self.at > 0 {
+            self.buffer.drain(..self.at);
+            self.base += self.at as u64;
+            self.at = 0;
+        }
+        self.buffer.extend_from_slice(bytes);
+        loop {
+            let at = self.base + self.at as u64;
+            match decode(&self.buffer, self.at) {
+                Decoded::Whole(record, next) => {
+                    match &record {
+                        Record::Header { generation } if at == 0 => {
+                            self.generation = Some(*generation);
+                        }
+                        Record::Header { .. } => {
+                            return Err(Damage {
+                                at,
+                                what: "a log header in the middle of the log".into(),
+                            });
+                        }
+                        Record::Current => self.current = true,
+                        _ => {}
                     }
-                    Record::Header { .. } => {
-                        return Err(Damage {
-                            at: replayed.end as u64,
-                            what: "a log header in the middle of the log".into(),
-                        });
-                    }
-                    Record::Current => replayed.current = true,
-                    _ => {}
+                    data.apply(record);
+                    self.at = next;
                 }
-                data.apply(record);
-                replayed.end = next;
-            }
-            Decoded::Torn => break,
-            Decoded::Invalid(what) => {
-                return Err(Damage {
-                    at: replayed.end as u64,
-                    what: what.into(),
-                });
+                Decoded::Torn => return Ok(()),
+                Decoded::Invalid(what) => {
+                    return Err(Damage {
+                        at,
+                        what: what.into(),
+                    });
+                }
             }
         }
     }
-    Ok(replayed)
+
+    /// The end of the log: what it found. Bytes after the last whole record are a torn
+    /// tail.
+    pub fn finish(self) -> Replayed {
+        Replayed {
+            end: self.base + self.at as u64,
+            generation: self.generation,
+            current: self.current,
+        }
+    }
+}
+
+/// Applies every record of `log` to `data`. A torn tail ends the replay (`end` says where);
+/// damage stops it with an error, and `data` must then be discarded.
+pub fn replay(log: &[u8], data: &mut Data) -> Result<Replayed, Damage> {
+    let mut replayer = Replayer::default();
+    replayer.feed(log, data)?;
+    Ok(replayer.finish())
 }
 
 /// Applies every record that validates in `segments` (runs of verified bytes, in log order,
@@ -482,7 +517,7 @@ mod tests {
         for cut in whole..log.len() {
             let mut data = Data::default();
             let replayed = replay(&log[..cut], &mut data).unwrap();
-            assert_eq!(replayed.end, whole, "cut at {cut}");
+            assert_eq!(replayed.end, whole as u64, "cut at {cut}");
             assert_eq!(data.len(), 1);
         }
         // Any byte changed anywhere, the last record included: damage at its record.
@@ -521,7 +556,7 @@ mod tests {
         assert_eq!(
             replayed,
             Replayed {
-                end: log.len(),
+                end: log.len() as u64,
                 generation: Some(3),
                 current: true
             }
@@ -535,6 +570,40 @@ mod tests {
         replay(&log, &mut data).unwrap();
         assert!(data.is_empty());
         assert_eq!(data.live_bytes(), 0);
+    }
+
+    /// Fed in pieces of every size, a replay applies the same records, finds the same end
+    /// and reports damage at the same offset as fed at once.
+    #[test]
+    fn a_replay_fed_in_pieces_is_the_replay_fed_at_once() {
+        let mut log = Record::Header { generation: 2 }.bytes();
+        for index in 0..20 {
+            set(&format!("k{index}"), &"v".repeat(index * 7)).encode(&mut log);
+        }
+        Record::Del {
+            key: b"k3".to_vec(),
+        }
+        .encode(&mut log);
+        let whole = log.len();
+        log.extend_from_slice(&set("torn", "tail").bytes()[..30]);
+        let mut damaged = log.clone();
+        damaged[whole / 2] ^= 1;
+        let at_once = replay(&damaged, &mut Data::default()).unwrap_err();
+        for piece in [1, 2, 7, 25, 100, log.len()] {
+            let mut data = Data::default();
+            let mut replayer = Replayer::default();
+            for chunk in log.chunks(piece) {
+                replayer.feed(chunk, &mut data).unwrap();
+            }
+            assert_eq!(replayer.finish().end, whole as u64, "pieces of {piece}");
+            assert_eq!(data.len(), 19);
+            let mut replayer = Replayer::default();
+            let error = damaged
+                .chunks(piece)
+                .find_map(|chunk| replayer.feed(chunk, &mut Data::default()).err())
+                .unwrap();
+            assert_eq!(error, at_once, "pieces of {piece}");
+        }
     }
 
     #[test]

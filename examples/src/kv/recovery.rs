@@ -112,33 +112,74 @@ async fn generations(runtime: &runtime::Context) -> Result<(Vec<u64>, bool), Sta
     Ok((generations, names.iter().any(|name| name == LEGACY)))
 }
 
-/// Opens `name`'s log and reads every byte it holds; damage is refused.
+/// Opens `name`'s log and reads every byte it holds (a first-version log, read once to be
+/// migrated); damage is refused.
 async fn read(
     runtime: &runtime::Context,
     cache: &CacheRef,
     name: &[u8],
 ) -> Result<(Writer, Vec<u8>), StartError> {
-    let damaged = |error: runtime::Error| match error {
+    let (blob, size) = runtime.open(PARTITION, name).await?;
+    let writer = Writer::new(blob, size, BUFFER, cache.clone())
+        .await
+        .map_err(|error| damaged(name, error))?;
+    let size = writer.size();
+    let mut bytes = Vec::with_capacity(size as usize);
+    while (bytes.len() as u64) < size {
+        let offset = bytes.len() as u64;
+        let len = (size - offset).min(64 * u64::from(PAGE)) as usize;
+        let chunk = writer
+            .read_at(offset, len)
+            .await
+            .map_err(|error| damaged(name, error))?;
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((writer, bytes))
+}
+
+/// Opens `name`'s log and replays it into `data` a piece at a time (a start holds the data
+/// and one piece, not the whole log); damage is refused.
+async fn replay(
+    runtime: &runtime::Context,
+    cache: &CacheRef,
+    name: &[u8],
+    data: &mut Data,
+) -> Result<(Writer, log::Replayed), StartError> {
+    let (blob, size) = runtime.open(PARTITION, name).await?;
+    let writer = Writer::new(blob, size, BUFFER, cache.clone())
+        .await
+        .map_err(|error| damaged(name, error))?;
+    let size = writer.size();
+    let mut replayer = log::Replayer::default();
+    let mut offset = 0;
+    while offset < size {
+        let len = (size - offset).min(64 * u64::from(PAGE));
+        let piece = writer
+            .read_at(offset, len as usize)
+            .await
+            .map_err(|error| damaged(name, error))?;
+        replayer
+            .feed(&piece, data)
+            .map_err(|damage| StartError::Damaged {
+                file: file(name),
+                offset: file_offset(damage.at),
+                what: damage.what,
+            })?;
+        offset += len;
+    }
+    Ok((writer, replayer.finish()))
+}
+
+/// A read of log `name` that failed: damage where a page fails its checksum.
+fn damaged(name: &[u8], error: runtime::Error) -> StartError {
+    match error {
         runtime::Error::BlobCorrupt { offset, .. } => StartError::Damaged {
             file: file(name),
             offset,
             what: "a page that fails its checksum".into(),
         },
         error => StartError::Storage(error),
-    };
-    let (blob, size) = runtime.open(PARTITION, name).await?;
-    let writer = Writer::new(blob, size, BUFFER, cache.clone())
-        .await
-        .map_err(damaged)?;
-    let size = writer.size();
-    let mut bytes = Vec::with_capacity(size as usize);
-    while (bytes.len() as u64) < size {
-        let offset = bytes.len() as u64;
-        let len = (size - offset).min(64 * u64::from(PAGE)) as usize;
-        let chunk = writer.read_at(offset, len).await.map_err(damaged)?;
-        bytes.extend_from_slice(&chunk);
     }
-    Ok((writer, bytes))
 }
 
 /// Opens the store: the current generation replayed (a torn tail cut), or a first-version
@@ -159,16 +200,7 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
     for (index, &generation) in generations.iter().enumerate() {
         let name = name(generation);
         let mut data = Data::default();
-        let opened = match read(runtime, cache, name.as_bytes()).await {
-            Ok((writer, bytes)) => log::replay(&bytes, &mut data)
-                .map(|replayed| (writer, replayed))
-                .map_err(|damage| StartError::Damaged {
-                    file: file(name.as_bytes()),
-                    offset: file_offset(damage.at),
-                    what: damage.what,
-                }),
-            Err(error) => Err(error),
-        };
+        let opened = replay(runtime, cache, name.as_bytes(), &mut data).await;
         let (writer, replayed) = match opened {
             Ok(opened) => opened,
             Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
@@ -189,8 +221,8 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
             interrupted.push(generation);
             continue;
         }
-        let writer = if (replayed.end as u64) < writer.size() {
-            writer.truncate(replayed.end as u64).await?
+        let writer = if replayed.end < writer.size() {
+            writer.truncate(replayed.end).await?
         } else {
             writer
         };
