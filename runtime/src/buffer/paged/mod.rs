@@ -17,7 +17,7 @@
 //!   - After a lost machine (power, kernel), writes made since the last sync may have reached
 //!     the disk in any order, so a page may be missing before pages that are present.
 //!     [`Writer::new`] still keeps every acknowledged byte, but a [`Replay`] then stops at the
-//!     first missing page with [`Error::BlobCorrupt`](crate::Error::BlobCorrupt), having
+//!     first missing page with [`Error::BlobCorrupt`], having
 //!     handed out every byte before it (the acknowledged ones among them);
 //!     [`Writer::truncate`] to the bytes replayed makes the blob whole. A log recovers this
 //!     way: replay until the end or the first corruption, then truncate there.
@@ -26,13 +26,13 @@
 //!   never written (all zero, as a file system leaves data that never reached the disk); the
 //!   blob is truncated to the valid prefix and synced. A trailing page whose trailer was
 //!   written but validates nothing is damage, not a tear (a crashed writer leaves neither):
-//!   [`Writer::new`] fails with [`Error::BlobCorrupt`](crate::Error::BlobCorrupt) at its
+//!   [`Writer::new`] fails with [`Error::BlobCorrupt`] at its
 //!   offset and changes nothing, and [`salvage_page`] reads what can still be verified. A partial last page is rewritten when bytes are added to
 //!   it, and its trailer keeps the slot of the state last written beside the new one, so a
 //!   rewrite torn by a crash still validates as the previous, durable state.
 //! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
 //!   validates (or that is shorter than its place requires) fails the read with
-//!   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt), naming the blob and the page's offset.
+//!   [`Error::BlobCorrupt`], naming the blob and the page's offset.
 //! - **Replays survive their workers.** A [`Replay`] keeps page reads in flight between calls.
 //!   If the worker that issued them closes before they are observed, the replay issues them
 //!   again from the worker that asks next, so a replay handed from one task to another still
