@@ -1,4 +1,5 @@
-//! Test-only hooks at the points SPEC §4 names, so racy interleavings are forced rather than
+//! Test-only hooks at the points of a worker's turn and park protocol (listed in
+//! `worker::turn`) and of the spawn and wake paths where a race can be decided, so racy interleavings are forced rather than
 //! hoped for. Every hook is a thread-local or a global that costs one load when unarmed; none
 //! exists outside `cfg(test)`.
 

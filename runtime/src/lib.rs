@@ -44,6 +44,28 @@ pub mod __private {
     /// The lock the actors crate shares with the runtime (`std`'s under Miri; see `sync`).
     pub use crate::sync::{Mutex, MutexGuard};
 }
+/// A test hook's call site, one line in the path it marks: `test_hook!(before_park())` calls
+/// `hooks::before_park()` in the crate's own tests and is nothing in every other build.
+macro_rules! test_hook {
+    ($hook:ident($($argument:expr),* $(,)?)) => {
+        #[cfg(test)]
+        crate::hooks::$hook($($argument),*);
+    };
+}
+
+/// A park point of a worker's turn (`park_point!(self, BeforeWait)`): the `at_park` hook in the
+/// crate's own tests, nothing in every other build.
+macro_rules! park_point {
+    ($worker:expr, $point:ident) => {
+        #[cfg(test)]
+        crate::hooks::at_park(
+            $worker.pool(),
+            $worker.index,
+            crate::hooks::ParkPoint::$point,
+        );
+    };
+}
+
 #[cfg(test)]
 mod hooks;
 mod macro_support;

@@ -1,7 +1,7 @@
-//! Network, storage and resolver operations on the rings (SPEC §1 Q, R, S and the storage
-//! parts of F): they work from any worker, registered writes outlive their futures and are
-//! drained at shutdown on every ring, batched reads belong to the life of the worker that
-//! issued them, and resolution needs a live runtime.
+//! Network, storage and resolver operations on the rings, and storage at shutdown: they work
+//! from any worker, registered writes outlive their futures and are drained at shutdown on
+//! every ring, batched reads belong to the life of the worker that issued them, and resolution
+//! needs a live runtime.
 
 use super::pool::spawn_elsewhere;
 use super::*;

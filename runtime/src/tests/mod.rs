@@ -1,5 +1,7 @@
-//! Runtime-level tests of the behaviours SPEC §1 names, using the crate's private hooks where
-//! a race must be forced. Public-API-only tests live in `runtime/tests/`.
+//! Runtime-level tests of the runtime's behaviours (configuration, the root, spawning and
+//! refusal, supervision, shutdown, dedicated workers, panics, the pool, timers and I/O), using
+//! the crate's private hooks where a race must be forced. Public-API-only tests live in
+//! `runtime/tests/`.
 
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::hooks::{BEFORE_ABORT, FAIL_STARTUP, FORBID_PARK};

@@ -1,4 +1,4 @@
-//! The pool's scheduling rules (SPEC §1 K to O): wake locality, global-queue fairness,
+//! The pool's scheduling rules: wake locality, global-queue fairness,
 //! stealing and kicks, the search count, parking and the spinner, and registrations that
 //! stay with the worker that first polled them. Races are forced with the park and overflow
 //! hooks, never left to timing.

@@ -231,7 +231,6 @@ fn run(launch: Launch, state: &Arc<WakeState>, driver: Driver) -> Option<Driver>
     }
     drop(shared);
     drop(active);
-    #[cfg(test)]
-    crate::hooks::after_release();
+    test_hook!(after_release());
     ring.filter(|_| healthy)
 }

@@ -148,8 +148,7 @@ fn push_local(pool: &Pool, index: usize, runnable: Runnable) {
     // SAFETY: callers run on worker `index`'s thread, the queue's only producer.
     let len = unsafe {
         pool.queue(index).push_back(runnable, |batch| {
-            #[cfg(test)]
-            crate::hooks::before_overflow(pool);
+            test_hook!(before_overflow(pool));
             pool.push_overflow(batch);
         })
     };

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl Worker {
-    /// Step 5 and 7 to 11: with nothing polled this turn, go round again if something is
+    /// Steps 5 and 7 to 11 of a turn (listed in [`super::turn`]): with nothing polled this turn, go round again if something is
     /// pending, otherwise search the other queues, and park if that finds nothing.
     pub(super) fn idle(&mut self, root: Option<&Arc<RootWake>>) {
         if self.has_work(root) || self.deadline_passed() {
@@ -29,10 +29,8 @@ impl Worker {
         if self.search() {
             return;
         }
-        #[cfg(test)]
-        crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeIdle);
-        #[cfg(test)]
-        crate::hooks::before_park();
+        park_point!(self, BeforeIdle);
+        test_hook!(before_park());
         self.park(root);
     }
 
@@ -141,7 +139,7 @@ impl Worker {
         self.return_count();
     }
 
-    /// Steps 10 and 11: publish, take the last look, wait, and come back unpublished.
+    /// Steps 10 and 11 of a turn: publish, take the last look, wait, and come back unpublished.
     fn park(&mut self, root: Option<&Arc<RootWake>>) {
         loop {
             self.publish();
@@ -162,19 +160,13 @@ impl Worker {
                 }
                 self.searching = true;
             }
-            #[cfg(test)]
-            crate::hooks::at_park(
-                self.pool(),
-                self.index,
-                crate::hooks::ParkPoint::BeforeParkSearch,
-            );
+            park_point!(self, BeforeParkSearch);
             if self.steal() {
                 return;
             }
             // Found nothing: publish again, returning the count, and look once more.
         }
-        #[cfg(test)]
-        crate::hooks::at_park(self.pool(), self.index, crate::hooks::ParkPoint::BeforeWait);
+        park_point!(self, BeforeWait);
         let waker = &self.shared.pool.mailbox(self.index).waker;
         let deadline = self.local.state.borrow_mut().next_deadline();
         // A completion of this worker's ring ends the spin too: nobody signals it, and it

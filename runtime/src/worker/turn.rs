@@ -3,6 +3,29 @@
 //! taking from the global queue on every `global_queue_interval`-th poll. What a worker does
 //! when a turn finds nothing is in [`super::park`].
 //!
+//! # A turn, step by step
+//!
+//! 1. **Service**: reap the ring's completions and fire due timers (their wakes run as
+//!    callbacks).
+//! 2. **Messages**: apply the mailbox's batches (root wakes, forwarded registrations).
+//! 3. **Callbacks**: run the deferred wakes and waker drops. Every callback runs even if one
+//!    panics; the first panic is kept.
+//! 4. The `AfterMessages` test hook.
+//! 5. **Go round again** if a message is pending or a timer deadline has passed: the next turn's
+//!    service catches up with whatever was registered after step 1. A search count held is
+//!    returned first.
+//! 6. **Poll**: the root (worker zero only), then the local queue and, every
+//!    `global_queue_interval`-th poll, the global queue. A claimed worker returns its inherited
+//!    count before the first poll.
+//! 7. With nothing polled: **search** the other queues (taking a count if allowed); work found
+//!    goes back to a catch-up service and a poll.
+//! 8. and 9. The `BeforeIdle` and `before_park` test hooks: the worker reaches them only with no
+//!    callback and no runnable work left.
+//! 10. **Publish** idle, then take the **last look** at the global queue and the stealable
+//!     queues, withdrawing if there is work nobody else is searching for.
+//! 11. **Wait**: spin for the spinner's budget, then sleep on the futex or in the ring, and come
+//!     back unpublished, holding the count of the claim that woke it.
+//!
 //! Invariants:
 //! - The worker returns any search count it holds before it runs user code: a callback, a
 //!   task poll or a root poll (see [`crate::pool::idle`]).
@@ -142,7 +165,7 @@ impl Worker {
         }
     }
 
-    /// Steps 1 to 4 of a turn: ring and timers, messages, deferred callbacks, and the
+    /// Steps 1 to 4 of a turn (the module's list): ring and timers, messages, deferred callbacks, and the
     /// `AfterMessages` point.
     fn service_and_callbacks(&mut self, root: Option<&Arc<RootWake>>) {
         // Timers are checked after a turn that found nothing to poll (the worker may be about
@@ -175,12 +198,7 @@ impl Worker {
                 std::panic::resume_unwind(payload);
             }
         }
-        #[cfg(test)]
-        crate::hooks::at_park(
-            self.pool(),
-            self.index,
-            crate::hooks::ParkPoint::AfterMessages,
-        );
+        park_point!(self, AfterMessages);
     }
 
     /// Polls up to [`TURN_BUDGET`] tasks. Returns how many were polled.
