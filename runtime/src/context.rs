@@ -14,7 +14,7 @@ use crate::metrics::Label;
 use crate::runner::Shared;
 use crate::stop::Signal;
 use crate::supervision::{NodeRef, Tree};
-use crate::task::{Handle, Home, Task};
+use crate::task::{Execution, Handle, Home, Task};
 use crate::time::Sleep;
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{Arrival, deliver};
@@ -27,40 +27,6 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, SystemTime};
-
-/// Where a spawned task runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Execution {
-    /// On the work-stealing pool (`false`), or on a thread of its own because it blocks
-    /// (`true`).
-    Shared(bool),
-    /// On a thread and ring of its own.
-    Dedicated,
-}
-
-impl Default for Execution {
-    fn default() -> Self {
-        Execution::Shared(false)
-    }
-}
-
-impl Execution {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Execution::Shared(false) => "shared",
-            Execution::Shared(true) => "blocking",
-            Execution::Dedicated => "dedicated",
-        }
-    }
-
-    fn slot(self) -> usize {
-        match self {
-            Execution::Shared(false) => 0,
-            Execution::Shared(true) => 1,
-            Execution::Dedicated => 2,
-        }
-    }
-}
 
 /// A label path: the runner, its name, its attributes, and its task metric handles, resolved
 /// once per placement. Every node of the supervision tree carries its path, so a context is
@@ -300,7 +266,8 @@ impl Spawner for Context {
             self.tree.adopt_task(task);
         }
         let future = f(Context::for_task(node));
-        let (task, runnable, handle) = prepared.install(future);
+        let (task, runnable, join) = prepared.install(future);
+        let handle = Handle::new(join);
         match (lease, inbox) {
             (Some(active), Some(inbox)) => {
                 dedicated::launch(

@@ -12,8 +12,8 @@
 //! - `runtime_ring_unknown_completions_total` counts completions whose `user_data` named no
 //!   live operation: a driver bug, so it stays zero (the test suite checks it does).
 
-use crate::context::Execution;
 use crate::sync::Mutex;
+use crate::task::Execution;
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

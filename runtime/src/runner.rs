@@ -24,7 +24,8 @@ use crate::panic::{Panicker, Panics, Payload};
 use crate::pool::Pool;
 use crate::stop::Stopper;
 use crate::task::Tasks;
-use crate::worker::registry::Workers;
+use crate::traits::{Clock, Spawner};
+use crate::worker::dedicated::registry::Workers;
 use crate::worker::{Local, RootWake, Seat, Worker};
 use std::fs::{File, OpenOptions};
 use std::future::Future;
@@ -34,6 +35,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What every context of a runner shares.
 pub struct Shared {
@@ -348,7 +350,7 @@ where
     } = started;
     let context = Context::root(shared.clone());
     let root_tree = context.tree.clone();
-    crate::stop::spawn_service(&context);
+    spawn_service(&context);
 
     let wake = RootWake::new(&shared.pool);
     let mut worker = Worker::new(local.clone(), shared.clone(), 0);
@@ -433,4 +435,18 @@ where
         resume_unwind(payload);
     }
     output.expect("the root finished without failure")
+}
+
+/// How often the service task refreshes the runtime's gauges.
+const SERVICE_PERIOD: Duration = Duration::from_secs(10);
+
+/// Spawns the runner's service task: it keeps `runtime_tasks_live` current.
+fn spawn_service(context: &Context) {
+    drop(context.child("runtime").spawn(|context| async move {
+        loop {
+            let shared = context.runtime();
+            shared.metrics.tasks_live.set(shared.tasks.live() as i64);
+            context.sleep(SERVICE_PERIOD).await;
+        }
+    }));
 }

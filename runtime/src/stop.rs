@@ -1,19 +1,16 @@
 //! Graceful shutdown: `stop(value, timeout)` resolves every [`Signal`] to `value` and waits
-//! until every signal holder has let go of its signal; and the runner's service task.
+//! until every signal holder has let go of its signal.
 //!
 //! Invariants:
 //! - The first `stop` value wins; later calls wait like the first but change nothing.
 //! - A signal counts as "held" from its creation (or clone) to its drop, so `stop` returning
 //!   `Ok` means every task that watched for the signal has finished with it.
 
-use crate::context::Context;
 use crate::sync::Mutex;
-use crate::{Clock, Spawner};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Waker};
-use std::time::Duration;
 
 #[derive(Default)]
 struct State {
@@ -147,18 +144,4 @@ impl Future for Released {
         state.stoppers.push(cx.waker().clone());
         Poll::Pending
     }
-}
-
-/// How often the service task refreshes the runtime's gauges.
-pub(crate) const SERVICE_PERIOD: Duration = Duration::from_secs(10);
-
-/// Spawns the runner's service task: it keeps `runtime_tasks_live` current.
-pub(crate) fn spawn_service(context: &Context) {
-    drop(context.child("runtime").spawn(|context| async move {
-        loop {
-            let shared = context.runtime();
-            shared.metrics.tasks_live.set(shared.tasks.live() as i64);
-            context.sleep(SERVICE_PERIOD).await;
-        }
-    }));
 }

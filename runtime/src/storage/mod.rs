@@ -43,28 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll};
 
-/// How a read uses the page cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReadOptions {
-    dont_cache: bool,
-}
-
-impl ReadOptions {
-    /// Read without keeping the pages in the page cache (`RWF_DONTCACHE`, Linux 6.14+; any
-    /// offset and length). Where the file system cannot, the read goes through the cache.
-    pub const DONT_CACHE: Self = Self { dont_cache: true };
-}
-
-/// How a write reaches the disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriteOptions {
-    sync: bool,
-}
-
-impl WriteOptions {
-    /// The write is durable when its future resolves (`RWF_DSYNC`).
-    pub const SYNC: Self = Self { sync: true };
-}
+pub use crate::traits::{ReadOptions, WriteOptions};
 
 /// Lowercase hex of `bytes`: a blob's file name.
 pub(crate) fn hex(bytes: &[u8]) -> String {

@@ -35,9 +35,9 @@
 //! - The reference count is hand-kept rather than an `Arc`'s, so that a cell is born with the
 //!   references it hands out (no atomic operation for them).
 
-use super::handle::{Handle, Supervision};
+use super::Execution;
+use super::join::JoinSlot;
 use crate::Error;
-use crate::context::Execution;
 use crate::panic::Panics;
 use crate::pool::Pool;
 use crate::supervision::{self, NodeCore, NodeRef};
@@ -114,7 +114,7 @@ pub(crate) struct Header {
 #[repr(C)]
 struct Cell<F: Future> {
     header: Header,
-    supervision: Option<Supervision<F::Output>>,
+    supervision: Option<JoinSlot<F::Output>>,
     future: UnsafeCell<Option<F>>,
 }
 
@@ -402,8 +402,8 @@ where
         NodeRef::Task(unsafe { counted(self.cell) })
     }
 
-    /// Stores the future and hands out the set's reference, the first runnable and the handle.
-    pub(crate) fn install(self, future: F) -> (Task, Runnable, Handle<F::Output>) {
+    /// Stores the future and hands out the set's reference, the first runnable and the handle's.
+    pub(crate) fn install(self, future: F) -> (Task, Runnable, JoinRef<F::Output>) {
         assert!(self.context_taken, "the context takes its reference first");
         let cell = self.cell;
         std::mem::forget(self);
@@ -415,8 +415,8 @@ where
         // SAFETY: three of the four counts made at allocation; the fourth is the context's.
         let (task, runnable, for_handle) = unsafe { (counted(cell), counted(cell), counted(cell)) };
         // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
-        let handle = unsafe { Handle::new(for_handle, slot) };
-        (Task(task), Runnable(runnable), handle)
+        let join = unsafe { JoinRef::new(for_handle, slot) };
+        (Task(task), Runnable(runnable), join)
     }
 }
 
@@ -441,7 +441,7 @@ impl<F: Future> Drop for Prepared<F> {
 /// out, so that creating them costs no atomic operation.
 fn allocate<F>(
     future: Option<F>,
-    supervision: Option<Supervision<F::Output>>,
+    supervision: Option<JoinSlot<F::Output>>,
     home: Home,
     node: NodeCore,
     references: usize,
@@ -536,7 +536,7 @@ impl Task {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let supervision = Supervision::new(execution);
+        let supervision = JoinSlot::new(execution);
         // Four references: the set's, the first runnable, the handle and the task's context.
         let node = NodeCore::under(parent.clone(), parent.scope().clone());
         let cell = allocate::<F>(None, Some(supervision), home, node, 4);
@@ -740,6 +740,36 @@ unsafe fn waker_drop(data: *const ()) {
     let header = header_of(data);
     // SAFETY: dropping a waker gives up its count.
     unsafe { (header.as_ref().vtable.release)(header) };
+}
+
+/// A counted reference to a task's cell together with its join slot: what a
+/// [`Handle`](super::Handle) holds. Made only by the cell, from a slot inside the cell it counts.
+pub(crate) struct JoinRef<T> {
+    task: TaskRef,
+    slot: NonNull<JoinSlot<T>>,
+}
+
+// SAFETY: a `JoinRef` only reaches the slot, which is `Sync` for `T: Send` (a lock around the
+// result), through a pointer its own `TaskRef` keeps alive; the `TaskRef` is `Send + Sync`.
+unsafe impl<T: Send> Send for JoinRef<T> {}
+// SAFETY: as above; `&JoinRef` only reads the slot through its lock.
+unsafe impl<T: Send> Sync for JoinRef<T> {}
+
+impl<T> JoinRef<T> {
+    /// # Safety
+    /// `slot` points into the cell `task` references.
+    pub(crate) unsafe fn new(task: TaskRef, slot: NonNull<JoinSlot<T>>) -> Self {
+        Self { task, slot }
+    }
+
+    pub(crate) fn slot(&self) -> &JoinSlot<T> {
+        // SAFETY: the pointer targets the cell our `TaskRef` keeps alive (see `new`).
+        unsafe { self.slot.as_ref() }
+    }
+
+    pub(crate) fn task(&self) -> &TaskRef {
+        &self.task
+    }
 }
 
 #[cfg(all(test, not(loom)))]

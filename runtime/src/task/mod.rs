@@ -1,10 +1,14 @@
-//! Tasks: the cell and its state machine ([`cell`]), the supervised wrapper and its
-//! [`Handle`] ([`handle`]), and the set of live tasks ([`set`]).
+//! Tasks: where one runs ([`Execution`]), the cell and its state machine ([`cell`]), the join
+//! slot a task shares with its [`Handle`] ([`join`], [`handle`]), and the set of live tasks
+//! ([`set`]).
 
 pub(crate) mod cell;
+mod execution;
 pub(crate) mod handle;
+pub(crate) mod join;
 pub(crate) mod set;
 
 pub(crate) use cell::{Home, Inbox, Polled, Runnable, Task};
+pub use execution::Execution;
 pub use handle::Handle;
 pub use set::Tasks;

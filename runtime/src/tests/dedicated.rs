@@ -5,7 +5,7 @@
 use super::*;
 use crate::RingConfig;
 use crate::hooks::{AFTER_RELEASE, Fault, STARTUP_FAILURE, inject};
-use crate::worker::registry::Workers;
+use crate::worker::dedicated::registry::Workers;
 use futures::future::{pending, poll_fn};
 use std::fs::File;
 use std::os::fd::OwnedFd;

@@ -125,7 +125,11 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
         let config = config();
         let directory = config.storage_directory().clone();
         Runner::new(config).start(|context| async move {
-            struct Payload(Arc<crate::worker::registry::Workers>, Drops, bool);
+            struct Payload(
+                Arc<crate::worker::dedicated::registry::Workers>,
+                Drops,
+                bool,
+            );
             impl Drop for Payload {
                 fn drop(&mut self) {
                     // The registry is not locked (try_lock succeeds) and still counts us.

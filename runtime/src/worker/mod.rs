@@ -1,7 +1,7 @@
 //! Native workers: the loop every pool worker runs ([`Worker`]: a turn in `turn`, the idle
 //! path in `park`), the per-thread state ([`Local`]), where a woken or spawned runnable goes
-//! ([`schedule`], [`deliver`]), and the registry of dedicated and blocking workers
-//! ([`registry`]).
+//! ([`schedule`], [`deliver`]), and the dedicated and blocking workers with their registry
+//! ([`dedicated`]).
 //!
 //! Each turn of the loop: service the ring and the timers, apply mailbox messages, run
 //! deferred callbacks, poll the root (worker zero only), poll up to [`TURN_BUDGET`] tasks, and
@@ -21,7 +21,6 @@
 pub(crate) mod dedicated;
 pub(crate) mod local;
 mod park;
-pub(crate) mod registry;
 mod turn;
 
 use crate::panic::Panics;

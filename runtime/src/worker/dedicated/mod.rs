@@ -14,7 +14,8 @@
 //! only the thread's own thread-locals carry over. Shutdown tells parked threads to exit and
 //! waits for them.
 
-use super::registry::Active;
+pub(crate) mod registry;
+
 use super::{Local, close_keeping_ring, run_deferred, service, wait};
 use crate::driver::Driver;
 use crate::panic::{Panics, Payload};
@@ -22,6 +23,7 @@ use crate::pool::wake::WakeState;
 use crate::runner::Shared;
 use crate::sync::Mutex;
 use crate::task::{Inbox, Polled, Runnable, Task};
+use registry::Active;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};

@@ -14,7 +14,7 @@
 //!   spawner hands it a task, `close` or its own keep-alive timeout tells it to exit), so a
 //!   task handed over is never lost to a thread that is leaving.
 
-use super::dedicated::Launch;
+use super::Launch;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

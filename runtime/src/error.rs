@@ -1,0 +1,135 @@
+//! The runtime's one error type, shared by every layer.
+
+use std::fmt::Display;
+
+/// Errors of runtime operations.
+///
+/// Errors compare equal when they are the same variant, whatever they carry, so tests and
+/// callers can write `assert_eq!(result, Err(Error::Closed))`. Variants that carry an
+/// [`io::Error`](std::io::Error) keep the operating system's error (its `kind()` and
+/// `raw_os_error()`); an I/O timeout is an error of kind `TimedOut`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The task was aborted, cancelled, refused or shut down, or its worker failed to start,
+    /// or its future's destructor panicked before the result was published.
+    Closed,
+    /// The task panicked while panics are caught.
+    Exited,
+    /// The deadline passed first.
+    Timeout,
+    /// A read could not be observed: the worker that issued it closed before its result was
+    /// taken, or it was polled where no runtime worker runs.
+    ReadFailed,
+    /// A write could not be issued: it was first polled where no runtime worker runs, or on a
+    /// worker that is closing.
+    WriteFailed,
+    /// A host name could not be resolved (or the runtime has shut down); says why.
+    ResolveFailed(String),
+    /// A partition name is empty or holds a byte outside `[A-Za-z0-9_-]`.
+    PartitionNameInvalid,
+    /// The partition does not exist.
+    PartitionMissing(String),
+    /// The blob (`partition/hex(name)`) does not exist.
+    BlobMissing(String),
+    /// A blob operation failed; names the blob (`partition/hex(name)`) and keeps the OS error.
+    BlobFailed(String, std::io::Error),
+    /// A read of `len` bytes at `offset` reaches past the blob's end, which is `end`.
+    BlobTooShort {
+        /// The blob, as `partition/hex(name)`.
+        blob: String,
+        /// Where the read started.
+        offset: u64,
+        /// How many bytes it asked for.
+        len: usize,
+        /// The blob's length when the read hit its end.
+        end: u64,
+    },
+    /// A page of a paged blob fails its checksum (or is shorter than its place requires): the
+    /// bytes were damaged after they were written. Names the blob and the page's offset in it;
+    /// the page's bytes are never returned as data.
+    BlobCorrupt {
+        /// The blob, as `partition/hex(name)`.
+        blob: String,
+        /// Where the damaged page starts in the blob (its physical offset).
+        offset: u64,
+    },
+    /// Binding a listener to the address failed.
+    BindFailed(std::net::SocketAddr, std::io::Error),
+    /// Connecting to the address failed or timed out.
+    DialFailed(std::net::SocketAddr, std::io::Error),
+    /// Accepting a connection failed.
+    AcceptFailed(std::io::Error),
+    /// Sending failed, timed out, or the peer reset the connection.
+    SendFailed(std::io::Error),
+    /// Receiving failed, timed out, or the peer closed the connection before the bytes asked
+    /// for arrived (kind `UnexpectedEof`).
+    RecvFailed(std::io::Error),
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}
+
+impl Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Closed => f.write_str("closed: the task was aborted, cancelled or shut down"),
+            Error::Exited => f.write_str("exited: the task panicked"),
+            Error::Timeout => f.write_str("timed out"),
+            Error::ReadFailed => f.write_str(
+                "read failed: the worker that issued it closed before its result was taken, or \
+                 it was polled off the runtime's workers",
+            ),
+            Error::WriteFailed => f.write_str(
+                "write failed: it was first polled off the runtime's workers or on a closing \
+                 worker",
+            ),
+            Error::ResolveFailed(why) => write!(f, "resolve failed: {why}"),
+            Error::PartitionNameInvalid => f.write_str(
+                "partition name invalid: allowed are non-empty names of ASCII letters, digits, \
+                 '_' and '-'",
+            ),
+            Error::PartitionMissing(partition) => {
+                write!(f, "partition {partition:?} does not exist")
+            }
+            Error::BlobMissing(blob) => write!(f, "blob {blob} does not exist"),
+            Error::BlobFailed(blob, error) => write!(f, "blob {blob}: {error}"),
+            Error::BlobTooShort {
+                blob,
+                offset,
+                len,
+                end,
+            } => write!(
+                f,
+                "blob {blob}: reading {len} bytes at offset {offset} reaches past its end at {end}"
+            ),
+            Error::BlobCorrupt { blob, offset } => write!(
+                f,
+                "blob {blob}: the page at offset {offset} is corrupt (no checksum in its \
+                 trailer matches its bytes)"
+            ),
+            Error::BindFailed(address, error) => write!(f, "bind to {address} failed: {error}"),
+            Error::DialFailed(address, error) => write!(f, "dial to {address} failed: {error}"),
+            Error::AcceptFailed(error) => write!(f, "accept failed: {error}"),
+            Error::SendFailed(error) => write!(f, "send failed: {error}"),
+            Error::RecvFailed(error) => write!(f, "recv failed: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::BlobFailed(_, error)
+            | Error::BindFailed(_, error)
+            | Error::DialFailed(_, error)
+            | Error::AcceptFailed(error)
+            | Error::SendFailed(error)
+            | Error::RecvFailed(error) => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The join slot a task's [`Handle`](super::Handle) shares with its cell (the handle reaches it
+//! through a [`JoinRef`](super::cell::JoinRef)).
+//!
+//! The slot lives inside the task cell (no allocation of its own) and guarantees:
+//! - exactly one result is published: `Ok` if the future finished and dropped cleanly, `Closed`
+//!   if it was aborted, refused, cancelled or its destructor panicked, `Exited` if it panicked;
+//! - the running metric is finished exactly once, when that result is published;
+//! - an abort (the handle's or an ancestor's) publishes `Closed` at once and wakes the task so
+//!   that its next poll drops the future: the handle resolves without any poll by the runtime.
+
+use super::Execution;
+use crate::Error;
+use crate::context::Scope;
+use crate::sync::{Mutex, MutexGuard};
+use std::task::Waker;
+
+pub(crate) struct Slot<T> {
+    pub(crate) result: Option<Result<T, Error>>,
+    /// A result has been published (it may have been taken since).
+    pub(crate) published: bool,
+    /// The handle's waker, woken when the result is published.
+    pub(crate) handle: Option<Waker>,
+}
+
+/// Where one task's result goes, until its handle takes it. The running metric and the
+/// panic policy come from the task's label path ([`Scope`]), passed in by the cell.
+pub(crate) struct JoinSlot<T> {
+    slot: Mutex<Slot<T>>,
+    execution: Execution,
+}
+
+impl<T> JoinSlot<T> {
+    /// A slot for a task whose running metric (of `execution` in its scope) is already raised.
+    pub(crate) fn new(execution: Execution) -> Self {
+        Self {
+            slot: Mutex::new(Slot {
+                result: None,
+                published: false,
+                handle: None,
+            }),
+            execution,
+        }
+    }
+
+    /// Publishes `result` unless something was published first; finishes the running metric
+    /// and wakes the handle after the lock is released. Returns whether it published.
+    pub(crate) fn publish(&self, result: Result<T, Error>, scope: &Scope) -> bool {
+        let handle = {
+            let mut slot = self.slot.lock();
+            if slot.published {
+                return false;
+            }
+            slot.published = true;
+            slot.result = Some(result);
+            slot.handle.take()
+        };
+        scope.finish_running(self.execution);
+        if let Some(handle) = handle {
+            handle.wake();
+        }
+        true
+    }
+
+    /// Publishes `Closed` unless a result was published first. Returns whether it did (the
+    /// caller then wakes the task so its future is dropped).
+    pub(crate) fn abort(&self, scope: &Scope) -> bool {
+        self.publish(Err(Error::Closed), scope)
+    }
+
+    /// The slot's contents, for the handle.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Slot<T>> {
+        self.slot.lock()
+    }
+}

@@ -1,0 +1,669 @@
+//! The runtime's layering, checked against its own source: every `crate::`, `super::` and
+//! child-relative path in `runtime/src` (tests and test-only items left out) is resolved to the
+//! module it names, and
+//! - no module may reach a module of a higher layer than its own (the layers are the table in
+//!   `runtime/ARCHITECTURE.md`, read from there, so the document and the check cannot drift),
+//! - the modules form no import cycle, between files (a module and its own children are one
+//!   module) or between the table's entries,
+//! - and the document's "Known back-edges" list names the edges that still break those rules:
+//!   a new one fails, and so does one that is listed but no longer breaks a rule (the list only
+//!   shrinks).
+//!
+//! The resolution is textual, which is enough for the crate's style: imports are `use` trees
+//! or paths written out in code, and re-exports at the crate root (`crate::Context`) are
+//! followed to the module that defines them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module: its path below the crate root (`[]` is `lib.rs`).
+type Module = Vec<String>;
+
+fn source_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file below `src`, by module path; `src/tests` and `hooks.rs` are test-only.
+fn modules() -> BTreeMap<Module, String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read the source directory") {
+            let path = entry.expect("read a directory entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = source_root();
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    let mut modules = BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(&root).expect("below the root");
+        let mut module: Module = relative
+            .with_extension("")
+            .iter()
+            .map(|part| part.to_string_lossy().into_owned())
+            .collect();
+        if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
+            module.pop();
+        }
+        if module
+            .first()
+            .is_some_and(|first| first == "tests" || first == "hooks")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        modules.insert(module, without_test_code(&without_comments(&text)));
+    }
+    modules
+}
+
+/// The text with `//` comments (doc comments included) and string literals blanked out.
+fn without_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                    }
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            // A char literal holding a quote would start a string above.
+            '\'' if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.push_str("' '");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The attributes that mark an item as test-only.
+const TEST_ONLY: [&str; 3] = [
+    "#[cfg(test)]",
+    "#[cfg(all(test, not(loom)))]",
+    "#[cfg(all(test, loom))]",
+];
+
+/// The text without the items marked test-only (a `use`, or a `mod .. { .. }` block).
+fn without_test_code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((at, attribute)) = TEST_ONLY
+        .iter()
+        .filter_map(|attribute| rest.find(attribute).map(|at| (at, attribute)))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        let item = &rest[at + attribute.len()..];
+        // The item ends at its first `;` unless a `{` comes first, then at the matching `}`.
+        let semicolon = item.find(';').unwrap_or(item.len());
+        let brace = item.find('{').unwrap_or(item.len());
+        let end = if semicolon < brace {
+            semicolon + 1
+        } else {
+            let mut depth = 0usize;
+            let mut end = item.len();
+            for (index, c) in item[brace..].char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = brace + index + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            end
+        };
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The paths a file's text names: each `use` tree expanded, and every other `crate::`,
+/// `super::` or `self::` path written in code. Each path is absolute (from the crate root).
+fn paths(module: &Module, children: &BTreeSet<String>, text: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let tokens = tokenize(text);
+    let mut index = 0;
+    while index < tokens.len() {
+        if tokens[index] == "use" {
+            let mut end = index + 1;
+            while end < tokens.len() && tokens[end] != ";" {
+                end += 1;
+            }
+            expand(
+                module,
+                children,
+                &tokens[index + 1..end],
+                &mut Vec::new(),
+                &mut found,
+            );
+            index = end;
+            continue;
+        }
+        if matches!(tokens[index].as_str(), "crate" | "super" | "self")
+            && tokens.get(index + 1).is_some_and(|token| token == "::")
+            && (index == 0 || tokens[index - 1] != "::")
+        {
+            let mut path = Vec::new();
+            let mut at = index;
+            while at < tokens.len() && tokens[at].chars().all(is_ident) {
+                path.push(tokens[at].clone());
+                if tokens.get(at + 1).is_some_and(|token| token == "::") {
+                    at += 2;
+                } else {
+                    break;
+                }
+            }
+            if let Some(path) = absolute(module, &path, children) {
+                found.push(path);
+            }
+            index = at + 1;
+            continue;
+        }
+        index += 1;
+    }
+    found
+}
+
+/// Identifiers, `::`, and single punctuation characters.
+fn tokenize(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if is_ident(c) {
+            let mut ident = c.to_string();
+            while let Some(&next) = chars.peek() {
+                if !is_ident(next) {
+                    break;
+                }
+                ident.push(next);
+                chars.next();
+            }
+            tokens.push(ident);
+        } else if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            tokens.push("::".into());
+        } else if !c.is_whitespace() {
+            tokens.push(c.to_string());
+        }
+    }
+    tokens
+}
+
+/// Expands one `use` tree (`prefix` holds the segments above it).
+fn expand(
+    module: &Module,
+    children: &BTreeSet<String>,
+    tree: &[String],
+    prefix: &mut Vec<String>,
+    found: &mut Vec<Vec<String>>,
+) {
+    let mut index = 0;
+    let depth = prefix.len();
+    while index < tree.len() {
+        let token = &tree[index];
+        if token == "{" {
+            // Split the group at its top-level commas.
+            let mut level = 0;
+            let mut start = index + 1;
+            let mut at = index;
+            while at < tree.len() {
+                match tree[at].as_str() {
+                    "{" => level += 1,
+                    "}" => {
+                        level -= 1;
+                        if level == 0 {
+                            expand(module, children, &tree[start..at], prefix, found);
+                            break;
+                        }
+                    }
+                    "," if level == 1 => {
+                        expand(module, children, &tree[start..at], prefix, found);
+                        start = at + 1;
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+            prefix.truncate(depth);
+            return;
+        }
+        if token == "as" || token == "*" || token == "," {
+            break;
+        }
+        if token != "::" {
+            prefix.push(token.clone());
+        }
+        index += 1;
+    }
+    if !prefix.is_empty()
+        && let Some(path) = absolute(module, prefix, children)
+    {
+        found.push(path);
+    }
+    prefix.truncate(depth);
+}
+
+/// `path` from the crate root, or `None` for a path into another crate. A path that starts
+/// with the name of one of `module`'s own submodules (`use cell::Task;` in `task/mod.rs`) is
+/// relative to `module`.
+fn absolute(module: &Module, path: &[String], children: &BTreeSet<String>) -> Option<Vec<String>> {
+    let mut base: Vec<String>;
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some(first) if children.contains(first) => {
+            base = module.clone();
+        }
+        Some("crate") => {
+            base = Vec::new();
+            rest = &rest[1..];
+        }
+        Some("super") | Some("self") => {
+            base = module.clone();
+            while let Some(first) = rest.first() {
+                match first.as_str() {
+                    "super" => {
+                        base.pop();
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    base.extend(rest.iter().cloned());
+    Some(base)
+}
+
+/// The module a path names: its longest prefix that is a module, with items of the crate
+/// root followed through the root's re-exports.
+fn resolve(
+    path: &[String],
+    modules: &BTreeMap<Module, String>,
+    reexports: &BTreeMap<String, Module>,
+) -> Module {
+    for length in (1..=path.len()).rev() {
+        if modules.contains_key(&path[..length]) {
+            return path[..length].to_vec();
+        }
+    }
+    match path.first() {
+        Some(item) => reexports.get(item).cloned().unwrap_or_default(),
+        None => Vec::new(),
+    }
+}
+
+/// The root's `pub use module::{Item, ..}` re-exports, item to module.
+fn reexports(modules: &BTreeMap<Module, String>) -> BTreeMap<String, Module> {
+    let root = &modules[&Vec::new()];
+    let mut found = Vec::new();
+    let tokens = tokenize(root);
+    for (index, token) in tokens.iter().enumerate() {
+        if token == "use" && index > 0 && tokens[index - 1] == "pub" {
+            let mut end = index + 1;
+            while end < tokens.len() && tokens[end] != ";" {
+                end += 1;
+            }
+            let mut tree: Vec<String> = vec!["crate".into(), "::".into()];
+            tree.extend(tokens[index + 1..end].iter().cloned());
+            expand(
+                &Vec::new(),
+                &BTreeSet::new(),
+                &tree,
+                &mut Vec::new(),
+                &mut found,
+            );
+        }
+    }
+    let mut map = BTreeMap::new();
+    for path in found {
+        if let Some(item) = path.last()
+            && path.len() >= 2
+            && modules.contains_key(&path[..1])
+        {
+            let mut module = path[..path.len() - 1].to_vec();
+            while !modules.contains_key(&module) {
+                module.pop();
+            }
+            map.insert(item.clone(), module);
+        }
+    }
+    map
+}
+
+fn name(module: &Module) -> String {
+    if module.is_empty() {
+        "lib".into()
+    } else {
+        module.join("/")
+    }
+}
+
+/// The layer table of `ARCHITECTURE.md`: top module to layer number, and the listed
+/// back-edges (`from -> to`, file-level module names).
+fn architecture() -> (BTreeMap<String, usize>, BTreeSet<(String, String)>) {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .expect("runtime/ARCHITECTURE.md exists");
+    let mut layers = BTreeMap::new();
+    let mut back_edges = BTreeSet::new();
+    let mut in_back_edges = false;
+    for line in text.lines() {
+        if line.starts_with('#') {
+            in_back_edges = line.contains("Known back-edges");
+        }
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if !in_back_edges
+            && line.starts_with('|')
+            && cells.len() >= 3
+            && let Ok(layer) = cells[0].parse::<usize>()
+        {
+            for module in cells[1].split(',') {
+                let module = module.trim().trim_matches('`');
+                assert!(
+                    layers.insert(module.to_string(), layer).is_none(),
+                    "{module} is in two layers of ARCHITECTURE.md"
+                );
+            }
+        }
+        if in_back_edges && let Some(edge) = line.trim().strip_prefix("- `") {
+            let edge = edge.split('`').next().unwrap_or_default();
+            let (from, to) = edge
+                .split_once(" -> ")
+                .unwrap_or_else(|| panic!("a back-edge is written `from -> to`, not `{edge}`"));
+            back_edges.insert((from.to_string(), to.to_string()));
+        }
+    }
+    (layers, back_edges)
+}
+
+/// The import graph, file-level module to the modules it names (its own items left out).
+fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
+    let modules = modules();
+    let reexports = reexports(&modules);
+    let mut graph = BTreeMap::new();
+    for (module, text) in &modules {
+        let children: BTreeSet<String> = modules
+            .keys()
+            .filter(|other| other.len() == module.len() + 1 && other.starts_with(module))
+            .filter_map(|other| other.last().cloned())
+            .collect();
+        let mut targets = BTreeSet::new();
+        for path in paths(module, &children, text) {
+            let target = resolve(&path, &modules, &reexports);
+            if &target != module {
+                targets.insert(target);
+            }
+        }
+        graph.insert(module.clone(), targets);
+    }
+    graph
+}
+
+/// The entry of the layer table a module belongs to: the longest listed prefix of its path
+/// (`buffer/paged/writer` is in `buffer/paged` if that is listed, else in `buffer`).
+fn unit(module: &Module, layers: &BTreeMap<String, usize>) -> String {
+    (0..=module.len())
+        .rev()
+        .map(|length| name(&module[..length].to_vec()))
+        .find(|prefix| layers.contains_key(prefix))
+        .unwrap_or_else(|| panic!("module {} has no layer in ARCHITECTURE.md", name(module)))
+}
+
+/// The edges toward a higher layer.
+fn upward(
+    graph: &BTreeMap<Module, BTreeSet<Module>>,
+    layers: &BTreeMap<String, usize>,
+) -> BTreeSet<(String, String)> {
+    let mut found = BTreeSet::new();
+    for (from, targets) in graph {
+        let from_layer = layers[&unit(from, layers)];
+        for to in targets {
+            if layers[&unit(to, layers)] > from_layer {
+                found.insert((name(from), name(to)));
+            }
+        }
+    }
+    found
+}
+
+/// The graph between files, without the edges between a module and its own ancestors or
+/// descendants (a `mod.rs` declaring and re-exporting its children, children using their
+/// parent's items: one module's inside) and without the `excluded` edges.
+fn between_files(
+    graph: &BTreeMap<Module, BTreeSet<Module>>,
+    excluded: &BTreeSet<(String, String)>,
+) -> BTreeMap<Module, BTreeSet<Module>> {
+    graph
+        .iter()
+        .map(|(from, targets)| {
+            let targets = targets
+                .iter()
+                .filter(|to| !to.starts_with(from) && !from.starts_with(to))
+                .filter(|to| !excluded.contains(&(name(from), name(to))))
+                .cloned()
+                .collect();
+            (from.clone(), targets)
+        })
+        .collect()
+}
+
+/// The graph between the layer table's entries, without the `excluded` edges.
+fn between_units(
+    graph: &BTreeMap<Module, BTreeSet<Module>>,
+    layers: &BTreeMap<String, usize>,
+    excluded: &BTreeSet<(String, String)>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut units: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, targets) in graph {
+        let entry = units.entry(unit(from, layers)).or_default();
+        for to in targets {
+            if !excluded.contains(&(name(from), name(to))) && unit(to, layers) != unit(from, layers)
+            {
+                entry.insert(unit(to, layers));
+            }
+        }
+    }
+    units
+}
+
+/// The edges that close a cycle: both ends in one strongly connected component.
+fn in_cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> BTreeSet<(N, N)> {
+    let mut found = BTreeSet::new();
+    for component in cycles(graph) {
+        let members: BTreeSet<&N> = component.iter().collect();
+        for from in &component {
+            for to in graph.get(from).into_iter().flatten() {
+                if members.contains(to) {
+                    found.insert((from.clone(), to.clone()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The strongly connected components with more than one member.
+fn cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
+    // Kosaraju: finish order on the graph, then components on the reverse graph.
+    let mut order = Vec::new();
+    let mut seen = BTreeSet::new();
+    for node in graph.keys() {
+        let mut stack = vec![(node.clone(), false)];
+        while let Some((node, done)) = stack.pop() {
+            if done {
+                order.push(node);
+                continue;
+            }
+            if !seen.insert(node.clone()) {
+                continue;
+            }
+            stack.push((node.clone(), true));
+            for next in graph.get(&node).into_iter().flatten() {
+                if !seen.contains(next) {
+                    stack.push((next.clone(), false));
+                }
+            }
+        }
+    }
+    let mut reverse: BTreeMap<N, BTreeSet<N>> = BTreeMap::new();
+    for (from, targets) in graph {
+        for to in targets {
+            reverse.entry(to.clone()).or_default().insert(from.clone());
+        }
+    }
+    let mut assigned = BTreeSet::new();
+    let mut components = Vec::new();
+    for node in order.into_iter().rev() {
+        if assigned.contains(&node) {
+            continue;
+        }
+        let mut component = Vec::new();
+        let mut stack = vec![node];
+        while let Some(node) = stack.pop() {
+            if !assigned.insert(node.clone()) {
+                continue;
+            }
+            for next in reverse.get(&node).into_iter().flatten() {
+                if !assigned.contains(next) {
+                    stack.push(next.clone());
+                }
+            }
+            component.push(node);
+        }
+        if component.len() > 1 {
+            component.sort();
+            components.push(component);
+        }
+    }
+    components
+}
+
+#[test]
+fn every_import_points_down_the_layers_of_architecture_md() {
+    let graph = graph();
+    let (layers, listed) = architecture();
+    let new: Vec<_> = upward(&graph, &layers)
+        .difference(&listed)
+        .cloned()
+        .collect();
+    assert!(
+        new.is_empty(),
+        "imports against the layering of runtime/ARCHITECTURE.md (move the item down, or \
+         pass what is needed from above): {new:?}"
+    );
+}
+
+#[test]
+fn the_modules_form_no_import_cycle_but_through_a_listed_back_edge() {
+    let graph = graph();
+    let (layers, listed) = architecture();
+    let files: Vec<Vec<String>> = cycles(&between_files(&graph, &listed))
+        .iter()
+        .map(|cycle| cycle.iter().map(name).collect())
+        .collect();
+    assert!(
+        files.is_empty(),
+        "import cycles among the runtime's files: {files:?}"
+    );
+    let units = cycles(&between_units(&graph, &layers, &listed));
+    assert!(
+        units.is_empty(),
+        "import cycles among ARCHITECTURE.md's modules: {units:?}"
+    );
+}
+
+#[test]
+fn every_listed_back_edge_still_breaks_a_rule() {
+    let graph = graph();
+    let (layers, listed) = architecture();
+    let nothing = BTreeSet::new();
+    let mut debt = upward(&graph, &layers);
+    debt.extend(
+        in_cycles(&between_files(&graph, &nothing))
+            .into_iter()
+            .map(|(from, to)| (name(&from), name(&to))),
+    );
+    let unit_cycles = in_cycles(&between_units(&graph, &layers, &nothing));
+    for (from, targets) in &graph {
+        for to in targets {
+            if unit_cycles.contains(&(unit(from, &layers), unit(to, &layers))) {
+                debt.insert((name(from), name(to)));
+            }
+        }
+    }
+    let gone: Vec<_> = listed.difference(&debt).collect();
+    assert!(
+        gone.is_empty(),
+        "back-edges listed in runtime/ARCHITECTURE.md that no longer point up or close a \
+         cycle: strike them from the list: {gone:?}"
+    );
+}
+
+#[test]
+fn the_resolver_finds_grouped_relative_and_reexported_imports() {
+    let module: Module = vec!["worker".into(), "turn".into()];
+    let text = "use super::park::Spinner; use crate::{pool::{Pool, CAPACITY}, task::Polled}; \
+                fn f() { crate::time::now(); self::x(); }";
+    let found: BTreeSet<String> = paths(&module, &BTreeSet::new(), text)
+        .iter()
+        .map(|path| path.join("::"))
+        .collect();
+    for expected in [
+        "worker::park::Spinner",
+        "pool::Pool",
+        "pool::CAPACITY",
+        "task::Polled",
+        "time::now",
+        "worker::turn::x",
+    ] {
+        assert!(found.contains(expected), "{expected} not in {found:?}");
+    }
+    let stripped = without_test_code(&without_comments(
+        "use a::b; // crate::hidden\n#[cfg(test)]\nmod tests { use crate::x; }\n#[cfg(test)]\nuse crate::y;\nfn g() {}",
+    ));
+    assert!(!stripped.contains("crate::"), "{stripped}");
+    assert!(stripped.contains("fn g"));
+}
