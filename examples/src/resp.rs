@@ -15,6 +15,8 @@
 //! - A malformed frame is an [`Error`] with Redis's wording; after one the stream is out of
 //!   step, so the connection answers it and closes (the decoder is not used again).
 
+use bytes::Bytes;
+use runtime::IoBufs;
 use std::fmt;
 
 /// The longest bulk string a client may send (a key or a value): 4 MiB, where Redis allows
@@ -347,7 +349,7 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
     Ok(arguments)
 }
 
-/// An answer, encoded with [`encode`](Reply::encode).
+/// An answer, encoded with [`encode`](Reply::encode) or [`encode_shared`](Reply::encode_shared).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// `+OK`
@@ -356,10 +358,76 @@ pub enum Reply {
     Error(String),
     /// `:42`
     Integer(i64),
-    /// `$3\r\nabc`, or `$-1` for `None` (nil).
-    Bulk(Option<Vec<u8>>),
+    /// `$3\r\nabc`, or `$-1` for `None` (nil). The bytes may be shared with the store.
+    Bulk(Option<Bytes>),
     /// `*2\r\n...`, or `*-1` for `None`.
     Array(Option<Vec<Reply>>),
+}
+
+/// Bulk strings at least this long are sent from where they are kept instead of copied.
+const SHARE_FROM: usize = 16 * 1024;
+
+/// Replies on their way out: small parts copied into one buffer, bulk strings of
+/// [`SHARE_FROM`] bytes or more referenced where they are kept (a value shared with the store
+/// is not copied, however many replies carry it).
+#[derive(Default)]
+pub struct Encoded {
+    chunks: IoBufs,
+    buffer: Vec<u8>,
+}
+
+impl Encoded {
+    /// The bytes encoded and not yet taken.
+    pub fn len(&self) -> usize {
+        self.chunks.len() + self.buffer.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Everything encoded, in order, for one send.
+    pub fn take(&mut self) -> IoBufs {
+        self.flush();
+        std::mem::take(&mut self.chunks)
+    }
+
+    fn flush(&mut self) {
+        if !self.buffer.is_empty() {
+            self.chunks.push(std::mem::take(&mut self.buffer).into());
+        }
+    }
+}
+
+/// Where a reply's bytes go.
+trait Out {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_value(&mut self, value: &Bytes);
+}
+
+impl Out for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+
+    fn put_value(&mut self, value: &Bytes) {
+        self.extend_from_slice(value);
+    }
+}
+
+impl Out for Encoded {
+    fn put(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    fn put_value(&mut self, value: &Bytes) {
+        if value.len() < SHARE_FROM {
+            self.buffer.extend_from_slice(value);
+        } else {
+            self.flush();
+            self.chunks.push(value.clone().into());
+        }
+    }
 }
 
 impl Reply {
@@ -373,49 +441,89 @@ impl Reply {
         Reply::Error(format!("ERR {text}"))
     }
 
+    /// A bulk string.
+    pub fn bulk(bytes: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(Some(bytes.into()))
+    }
+
     /// Appends the reply's bytes to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.write(out);
+    }
+
+    /// Appends the reply to `out`, its large bulk strings by reference.
+    pub fn encode_shared(&self, out: &mut Encoded) {
+        self.write(out);
+    }
+
+    fn write(&self, out: &mut impl Out) {
         match self {
             // Simple strings and errors are one line: a line break in one would desync the
             // client, so it is replaced.
             Reply::Simple(text) => line(out, b'+', text),
             Reply::Error(text) => line(out, b'-', text),
-            Reply::Integer(value) => {
-                out.push(b':');
-                out.extend_from_slice(value.to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-            Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Integer(value) => header(out, b':', *value),
+            Reply::Bulk(None) => out.put(b"$-1\r\n"),
             Reply::Bulk(Some(bytes)) => {
-                out.push(b'$');
-                out.extend_from_slice(bytes.len().to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                out.extend_from_slice(bytes);
-                out.extend_from_slice(b"\r\n");
+                header(out, b'$', bytes.len() as i64);
+                out.put_value(bytes);
+                out.put(b"\r\n");
             }
-            Reply::Array(None) => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(None) => out.put(b"*-1\r\n"),
             Reply::Array(Some(items)) => {
-                out.push(b'*');
-                out.extend_from_slice(items.len().to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
+                header(out, b'*', items.len() as i64);
                 for item in items {
-                    item.encode(out);
+                    item.write(out);
                 }
             }
         }
     }
 }
 
-fn line(out: &mut Vec<u8>, kind: u8, text: &str) {
-    out.push(kind);
-    out.extend(text.bytes().map(|byte| {
-        if matches!(byte, b'\r' | b'\n') {
-            b' '
-        } else {
-            byte
+fn line(out: &mut impl Out, kind: u8, text: &str) {
+    out.put(&[kind]);
+    if text.bytes().any(|byte| matches!(byte, b'\r' | b'\n')) {
+        let text: Vec<u8> = text
+            .bytes()
+            .map(|byte| {
+                if matches!(byte, b'\r' | b'\n') {
+                    b' '
+                } else {
+                    byte
+                }
+            })
+            .collect();
+        out.put(&text);
+    } else {
+        out.put(text.as_bytes());
+    }
+    out.put(b"\r\n");
+}
+
+/// `kind`, `value` in decimal, and a line end: a length or an integer, without an allocation.
+fn header(out: &mut impl Out, kind: u8, value: i64) {
+    let mut digits = [0u8; 24];
+    let mut at = digits.len();
+    for byte in b"\r\n".iter().rev() {
+        at -= 1;
+        digits[at] = *byte;
+    }
+    let mut rest = value.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
         }
-    }));
-    out.extend_from_slice(b"\r\n");
+    }
+    if value < 0 {
+        at -= 1;
+        digits[at] = b'-';
+    }
+    at -= 1;
+    digits[at] = kind;
+    out.put(&digits[at..]);
 }
 
 #[cfg(test)]
@@ -605,7 +713,7 @@ mod tests {
         Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
             .encode(&mut out);
         Reply::Integer(-3).encode(&mut out);
-        Reply::Bulk(Some(b"a\r\nb".to_vec())).encode(&mut out);
+        Reply::bulk(b"a\r\nb".to_vec()).encode(&mut out);
         Reply::Bulk(None).encode(&mut out);
         Reply::Array(Some(vec![Reply::Integer(1), Reply::Bulk(None)])).encode(&mut out);
         Reply::Array(None).encode(&mut out);
@@ -615,6 +723,43 @@ mod tests {
             "+OK\r\n-ERR unknown command 'FOO'\r\n-WRONGTYPE Operation against a key holding \
              the wrong kind of value\r\n:-3\r\n$4\r\na\r\nb\r\n$-1\r\n*2\r\n:1\r\n$-1\r\n*-1\r\n\
              +two  lines\r\n"
+        );
+    }
+
+    #[test]
+    fn shared_encoding_is_the_same_bytes_and_references_large_values() {
+        let large = Bytes::from(vec![b'v'; SHARE_FROM]);
+        let replies = [
+            Reply::ok(),
+            Reply::Integer(i64::MIN),
+            Reply::Integer(0),
+            Reply::bulk(b"small".to_vec()),
+            Reply::Bulk(Some(large.clone())),
+            Reply::Array(Some(vec![
+                Reply::Bulk(Some(large.clone())),
+                Reply::Bulk(None),
+            ])),
+        ];
+        let (mut copied, mut shared) = (Vec::new(), Encoded::default());
+        for reply in &replies {
+            reply.encode(&mut copied);
+            reply.encode_shared(&mut shared);
+        }
+        assert_eq!(shared.len(), copied.len());
+        let sent = shared.take();
+        assert!(shared.is_empty());
+        assert_eq!(sent.clone().coalesce().as_ref(), &copied[..]);
+        // Each large value is sent from the store's own bytes, not a copy of them.
+        let referenced = sent
+            .chunks()
+            .iter()
+            .filter(|chunk| chunk.as_ptr() == large.as_ptr())
+            .count();
+        assert_eq!(referenced, 2);
+        assert!(
+            String::from_utf8(copied)
+                .unwrap()
+                .starts_with("+OK\r\n:-9223372036854775808\r\n:0\r\n$5\r\nsmall\r\n")
         );
     }
 }

@@ -872,6 +872,46 @@ fn large_replies_and_a_half_closed_client_get_every_reply() {
         assert_eq!(reply(&mut half), expected);
     }
     assert!(half.closed());
+
+    // A pipeline longer than one batch (256 commands) and past the replies a connection may
+    // wait for (1024), all sent with the end of the stream before anything is read: every
+    // command is still run and answered, in order. (Eight-byte commands: each receive of
+    // 4 KiB holds 512 of them, more than a batch takes, so whole commands are left in the
+    // connection when it reads the end of the stream.)
+    let mut long = server.connect();
+    let mut pipeline = b"INCR n\r\n".repeat(4096);
+    pipeline.extend_from_slice(b"GET n\r\n");
+    long.send(&pipeline);
+    long.shut_writing();
+    for index in 1..=4096 {
+        assert_eq!(reply(&mut long), format!(":{index}"));
+    }
+    assert_eq!(reply(&mut long), "$4096");
+    assert!(long.closed());
+
+    // Values larger than a send's batch, asked for many times in one pipeline, come back
+    // whole and in order (they are sent from the store's copy, not copied per reply).
+    let mut values = server.connect();
+    let large: Vec<u8> = (0..400 * 1024).map(|at| b'a' + (at % 26) as u8).collect();
+    values.send(&frame(&[b"SET", b"large", &large]));
+    assert_eq!(reply(&mut values), "+OK");
+    let mut pipeline = Vec::new();
+    for _ in 0..4 {
+        pipeline.extend_from_slice(&frame(&[b"GET", b"large"]));
+    }
+    pipeline.extend_from_slice(&frame(&[b"MGET", b"large", b"missing", b"large"]));
+    values.send(&pipeline);
+    let expected = format!("${}", String::from_utf8_lossy(&large));
+    for _ in 0..4 {
+        assert!(
+            reply(&mut values) == expected,
+            "a GET of the large value differs"
+        );
+    }
+    assert!(
+        reply(&mut values) == format!("*[{expected}, $nil, {expected}]"),
+        "the MGET of the large value differs"
+    );
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }

@@ -78,20 +78,20 @@ impl Render {
                     left
                 })
             }
-            (Render::Info, Outcome::Size(keys, expires)) => Reply::Bulk(Some(
+            (Render::Info, Outcome::Size(keys, expires)) => Reply::bulk(
                 format!(
                     "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
                      # Persistence\r\naof_enabled:1\r\n# Keyspace\r\n\
                      db0:keys={keys},expires={expires},avg_ttl=0\r\n"
                 )
                 .into_bytes(),
-            )),
+            ),
             (Render::DbSize, Outcome::Size(keys, _)) => {
                 Reply::Integer(i64::try_from(keys).unwrap_or(i64::MAX))
             }
             (Render::Config(parameter), Outcome::Durability(name)) => Reply::Array(Some(vec![
-                Reply::Bulk(Some(parameter.clone())),
-                Reply::Bulk(Some(name.as_bytes().to_vec())),
+                Reply::bulk(parameter.clone()),
+                Reply::bulk(name.as_bytes().to_vec()),
             ])),
             (render, outcome) => unreachable!("{render:?} renders no {outcome:?}"),
         }
@@ -112,7 +112,7 @@ pub fn plan(command: Vec<Vec<u8>>) -> Planned {
     let not_integer = || Reply::error("value is not an integer or out of range");
     let reply = match (upper.as_slice(), arguments.as_slice()) {
         (b"PING", []) => Reply::Simple("PONG".into()),
-        (b"PING", [message]) | (b"ECHO", [message]) => Reply::Bulk(Some(message.clone())),
+        (b"PING", [message]) | (b"ECHO", [message]) => Reply::bulk(message.clone()),
         (b"PING", _) | (b"ECHO", _) => wrong(),
         (b"QUIT", _) => return Planned::Now(Reply::ok(), true),
         (b"COMMAND", _) => Reply::Array(Some(Vec::new())),
@@ -123,7 +123,7 @@ pub fn plan(command: Vec<Vec<u8>>) -> Planned {
             Ok((when, expiry)) => {
                 let op = Op::Set {
                     key: key.clone(),
-                    value: value.clone(),
+                    value: value.clone().into(),
                     when,
                     expiry,
                 };
@@ -157,7 +157,7 @@ pub fn plan(command: Vec<Vec<u8>>) -> Planned {
         (b"MSET", pairs) if !pairs.is_empty() && pairs.len() % 2 == 0 => {
             let pairs = pairs
                 .chunks(2)
-                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .map(|pair| (pair[0].clone(), pair[1].clone().into()))
                 .collect();
             return store(Op::SetMany(pairs), Render::Ok);
         }
@@ -205,17 +205,17 @@ pub fn plan(command: Vec<Vec<u8>>) -> Planned {
             if arguments.first().is_none_or(|version| version == b"2") =>
         {
             Reply::Array(Some(vec![
-                Reply::Bulk(Some(b"server".to_vec())),
-                Reply::Bulk(Some(b"redis".to_vec())),
-                Reply::Bulk(Some(b"version".to_vec())),
-                Reply::Bulk(Some(REDIS_VERSION.as_bytes().to_vec())),
-                Reply::Bulk(Some(b"proto".to_vec())),
+                Reply::bulk(b"server".to_vec()),
+                Reply::bulk(b"redis".to_vec()),
+                Reply::bulk(b"version".to_vec()),
+                Reply::bulk(REDIS_VERSION.as_bytes().to_vec()),
+                Reply::bulk(b"proto".to_vec()),
                 Reply::Integer(2),
-                Reply::Bulk(Some(b"mode".to_vec())),
-                Reply::Bulk(Some(b"standalone".to_vec())),
-                Reply::Bulk(Some(b"role".to_vec())),
-                Reply::Bulk(Some(b"master".to_vec())),
-                Reply::Bulk(Some(b"modules".to_vec())),
+                Reply::bulk(b"mode".to_vec()),
+                Reply::bulk(b"standalone".to_vec()),
+                Reply::bulk(b"role".to_vec()),
+                Reply::bulk(b"master".to_vec()),
+                Reply::bulk(b"modules".to_vec()),
                 Reply::Array(Some(Vec::new())),
             ]))
         }
@@ -234,8 +234,8 @@ pub fn plan(command: Vec<Vec<u8>>) -> Planned {
             let name = parameter.clone();
             let pair = move |value: &[u8]| {
                 Reply::Array(Some(vec![
-                    Reply::Bulk(Some(parameter.clone())),
-                    Reply::Bulk(Some(value.to_vec())),
+                    Reply::bulk(parameter.clone()),
+                    Reply::bulk(value.to_vec()),
                 ]))
             };
             match name.as_slice() {

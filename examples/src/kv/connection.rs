@@ -11,6 +11,13 @@
 //! - **Replies go in the order of their commands**, whenever each is ready; at most
 //!   `MAX_IN_FLIGHT` wait, past which the connection stops reading (TCP holds the client
 //!   back) until the oldest is answered.
+//! - **Bounded in memory**: the commands whose replies wait weigh at most
+//!   `MAX_IN_FLIGHT_BYTES`, and a reply does not copy the values it carries: they are the
+//!   store's own bytes, shared, and a large one goes to the socket from there. A client that
+//!   asks for one 4 MiB value a thousand times (or in one `MGET`) makes the connection hold a
+//!   thousand references, not a thousand copies.
+//! - **Every whole command is answered**: after the client's end of stream nothing more is
+//!   read, but what it sent whole is still run and answered before the connection closes.
 //! - **Bounded in time**: quiet past the idle timeout, or a command begun and not whole
 //!   within the request deadline, and the client is told so and closed; a client that does
 //!   not read its replies meets the runtime's write timeout. A malformed frame is answered
@@ -20,7 +27,7 @@ use super::commands::{Planned, Render, failed, plan};
 use super::store::StoreRef;
 use super::store::{Op, Outcome};
 use crate::limits::setting;
-use crate::resp::{Decoder, Reply};
+use crate::resp::{Decoder, Encoded, Reply};
 use futures::FutureExt as _;
 use futures::future::{Either, select};
 use runtime::net::{Sink, Stream};
@@ -148,13 +155,13 @@ impl<'s> Replies<'s> {
     fn write_front(
         &mut self,
         outcomes: Option<Result<Vec<Outcome>, actors::Error>>,
-        out: &mut Vec<u8>,
+        out: &mut Encoded,
     ) {
         match self.pending.pop_front() {
             Some(Pending::Given(reply, weight)) => {
                 self.count -= 1;
                 self.weight -= weight;
-                reply.encode(out);
+                reply.encode_shared(out);
             }
             Some(Pending::Batch(_, renders, weight)) => {
                 self.count -= renders.len();
@@ -162,12 +169,12 @@ impl<'s> Replies<'s> {
                 match outcomes.expect("a batch is written with its outcomes") {
                     Ok(outcomes) => {
                         for (render, outcome) in renders.iter().zip(outcomes) {
-                            render.reply(outcome).encode(out);
+                            render.reply(outcome).encode_shared(out);
                         }
                     }
                     Err(error) => {
                         for _ in renders {
-                            failed(error.clone()).encode(out);
+                            failed(error.clone()).encode_shared(out);
                         }
                     }
                 }
@@ -178,7 +185,7 @@ impl<'s> Replies<'s> {
 
     /// Writes every reply ready at the front into `out`, up to `MAX_BATCH` bytes; whether
     /// more are ready past that.
-    fn write_ready(&mut self, out: &mut Vec<u8>) -> bool {
+    fn write_ready(&mut self, out: &mut Encoded) -> bool {
         loop {
             let outcomes = match self.pending.front_mut() {
                 None => return false,
@@ -209,15 +216,20 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
     let (idle, deadline) = (idle_timeout(), request_deadline());
     let mut decoder = Decoder::default();
     let mut replies = Replies::default();
-    let mut out = Vec::new();
+    let mut out = Encoded::default();
     // When the command not yet whole began.
     let mut begun: Option<Instant> = None;
-    // After `QUIT`, a malformed frame, a timeout or the client's end of stream: answer what
-    // is pending, then close.
+    // After `QUIT`, a malformed frame or a timeout: nothing more is planned; what is
+    // pending is answered, then the connection closes.
     let mut closing = false;
+    // After the client's end of stream (or a failed receive): nothing more is read, but
+    // every whole command already received is still run and answered, then it closes.
+    let mut ended = false;
     loop {
         // Plan what is whole, in order; consecutive store operations go as one batch.
         let (mut ops, mut renders, mut batch_weight) = (Vec::new(), Vec::new(), 0);
+        // Whether the decoder was found to hold no whole command.
+        let mut drained = false;
         while !closing
             && replies.has_room(ops.len(), batch_weight)
             && ops.len() < MAX_BATCH_COMMANDS
@@ -239,7 +251,10 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
                         }
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    drained = true;
+                    break;
+                }
                 Err(error) => {
                     closing = true;
                     (Reply::error(error), 0)
@@ -258,22 +273,26 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
         // Every reply ready at the front, in sends of up to `MAX_BATCH` bytes.
         loop {
             let more = replies.write_ready(&mut out);
-            if !out.is_empty() && sink.send(std::mem::take(&mut out)).await.is_err() {
+            if !out.is_empty() && sink.send(out.take()).await.is_err() {
                 return;
             }
             if !more {
                 break;
             }
         }
-        if closing && replies.pending.is_empty() {
+        if (closing || ended && drained) && replies.pending.is_empty() {
             return;
         }
-        if (closing || replies.full())
+        if (closing || ended || replies.full())
             && let Some(Pending::Batch(reply, ..)) = replies.pending.front_mut()
         {
             // Nothing more is read until the oldest replies are given.
             let outcomes = reply.await;
             replies.write_front(Some(outcomes), &mut out);
+            continue;
+        }
+        if ended {
+            // Whole commands are left, and room for them now.
             continue;
         }
         // Read more (whatever has come, up to a chunk: the decoder keeps what it cannot use
@@ -314,11 +333,10 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
             // The runtime's read timeout: a quiet client is not a gone one.
             Ok(Err(runtime::Error::RecvFailed(error)))
                 if error.kind() == std::io::ErrorKind::TimedOut => {}
-            // The client's end of stream (or a failure): what it asked is still answered,
-            // as far as the connection lets it (a client that only shut its writing side
-            // reads them), then the connection closes.
-            Ok(Err(_)) if replies.pending.is_empty() => return,
-            Ok(Err(_)) => closing = true,
+            // The client's end of stream (or a failure): every whole command it sent is
+            // still run and answered, as far as the connection lets it (a client that only
+            // shut its writing side reads them), then the connection closes.
+            Ok(Err(_)) => ended = true,
             Err(timed_out) => {
                 replies.give(Reply::error(timed_out), 0);
                 closing = true;

@@ -19,6 +19,7 @@
 //! - A salvage scan finds the next record after damage by trying every offset: a false match
 //!   needs two CRCs to agree by chance.
 
+use bytes::Bytes;
 use runtime::buffer::paged::{crc32c, crc32c_extend};
 use std::collections::{BTreeSet, HashMap};
 
@@ -37,7 +38,7 @@ pub enum Record {
     /// `key` holds `value`, until `expires` (milliseconds since the Unix epoch) if set.
     Set {
         key: Vec<u8>,
-        value: Vec<u8>,
+        value: Bytes,
         expires: Option<u64>,
     },
     /// `key` is gone (deleted, or expired).
@@ -143,7 +144,7 @@ pub fn decode(bytes: &[u8], at: usize) -> Decoded {
         },
         SET => Record::Set {
             key: key.to_vec(),
-            value: value.to_vec(),
+            value: Bytes::copy_from_slice(value),
             expires: expiry,
         },
         DEL => Record::Del { key: key.to_vec() },
@@ -161,7 +162,8 @@ pub fn decode(bytes: &[u8], at: usize) -> Decoded {
 /// A stored value and when it expires.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    pub value: Vec<u8>,
+    /// Shared with the replies that carry it (a `GET` does not copy it).
+    pub value: Bytes,
     /// Milliseconds since the Unix epoch.
     pub expires: Option<u64>,
 }
@@ -396,7 +398,7 @@ pub mod legacy {
                         1 => data.insert(
                             key,
                             Entry {
-                                value,
+                                value: value.into(),
                                 expires: None,
                             },
                         ),
@@ -467,7 +469,7 @@ mod tests {
     fn set(key: &str, value: &str) -> Record {
         Record::Set {
             key: key.into(),
-            value: value.into(),
+            value: Bytes::copy_from_slice(value.as_bytes()),
             expires: None,
         }
     }
@@ -479,7 +481,7 @@ mod tests {
             set("a", "1"),
             Record::Set {
                 key: b"k".to_vec(),
-                value: vec![0, 255, 13, 10],
+                value: vec![0, 255, 13, 10].into(),
                 expires: Some(1_700_000_000_000),
             },
             Record::Del { key: b"a".to_vec() },
@@ -619,7 +621,7 @@ mod tests {
         let mut data = Data::default();
         assert_eq!(salvage(&[before, after], &mut data), (4, false));
         assert_eq!(data.len(), 1, "a deleted after the damage, b set");
-        assert_eq!(data.get(b"b").unwrap().value, b"2");
+        assert_eq!(data.get(b"b").unwrap().value, &b"2"[..]);
     }
 
     #[test]
@@ -651,7 +653,7 @@ mod tests {
         let mut data = Data::default();
         assert_eq!(legacy::replay(&log, &mut data), Ok(whole));
         assert_eq!(data.len(), 1);
-        assert_eq!(data.get(b"b").unwrap().value, b"2");
+        assert_eq!(data.get(b"b").unwrap().value, &b"2"[..]);
         // A record that does not parse in the middle is damage, not a tail.
         let mut damaged = log.clone();
         let start = old(1, b"a", b"1").len() + old(1, b"b", b"2").len();

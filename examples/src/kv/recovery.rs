@@ -332,12 +332,15 @@ async fn current_generation(
     writer.sync().await
 }
 
-/// Removes generation `generation`'s log (one a rewrite replaced); a failure is reported,
-/// not fatal: the next start removes it.
-pub async fn remove_generation(runtime: &runtime::Context, generation: u64) {
-    if let Err(error) = remove(runtime, name(generation).as_bytes()).await {
-        eprintln!("kv: removing the replaced log failed ({error}); the next start does");
-    }
+/// Removes generation `generation`'s log (one a rewrite replaced). The caller answers
+/// nobody from the new generation until this succeeds: while the replaced log exists, a
+/// start may pass over a damaged newer generation for it (see [`open`]), which is safe only
+/// if no write was acknowledged from the newer one alone.
+pub async fn remove_generation(
+    runtime: &runtime::Context,
+    generation: u64,
+) -> Result<(), runtime::Error> {
+    remove(runtime, name(generation).as_bytes()).await
 }
 
 async fn remove(runtime: &runtime::Context, name: &[u8]) -> Result<(), runtime::Error> {

@@ -25,6 +25,7 @@
 use super::log::{self, Data, Entry, Record};
 use super::recovery::{self, Opened};
 use actors::prelude::*;
+use bytes::Bytes;
 use runtime::buffer::paged::{CacheRef, Writer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,8 +242,10 @@ impl Store {
         }
         // Before anyone is answered from the new generation: while its predecessor exists,
         // no write was acknowledged from it alone (see `recovery::open`).
-        if let Some(old) = self.retiring.take() {
-            recovery::remove_generation(&self.shared.context, old).await;
+        if let Some(old) = self.retiring.take()
+            && let Err(error) = recovery::remove_generation(&self.shared.context, old).await
+        {
+            removal_failed(&error);
         }
         for answer in std::mem::take(&mut self.answers) {
             answer();
@@ -319,7 +322,7 @@ impl Store {
                 };
                 self.record(Record::Set {
                     key,
-                    value: next.to_string().into_bytes(),
+                    value: next.to_string().into_bytes().into(),
                     expires,
                 });
                 Outcome::Added(Ok(next))
@@ -620,12 +623,12 @@ pub enum Op {
     /// `SET`, if `when` allows, with `expiry`.
     Set {
         key: Vec<u8>,
-        value: Vec<u8>,
+        value: Bytes,
         when: When,
         expiry: Expiry,
     },
     /// `MSET`: every pair, their expiry cleared.
-    SetMany(Vec<(Vec<u8>, Vec<u8>)>),
+    SetMany(Vec<(Vec<u8>, Bytes)>),
     /// `INCRBY`: adds to the integer at the key (0 if absent), keeping its expiry.
     Add(Vec<u8>, i64),
     /// `DEL`.
@@ -646,8 +649,8 @@ pub enum Op {
 /// What an [`Op`] gave.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Value(Option<Vec<u8>>),
-    Values(Vec<Option<Vec<u8>>>),
+    Value(Option<Bytes>),
+    Values(Vec<Option<Bytes>>),
     /// Whether a `SET` or an `EXPIRE` applied.
     Applied(bool),
     Count(i64),
@@ -662,6 +665,19 @@ pub enum Outcome {
 /// sync the kernel may have dropped the pages it could not write while still serving them
 /// from its cache, so a restarted store would read back, and build on, bytes that are not on
 /// the disk. As Redis and PostgreSQL do, the process ends; a fresh start reads the disk.
+/// Ends the process after the log a rewrite replaced could not be removed: answering from
+/// the new generation while the old one exists would let a start that finds the new one
+/// damaged take the old one for the store, without the writes answered since. Nothing of
+/// the batch was answered; a fresh start finds the new generation (it says `Current`) and
+/// removes the old one.
+fn removal_failed(error: &runtime::Error) -> ! {
+    eprintln!(
+        "kv: removing the log a rewrite replaced failed ({error}); stopping before anything \
+         is answered from the new log (a fresh start removes the old one)"
+    );
+    std::process::exit(1);
+}
+
 fn sync_failed(error: &runtime::Error) -> ! {
     eprintln!(
         "kv: writing or syncing the log failed ({error}); stopping: what was written may not \
