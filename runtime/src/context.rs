@@ -11,10 +11,10 @@
 //!   on, so a factory panic, a refusal or the task's end each lower it exactly once.
 
 use crate::metrics::Label;
-use crate::runner::Shared;
+use crate::runner::RunnerState;
 use crate::stop::Signal;
-use crate::supervision::{NodeRef, Tree};
-use crate::task::{Execution, Handle, Home, Task};
+use crate::supervision::{NodeRef, ScopeNode};
+use crate::task::{Execution, Handle, Home, Placement, Task};
 use crate::time::Sleep;
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{Arrival, deliver};
@@ -31,8 +31,8 @@ use std::time::{Duration, SystemTime};
 /// A label path: the runner, its name, its attributes, and its task metric handles, resolved
 /// once per placement. Every node of the supervision tree carries its path, so a context is
 /// one pointer (its node) and cloning it costs one count.
-pub(crate) struct Scope {
-    shared: Arc<Shared>,
+pub(crate) struct LabelPath {
+    shared: Arc<RunnerState>,
     name: String,
     attributes: Vec<(&'static str, String)>,
     families: [OnceLock<(Counter, Gauge)>; 3],
@@ -40,10 +40,10 @@ pub(crate) struct Scope {
     /// and metric handles, so every child context with one label shares one (spawning
     /// thousands of actors under one label then makes one scope, not thousands). Labels are
     /// `'static`, so the list is bounded by the program's labels.
-    children: crate::sync::Mutex<Vec<(&'static str, Arc<Scope>)>>,
+    children: crate::sync::Mutex<Vec<(&'static str, Arc<LabelPath>)>>,
 }
 
-impl Scope {
+impl LabelPath {
     /// Lowers the running gauge of `execution` (raised by the spawn, before its factory ran).
     pub(crate) fn finish_running(&self, execution: Execution) {
         if let Some((_, running)) = self.families[execution.slot()].get() {
@@ -61,7 +61,11 @@ impl Scope {
         }
     }
 
-    fn new(shared: Arc<Shared>, name: String, attributes: Vec<(&'static str, String)>) -> Self {
+    fn new(
+        shared: Arc<RunnerState>,
+        name: String,
+        attributes: Vec<(&'static str, String)>,
+    ) -> Self {
         Self {
             shared,
             name,
@@ -81,21 +85,21 @@ pub struct Context {
 
 impl Context {
     /// The root context: a root scope of the runner.
-    pub(crate) fn root(shared: Arc<Shared>) -> Self {
-        let scope = Arc::new(Scope::new(shared, String::new(), Vec::new()));
+    pub(crate) fn root(shared: Arc<RunnerState>) -> Self {
+        let scope = Arc::new(LabelPath::new(shared, String::new(), Vec::new()));
         Self {
-            tree: Tree::root(scope),
+            tree: ScopeNode::root(scope),
             execution: Execution::default(),
         }
     }
 
     /// The runner this context belongs to.
-    pub(crate) fn runtime(&self) -> &Arc<Shared> {
+    pub(crate) fn runtime(&self) -> &Arc<RunnerState> {
         &self.scope().shared
     }
 
     /// The scope `child(label)` labels its node with: made once per label under this scope.
-    fn child_scope(&self, label: &'static str) -> Arc<Scope> {
+    fn child_scope(&self, label: &'static str) -> Arc<LabelPath> {
         let scope = self.scope();
         let mut children = scope.children.lock();
         match children.iter().find(|(existing, _)| *existing == label) {
@@ -106,7 +110,7 @@ impl Context {
                 } else {
                     format!("{}_{label}", scope.name)
                 };
-                let child = Arc::new(Scope::new(
+                let child = Arc::new(LabelPath::new(
                     scope.shared.clone(),
                     name,
                     scope.attributes.clone(),
@@ -124,7 +128,7 @@ impl Context {
     pub fn __shared_child(&self, label: &'static str) -> Self {
         check_label(label);
         Context {
-            tree: Tree::shared_child(&self.tree, label, || self.child_scope(label)).0,
+            tree: ScopeNode::shared_child(&self.tree, label, || self.child_scope(label)).0,
             execution: self.execution,
         }
     }
@@ -149,19 +153,19 @@ impl Context {
         &self.scope().name
     }
 
-    fn scope(&self) -> &Arc<Scope> {
+    fn scope(&self) -> &Arc<LabelPath> {
         self.tree.scope()
     }
 
     /// A context on a new scope node under this one, for `scope`.
-    fn with_scope(&self, scope: Scope) -> Context {
+    fn with_scope(&self, scope: LabelPath) -> Context {
         self.with_shared_scope(Arc::new(scope))
     }
 
     /// A context on a new node of the tree, under this one, labelled by `scope`.
-    fn with_shared_scope(&self, scope: Arc<Scope>) -> Context {
+    fn with_shared_scope(&self, scope: Arc<LabelPath>) -> Context {
         Context {
-            tree: Tree::child(&self.tree, scope).0,
+            tree: ScopeNode::child(&self.tree, scope).0,
             execution: self.execution,
         }
     }
@@ -217,7 +221,7 @@ impl Spawner for Context {
             None => attributes.push((key, value)),
         }
         // A scope of its own, under this one: the attribute labels what is spawned from it.
-        self.with_scope(Scope::new(
+        self.with_scope(LabelPath::new(
             scope.shared.clone(),
             scope.name.clone(),
             attributes,
@@ -245,8 +249,8 @@ impl Spawner for Context {
         if self.tree.is_aborted() || self.runtime().tasks.is_closed() {
             return Handle::closed();
         }
-        let lease = match self.execution {
-            Execution::Shared(false) => None,
+        let lease = match self.execution.placement() {
+            Placement::Pool => None,
             _ => match self.runtime().workers.reserve() {
                 Some(lease) => Some(lease),
                 None => return Handle::closed(),
@@ -269,16 +273,16 @@ impl Spawner for Context {
         let (task, runnable, join) = prepared.install(future);
         let handle = Handle::new(join);
         match (lease, inbox) {
-            (Some(active), Some(inbox)) => {
+            (Some(lease), Some(inbox)) => {
                 dedicated::launch(
                     Launch {
                         task,
                         runnable,
                         inbox,
                         shared: self.runtime().clone(),
-                        active,
+                        lease,
                     },
-                    self.execution == Execution::Shared(true),
+                    self.execution.placement() == Placement::Blocking,
                 );
             }
             _ => {

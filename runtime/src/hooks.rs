@@ -4,7 +4,7 @@
 //! exists outside `cfg(test)`.
 
 use crate::pool::Pool;
-use crate::runner::Shared;
+use crate::runner::RunnerState;
 use crate::sync::Mutex;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ pub(crate) fn inject(directory: &Path, fault: Fault) {
     FAULTS.lock().push((directory.to_path_buf(), fault));
 }
 
-fn take(shared: &Shared, fault: Fault) -> bool {
+fn take(shared: &RunnerState, fault: Fault) -> bool {
     let mut faults = FAULTS.lock();
     let directory = shared.config.storage_directory();
     match faults
@@ -82,7 +82,7 @@ pub(crate) fn before_abort() {
 
 /// Called on every native worker's own thread before its ring is created: worker zero and
 /// pool workers with their index, dedicated workers with `None`.
-pub(crate) fn before_startup(shared: &Shared, worker: Option<usize>) -> std::io::Result<()> {
+pub(crate) fn before_startup(shared: &RunnerState, worker: Option<usize>) -> std::io::Result<()> {
     if let Some(text) = FAIL_STARTUP.with(|fail| fail.borrow_mut().take()) {
         return Err(std::io::Error::other(text));
     }
@@ -97,7 +97,7 @@ pub(crate) fn before_startup(shared: &Shared, worker: Option<usize>) -> std::io:
 }
 
 /// Called before a dedicated or blocking thread is launched: whether the launch must fail.
-pub(crate) fn launch_fails(shared: &Shared) -> bool {
+pub(crate) fn launch_fails(shared: &RunnerState) -> bool {
     take(shared, Fault::Launch)
 }
 

@@ -2,7 +2,7 @@
 //! thread, shut down.
 //!
 //! Startup, in order: validate the config (nothing exists yet); create and lock the storage
-//! directory; build [`Shared`]; start worker zero's ring on this thread; launch the pool
+//! directory; build [`RunnerState`]; start worker zero's ring on this thread; launch the pool
 //! workers one at a time, each reporting its startup before the next; spawn the service task;
 //! call the root builder.
 //!
@@ -11,7 +11,7 @@
 //! closes and every running metric finishes before any future is dropped); close and drain the
 //! task set on this thread; join the pool workers; wait for the registry; close worker zero
 //! (ring drained, timers closed, callbacks run) with its `Local` still installed; remove it;
-//! release `Shared` and with it the storage lock.
+//! release `RunnerState` and with it the storage lock.
 //!
 //! The result is the root's panic if it panicked, else the first worker failure, else the
 //! root's output.
@@ -25,7 +25,7 @@ use crate::pool::Pool;
 use crate::stop::Stopper;
 use crate::task::Tasks;
 use crate::traits::{Clock, Spawner};
-use crate::worker::dedicated::registry::Workers;
+use crate::worker::dedicated::registry::ThreadRegistry;
 use crate::worker::{Local, RootWake, Seat, Worker};
 use std::fs::{File, OpenOptions};
 use std::future::Future;
@@ -38,10 +38,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// What every context of a runner shares.
-pub struct Shared {
+pub struct RunnerState {
     pub(crate) config: Config,
     pub(crate) pool: Arc<Pool>,
-    pub(crate) workers: Arc<Workers>,
+    pub(crate) workers: Arc<ThreadRegistry>,
     pub(crate) tasks: Tasks,
     pub(crate) panicker: Panicker,
     pub(crate) metrics: RuntimeMetrics,
@@ -163,7 +163,7 @@ fn lock_storage(config: &Config) -> Result<StorageLock, String> {
 }
 
 struct Started {
-    shared: Arc<Shared>,
+    shared: Arc<RunnerState>,
     local: std::rc::Rc<Local>,
     pool_workers: PoolWorkers,
 }
@@ -197,9 +197,9 @@ fn start_workers(config: Config) -> Result<Started, String> {
         Pool::new(config.worker_threads, config.global_queue_interval)
             .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,
     );
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(RunnerState {
         pool: pool.clone(),
-        workers: Arc::new(Workers::default()),
+        workers: Arc::new(ThreadRegistry::default()),
         tasks: Tasks::default(),
         panicker: Panicker::default(),
         metrics: RuntimeMetrics::new(),
@@ -256,7 +256,7 @@ pub(crate) struct PoolLaunch {
     /// The pool worker whose thread launch fails, once.
     pub(crate) fail_at: Option<usize>,
     /// The shared services of the runner that launched pool workers, not kept alive.
-    pub(crate) shared: std::sync::Weak<Shared>,
+    pub(crate) shared: std::sync::Weak<RunnerState>,
     /// The pool of the runner that launched pool workers, kept past the runner.
     pub(crate) pool: Option<Arc<Pool>>,
 }
@@ -275,7 +275,7 @@ pub(crate) const POOL_LAUNCH_FAILURE: &str = "injected pool thread launch failur
 /// Called on the runner's thread before pool worker `index`'s thread is launched: records the
 /// runner if [`POOL_LAUNCH`] is armed, and fails the launch it names.
 #[cfg(test)]
-fn before_pool_launch(shared: &Arc<Shared>, index: usize) -> std::io::Result<()> {
+fn before_pool_launch(shared: &Arc<RunnerState>, index: usize) -> std::io::Result<()> {
     POOL_LAUNCH.with(|slot| {
         let mut slot = slot.borrow_mut();
         let Some(launch) = slot.as_mut() else {
@@ -291,7 +291,7 @@ fn before_pool_launch(shared: &Arc<Shared>, index: usize) -> std::io::Result<()>
     })
 }
 
-fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
+fn create_driver(shared: &RunnerState, index: usize) -> std::io::Result<Driver> {
     #[cfg(test)]
     crate::hooks::before_startup(shared, Some(index))?;
     Driver::new(
@@ -302,7 +302,7 @@ fn create_driver(shared: &Shared, index: usize) -> std::io::Result<Driver> {
     )
 }
 
-fn pool_worker(shared: Arc<Shared>, index: usize, report: mpsc::Sender<std::io::Result<()>>) {
+fn pool_worker(shared: Arc<RunnerState>, index: usize, report: mpsc::Sender<std::io::Result<()>>) {
     let driver = match create_driver(&shared, index) {
         Ok(driver) => driver,
         Err(error) => {

@@ -1,4 +1,4 @@
-//! The supervision tree. Its nodes are of two kinds: scopes ([`Tree`]: the runner's root and
+//! The supervision tree. Its nodes are of two kinds: scopes ([`ScopeNode`]: the runner's root and
 //! every [`child`](crate::Spawner::child) context) and tasks (the task cell itself, so a spawn
 //! allocates nothing for supervision). Both carry a [`NodeCore`]: a closed flag and the links
 //! to their parent and children.
@@ -17,7 +17,7 @@
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
 
-use crate::context::Scope;
+use crate::context::LabelPath;
 use crate::slab::Slab;
 use crate::sync::Mutex;
 use crate::task::cell::{TaskPtr, TaskRef};
@@ -29,14 +29,14 @@ use std::sync::{Arc, Weak};
 /// freed, and an entry is only turned into a counted reference under the parent's lock, which
 /// that leaving needs too, so an entry never outlives its cell.
 enum Child {
-    Scope(Weak<Tree>),
+    Scope(Weak<ScopeNode>),
     Task(TaskPtr),
 }
 
 /// A reference to a node of either kind.
 #[derive(Clone)]
 pub(crate) enum NodeRef {
-    Scope(Arc<Tree>),
+    Scope(Arc<ScopeNode>),
     Task(TaskRef),
 }
 
@@ -44,15 +44,15 @@ pub(crate) enum NodeRef {
 struct Links {
     /// Allocated with the first child: most tasks never have one, and their cells stay small.
     children: Option<Box<Slab<Child>>>,
-    /// The scope nodes `Tree::shared_child` made here, by label, held weakly: alive while a
+    /// The scope nodes `ScopeNode::shared_child` made here, by label, held weakly: alive while a
     /// context or task under them is. Allocated with the first one.
     shared: Option<Box<SharedChildren>>,
     /// The parent; dropped when the node ends.
     parent: Option<NodeRef>,
 }
 
-/// Scope nodes shared by label (see `Tree::shared_child`).
-type SharedChildren = Vec<(&'static str, Weak<Tree>)>;
+/// Scope nodes shared by label (see `ScopeNode::shared_child`).
+type SharedChildren = Vec<(&'static str, Weak<ScopeNode>)>;
 
 /// What every node carries.
 #[derive(Default)]
@@ -65,19 +65,19 @@ pub(crate) struct NodeCore {
     links: Mutex<Links>,
     /// The label path (and runner) of contexts on this node; `None` only for the bare cells
     /// of unit tests.
-    scope: Option<Arc<Scope>>,
+    scope: Option<Arc<LabelPath>>,
 }
 
 impl NodeCore {
     /// The label path of this node (every node of a runner has one).
-    pub(crate) fn scope(&self) -> &Arc<Scope> {
+    pub(crate) fn scope(&self) -> &Arc<LabelPath> {
         self.scope
             .as_ref()
             .expect("every node of a runner has a scope")
     }
 
     /// A node for `scope` under `parent` (not adopted yet).
-    pub(crate) fn under(parent: NodeRef, scope: Arc<Scope>) -> Self {
+    pub(crate) fn under(parent: NodeRef, scope: Arc<LabelPath>) -> Self {
         Self {
             closed: AtomicBool::new(false),
             slot: AtomicUsize::new(usize::MAX),
@@ -169,7 +169,7 @@ impl NodeRef {
     }
 
     /// The label path of contexts on this node.
-    pub(crate) fn scope(&self) -> &Arc<Scope> {
+    pub(crate) fn scope(&self) -> &Arc<LabelPath> {
         self.core().scope()
     }
 
@@ -248,14 +248,14 @@ pub(crate) fn end(task: &TaskRef) {
     core.leave(parent, task.identity());
 }
 
-impl Tree {
+impl ScopeNode {
     /// A scope node for `label` under `parent`, shared by every call with that label while it
     /// lives (the first call makes it with `scope`), and whether `parent` was closed. For
     /// spawning many tasks under one label (actors) without a node per task.
     pub(crate) fn shared_child(
         parent: &NodeRef,
         label: &'static str,
-        scope: impl FnOnce() -> Arc<Scope>,
+        scope: impl FnOnce() -> Arc<LabelPath>,
     ) -> (NodeRef, bool) {
         {
             let links = parent.core().links.lock();
@@ -270,7 +270,7 @@ impl Tree {
                 return (NodeRef::Scope(node), closed);
             }
         }
-        let (node, closed) = Tree::child(parent, scope());
+        let (node, closed) = ScopeNode::child(parent, scope());
         if let (NodeRef::Scope(tree), false) = (&node, closed) {
             let mut links = parent.core().links.lock();
             let shared = links.shared.get_or_insert_with(Box::default);
@@ -282,14 +282,14 @@ impl Tree {
 }
 
 /// A scope node: the runner's root or a `child` context.
-pub struct Tree {
+pub struct ScopeNode {
     core: NodeCore,
 }
 
-impl Tree {
+impl ScopeNode {
     /// A new root node for `scope`.
-    pub(crate) fn root(scope: Arc<Scope>) -> NodeRef {
-        NodeRef::Scope(Arc::new(Tree {
+    pub(crate) fn root(scope: Arc<LabelPath>) -> NodeRef {
+        NodeRef::Scope(Arc::new(ScopeNode {
             core: NodeCore {
                 scope: Some(scope),
                 ..NodeCore::default()
@@ -299,8 +299,8 @@ impl Tree {
 
     /// A new node for `label_path` under `parent`, and whether `parent` was already closed (in
     /// which case the node is born closed).
-    pub(crate) fn child(parent: &NodeRef, label_path: Arc<Scope>) -> (NodeRef, bool) {
-        let scope = Arc::new(Tree {
+    pub(crate) fn child(parent: &NodeRef, label_path: Arc<LabelPath>) -> (NodeRef, bool) {
+        let scope = Arc::new(ScopeNode {
             core: NodeCore::under(parent.clone(), label_path),
         });
         match parent.core().adopt(Child::Scope(Arc::downgrade(&scope))) {
@@ -316,11 +316,11 @@ impl Tree {
     }
 }
 
-impl Drop for Tree {
+impl Drop for ScopeNode {
     fn drop(&mut self) {
         // Give the slot back, so that a parent keeps a list as long as its live children.
         let parent = self.core.links.get_mut().parent.take();
-        self.core.leave(parent, (self as *const Tree).cast());
+        self.core.leave(parent, (self as *const ScopeNode).cast());
     }
 }
 

@@ -712,12 +712,12 @@ mod tests {
     }
 
     /// Whether the operation behind `shared` has finished (its output is taken).
-    fn finished(shared: &operation::Shared) -> bool {
+    fn finished(shared: &operation::Completion) -> bool {
         output(shared).is_some()
     }
 
     /// The output of the operation behind `shared`, taken, if it has finished.
-    fn output(shared: &operation::Shared) -> Option<RequestOutput> {
+    fn output(shared: &operation::Completion) -> Option<RequestOutput> {
         match shared.poll(Waker::noop()) {
             Poll::Ready(output) => Some(output),
             Poll::Pending => None,

@@ -1,7 +1,7 @@
 //! A registered io_uring operation and the future that observes it.
 //!
 //! A registration lives on the worker that first polled it. Its result travels through a
-//! shared slot ([`Shared`]) that any thread may poll: polled elsewhere, the future leaves its
+//! shared slot ([`Completion`]) that any thread may poll: polled elsewhere, the future leaves its
 //! waker in the slot for the owner to wake (the latest waker wins), and the registration itself
 //! never moves.
 //!
@@ -114,7 +114,7 @@ pub(crate) enum RequestOutput {
 
 /// The slot an operation's observer and its owner share.
 #[derive(Default)]
-pub(crate) struct Shared {
+pub(crate) struct Completion {
     outcome: Mutex<Outcome>,
     waker: AtomicWaker,
 }
@@ -128,7 +128,7 @@ struct Outcome {
     shut_write_after: bool,
 }
 
-impl Shared {
+impl Completion {
     /// Takes the result if it has landed, leaving `waker` to be woken when it does.
     pub(crate) fn poll(&self, waker: &Waker) -> Poll<RequestOutput> {
         self.waker.register(waker);
@@ -150,7 +150,7 @@ impl Shared {
 
 /// What the driver keeps for an operation in flight.
 pub(crate) struct InFlight {
-    shared: Arc<Shared>,
+    shared: Arc<Completion>,
     kind: Kind,
     /// Unique per driver: tells a deadline entry whether its operation is still this one.
     pub(super) id: u64,
@@ -605,8 +605,8 @@ impl Request {
 
 impl Driver {
     /// Registers `request` on this ring and returns the slot its result lands in.
-    pub(crate) fn register(&mut self, request: Request) -> Arc<Shared> {
-        let shared = Arc::new(Shared::default());
+    pub(crate) fn register(&mut self, request: Request) -> Arc<Completion> {
+        let shared = Arc::new(Completion::default());
         let (kind, deadline) = request.into_kind();
         self.submit(
             InFlight {
@@ -625,7 +625,7 @@ impl Driver {
 
 /// The closing flag of a worker: set once its cleanup has drained its ring. Whoever holds
 /// results of that worker's registrations can tell whether they were observed in its life.
-pub(crate) type Life = Arc<std::sync::atomic::AtomicBool>;
+pub(crate) type RingClosed = Arc<std::sync::atomic::AtomicBool>;
 
 /// Runs `f` with the ring of the worker running on this thread; `None` if there is none (a
 /// foreign thread) or that worker is closing.
@@ -649,19 +649,19 @@ pub(crate) fn submit_now() {
 
 /// Registers every request on the worker running on this thread, in order, and returns their
 /// slots with the worker's closing flag; `None` if there is no worker or it is closing.
-pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Shared>>, Life)> {
+pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Completion>>, RingClosed)> {
     with_open_driver(|driver, local| {
         let slots = requests
             .into_iter()
             .map(|request| driver.register(request))
             .collect();
-        (slots, local.life())
+        (slots, local.ring_closed())
     })
 }
 
 /// Registers `request` on the worker running on this thread, or hands it back if there is
 /// none (a foreign thread) or that worker is closing.
-pub(crate) fn register_here(request: Request) -> Result<Arc<Shared>, Request> {
+pub(crate) fn register_here(request: Request) -> Result<Arc<Completion>, Request> {
     let mut request = Some(request);
     with_open_driver(|driver, _| driver.register(request.take().expect("taken once")))
         .ok_or_else(|| request.expect("not registered"))
@@ -671,7 +671,7 @@ pub(crate) fn register_here(request: Request) -> Result<Arc<Shared>, Request> {
 /// kernel's answer. Dropped after its first poll, the operation still runs to its end.
 pub(crate) struct Operation {
     request: Option<Request>,
-    shared: Option<Arc<Shared>>,
+    shared: Option<Arc<Completion>>,
 }
 
 impl Operation {
@@ -688,7 +688,7 @@ impl Operation {
     }
 
     /// The slot of a registered operation.
-    pub(crate) fn slot(&self) -> Option<&Arc<Shared>> {
+    pub(crate) fn slot(&self) -> Option<&Arc<Completion>> {
         self.shared.as_ref()
     }
 }

@@ -31,7 +31,7 @@ mod direct;
 
 use crate::buffer::{IoBufMut, IoBufs, IoBufsMut};
 use crate::context::Context;
-use crate::driver::operation::{Life, Shared, register_batch};
+use crate::driver::operation::{Completion, RingClosed, register_batch};
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::{Error, Storage};
 use std::future::Future;
@@ -284,7 +284,7 @@ impl Blob {
                 blob,
                 invalid,
                 slots: registered.as_ref().map(|(slots, _)| slots.clone()),
-                life: registered.map(|(_, life)| life),
+                ring_closed: registered.map(|(_, closed)| closed),
                 results: ranges
                     .into_iter()
                     .map(|(offset, len)| Range {
@@ -311,8 +311,8 @@ pub struct ReadMany {
     /// A range that cannot be read (it ends past the largest file offset).
     invalid: Option<Error>,
     /// The reads' slots, one per non-empty range in order; `None` if no worker took them.
-    slots: Option<Vec<Arc<Shared>>>,
-    life: Option<Life>,
+    slots: Option<Vec<Arc<Completion>>>,
+    ring_closed: Option<RingClosed>,
     results: Vec<Range>,
 }
 
@@ -321,8 +321,8 @@ impl ReadMany {
     /// issued them closed. Polling then reports [`Error::ReadFailed`], and the same reads
     /// issued again (from a live worker) would succeed.
     pub(crate) fn is_orphaned(&self) -> bool {
-        match &self.life {
-            Some(life) => life.load(Ordering::Acquire),
+        match &self.ring_closed {
+            Some(closed) => closed.load(Ordering::Acquire),
             None => self.invalid.is_none(),
         }
     }
@@ -344,10 +344,10 @@ impl Future for ReadMany {
                 .map(|_| IoBufsMut::from(IoBufMut::default()))
                 .collect()));
         }
-        let (Some(slots), Some(life)) = (&this.slots, &this.life) else {
+        let (Some(slots), Some(closed)) = (&this.slots, &this.ring_closed) else {
             return Poll::Ready(Err(Error::ReadFailed));
         };
-        if life.load(Ordering::Acquire) {
+        if closed.load(Ordering::Acquire) {
             // The issuing worker is gone: what it read went with it.
             return Poll::Ready(Err(Error::ReadFailed));
         }
@@ -379,7 +379,7 @@ impl Future for ReadMany {
                     // A read is cancelled only by its worker closing, which publishes the
                     // cancellation just before it marks the ring drained.
                     let cancelled = error.raw_os_error() == Some(libc::ECANCELED);
-                    if cancelled || life.load(Ordering::Acquire) {
+                    if cancelled || closed.load(Ordering::Acquire) {
                         return Poll::Ready(Err(Error::ReadFailed));
                     }
                     return Poll::Ready(Err(this.blob.failed(error)));

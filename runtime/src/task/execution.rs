@@ -16,20 +16,36 @@ impl Default for Execution {
     }
 }
 
+/// The three placements a spawn can have, named: what the crate matches on instead of
+/// `Shared(bool)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// The work-stealing pool.
+    Pool,
+    /// A thread of its own, reused by later blocking tasks.
+    Blocking,
+    /// A thread and ring of its own.
+    Dedicated,
+}
+
 impl Execution {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub(crate) fn placement(self) -> Placement {
         match self {
-            Execution::Shared(false) => "shared",
-            Execution::Shared(true) => "blocking",
-            Execution::Dedicated => "dedicated",
+            Execution::Shared(false) => Placement::Pool,
+            Execution::Shared(true) => Placement::Blocking,
+            Execution::Dedicated => Placement::Dedicated,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self.placement() {
+            Placement::Pool => "shared",
+            Placement::Blocking => "blocking",
+            Placement::Dedicated => "dedicated",
         }
     }
 
     pub(crate) fn slot(self) -> usize {
-        match self {
-            Execution::Shared(false) => 0,
-            Execution::Shared(true) => 1,
-            Execution::Dedicated => 2,
-        }
+        self.placement() as usize
     }
 }

@@ -10,7 +10,7 @@
 
 use super::Execution;
 use crate::Error;
-use crate::context::Scope;
+use crate::context::LabelPath;
 use crate::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -23,7 +23,7 @@ pub(crate) struct Slot<T> {
 }
 
 /// Where one task's result goes, until its handle takes it. The running metric and the
-/// panic policy come from the task's label path ([`Scope`]), passed in by the cell.
+/// panic policy come from the task's label path ([`LabelPath`]), passed in by the cell.
 pub(crate) struct JoinSlot<T> {
     slot: Mutex<Slot<T>>,
     execution: Execution,
@@ -44,7 +44,7 @@ impl<T> JoinSlot<T> {
 
     /// Publishes `result` unless something was published first; finishes the running metric
     /// and wakes the handle after the lock is released. Returns whether it published.
-    pub(crate) fn publish(&self, result: Result<T, Error>, scope: &Scope) -> bool {
+    pub(crate) fn publish(&self, result: Result<T, Error>, scope: &LabelPath) -> bool {
         let handle = {
             let mut slot = self.slot.lock();
             if slot.published {
@@ -63,7 +63,7 @@ impl<T> JoinSlot<T> {
 
     /// Publishes `Closed` unless a result was published first. Returns whether it did (the
     /// caller then wakes the task so its future is dropped).
-    pub(crate) fn abort(&self, scope: &Scope) -> bool {
+    pub(crate) fn abort(&self, scope: &LabelPath) -> bool {
         self.publish(Err(Error::Closed), scope)
     }
 

@@ -10,5 +10,6 @@ pub(crate) mod set;
 
 pub(crate) use cell::{Home, Inbox, Polled, Runnable, Task};
 pub use execution::Execution;
+pub(crate) use execution::Placement;
 pub use handle::Handle;
 pub use set::Tasks;

@@ -5,7 +5,7 @@
 use super::*;
 use crate::RingConfig;
 use crate::hooks::{AFTER_RELEASE, Fault, STARTUP_FAILURE, inject};
-use crate::worker::dedicated::registry::Workers;
+use crate::worker::dedicated::registry::ThreadRegistry;
 use futures::future::{pending, poll_fn};
 use std::fs::File;
 use std::os::fd::OwnedFd;
@@ -23,7 +23,7 @@ async fn leases_released(context: &Context) {
 /// A never-polled payload that records its drop, checks that the registry still counts its
 /// lease and is unlocked while it drops, and may panic there.
 struct RejectedPayload {
-    workers: Arc<Workers>,
+    workers: Arc<ThreadRegistry>,
     drops: Drops,
     explode: bool,
 }

@@ -126,7 +126,7 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
         let directory = config.storage_directory().clone();
         Runner::new(config).start(|context| async move {
             struct Payload(
-                Arc<crate::worker::dedicated::registry::Workers>,
+                Arc<crate::worker::dedicated::registry::ThreadRegistry>,
                 Drops,
                 bool,
             );

@@ -95,8 +95,8 @@ pub struct Local {
     /// The worker's loop has ended: its run queue is no longer drained, so runnables woken or
     /// spawned on this thread go to the global queue.
     left_pool: Cell<bool>,
-    /// Set when the worker's cleanup has drained its ring (see [`Local::life`]).
-    closed: crate::driver::operation::Life,
+    /// Set when the worker's cleanup has drained its ring (see [`Local::ring_closed`]).
+    closed: crate::driver::operation::RingClosed,
     /// The borrowable part.
     pub state: RefCell<WorkerState>,
 }
@@ -179,11 +179,11 @@ impl Local {
 
     /// A flag set once this worker's cleanup has drained its ring: results of its
     /// registrations first observed after that are reported lost.
-    pub(crate) fn life(&self) -> crate::driver::operation::Life {
+    pub(crate) fn ring_closed(&self) -> crate::driver::operation::RingClosed {
         self.closed.clone()
     }
 
-    /// Marks the worker's ring drained (see [`Local::life`]).
+    /// Marks the worker's ring drained (see [`Local::ring_closed`]).
     pub(crate) fn set_closed(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);

@@ -37,7 +37,7 @@ use super::park::Spinner;
 use super::{Local, RootWake, TURN_BUDGET, push_local, run_deferred, service};
 use crate::panic::Panics;
 use crate::pool::{CAPACITY, Message, Pool};
-use crate::runner::Shared;
+use crate::runner::RunnerState;
 use crate::task::{Polled, Runnable};
 use std::future::Future;
 use std::pin::Pin;
@@ -48,7 +48,7 @@ use std::task::{Context, Poll, Waker};
 /// A pool worker's loop state.
 pub(crate) struct Worker {
     pub(super) local: Rc<Local>,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<RunnerState>,
     pub(super) index: usize,
     /// Polls since the last look at the global queue.
     pub(super) tick: u32,
@@ -68,7 +68,7 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(local: Rc<Local>, shared: Arc<Shared>, index: usize) -> Self {
+    pub(crate) fn new(local: Rc<Local>, shared: Arc<RunnerState>, index: usize) -> Self {
         let spinner = Spinner::new(&shared.config.idle_spinner);
         Self {
             local,

@@ -20,10 +20,10 @@ use super::{Local, close_keeping_ring, run_deferred, service, wait};
 use crate::driver::Driver;
 use crate::panic::{Panics, Payload};
 use crate::pool::wake::WakeState;
-use crate::runner::Shared;
+use crate::runner::RunnerState;
 use crate::sync::Mutex;
 use crate::task::{Inbox, Polled, Runnable, Task};
-use registry::Active;
+use registry::Lease;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
@@ -66,9 +66,9 @@ pub struct Launch {
     pub(crate) task: Task,
     pub(crate) runnable: Runnable,
     pub(crate) inbox: Arc<TaskInbox>,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<RunnerState>,
     /// The registry lease.
-    pub active: Active,
+    pub lease: Lease,
 }
 
 impl Launch {
@@ -80,12 +80,12 @@ impl Launch {
             runnable,
             inbox,
             shared,
-            active,
+            lease,
         } = self;
         drop(runnable);
         Panics::contain(|| task.clear());
         drop((task, inbox, shared));
-        drop(active);
+        drop(lease);
     }
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn launch(launch: Launch, blocking: bool) {
         panic!("failed to spawn thread: injected worker launch failure");
     }
     let (launch, name) = if blocking {
-        match launch.active.0.clone().hand_to_parked(launch) {
+        match launch.lease.0.clone().hand_to_parked(launch) {
             Ok(()) => return,
             Err(launch) => (launch, "iouring-blocking"),
         }
@@ -128,7 +128,7 @@ pub(crate) fn launch(launch: Launch, blocking: bool) {
     }
 }
 
-fn report_startup_failure(shared: &Shared, error: std::io::Error) {
+fn report_startup_failure(shared: &RunnerState, error: std::io::Error) {
     let message = format!("failed to create native io_uring worker: {error}");
     // Raise it once so the panic hook prints it where it happened; then carry the payload on
     // without printing again.
@@ -140,7 +140,7 @@ fn report_startup_failure(shared: &Shared, error: std::io::Error) {
     }
 }
 
-fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
+fn start(shared: &RunnerState) -> std::io::Result<(WakeState, Driver)> {
     #[cfg(test)]
     crate::hooks::before_startup(shared, None)?;
     let state = WakeState::new()?;
@@ -156,7 +156,7 @@ fn start(shared: &Shared) -> std::io::Result<(WakeState, Driver)> {
 /// A dedicated or blocking thread: start the ring, run the task, and, on a blocking thread,
 /// park for the next one while the ring is healthy.
 fn thread_main(first: Launch, blocking: bool) {
-    let registry = first.active.0.clone();
+    let registry = first.lease.0.clone();
     let (state, driver) = match start(&first.shared) {
         Ok(parts) => parts,
         Err(error) => {
@@ -196,7 +196,7 @@ fn run(launch: Launch, state: &Arc<WakeState>, driver: Driver) -> Option<Driver>
         runnable,
         inbox,
         shared,
-        active,
+        lease,
     } = launch;
     let state = inbox.state.get_or_init(|| state.clone());
     let local = Local::new(None, driver);
@@ -232,7 +232,7 @@ fn run(launch: Launch, state: &Arc<WakeState>, driver: Driver) -> Option<Driver>
         shared.panicker.worker_failed(payload);
     }
     drop(shared);
-    drop(active);
+    drop(lease);
     test_hook!(after_release());
     ring.filter(|_| healthy)
 }

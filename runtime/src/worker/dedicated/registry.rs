@@ -2,7 +2,7 @@
 //! waits on, and the blocking threads parked between tasks.
 //!
 //! Invariants:
-//! - A lease ([`Active`]) is taken before a dedicated task's factory runs and released only
+//! - A lease ([`Lease`]) is taken before a dedicated task's factory runs and released only
 //!   after its worker has finished all cleanup, so `wait` returning means no dedicated worker
 //!   holds anything of the runner any more.
 //! - `reserve` after `close` returns `None` and counts nothing; leases taken before `close`
@@ -61,14 +61,14 @@ impl std::fmt::Debug for State {
 
 /// The dedicated and blocking worker registry.
 #[derive(Default)]
-pub struct Workers {
+pub struct ThreadRegistry {
     /// The counters (non-poisoning lock).
     pub state: Mutex<State>,
     released: Condvar,
 }
 
 /// A lease on the registry; released on drop.
-pub struct Active(pub Arc<Workers>);
+pub struct Lease(pub Arc<ThreadRegistry>);
 
 /// What a parked blocking thread is told.
 enum Handoff {
@@ -90,15 +90,15 @@ impl Parked {
     }
 }
 
-impl Workers {
+impl ThreadRegistry {
     /// Takes a lease unless the registry is closed.
-    pub fn reserve(self: &Arc<Self>) -> Option<Active> {
+    pub fn reserve(self: &Arc<Self>) -> Option<Lease> {
         let mut state = self.state.lock();
         if state.closed {
             return None;
         }
         state.active += 1;
-        Some(Active(self.clone()))
+        Some(Lease(self.clone()))
     }
 
     /// Refuses every later lease and tells parked blocking threads to exit.
@@ -136,7 +136,7 @@ impl Workers {
 
     /// Parks the calling blocking thread until a spawner hands it a task, or until the
     /// keep-alive passes or the registry closes (`None`: the thread should exit, and then
-    /// call [`Workers::left`]).
+    /// call [`ThreadRegistry::left`]).
     pub(crate) fn park(&self) -> Option<Launch> {
         let me = Arc::new(Parked {
             handoff: Mutex::new(Handoff::Waiting),
@@ -193,7 +193,7 @@ impl Workers {
 }
 
 #[cfg(test)]
-impl Workers {
+impl ThreadRegistry {
     /// Blocking threads parked now.
     pub(crate) fn parked_threads(&self) -> usize {
         self.state.lock().parked.len()
@@ -210,7 +210,7 @@ impl Workers {
     }
 }
 
-impl Drop for Active {
+impl Drop for Lease {
     fn drop(&mut self) {
         let mut state = self.0.state.lock();
         state.active -= 1;
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_lease_taken_before_close_stays_counted_until_released() {
-        let workers = Arc::new(Workers::default());
+        let workers = Arc::new(ThreadRegistry::default());
         let lease = workers.reserve().expect("open registry");
         workers.close();
         assert_eq!(workers.state.lock().active, 1);
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn reserve_after_close_counts_nothing() {
-        let workers = Arc::new(Workers::default());
+        let workers = Arc::new(ThreadRegistry::default());
         workers.close();
         assert!(workers.reserve().is_none());
         assert_eq!(workers.state.lock().active, 0);
