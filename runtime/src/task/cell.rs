@@ -9,13 +9,9 @@
 //!
 //! # The state word
 //!
-//! ```text
-//! IDLE (0) ──wake──▶ SCHEDULED ──run──▶ RUNNING ──Pending──▶ IDLE
-//!                                          │ wake ──▶ RUNNING|NOTIFIED ──Pending──▶ SCHEDULED (requeued by the poller)
-//!                                          │ Ready ─────────────────────▶ COMPLETE
-//!                                          │ clear ──▶ RUNNING|CANCELLED ──poll returns──▶ COMPLETE (poller drops the future)
-//! IDLE or SCHEDULED ──clear──▶ COMPLETE (the clearer drops the future)
-//! ```
+//! [`super::state`] keeps the word and names its transitions (`start_poll`, `end_poll`,
+//! `complete`, `wake`, `clear`); each returns what its caller must do, and this file only
+//! acts on those outcomes.
 //!
 //! Invariants:
 //! - `SCHEDULED` is set exactly while one [`Runnable`] for the cell exists; only the thread
@@ -37,6 +33,7 @@
 
 use super::Execution;
 use super::join::JoinSlot;
+use super::state::{Clear, EndPoll, StartPoll, State, Wake};
 use crate::Error;
 use crate::panic::Panics;
 use crate::pool::Pool;
@@ -50,12 +47,6 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
-
-const SCHEDULED: usize = 1;
-const RUNNING: usize = 2;
-const NOTIFIED: usize = 4;
-const COMPLETE: usize = 8;
-const CANCELLED: usize = 16;
 
 /// What a poll of a runnable led to, for the worker that ran it.
 pub(crate) enum Polled {
@@ -97,7 +88,7 @@ struct Vtable {
 /// The part of a cell every pointer can see without knowing the future's type.
 #[repr(C)]
 pub(crate) struct Header {
-    state: AtomicUsize,
+    state: State,
     /// References to the cell (task set, runnable, handle, contexts, parent entry, wakers).
     refs: AtomicUsize,
     vtable: &'static Vtable,
@@ -452,7 +443,7 @@ where
 {
     let cell = Box::new(Cell {
         header: Header {
-            state: AtomicUsize::new(SCHEDULED),
+            state: State::scheduled(),
             refs: AtomicUsize::new(references),
             vtable: &Cell::<F>::VTABLE,
             home,
@@ -551,38 +542,21 @@ impl Task {
     /// returns. Returns whether this call dropped the future.
     pub(crate) fn clear(&self) -> bool {
         let header = self.0.header();
-        let mut state = header.state.load(Ordering::Acquire);
-        loop {
-            if state & COMPLETE != 0 {
-                return false;
+        match header.state.clear() {
+            Clear::DropFuture => {
+                // SAFETY: the word moved into COMPLETE from a state without RUNNING, so no
+                // poller exists and none can start: we own the future.
+                unsafe { (header.vtable.drop_future)(self.0.header) };
+                true
             }
-            let next = if state & RUNNING != 0 {
-                state | CANCELLED
-            } else {
-                COMPLETE
-            };
-            match header.state.compare_exchange_weak(
-                state,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) if next == COMPLETE => {
-                    // SAFETY: we moved the word into COMPLETE from a state without RUNNING, so
-                    // no poller exists and none can start: we own the future.
-                    unsafe { (header.vtable.drop_future)(self.0.header) };
-                    return true;
-                }
-                Ok(_) => return false,
-                Err(actual) => state = actual,
-            }
+            Clear::LeftToPoller | Clear::AlreadyComplete => false,
         }
     }
 
     /// Whether teardown or completion has cleared the task.
     #[cfg(test)]
     pub(crate) fn is_cleared(&self) -> bool {
-        self.0.header().state.load(Ordering::Acquire) & (COMPLETE | CANCELLED) != 0
+        self.0.header().state.is_cleared()
     }
 }
 
@@ -607,24 +581,9 @@ impl Runnable {
     /// Polls the task once on the current thread.
     pub(crate) fn run(self) -> Polled {
         let header = self.0.header();
-        let mut state = header.state.load(Ordering::Acquire);
-        loop {
-            if state & COMPLETE != 0 {
-                return Polled::Stale;
-            }
-            debug_assert!(
-                state & SCHEDULED != 0,
-                "a runnable exists only while SCHEDULED"
-            );
-            match header.state.compare_exchange_weak(
-                state,
-                (state & !SCHEDULED) | RUNNING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(actual) => state = actual,
-            }
+        match header.state.start_poll() {
+            StartPoll::Run => {}
+            StartPoll::Stale => return Polled::Stale,
         }
 
         // The waker handed to the poll borrows this runnable's count: no allocation and no
@@ -641,39 +600,18 @@ impl Runnable {
         if result.is_ready() {
             // SAFETY: still RUNNING, so we own the future; drop whatever is left of it.
             unsafe { (header.vtable.drop_future)(self.0.header) };
-            header.state.store(COMPLETE, Ordering::Release);
+            header.state.complete();
             return Polled::Done(self.0);
         }
-
-        let mut state = header.state.load(Ordering::Acquire);
-        loop {
-            let next = if state & CANCELLED != 0 {
-                COMPLETE
-            } else if state & NOTIFIED != 0 {
-                SCHEDULED
-            } else {
-                0
-            };
-            match header.state.compare_exchange_weak(
-                state,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    return match next {
-                        COMPLETE => {
-                            // SAFETY: teardown left the future to us (the poller): the word was
-                            // RUNNING|CANCELLED and is now COMPLETE, so nobody else touches it.
-                            unsafe { (header.vtable.drop_future)(self.0.header) };
-                            Polled::Done(self.0)
-                        }
-                        SCHEDULED => Polled::Requeue(self),
-                        _ => Polled::Idle,
-                    };
-                }
-                Err(actual) => state = actual,
+        match header.state.end_poll() {
+            EndPoll::Cancelled => {
+                // SAFETY: teardown left the future to us (the poller): the word was
+                // RUNNING|CANCELLED and is now COMPLETE, so nobody else touches it.
+                unsafe { (header.vtable.drop_future)(self.0.header) };
+                Polled::Done(self.0)
             }
+            EndPoll::Requeue => Polled::Requeue(self),
+            EndPoll::Idle => Polled::Idle,
         }
     }
 }
@@ -683,31 +621,13 @@ impl Runnable {
 fn wake_by_ref(header: NonNull<Header>) {
     // SAFETY: the waker owns (or borrows) a count, so the header is alive.
     let head = unsafe { header.as_ref() };
-    let mut state = head.state.load(Ordering::Acquire);
-    loop {
-        let next = if state & (COMPLETE | SCHEDULED) != 0 {
-            return;
-        } else if state & RUNNING != 0 {
-            if state & NOTIFIED != 0 {
-                return;
-            }
-            state | NOTIFIED
-        } else {
-            SCHEDULED
-        };
-        match head
-            .state
-            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) if next == SCHEDULED => {
-                // SAFETY: we hold a count; the new runnable owns a fresh one.
-                unsafe { (head.vtable.clone)(header) };
-                Runnable(TaskRef { header }).spawn();
-                return;
-            }
-            Ok(_) => return,
-            Err(actual) => state = actual,
+    match head.state.wake() {
+        Wake::Schedule => {
+            // SAFETY: we hold a count; the new runnable owns a fresh one.
+            unsafe { (head.vtable.clone)(header) };
+            Runnable(TaskRef { header }).spawn();
         }
+        Wake::Done => {}
     }
 }
 

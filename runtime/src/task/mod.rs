@@ -7,6 +7,7 @@ mod execution;
 pub(crate) mod handle;
 pub(crate) mod join;
 pub(crate) mod set;
+mod state;
 
 pub(crate) use cell::{Home, Inbox, Polled, Runnable, Task};
 pub use execution::Execution;
