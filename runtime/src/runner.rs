@@ -351,57 +351,14 @@ where
     let context = Context::root(shared.clone());
     let root_tree = context.tree.clone();
     spawn_service(&context);
-
-    let wake = RootWake::new(&shared.pool);
     let mut worker = Worker::new(local.clone(), shared.clone(), 0);
 
-    // Build and run the root; a panic of the builder, the root's poll or an interrupt lands in
-    // `root_failure`.
-    let mut root_failure: Option<Payload> = None;
-    let mut output = None;
-    match catch_unwind(AssertUnwindSafe(|| f(context))) {
-        Err(payload) => root_failure = Some(payload),
-        Ok(root) => {
-            let mut root = Some(Box::pin(root));
-            let polled = catch_unwind(AssertUnwindSafe(|| {
-                worker.block_on(root.as_mut().expect("present").as_mut(), &wake)
-            }));
-            match polled {
-                Ok(value) => output = Some(value),
-                Err(payload) => root_failure = Some(payload),
-            }
-            // The root is dropped while the runtime is still open: its `Drop` may spawn. Task
-            // panics are no longer observed from here on.
-            shared.panicker.close_tasks();
-            let dropped = catch_unwind(AssertUnwindSafe(move || drop(root)));
-            if let Err(payload) = dropped {
-                if root_failure.is_none() {
-                    root_failure = Some(payload);
-                } else {
-                    crate::panic::dispose(payload);
-                }
-            }
-        }
-    }
-    shared.panicker.close_tasks();
-    shared.panicker.set_root_waker(None);
-
-    shared.pool.close();
-    #[cfg(test)]
-    let teardown = catch_unwind(crate::hooks::before_abort);
-    #[cfg(not(test))]
-    let teardown: Result<(), Payload> = Ok(());
-    // The registry closes before the abort: a dedicated task cancelled by the abort starts
-    // destroying its future on its own thread at once, and must already see the registry
-    // closed (nothing new may start while shutdown waits for it).
-    shared.workers.close();
+    let (output, mut root_failure) = run_root(&mut worker, &shared, context, f);
+    // Shutdown, phase by phase, in the order of the module's documentation.
+    stop_observing_task_panics(&shared);
+    let teardown = close_pool_and_registry(&shared);
     root_tree.abort();
-    shared.tasks.close();
-    for task in shared.tasks.drain() {
-        Panics::contain(|| task.clear());
-        Panics::contain(move || drop(task));
-    }
-    worker.discard_queue();
+    drain_task_set(&shared, &mut worker);
     pool_workers.stop_and_join();
     shared.workers.wait();
     if let Err(payload) = teardown
@@ -409,6 +366,89 @@ where
     {
         root_failure = Some(payload);
     }
+    close_worker_zero(&shared, worker, local);
+    let worker_failure = shared.panicker.take();
+    // The root node carries the root label path, which holds the runner: release both here,
+    // so the storage lock is gone before `start` returns or unwinds.
+    drop(root_tree);
+    drop(shared);
+    outcome(output, root_failure, worker_failure)
+}
+
+/// Builds the root and runs it on worker zero, then drops it while the runtime is still open
+/// (its `Drop` may spawn). A panic of the builder, the root's poll, its `Drop` or an
+/// interrupt is the returned failure (the first of them).
+fn run_root<F, Fut>(
+    worker: &mut Worker,
+    shared: &RunnerState,
+    context: Context,
+    f: F,
+) -> (Option<Fut::Output>, Option<Payload>)
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future,
+{
+    let root = match catch_unwind(AssertUnwindSafe(|| f(context))) {
+        Err(payload) => return (None, Some(payload)),
+        Ok(root) => root,
+    };
+    let wake = RootWake::new(&shared.pool);
+    let mut root = Some(Box::pin(root));
+    let (mut output, mut failure) = (None, None);
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        worker.block_on(root.as_mut().expect("present").as_mut(), &wake)
+    }));
+    match polled {
+        Ok(value) => output = Some(value),
+        Err(payload) => failure = Some(payload),
+    }
+    // Task panics are no longer observed from here on.
+    shared.panicker.close_tasks();
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(root))) {
+        if failure.is_none() {
+            failure = Some(payload);
+        } else {
+            crate::panic::dispose(payload);
+        }
+    }
+    (output, failure)
+}
+
+/// Shutdown's first phase: task panics and root wakes are no longer observed.
+fn stop_observing_task_panics(shared: &RunnerState) {
+    shared.panicker.close_tasks();
+    shared.panicker.set_root_waker(None);
+}
+
+/// Closes the pool (no more runnables are queued) and then the registry of dedicated and
+/// blocking threads. The registry closes before the tree is aborted: a dedicated task
+/// cancelled by the abort starts destroying its future on its own thread at once, and must
+/// already see the registry closed (nothing new may start while shutdown waits for it).
+/// Returns the failure of the test hook that runs between the two, if any.
+fn close_pool_and_registry(shared: &RunnerState) -> Result<(), Payload> {
+    shared.pool.close();
+    #[cfg(test)]
+    let teardown = catch_unwind(crate::hooks::before_abort);
+    #[cfg(not(test))]
+    let teardown: Result<(), Payload> = Ok(());
+    shared.workers.close();
+    teardown
+}
+
+/// Closes the task set and drops every task left in it on this thread, each clear and each
+/// drop's panic contained; then worker zero's own queue.
+fn drain_task_set(shared: &RunnerState, worker: &mut Worker) {
+    shared.tasks.close();
+    for task in shared.tasks.drain() {
+        Panics::contain(|| task.clear());
+        Panics::contain(move || drop(task));
+    }
+    worker.discard_queue();
+}
+
+/// Closes worker zero with its `Local` still installed (ring drained, timers closed,
+/// callbacks run; a failure is reported as a worker failure), then removes it.
+fn close_worker_zero(shared: &RunnerState, worker: Worker, local: std::rc::Rc<Local>) {
     if let Some(payload) = crate::worker::close(&local) {
         shared.panicker.worker_failed(payload);
     }
@@ -416,12 +456,15 @@ where
     drop(worker);
     drop(Local::uninstall());
     drop(local);
-    let worker_failure = shared.panicker.take();
-    // The root node carries the root scope, which holds the runner: release both here, so the
-    // storage lock is gone before `start` returns or unwinds.
-    drop(root_tree);
-    drop(shared);
+}
 
+/// The run's result: the root's panic if it panicked, else the first worker failure (the
+/// root's output then dropped, a destructor panic contained), else the root's output.
+fn outcome<T>(
+    output: Option<T>,
+    root_failure: Option<Payload>,
+    worker_failure: Option<Payload>,
+) -> T {
     if let Some(payload) = root_failure {
         if let Some(secondary) = worker_failure {
             crate::panic::dispose(secondary);
@@ -429,8 +472,6 @@ where
         resume_unwind(payload);
     }
     if let Some(payload) = worker_failure {
-        // The root finished, but a worker failed: its output is dropped, containing any
-        // destructor panic, and the failure is the result.
         Panics::contain(move || drop(output));
         resume_unwind(payload);
     }

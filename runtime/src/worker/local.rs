@@ -87,14 +87,24 @@ pub(crate) struct Seat {
     pub(crate) index: usize,
 }
 
+/// Where a worker is in its life; it only moves forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    /// Running its loop.
+    Running,
+    /// The loop has ended: its run queue is no longer drained, so runnables woken or spawned
+    /// on this thread go to the global queue.
+    LeftPool,
+    /// In its final cleanup: new registrations are refused (and, as after `LeftPool`,
+    /// deliveries go to the global queue).
+    Closing,
+}
+
 /// A native worker's thread-local state.
 pub struct Local {
     id: u64,
     seat: Option<Seat>,
-    closing: Cell<bool>,
-    /// The worker's loop has ended: its run queue is no longer drained, so runnables woken or
-    /// spawned on this thread go to the global queue.
-    left_pool: Cell<bool>,
+    phase: Cell<Phase>,
     /// Set when the worker's cleanup has drained its ring (see [`Local::ring_closed`]).
     closed: crate::driver::operation::RingClosed,
     /// The borrowable part.
@@ -107,8 +117,7 @@ impl Local {
         Rc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             seat,
-            closing: Cell::new(false),
-            left_pool: Cell::new(false),
+            phase: Cell::new(Phase::Running),
             closed: Default::default(),
             state: RefCell::new(WorkerState {
                 driver: Some(driver),
@@ -170,11 +179,11 @@ impl Local {
 
     /// Whether the worker is in its final cleanup: new registrations are refused.
     pub fn is_closing(&self) -> bool {
-        self.closing.get()
+        self.phase.get() == Phase::Closing
     }
 
     pub(crate) fn set_closing(&self) {
-        self.closing.set(true);
+        self.phase.set(Phase::Closing);
     }
 
     /// A flag set once this worker's cleanup has drained its ring: results of its
@@ -191,14 +200,14 @@ impl Local {
 
     /// Whether this worker's loop has ended (see [`Local::leave_pool`]).
     pub(crate) fn has_left_pool(&self) -> bool {
-        self.left_pool.get()
+        self.phase.get() >= Phase::LeftPool
     }
 
     /// Marks the end of this worker's loop: from now on its own queue is not drained, so
     /// deliveries on this thread (a root destructor's wakes and spawns) take the global queue,
     /// where another worker can run them.
     pub(crate) fn leave_pool(&self) {
-        self.left_pool.set(true);
+        self.phase.set(self.phase.get().max(Phase::LeftPool));
     }
 }
 

@@ -18,6 +18,17 @@ use crate::driver::Driver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Where a worker stands in the pool's idle protocol (see [`crate::pool::idle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IdleRole {
+    /// Neither searching nor published: running work, or about to look for it.
+    Working,
+    /// Holds a search count: one it took to search, or one a claim took for it.
+    Searching,
+    /// Its bit is (or was, until a claim cleared it) set in the idle set; it holds no count.
+    Published,
+}
+
 impl Worker {
     /// Steps 5 and 7 to 11 of a turn (listed in [`super::turn`]): with nothing polled this turn, go round again if something is
     /// pending, otherwise search the other queues, and park if that finds nothing.
@@ -63,7 +74,11 @@ impl Worker {
         if workers == 1 {
             return false;
         }
-        if !self.searching {
+        debug_assert!(
+            self.idle_role != IdleRole::Published,
+            "a published worker searches"
+        );
+        if self.idle_role != IdleRole::Searching {
             if !self
                 .pool()
                 .idle()
@@ -71,7 +86,7 @@ impl Worker {
             {
                 return false;
             }
-            self.searching = true;
+            self.idle_role = IdleRole::Searching;
         }
         self.steal()
     }
@@ -109,9 +124,10 @@ impl Worker {
     /// work, or it returns a claim's count to run callbacks), so the last searcher to stop
     /// replays them.
     pub(super) fn return_count(&mut self) {
-        if !std::mem::take(&mut self.searching) {
+        if self.idle_role != IdleRole::Searching {
             return;
         }
+        self.idle_role = IdleRole::Working;
         let pool = self.pool();
         if pool.idle().return_count() == 0 {
             pool.kick_for_leftover_work();
@@ -120,17 +136,26 @@ impl Worker {
 
     /// Publishes this worker idle, returning its count in the same step.
     fn publish(&mut self) {
-        self.pool().idle().publish(self.index, self.searching);
-        self.searching = false;
-        self.published = true;
+        debug_assert!(
+            self.idle_role != IdleRole::Published,
+            "a worker published twice"
+        );
+        let searching = self.idle_role == IdleRole::Searching;
+        self.pool().idle().publish(self.index, searching);
+        self.idle_role = IdleRole::Published;
     }
 
     /// Takes this worker out of the idle set. If a claim took it out first, the worker now
     /// holds the count the claim took for it.
     fn unpublish(&mut self) {
-        if std::mem::take(&mut self.published) && !self.pool().idle().withdraw(self.index) {
-            self.searching = true;
+        if self.idle_role != IdleRole::Published {
+            return;
         }
+        self.idle_role = if self.pool().idle().withdraw(self.index) {
+            IdleRole::Working
+        } else {
+            IdleRole::Searching
+        };
     }
 
     /// Leaves the idle protocol entirely: unpublished, no count held.
@@ -153,12 +178,12 @@ impl Worker {
             // A backlog nobody searches for (its kick may have found a count held): search it
             // ourselves, with a count of our own.
             self.unpublish();
-            if !self.searching {
+            if self.idle_role != IdleRole::Searching {
                 if !self.pool().idle().take_count_if(|searching| searching == 0) {
                     // Somebody started searching meanwhile; the backlog is theirs.
                     continue;
                 }
-                self.searching = true;
+                self.idle_role = IdleRole::Searching;
             }
             park_point!(self, BeforeParkSearch);
             if self.steal() {

@@ -33,7 +33,7 @@
 //!   (unpublished, no count held) before its caller destroys the root or anything else that
 //!   can run user code.
 
-use super::park::Spinner;
+use super::park::{IdleRole, Spinner};
 use super::{Local, RootWake, TURN_BUDGET, push_local, run_deferred, service};
 use crate::panic::Panics;
 use crate::pool::{CAPACITY, Message, Pool};
@@ -59,10 +59,8 @@ pub(crate) struct Worker {
     pub(super) polls_since_timers: usize,
     /// The last turn polled no task.
     pub(super) idle_turn: bool,
-    /// This worker's bit is (or was, until a claim cleared it) set in the idle set.
-    pub(super) published: bool,
-    /// This worker holds a search count: one it took to search, or one a claim took for it.
-    pub(super) searching: bool,
+    /// Where this worker stands in the pool's idle protocol.
+    pub(super) idle_role: IdleRole,
     /// Where the next search starts, so thieves spread over their victims.
     pub(super) victim: usize,
 }
@@ -80,8 +78,7 @@ impl Worker {
             spinner,
             polls_since_timers: 0,
             idle_turn: true,
-            published: false,
-            searching: false,
+            idle_role: IdleRole::Working,
             victim: index + 1,
         }
     }
