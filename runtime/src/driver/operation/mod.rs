@@ -5,6 +5,11 @@
 //! waker in the slot for the owner to wake (the latest waker wins), and the registration itself
 //! never moves.
 //!
+//! Each kind of operation is one type implementing [`RingOp`] (the socket ones in `socket`,
+//! the file ones in `file`): it builds its submission entry, steps its completions and says
+//! whether closing may cancel it. The `kinds!` list names every type once; a new operation is
+//! its type, a line there, and its [`Request`] and [`RequestOutput`] variants.
+//!
 //! Invariants:
 //! - The driver's [`InFlight`] owns every resource the kernel uses (fd, buffers, iovecs,
 //!   addresses) until the operation is done; the future owns none of them, so dropping it early
@@ -18,13 +23,18 @@
 //!   connects, reads) is cancelled and completes with an error; writes, syncs and truncations
 //!   run to completion. Either way the waker is woken.
 
+mod file;
+mod socket;
+
 use super::Driver;
 use super::sockaddr::RawAddress;
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::sync::Mutex;
 use crate::worker::Local;
+use file::{DataSync, Read, ReadAt, Truncate, Write};
 use futures::task::AtomicWaker;
-use io_uring::{opcode, squeue, types};
+use io_uring::squeue;
+use socket::{Connect, Readable, Recv, SendAll};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -163,50 +173,74 @@ pub(crate) struct InFlight {
     pub(super) cancelled: bool,
 }
 
-enum Kind {
-    Read {
-        fd: Arc<OwnedFd>,
-        buffer: Vec<u8>,
-    },
-    Recv {
-        fd: Arc<OwnedFd>,
-        buf: IoBufMut,
-        poll_first: bool,
-    },
-    Send {
-        fd: Arc<OwnedFd>,
-        bufs: IoBufs,
-        vectored: Vectored,
-    },
-    Readable {
-        fd: Arc<OwnedFd>,
-    },
-    Connect {
-        fd: Arc<OwnedFd>,
-        address: Box<RawAddress>,
-    },
-    ReadAt {
-        fd: Arc<OwnedFd>,
-        offset: u64,
-        buf: IoBufMut,
-        want: usize,
-        dont_cache: bool,
-    },
-    Write {
-        fd: Arc<OwnedFd>,
-        offset: u64,
-        bufs: IoBufs,
-        written: usize,
-        sync: bool,
-        vectored: Vectored,
-    },
-    Sync {
-        fd: Arc<OwnedFd>,
-    },
-    Truncate {
-        fd: Arc<OwnedFd>,
-        len: u64,
-    },
+/// Every operation type, once: the driver's in-flight entry holds one of them, and each
+/// call on it goes to that type's [`RingOp`] implementation.
+macro_rules! kinds {
+    ($($name:ident),* $(,)?) => {
+        enum Kind {
+            $($name($name),)*
+        }
+
+        impl Kind {
+            fn is_cancellable(&self) -> bool {
+                match self {
+                    $(Kind::$name(_) => <$name as RingOp>::CANCELLABLE,)*
+                }
+            }
+
+            fn entry(&mut self) -> squeue::Entry {
+                match self {
+                    $(Kind::$name(operation) => operation.entry(),)*
+                }
+            }
+
+            fn step(&mut self, result: i32, flags: u32, status: Status) -> Step {
+                match self {
+                    $(Kind::$name(operation) => operation.step(result, flags, status),)*
+                }
+            }
+        }
+    };
+}
+
+kinds!(
+    Read, Recv, SendAll, Readable, Connect, ReadAt, Write, DataSync, Truncate
+);
+
+/// One kind of ring operation, as the driver keeps it in flight: it owns what the kernel
+/// points at, builds the submission for what is left, and says what a completion means.
+trait RingOp {
+    /// Whether closing the driver may cancel it: what waits for a peer or reads may; writes,
+    /// syncs and truncations may not (a write must become durable without an observer).
+    const CANCELLABLE: bool;
+
+    /// The submission for what is left to do, pointing at resources this operation owns.
+    fn entry(&mut self) -> squeue::Entry;
+
+    /// Applies the kernel's `result` (and completion `flags`): the operation is done, or it
+    /// resubmits the rest (a short transfer, or a read that must drop an unsupported flag).
+    fn step(&mut self, result: i32, flags: u32, status: Status) -> Step;
+}
+
+/// What the driver knows of an operation besides its kind, for [`RingOp::step`].
+#[derive(Clone, Copy)]
+struct Status {
+    /// Its deadline passed and a cancellation was sent.
+    timed_out: bool,
+    /// A cancellation was sent (deadline or closing worker).
+    cancelled: bool,
+}
+
+impl Status {
+    /// The error a failed `result` reports: a timeout if the operation's deadline cancelled
+    /// it, else the kernel's error.
+    fn error(self, result: i32) -> io::Error {
+        if self.timed_out && result == -libc::ECANCELED {
+            io::Error::new(io::ErrorKind::TimedOut, "the operation timed out")
+        } else {
+            io::Error::from_raw_os_error(-result)
+        }
+    }
 }
 
 /// The iovec array (and message header) of a vectored send or write, rebuilt from the bytes
@@ -258,216 +292,30 @@ pub(super) enum Step {
 }
 
 impl InFlight {
-    /// Whether closing the driver may cancel it: what waits for a peer or reads may; writes,
-    /// syncs and truncations may not (a write must become durable without an observer).
+    /// Whether closing the driver may cancel it (see [`RingOp::CANCELLABLE`]).
     pub(crate) fn is_cancellable(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::Read { .. }
-                | Kind::Recv { .. }
-                | Kind::Send { .. }
-                | Kind::Readable { .. }
-                | Kind::Connect { .. }
-                | Kind::ReadAt { .. }
-        )
+        self.kind.is_cancellable()
     }
 
-    /// The submission for what is left to do, pointing at resources this operation owns.
+    /// The submission for what is left to do.
     pub(super) fn entry(&mut self) -> squeue::Entry {
-        match &mut self.kind {
-            Kind::Read { fd, buffer } => opcode::Read::new(
-                types::Fd(fd.as_raw_fd()),
-                buffer.as_mut_ptr(),
-                buffer.len() as u32,
-            )
-            .offset(u64::MAX)
-            .build(),
-            Kind::Recv {
-                fd,
-                buf,
-                poll_first,
-            } => {
-                let room = (buf.capacity() - buf.len()).min(u32::MAX as usize) as u32;
-                let ioprio = if *poll_first { RECVSEND_POLL_FIRST } else { 0 };
-                opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room)
-                    .ioprio(ioprio)
-                    .build()
-            }
-            Kind::Send { fd, bufs, vectored } => {
-                if bufs.chunks().len() == 1 {
-                    let chunk = &bufs.chunks()[0];
-                    opcode::Send::new(
-                        types::Fd(fd.as_raw_fd()),
-                        chunk.as_ptr(),
-                        chunk.len().min(u32::MAX as usize) as u32,
-                    )
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build()
-                } else {
-                    vectored.point_at(bufs);
-                    opcode::SendMsg::new(types::Fd(fd.as_raw_fd()), &raw const *vectored.message)
-                        .flags(libc::MSG_NOSIGNAL as u32)
-                        .build()
-                }
-            }
-            Kind::Readable { fd } => {
-                opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLIN as u32).build()
-            }
-            Kind::Connect { fd, address } => opcode::Connect::new(
-                types::Fd(fd.as_raw_fd()),
-                (&raw const address.storage).cast(),
-                address.len,
-            )
-            .build(),
-            Kind::ReadAt {
-                fd,
-                offset,
-                buf,
-                want,
-                dont_cache,
-            } => {
-                let room = (buf.capacity() - buf.len())
-                    .min(want.saturating_sub(buf.len()))
-                    .min(u32::MAX as usize) as u32;
-                let flags = if *dont_cache { RWF_DONTCACHE } else { 0 };
-                opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.spare_ptr(), room)
-                    .offset(*offset + buf.len() as u64)
-                    .rw_flags(flags)
-                    .build()
-            }
-            Kind::Write {
-                fd,
-                offset,
-                bufs,
-                written,
-                sync,
-                vectored,
-            } => {
-                let flags = if *sync { libc::RWF_DSYNC } else { 0 };
-                vectored.point_at(bufs);
-                opcode::Writev::new(
-                    types::Fd(fd.as_raw_fd()),
-                    vectored.iovecs.as_ptr(),
-                    vectored.iovecs.len() as u32,
-                )
-                .offset(*offset + *written as u64)
-                .rw_flags(flags)
-                .build()
-            }
-            Kind::Sync { fd } => opcode::Fsync::new(types::Fd(fd.as_raw_fd()))
-                .flags(types::FsyncFlags::DATASYNC)
-                .build(),
-            Kind::Truncate { fd, len } => {
-                opcode::Ftruncate::new(types::Fd(fd.as_raw_fd()), *len).build()
-            }
-        }
+        self.kind.entry()
     }
 
-    /// Applies the kernel's `result`: either the operation is done, or it resubmits the rest
-    /// (a short send or write, or a read that must drop an unsupported flag).
+    /// Applies the kernel's `result`: done, or resubmit the rest.
     pub(super) fn step(&mut self, result: i32, flags: u32) -> Step {
-        let timed_out = self.timed_out;
-        let cancelled = self.cancelled;
-        let error = |result: i32| {
-            if timed_out && result == -libc::ECANCELED {
-                io::Error::new(io::ErrorKind::TimedOut, "the operation timed out")
-            } else {
-                io::Error::from_raw_os_error(-result)
-            }
+        let status = Status {
+            timed_out: self.timed_out,
+            cancelled: self.cancelled,
         };
-        let output = match &mut self.kind {
-            Kind::Read { buffer, .. } => RequestOutput::Read(match transferred(result) {
-                Ok(len) => {
-                    buffer.truncate(len);
-                    Ok(std::mem::take(buffer))
-                }
-                Err(_) => Err(error(result)),
-            }),
-            Kind::Recv { buf, .. } => {
-                let received = transferred(result).map_err(|_| error(result));
-                if let Ok(len) = received {
-                    // SAFETY: the kernel wrote `len` bytes into the spare capacity.
-                    unsafe { buf.filled(len) };
-                }
-                let more = io_uring::cqueue::sock_nonempty(flags);
-                RequestOutput::Recv(std::mem::take(buf), received, more)
-            }
-            Kind::Send { bufs, .. } => match transferred(result) {
-                Ok(sent) if sent < bufs.len() && sent > 0 && cancelled => {
-                    RequestOutput::Send(Err(error(-libc::ECANCELED)))
-                }
-                Ok(sent) if sent < bufs.len() && sent > 0 => {
-                    bufs.advance(sent);
-                    return Step::Again;
-                }
-                Ok(0) if !bufs.is_empty() => RequestOutput::Send(Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "the socket accepted no bytes",
-                ))),
-                Ok(_) => RequestOutput::Send(Ok(())),
-                Err(_) => RequestOutput::Send(Err(error(result))),
-            },
-            Kind::Readable { .. } => {
-                RequestOutput::Readable(transferred(result).map(drop).map_err(|_| error(result)))
-            }
-            Kind::Connect { .. } => {
-                RequestOutput::Connect(transferred(result).map(drop).map_err(|_| error(result)))
-            }
-            Kind::ReadAt {
-                buf,
-                want,
-                dont_cache,
-                ..
-            } => {
-                if *dont_cache && !cancelled && matches!(-result, libc::EOPNOTSUPP | libc::EINVAL) {
-                    // This file system (or kernel) has no uncached buffered reads: read
-                    // through the cache.
-                    *dont_cache = false;
-                    return Step::Again;
-                }
-                let mut read = transferred(result).map_err(|_| error(result));
-                if let Ok(len) = read {
-                    // SAFETY: the kernel wrote `len` bytes into the spare capacity.
-                    unsafe { buf.filled(len) };
-                    if len > 0 && buf.len() < *want {
-                        if !cancelled {
-                            return Step::Again;
-                        }
-                        // Short because it was cancelled, not because the file ends there:
-                        // reported as the cancellation, never as a short blob.
-                        read = Err(error(-libc::ECANCELED));
-                    }
-                }
-                RequestOutput::ReadAt(std::mem::take(buf), read)
-            }
-            Kind::Write { bufs, written, .. } => match transferred(result) {
-                Ok(count) if count > 0 && count < bufs.len() => {
-                    bufs.advance(count);
-                    *written += count;
-                    return Step::Again;
-                }
-                Ok(0) if !bufs.is_empty() => RequestOutput::Write(Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "the file accepted no bytes",
-                ))),
-                Ok(count) => RequestOutput::Write(Ok(*written + count)),
-                Err(_) => RequestOutput::Write(Err(error(result))),
-            },
-            Kind::Sync { .. } => {
-                RequestOutput::Sync(transferred(result).map(drop).map_err(|_| error(result)))
-            }
-            Kind::Truncate { .. } => {
-                RequestOutput::Truncate(transferred(result).map(drop).map_err(|_| error(result)))
-            }
-        };
-        Step::Done(output)
+        self.kind.step(result, flags, status)
     }
 
     /// Publishes `output` and returns the waker to notify.
     pub(super) fn publish(self, output: RequestOutput) -> Option<Waker> {
         let InFlight { shared, kind, .. } = self;
         let sent_on = match &kind {
-            Kind::Send { fd, .. } => Some(fd.clone()),
+            Kind::SendAll(send) => Some(send.fd.clone()),
             _ => None,
         };
         // The observer may take the output at once: it must find every resource released
@@ -491,10 +339,10 @@ impl Request {
     fn into_kind(self) -> (Kind, Option<Instant>) {
         match self {
             Request::Read { fd, len } => (
-                Kind::Read {
+                Kind::Read(Read {
                     fd,
                     buffer: vec![0; len],
-                },
+                }),
                 None,
             ),
             Request::Recv {
@@ -503,31 +351,31 @@ impl Request {
                 poll_first,
                 deadline,
             } => (
-                Kind::Recv {
+                Kind::Recv(Recv {
                     fd,
                     buf,
                     poll_first,
-                },
+                }),
                 deadline,
             ),
             Request::Send { fd, bufs, deadline } => (
-                Kind::Send {
+                Kind::SendAll(SendAll {
                     fd,
                     bufs,
                     vectored: Vectored::new(),
-                },
+                }),
                 deadline,
             ),
-            Request::Readable { fd } => (Kind::Readable { fd }, None),
+            Request::Readable { fd } => (Kind::Readable(Readable { fd }), None),
             Request::Connect {
                 fd,
                 address,
                 deadline,
             } => (
-                Kind::Connect {
+                Kind::Connect(Connect {
                     fd,
                     address: Box::new(RawAddress::from_socket_addr(address)),
-                },
+                }),
                 deadline,
             ),
             Request::ReadAt {
@@ -539,13 +387,13 @@ impl Request {
             } => {
                 buf.reserve(want.saturating_sub(buf.len()));
                 (
-                    Kind::ReadAt {
+                    Kind::ReadAt(ReadAt {
                         fd,
                         offset,
                         buf,
                         want,
                         dont_cache,
-                    },
+                    }),
                     None,
                 )
             }
@@ -555,18 +403,18 @@ impl Request {
                 bufs,
                 sync,
             } => (
-                Kind::Write {
+                Kind::Write(Write {
                     fd,
                     offset,
                     bufs,
                     written: 0,
                     sync,
                     vectored: Vectored::new(),
-                },
+                }),
                 None,
             ),
-            Request::Sync { fd } => (Kind::Sync { fd }, None),
-            Request::Truncate { fd, len } => (Kind::Truncate { fd, len }, None),
+            Request::Sync { fd } => (Kind::DataSync(DataSync { fd }), None),
+            Request::Truncate { fd, len } => (Kind::Truncate(Truncate { fd, len }), None),
         }
     }
 
