@@ -98,7 +98,7 @@ where
 fn fail_next_service() {
     let local = Local::current().expect("called on a worker");
     local
-        .state
+        .state()
         .borrow_mut()
         .driver
         .as_mut()
@@ -789,7 +789,10 @@ fn teardown_drops_every_future_before_clearing_timers() {
     impl Drop for Probe {
         fn drop(&mut self) {
             let local = Local::current().expect("dropped on a worker");
-            let mut state = local.state.try_borrow_mut().expect("Local is not borrowed");
+            let mut state = local
+                .state()
+                .try_borrow_mut()
+                .expect("Local is not borrowed");
             assert!(state.timers.next_deadline().is_some(), "timers still open");
             self.0.0.fetch_add(1, Ordering::SeqCst);
         }
@@ -997,7 +1000,7 @@ fn callback_generated_work_prevents_parking() {
                     work: Some(work),
                 }));
                 let local = Local::current().unwrap();
-                local.state.borrow_mut().deferred.drops.push(next);
+                local.state().borrow_mut().deferred.drops.push(next);
                 return;
             }
             match work {
@@ -1055,7 +1058,7 @@ fn callback_generated_work_prevents_parking() {
                                 work: Some(work),
                             }));
                             let local = Local::current().unwrap();
-                            local.state.borrow_mut().deferred.drops.push(waker);
+                            local.state().borrow_mut().deferred.drops.push(waker);
                         }
                         if spawn {
                             Pin::new(&mut receiver).poll(cx).map(Result::unwrap)
@@ -1086,7 +1089,7 @@ fn final_callbacks_finish_before_tls_removal() {
             let local = Local::current().expect("Local is still installed");
             assert!(local.is_closing());
             assert!(
-                local.state.try_borrow_mut().is_ok(),
+                local.state().try_borrow_mut().is_ok(),
                 "Local is not borrowed"
             );
             let sleep = crate::time::Sleep::new(Duration::from_secs(1));

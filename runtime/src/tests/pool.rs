@@ -959,11 +959,11 @@ fn catch_up_callback_after_the_count_returns(catch_up: CatchUp) {
             move || {
                 let local = Local::current().unwrap();
                 local
-                    .state
+                    .state()
                     .borrow_mut()
                     .timers
                     .insert_due(Waker::from(trigger));
-                assert!(local.state.borrow().deferred.is_empty());
+                assert!(local.state().borrow().deferred.is_empty());
             }
         };
         match catch_up {
@@ -1634,7 +1634,7 @@ fn a_suppressed_kick_is_replayed_when_the_last_search_stops() {
                 );
                 let local = Local::current().unwrap();
                 local
-                    .state
+                    .state()
                     .borrow_mut()
                     .timers
                     .insert_due(Waker::from(callback));

@@ -67,21 +67,16 @@ impl Future for Sleep {
             return Poll::Ready(());
         }
         let registered = Local::with_current(|local| {
-            if local.is_closing() {
-                return None;
-            }
-            let mut state = local.state.borrow_mut();
-            if state.timers.is_closed() {
-                return None;
-            }
-            let entry = Arc::new(Entry::default());
-            entry.waker.register(cx.waker());
-            let key = state.timers.insert(deadline, entry.clone());
-            Some(Registration {
-                entry,
-                key,
-                cancellations: state.timers.cancellations().clone(),
-                owner: local.id(),
+            local.with_open_timers(|timers| {
+                let entry = Arc::new(Entry::default());
+                entry.waker.register(cx.waker());
+                let key = timers.insert(deadline, entry.clone());
+                Registration {
+                    entry,
+                    key,
+                    cancellations: timers.cancellations().clone(),
+                    owner: local.id(),
+                }
             })
         });
         match registered {
@@ -112,13 +107,9 @@ impl Drop for Sleep {
             if current.id() != owner {
                 return false;
             }
-            match current.state.try_borrow_mut() {
-                Ok(mut state) => {
-                    state.timers.remove(&key);
-                    true
-                }
-                Err(_) => false,
-            }
+            current
+                .try_with_timers(|timers| timers.remove(&key))
+                .is_some()
         })
         .unwrap_or(false);
         if !removed {

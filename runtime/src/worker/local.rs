@@ -107,8 +107,10 @@ pub struct Local {
     phase: Cell<Phase>,
     /// Set when the worker's cleanup has drained its ring (see [`Local::ring_closed`]).
     closed: crate::driver::operation::RingClosed,
-    /// The borrowable part.
-    pub state: RefCell<WorkerState>,
+    /// The borrowable part. Only the worker's own code borrows it; the ring and the timers
+    /// are reached from elsewhere through [`Local::with_open_driver`] and
+    /// [`Local::with_open_timers`], which borrow it for one call that runs no user code.
+    pub(super) state: RefCell<WorkerState>,
 }
 
 impl Local {
@@ -196,6 +198,41 @@ impl Local {
     pub(crate) fn set_closed(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Runs `f` with this worker's ring, unless the worker is closing or its ring is gone.
+    /// `f` must not run user code (wakes, drops of foreign values): the state is borrowed.
+    pub(crate) fn with_open_driver<R>(&self, f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+        if self.is_closing() {
+            return None;
+        }
+        self.state.borrow_mut().driver.as_mut().map(f)
+    }
+
+    /// Runs `f` with this worker's timer table, unless the worker is closing or its timers
+    /// are closed. `f` must not run user code: the state is borrowed.
+    pub(crate) fn with_open_timers<R>(&self, f: impl FnOnce(&mut Timers) -> R) -> Option<R> {
+        if self.is_closing() {
+            return None;
+        }
+        let mut state = self.state.borrow_mut();
+        if state.timers.is_closed() {
+            return None;
+        }
+        Some(f(&mut state.timers))
+    }
+
+    /// Runs `f` with this worker's timer table if its state is not borrowed right now (a
+    /// drop inside the worker's own borrow finds it borrowed), closed or not.
+    pub(crate) fn try_with_timers<R>(&self, f: impl FnOnce(&mut Timers) -> R) -> Option<R> {
+        let mut state = self.state.try_borrow_mut().ok()?;
+        Some(f(&mut state.timers))
+    }
+
+    /// The borrowable state, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> &RefCell<WorkerState> {
+        &self.state
     }
 
     /// Whether this worker's loop has ended (see [`Local::leave_pool`]).

@@ -478,15 +478,7 @@ pub(crate) type RingClosed = Arc<std::sync::atomic::AtomicBool>;
 /// Runs `f` with the ring of the worker running on this thread; `None` if there is none (a
 /// foreign thread) or that worker is closing.
 fn with_open_driver<R>(f: impl FnOnce(&mut Driver, &Local) -> R) -> Option<R> {
-    Local::with_current(|local| {
-        if local.is_closing() {
-            return None;
-        }
-        let mut state = local.state.borrow_mut();
-        let driver = state.driver.as_mut()?;
-        Some(f(driver, local))
-    })
-    .flatten()
+    Local::with_current(|local| local.with_open_driver(|driver| f(driver, local))).flatten()
 }
 
 /// Starts the operations registered on this thread's worker now rather than at its next
