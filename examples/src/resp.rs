@@ -367,13 +367,20 @@ pub enum Reply {
 /// Bulk strings at least this long are sent from where they are kept instead of copied.
 const SHARE_FROM: usize = 16 * 1024;
 
+/// Bytes of bulk strings an [`Encoded`] copies between two takes; past it every bulk string is
+/// shared, however short, so one reply of a million values copies no more than this.
+const COPY_LIMIT: usize = 256 * 1024;
+
 /// Replies on their way out: small parts copied into one buffer, bulk strings of
-/// [`SHARE_FROM`] bytes or more referenced where they are kept (a value shared with the store
-/// is not copied, however many replies carry it).
+/// [`SHARE_FROM`] bytes or more, and every bulk string once [`COPY_LIMIT`] bytes of them were
+/// copied, referenced where they are kept (a value shared with the store is not copied,
+/// however many replies carry it).
 #[derive(Default)]
 pub struct Encoded {
     chunks: IoBufs,
     buffer: Vec<u8>,
+    /// Bytes of bulk strings copied since the last take.
+    copied: usize,
 }
 
 impl Encoded {
@@ -389,6 +396,7 @@ impl Encoded {
     /// Everything encoded, in order, for one send.
     pub fn take(&mut self) -> IoBufs {
         self.flush();
+        self.copied = 0;
         std::mem::take(&mut self.chunks)
     }
 
@@ -421,7 +429,8 @@ impl Out for Encoded {
     }
 
     fn put_value(&mut self, value: &Bytes) {
-        if value.len() < SHARE_FROM {
+        if value.len() < SHARE_FROM && self.copied + value.len() <= COPY_LIMIT {
+            self.copied += value.len();
             self.buffer.extend_from_slice(value);
         } else {
             self.flush();
@@ -761,5 +770,26 @@ mod tests {
                 .unwrap()
                 .starts_with("+OK\r\n:-9223372036854775808\r\n:0\r\n$5\r\nsmall\r\n")
         );
+    }
+
+    #[test]
+    fn one_reply_of_many_values_copies_at_most_the_copy_limit() {
+        let value = Bytes::from(vec![b'v'; SHARE_FROM - 1]);
+        let count = 4 * COPY_LIMIT / value.len();
+        let reply = Reply::Array(Some(vec![Reply::Bulk(Some(value.clone())); count]));
+        let mut shared = Encoded::default();
+        reply.encode_shared(&mut shared);
+        let sent = shared.take();
+        let referenced = sent
+            .chunks()
+            .iter()
+            .filter(|chunk| chunk.as_ptr() == value.as_ptr())
+            .count();
+        let copied = count - referenced;
+        assert!(copied * value.len() <= COPY_LIMIT, "{copied} values copied");
+        assert!(referenced > 0);
+        let mut copy = Vec::new();
+        reply.encode(&mut copy);
+        assert_eq!(sent.coalesce().as_ref(), &copy[..]);
     }
 }

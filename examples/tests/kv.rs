@@ -889,6 +889,17 @@ fn large_replies_and_a_half_closed_client_get_every_reply() {
     assert_eq!(reply(&mut long), "$4096");
     assert!(long.closed());
 
+    // More whole commands in one receive than the replies a connection may wait for, from a
+    // client that keeps its stream open and waits: every one is answered without more input.
+    let mut waiting = server.connect();
+    waiting.send(&b"x\r\n".repeat(1365));
+    for index in 0..1365 {
+        let got = reply(&mut waiting);
+        assert!(got.starts_with("-ERR unknown command"), "{index}: {got}");
+    }
+    waiting.send(b"PING\r\n");
+    assert_eq!(reply(&mut waiting), "+PONG");
+
     // Values larger than a send's batch, asked for many times in one pipeline, come back
     // whole and in order (they are sent from the store's copy, not copied per reply).
     let mut values = server.connect();

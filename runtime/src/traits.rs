@@ -179,7 +179,9 @@ pub trait Storage: Clone + Send + Sync + 'static {
         name: &[u8],
     ) -> impl Future<Output = Result<(Self::Blob, u64), Error>> + Send;
 
-    /// Removes the blob `name` of `partition`, or the whole partition with `None`.
+    /// Removes the blob `name` of `partition`, or the whole partition with `None`. The removal
+    /// happens at the call; the future resolves once it is durable (the directory that held
+    /// the entry is synced), so a crash after it resolves cannot bring the blob back.
     fn remove(
         &self,
         partition: &str,

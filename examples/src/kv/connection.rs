@@ -291,8 +291,9 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
             replies.write_front(Some(outcomes), &mut out);
             continue;
         }
-        if ended {
-            // Whole commands are left, and room for them now.
+        if ended || !drained {
+            // Whole commands are left, and room for them now (or the front batch is awaited
+            // above once the replies waiting are at their bound): plan them before reading.
             continue;
         }
         // Read more (whatever has come, up to a chunk: the decoder keeps what it cannot use

@@ -332,8 +332,9 @@ async fn current_generation(
     writer.sync().await
 }
 
-/// Removes generation `generation`'s log (one a rewrite replaced). The caller answers
-/// nobody from the new generation until this succeeds: while the replaced log exists, a
+/// Removes generation `generation`'s log (one a rewrite replaced), durably (the runtime syncs
+/// the directory before it answers). The caller answers nobody from the new generation until
+/// this succeeds: while the replaced log exists, a
 /// start may pass over a damaged newer generation for it (see [`open`]), which is safe only
 /// if no write was acknowledged from the newer one alone.
 pub async fn remove_generation(

@@ -661,23 +661,24 @@ pub enum Outcome {
     Durability(&'static str),
 }
 
-/// Ends the process after a failed write or sync of the log. Not a restart: after a failed
-/// sync the kernel may have dropped the pages it could not write while still serving them
-/// from its cache, so a restarted store would read back, and build on, bytes that are not on
-/// the disk. As Redis and PostgreSQL do, the process ends; a fresh start reads the disk.
 /// Ends the process after the log a rewrite replaced could not be removed: answering from
 /// the new generation while the old one exists would let a start that finds the new one
 /// damaged take the old one for the store, without the writes answered since. Nothing of
 /// the batch was answered; a fresh start finds the new generation (it says `Current`) and
-/// removes the old one.
+/// removes the old one (or, if removing still fails, refuses to start and says why).
 fn removal_failed(error: &runtime::Error) -> ! {
     eprintln!(
         "kv: removing the log a rewrite replaced failed ({error}); stopping before anything \
-         is answered from the new log (a fresh start removes the old one)"
+         is answered from the new log (a fresh start removes the old one, or says why it \
+         cannot)"
     );
     std::process::exit(1);
 }
 
+/// Ends the process after a failed write or sync of the log. Not a restart: after a failed
+/// sync the kernel may have dropped the pages it could not write while still serving them
+/// from its cache, so a restarted store would read back, and build on, bytes that are not on
+/// the disk. As Redis and PostgreSQL do, the process ends; a fresh start reads the disk.
 fn sync_failed(error: &runtime::Error) -> ! {
     eprintln!(
         "kv: writing or syncing the log failed ({error}); stopping: what was written may not \

@@ -561,11 +561,12 @@ impl Storage for Context {
         partition: &str,
         name: Option<&[u8]>,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        let result = partition_path(self, partition).and_then(|directory| match name {
+        // The directory whose entry the removal changed, and the label its errors carry.
+        let removed = partition_path(self, partition).and_then(|directory| match name {
             Some(name) => {
                 let label = format!("{partition}/{}", hex(name));
                 match std::fs::remove_file(directory.join(hex(name))) {
-                    Ok(()) => Ok(()),
+                    Ok(()) => Ok((directory, label)),
                     Err(error) if error.kind() == io::ErrorKind::NotFound => {
                         Err(Error::BlobMissing(label))
                     }
@@ -573,14 +574,29 @@ impl Storage for Context {
                 }
             }
             None => match std::fs::remove_dir_all(&directory) {
-                Ok(()) => Ok(()),
+                Ok(()) => {
+                    let parent = directory
+                        .parent()
+                        .expect("a partition is below the storage directory")
+                        .to_path_buf();
+                    Ok((parent, partition.to_owned()))
+                }
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {
                     Err(Error::PartitionMissing(partition.to_owned()))
                 }
                 Err(error) => Err(Error::BlobFailed(partition.to_owned(), error)),
             },
         });
-        std::future::ready(result)
+        async move {
+            let (directory, label) = removed?;
+            // Durable before it is reported: a crash after `remove` returns cannot bring the
+            // blob (or partition) back, which is what a caller that retires data relies on.
+            let synced = match std::fs::File::open(&directory) {
+                Ok(file) => sync_fd(Arc::new(OwnedFd::from(file))).await,
+                Err(error) => Err(error),
+            };
+            synced.map_err(|error| Error::BlobFailed(label, error))
+        }
     }
 
     fn scan(&self, partition: &str) -> impl Future<Output = Result<Vec<Vec<u8>>, Error>> + Send {
