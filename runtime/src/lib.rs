@@ -104,11 +104,11 @@ pub use context::Context;
 pub use error::Error;
 pub use runner::Runner;
 pub use stop::Signal;
-pub use storage::{ReadOptions, WriteOptions};
 pub use task::{Execution, Handle};
 pub use time::{Sleep, TimeoutWheel};
 pub use traits::{
-    Blob, Clock, Listener, Metrics, Network, Resolver, Sink, Spawner, Storage, Stream,
+    Blob, Clock, Listener, Metrics, Network, ReadOptions, Resolver, Sink, Spawner, Storage, Stream,
+    WriteOptions,
 };
 
 /// The capability traits, imported anonymously so their methods work without clashing with

@@ -120,33 +120,49 @@ fn without_test_code(text: &str) -> String {
     {
         out.push_str(&rest[..at]);
         let item = &rest[at + attribute.len()..];
-        // The item ends at its first `;` unless a `{` comes first, then at the matching `}`.
-        let semicolon = item.find(';').unwrap_or(item.len());
-        let brace = item.find('{').unwrap_or(item.len());
-        let end = if semicolon < brace {
-            semicolon + 1
-        } else {
-            let mut depth = 0usize;
-            let mut end = item.len();
-            for (index, c) in item[brace..].char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = brace + index + 1;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            end
-        };
-        rest = &item[end..];
+        rest = &item[item_end(item)..];
     }
     out.push_str(rest);
     out
+}
+
+/// Where the item at the start of `text` ends: after its first `;` or `,` outside brackets
+/// (a `use`, a field, a variant), or after the `}` that closes its first body, or before a
+/// `}` that closes what encloses it.
+fn item_end(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'(' | b'[' => depth += 1,
+            b'<' => depth += 1,
+            // `->` and `=>` are arrows, not the end of generics.
+            b'>' if at > 0 && matches!(bytes[at - 1], b'-' | b'=') => {}
+            b')' | b']' | b'>' => depth = depth.saturating_sub(1),
+            b';' | b',' if depth == 0 => return at + 1,
+            b'{' if depth == 0 => {
+                let mut braces = 0usize;
+                for (offset, &byte) in bytes[at..].iter().enumerate() {
+                    match byte {
+                        b'{' => braces += 1,
+                        b'}' => {
+                            braces -= 1;
+                            if braces == 0 {
+                                return at + offset + 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                return bytes.len();
+            }
+            b'}' if depth == 0 => return at,
+            _ => {}
+        }
+        at += 1;
+    }
+    bytes.len()
 }
 
 fn is_ident(c: char) -> bool {
@@ -312,60 +328,85 @@ fn absolute(module: &Module, path: &[String], children: &BTreeSet<String>) -> Op
     Some(base)
 }
 
-/// The module a path names: its longest prefix that is a module, with items of the crate
-/// root followed through the root's re-exports.
+/// The module a path names: its longest prefix that is a module, unless what follows that
+/// prefix is an item the module re-exports (`pub use`, `pub(crate) use`), which is followed
+/// to the module that defines it.
 fn resolve(
     path: &[String],
     modules: &BTreeMap<Module, String>,
-    reexports: &BTreeMap<String, Module>,
+    reexports: &BTreeMap<(Module, String), Vec<String>>,
 ) -> Module {
-    for length in (1..=path.len()).rev() {
-        if modules.contains_key(&path[..length]) {
-            return path[..length].to_vec();
+    let mut path = path.to_vec();
+    // A bounded number of hops: re-exports of re-exports, never a loop.
+    for _ in 0..8 {
+        let length = (0..=path.len())
+            .rev()
+            .find(|length| modules.contains_key(&path[..*length]))
+            .unwrap_or(0);
+        let module = path[..length].to_vec();
+        match path
+            .get(length)
+            .and_then(|item| reexports.get(&(module.clone(), item.clone())))
+        {
+            Some(target) if target != &path[..target.len().min(path.len())] => {
+                path = target.clone();
+            }
+            _ => return module,
         }
     }
-    match path.first() {
-        Some(item) => reexports.get(item).cloned().unwrap_or_default(),
-        None => Vec::new(),
-    }
+    panic!("re-exports of {} go round", path.join("::"))
 }
 
-/// The root's `pub use module::{Item, ..}` re-exports, item to module.
-fn reexports(modules: &BTreeMap<Module, String>) -> BTreeMap<String, Module> {
-    let root = &modules[&Vec::new()];
-    let mut found = Vec::new();
-    let tokens = tokenize(root);
-    for (index, token) in tokens.iter().enumerate() {
-        if token == "use" && index > 0 && tokens[index - 1] == "pub" {
+/// Every module's re-exports (`pub use`, `pub(crate) use`, `pub(super) use`): the module and
+/// the item's name to the path it re-exports.
+fn reexports(modules: &BTreeMap<Module, String>) -> BTreeMap<(Module, String), Vec<String>> {
+    let mut map = BTreeMap::new();
+    for (module, text) in modules {
+        let children = children(module, modules);
+        let tokens = tokenize(text);
+        for (index, token) in tokens.iter().enumerate() {
+            let public = index > 0
+                && (tokens[index - 1] == "pub"
+                    || (tokens[index - 1] == ")"
+                        && index >= 4
+                        && tokens[index - 4] == "pub"
+                        && tokens[index - 3] == "("));
+            if token != "use" || !public {
+                continue;
+            }
             let mut end = index + 1;
             while end < tokens.len() && tokens[end] != ";" {
                 end += 1;
             }
-            let mut tree: Vec<String> = vec!["crate".into(), "::".into()];
-            tree.extend(tokens[index + 1..end].iter().cloned());
+            let mut found = Vec::new();
             expand(
-                &Vec::new(),
-                &BTreeSet::new(),
-                &tree,
+                module,
+                &children,
+                &tokens[index + 1..end],
                 &mut Vec::new(),
                 &mut found,
             );
-        }
-    }
-    let mut map = BTreeMap::new();
-    for path in found {
-        if let Some(item) = path.last()
-            && path.len() >= 2
-            && modules.contains_key(&path[..1])
-        {
-            let mut module = path[..path.len() - 1].to_vec();
-            while !modules.contains_key(&module) {
-                module.pop();
+            for path in found {
+                // A path to the module's own item (`pub use crate::Blob as _` in the root's
+                // inline prelude) re-exports nothing.
+                if let Some(item) = path.last()
+                    && path[..path.len() - 1] != module[..]
+                {
+                    map.insert((module.clone(), item.clone()), path.clone());
+                }
             }
-            map.insert(item.clone(), module);
         }
     }
     map
+}
+
+/// The names of `module`'s own submodules.
+fn children(module: &Module, modules: &BTreeMap<Module, String>) -> BTreeSet<String> {
+    modules
+        .keys()
+        .filter(|other| other.len() == module.len() + 1 && other.starts_with(module))
+        .filter_map(|other| other.last().cloned())
+        .collect()
 }
 
 fn name(module: &Module) -> String {
@@ -425,11 +466,7 @@ fn graph() -> BTreeMap<Module, BTreeSet<Module>> {
     let reexports = reexports(&modules);
     let mut graph = BTreeMap::new();
     for (module, text) in &modules {
-        let children: BTreeSet<String> = modules
-            .keys()
-            .filter(|other| other.len() == module.len() + 1 && other.starts_with(module))
-            .filter_map(|other| other.last().cloned())
-            .collect();
+        let children = children(module, &modules);
         let mut targets = BTreeSet::new();
         for path in paths(module, &children, text) {
             let target = resolve(&path, &modules, &reexports);
@@ -661,6 +698,20 @@ fn the_resolver_finds_grouped_relative_and_reexported_imports() {
     ] {
         assert!(found.contains(expected), "{expected} not in {found:?}");
     }
+    let field = without_test_code(
+        "struct S {\n    #[cfg(test)]\n    hook: Option<Map<u8, u8>>,\n    kept: u8,\n}\nimpl S { fn f() { crate::kept::x(); } }",
+    );
+    assert!(
+        field.contains("kept: u8") && field.contains("crate::kept"),
+        "{field}"
+    );
+    assert!(!field.contains("hook"), "{field}");
+    let function =
+        without_test_code("#[cfg(test)]\nfn t(a: u8, b: u8) -> u8 { crate::t::x() }\nfn g() {}");
+    assert!(
+        !function.contains("crate::t") && function.contains("fn g"),
+        "{function}"
+    );
     let stripped = without_test_code(&without_comments(
         "use a::b; // crate::hidden\n#[cfg(test)]\nmod tests { use crate::x; }\n#[cfg(test)]\nuse crate::y;\nfn g() {}",
     ));

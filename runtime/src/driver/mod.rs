@@ -50,6 +50,10 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+/// The closing flag of a worker: set once its cleanup has drained its ring. Whoever holds
+/// results of that worker's registrations can tell whether they were observed in its life.
+pub(crate) type RingClosed = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
 pub(crate) use operation::{Operation, Request, RequestOutput};
 
 /// The `user_data` of the eventfd read. Its top bit is set, which no operation's is.

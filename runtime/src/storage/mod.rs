@@ -31,7 +31,8 @@ mod direct;
 
 use crate::buffer::{IoBufMut, IoBufs, IoBufsMut};
 use crate::context::Context;
-use crate::driver::operation::{Completion, RingClosed, register_batch};
+use crate::driver::RingClosed;
+use crate::driver::operation::{Completion, register_batch};
 use crate::driver::{Operation, Request, RequestOutput};
 use crate::{Error, Storage};
 use std::future::Future;

@@ -669,11 +669,14 @@ pub(crate) struct JoinRef<T> {
     slot: NonNull<JoinSlot<T>>,
 }
 
-// SAFETY: a `JoinRef` only reaches the slot, which is `Sync` for `T: Send` (a lock around the
-// result), through a pointer its own `TaskRef` keeps alive; the `TaskRef` is `Send + Sync`.
-unsafe impl<T: Send> Send for JoinRef<T> {}
-// SAFETY: as above; `&JoinRef` only reads the slot through its lock.
-unsafe impl<T: Send> Sync for JoinRef<T> {}
+// SAFETY: a `JoinRef` is a `TaskRef` (`Send + Sync`) and, in effect, a `&JoinSlot<T>` that
+// the `TaskRef` keeps alive (the slot is dropped only when the cell is freed). Sending it or
+// sharing it across threads shares that reference, which is sound exactly when the slot is
+// `Sync` (a lock around the result: `T: Send`), which the bound states.
+unsafe impl<T> Send for JoinRef<T> where JoinSlot<T>: Sync {}
+// SAFETY: as above: `&JoinRef` gives `&JoinSlot<T>` (to publish, abort or take the result
+// under its lock) and nothing more.
+unsafe impl<T> Sync for JoinRef<T> where JoinSlot<T>: Sync {}
 
 impl<T> JoinRef<T> {
     /// # Safety

@@ -53,16 +53,7 @@ impl<T> Future for Handle<T> {
             self.refused = false;
             return Poll::Ready(Err(Error::Closed));
         };
-        let mut slot = join.slot().lock();
-        if let Some(result) = slot.result.take() {
-            return Poll::Ready(result);
-        }
-        assert!(!slot.published, "Handle polled after it resolved");
-        match &slot.handle {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            _ => slot.handle = Some(cx.waker().clone()),
-        }
-        Poll::Pending
+        join.slot().poll_result(cx.waker())
     }
 }
 
@@ -73,7 +64,7 @@ impl<T> std::fmt::Debug for Handle<T> {
         let published = self
             .join
             .as_ref()
-            .is_none_or(|join| join.slot().lock().published);
+            .is_none_or(|join| join.slot().is_published());
         f.debug_struct("Handle")
             .field("published", &published)
             .field("attached", &self.join.is_some())

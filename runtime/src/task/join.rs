@@ -11,15 +11,15 @@
 use super::Execution;
 use crate::Error;
 use crate::context::LabelPath;
-use crate::sync::{Mutex, MutexGuard};
-use std::task::Waker;
+use crate::sync::Mutex;
+use std::task::{Poll, Waker};
 
-pub(crate) struct Slot<T> {
-    pub(crate) result: Option<Result<T, Error>>,
+struct Slot<T> {
+    result: Option<Result<T, Error>>,
     /// A result has been published (it may have been taken since).
-    pub(crate) published: bool,
+    published: bool,
     /// The handle's waker, woken when the result is published.
-    pub(crate) handle: Option<Waker>,
+    handle: Option<Waker>,
 }
 
 /// Where one task's result goes, until its handle takes it. The running metric and the
@@ -67,8 +67,23 @@ impl<T> JoinSlot<T> {
         self.publish(Err(Error::Closed), scope)
     }
 
-    /// The slot's contents, for the handle.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Slot<T>> {
-        self.slot.lock()
+    /// The handle's poll: takes the result if one was published, else leaves `waker` to be
+    /// woken when it is. Panics if the result was already taken.
+    pub(crate) fn poll_result(&self, waker: &Waker) -> Poll<Result<T, Error>> {
+        let mut slot = self.slot.lock();
+        if let Some(result) = slot.result.take() {
+            return Poll::Ready(result);
+        }
+        assert!(!slot.published, "Handle polled after it resolved");
+        match &slot.handle {
+            Some(registered) if registered.will_wake(waker) => {}
+            _ => slot.handle = Some(waker.clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Whether a result has been published (it may have been taken since).
+    pub(crate) fn is_published(&self) -> bool {
+        self.slot.lock().published
     }
 }

@@ -106,7 +106,7 @@ pub struct Local {
     seat: Option<Seat>,
     phase: Cell<Phase>,
     /// Set when the worker's cleanup has drained its ring (see [`Local::ring_closed`]).
-    closed: crate::driver::operation::RingClosed,
+    closed: crate::driver::RingClosed,
     /// The borrowable part. Only the worker's own code borrows it; the ring and the timers
     /// are reached from elsewhere through [`Local::with_open_driver`] and
     /// [`Local::with_open_timers`], which borrow it for one call that runs no user code.
@@ -190,7 +190,7 @@ impl Local {
 
     /// A flag set once this worker's cleanup has drained its ring: results of its
     /// registrations first observed after that are reported lost.
-    pub(crate) fn ring_closed(&self) -> crate::driver::operation::RingClosed {
+    pub(crate) fn ring_closed(&self) -> crate::driver::RingClosed {
         self.closed.clone()
     }
 

@@ -19,6 +19,7 @@
 //!   the loop and fails the runner, whatever `catch_panics` says.
 
 pub(crate) mod dedicated;
+mod idle;
 pub(crate) mod local;
 mod park;
 mod turn;

@@ -1,33 +1,24 @@
 //! What a pool worker does when a turn found nothing to poll: go round again for pending
 //! messages, callbacks or deadlines; search the other run queues and the global queue; then
 //! park: publish itself idle, take a last look (searching a backlog nobody else searches),
-//! spin within the [`Spinner`] budget and sleep on its futex or in its ring until a claim, a
+//! spin within the [`Spinner`](super::idle::Spinner) budget and sleep on its futex or in its ring until a claim, a
 //! message, a root wake, a timer or the pool's closing wakes it.
 //!
 //! Invariants (the protocol of [`crate::pool::idle`], seen from the worker):
-//! - `searching` is true exactly while this worker holds a search count; `published` while its
-//!   idle bit is (or was, until a claim cleared it) set. Publishing returns the count in the
-//!   same step, and a worker whose bit a claim cleared inherits the claim's count.
+//! - The worker's [`IdleRole`] is `Searching` exactly while it holds a search count, and
+//!   `Published` while its idle bit is (or was, until a claim cleared it) set. Publishing
+//!   returns the count in the same step, and a worker whose bit a claim cleared inherits the
+//!   claim's count.
 //! - A failed search keeps its count until the worker publishes, so kicks for backlogs are
 //!   suppressed only while someone is actually looking.
 //! - The last look runs after publishing: a push that missed the idle bit is seen there, and a
 //!   push that saw it claims the worker.
 
+use super::idle::IdleRole;
 use super::{RootWake, Worker, wait};
 use crate::driver::Driver;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Where a worker stands in the pool's idle protocol (see [`crate::pool::idle`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum IdleRole {
-    /// Neither searching nor published: running work, or about to look for it.
-    Working,
-    /// Holds a search count: one it took to search, or one a claim took for it.
-    Searching,
-    /// Its bit is (or was, until a claim cleared it) set in the idle set; it holds no count.
-    Published,
-}
+use std::time::Instant;
 
 impl Worker {
     /// Steps 5 and 7 to 11 of a turn (listed in [`super::turn`]): with nothing polled this turn, go round again if something is
@@ -212,70 +203,5 @@ impl Worker {
     fn backlog_elsewhere(&self) -> bool {
         let pool = self.pool();
         (0..pool.workers()).any(|victim| victim != self.index && pool.queue(victim).is_stealable())
-    }
-}
-
-/// An idle worker's spin before it sleeps. The budget starts at `budget_us` and doubles (up to
-/// `max_budget_us`) after each sleep that a wake ended within `quick_wake_us`, since a
-/// spinning worker answers such a wake in well under a microsecond while waking a sleeping CPU
-/// costs tens; a longer sleep resets it.
-pub(super) struct Spinner {
-    budget: Duration,
-    base: Duration,
-    max: Duration,
-    quick: Duration,
-}
-
-impl Spinner {
-    pub(super) fn new(config: &crate::config::SpinnerConfig) -> Self {
-        let base = Duration::from_micros(config.budget_us);
-        Self {
-            budget: base,
-            base,
-            max: Duration::from_micros(config.max_budget_us),
-            quick: Duration::from_micros(config.quick_wake_us),
-        }
-    }
-
-    /// Spins until `waker` is signalled (consuming the signal; returns true), `ready` says the
-    /// ring has completions to reap (returns true), or the budget or `deadline` runs out
-    /// (returns false).
-    fn spin(
-        &self,
-        waker: &crate::pool::wake::WakeState,
-        deadline: Option<Instant>,
-        mut ready: impl FnMut() -> bool,
-    ) -> bool {
-        if self.budget.is_zero() {
-            return false;
-        }
-        let mut until = Instant::now() + self.budget;
-        if let Some(deadline) = deadline {
-            until = until.min(deadline);
-        }
-        loop {
-            if waker.is_signalled() {
-                waker.consume();
-                return true;
-            }
-            if ready() {
-                return true;
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-        }
-    }
-
-    /// Adapts the budget to how long the last sleep lasted.
-    fn adapt(&mut self, slept: Duration) {
-        self.budget = if slept < self.quick && !self.base.is_zero() {
-            (self.budget * 2).min(self.max).max(self.base)
-        } else {
-            self.base
-        };
     }
 }

@@ -33,7 +33,7 @@
 //!   (unpublished, no count held) before its caller destroys the root or anything else that
 //!   can run user code.
 
-use super::park::{IdleRole, Spinner};
+use super::idle::{IdleRole, Spinner};
 use super::{Local, RootWake, TURN_BUDGET, push_local, run_deferred, service};
 use crate::panic::Panics;
 use crate::pool::{CAPACITY, Message, Pool};

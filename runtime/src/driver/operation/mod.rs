@@ -26,8 +26,8 @@
 mod file;
 mod socket;
 
-use super::Driver;
 use super::sockaddr::RawAddress;
+use super::{Driver, RingClosed};
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::sync::Mutex;
 use crate::worker::Local;
@@ -470,10 +470,6 @@ impl Driver {
         shared
     }
 }
-
-/// The closing flag of a worker: set once its cleanup has drained its ring. Whoever holds
-/// results of that worker's registrations can tell whether they were observed in its life.
-pub(crate) type RingClosed = Arc<std::sync::atomic::AtomicBool>;
 
 /// Runs `f` with the ring of the worker running on this thread; `None` if there is none (a
 /// foreign thread) or that worker is closing.
