@@ -372,8 +372,8 @@ const SHARE_FROM: usize = 16 * 1024;
 const COPY_LIMIT: usize = 256 * 1024;
 
 /// Replies on their way out: small parts copied into one buffer, bulk strings of
-/// [`SHARE_FROM`] bytes or more, and every bulk string once [`COPY_LIMIT`] bytes of them were
-/// copied, referenced where they are kept (a value shared with the store is not copied,
+/// 16 KiB or more, and every bulk string once 256 KiB of them were copied, referenced where
+/// they are kept (a value shared with the store is not copied,
 /// however many replies carry it).
 #[derive(Default)]
 pub struct Encoded {
