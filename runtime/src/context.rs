@@ -1,5 +1,8 @@
 //! [`Context`]: the capabilities a task holds: where its spawns go (placement), its node in
-//! the supervision tree, and its label path for metrics.
+//! the supervision tree, and its label path for metrics. Here a spawned task's cell is tied to
+//! the rest of the runtime: its owner is a [`TaskNode`] (its node, home and placement), whose
+//! hooks ([`Owner`]) deliver it through the worker, close it in the tree and count it in its
+//! label path.
 //!
 //! Invariants:
 //! - Placement is per spawn and never inherited: the context a task receives is always
@@ -11,10 +14,12 @@
 //!   on, so a factory panic, a refusal or the task's end each lower it exactly once.
 
 use crate::metrics::Label;
+use crate::panic::Payload;
+use crate::pool::Home;
 use crate::runner::RunnerState;
 use crate::stop::Signal;
-use crate::supervision::{NodeRef, ScopeNode};
-use crate::task::{Execution, Handle, Home, Placement, Task};
+use crate::supervision::{self, NodeRef, ScopeNode, TaskNode};
+use crate::task::{Execution, Handle, Owner, Placement, Runnable, Task, TaskRef};
 use crate::time::Sleep;
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{Arrival, deliver};
@@ -53,7 +58,7 @@ impl LabelPath {
 
     /// A panic of a task's poll: with `catch_panics` only its handle sees it (`Exited`);
     /// otherwise it goes to the panicker and fails the runner.
-    pub(crate) fn route_panic(&self, payload: crate::panic::Payload) {
+    pub(crate) fn route_panic(&self, payload: Payload) {
         if self.shared.config.catch_panics {
             crate::panic::dispose(payload);
         } else {
@@ -73,6 +78,32 @@ impl LabelPath {
             families: Default::default(),
             children: Default::default(),
         }
+    }
+}
+
+impl Owner for TaskNode {
+    fn schedule(runnable: Runnable) {
+        deliver(runnable, Arrival::Wake);
+    }
+
+    fn is_aborted(&self) -> bool {
+        self.core.is_closed()
+    }
+
+    fn end(&self, task: &TaskRef) {
+        supervision::end(task);
+    }
+
+    fn abort(&self, task: &TaskRef) {
+        NodeRef::Task(task.clone()).abort();
+    }
+
+    fn published(&self) {
+        self.core.scope().finish_running(self.execution);
+    }
+
+    fn panicked(&self, payload: Payload) {
+        self.core.scope().route_panic(payload);
     }
 }
 
@@ -264,12 +295,11 @@ impl Spawner for Context {
         };
         // The cell exists before the future: the factory's context refers to it as the new
         // task's node, adopted by this context's node.
-        let mut prepared = Task::prepare::<Fut>(&self.tree, self.execution, home);
-        let node = prepared.node();
-        if let NodeRef::Task(task) = &node {
-            self.tree.adopt_task(task);
-        }
-        let future = f(Context::for_task(node));
+        let owner = TaskNode::under(&self.tree, home, self.execution);
+        let mut prepared = Task::prepare::<Fut, TaskNode>(owner);
+        let node = prepared.for_context();
+        self.tree.adopt_task(&node);
+        let future = f(Context::for_task(NodeRef::Task(node)));
         let (task, runnable, join) = prepared.install(future);
         let handle = Handle::new(join);
         match (lease, inbox) {

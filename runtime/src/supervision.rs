@@ -1,7 +1,7 @@
 //! The supervision tree. Its nodes are of two kinds: scopes ([`ScopeNode`]: the runner's root and
-//! every [`child`](crate::Spawner::child) context) and tasks (the task cell itself, so a spawn
-//! allocates nothing for supervision). Both carry a [`NodeCore`]: a closed flag and the links
-//! to their parent and children.
+//! every [`child`](crate::Spawner::child) context) and tasks (a [`TaskNode`], kept inside the
+//! task cell as its owner, so a spawn allocates nothing for supervision). Both carry a
+//! [`NodeCore`]: a closed flag and the links to their parent and children.
 //!
 //! Invariants:
 //! - `closed` only goes from false to true, set under the links' lock. A node created or
@@ -18,9 +18,10 @@
 //!   root reaches every node still in use.
 
 use crate::context::LabelPath;
+use crate::pool::Home;
 use crate::slab::Slab;
 use crate::sync::Mutex;
-use crate::task::cell::{TaskPtr, TaskRef};
+use crate::task::{Execution, TaskPtr, TaskRef};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -66,6 +67,42 @@ pub(crate) struct NodeCore {
     /// The label path (and runner) of contexts on this node; `None` only for the bare cells
     /// of unit tests.
     scope: Option<Arc<LabelPath>>,
+}
+
+/// A task's node: what a task spawned through a context keeps in its cell as its owner (see
+/// [`crate::task::Owner`], implemented where the pieces are tied together, in `context`): its
+/// place in the tree, its home, and its placement (for its running metric).
+pub(crate) struct TaskNode {
+    pub(crate) core: NodeCore,
+    pub(crate) home: Home,
+    pub(crate) execution: Execution,
+}
+
+impl TaskNode {
+    /// The node of a task spawned under `parent` with `execution`, delivered to `home` (not
+    /// adopted yet).
+    pub(crate) fn under(parent: &NodeRef, home: Home, execution: Execution) -> Self {
+        Self {
+            core: NodeCore::under(parent.clone(), parent.scope().clone()),
+            home,
+            execution,
+        }
+    }
+
+    /// The owner of a bare task of the unit tests: delivered to `home`, in no tree.
+    #[cfg(test)]
+    pub(crate) fn unsupervised(home: Home) -> Self {
+        Self {
+            core: NodeCore::default(),
+            home,
+            execution: Execution::default(),
+        }
+    }
+
+    /// The node kept in `task`'s cell.
+    fn of(task: &TaskRef) -> &NodeCore {
+        &task.owner::<TaskNode>().core
+    }
 }
 
 impl NodeCore {
@@ -164,7 +201,7 @@ impl NodeRef {
     fn core(&self) -> &NodeCore {
         match self {
             NodeRef::Scope(scope) => &scope.core,
-            NodeRef::Task(task) => task.node(),
+            NodeRef::Task(task) => TaskNode::of(task),
         }
     }
 
@@ -187,7 +224,7 @@ impl NodeRef {
     /// closed parent refuses, and the task is closed and aborted instead (it never runs).
     pub(crate) fn adopt_task(&self, task: &TaskRef) {
         match self.core().adopt(Child::Task(task.ptr())) {
-            Ok(slot) => task.node().slot.store(slot, Ordering::Relaxed),
+            Ok(slot) => TaskNode::of(task).slot.store(slot, Ordering::Relaxed),
             Err(_) => NodeRef::Task(task.clone()).abort(),
         }
     }
@@ -219,7 +256,7 @@ fn cascade(children: Vec<NodeRef>, mut aborted: Vec<TaskRef>) {
     }
     // Children were closed after their parents, so reversing aborts descendants first.
     for task in aborted.into_iter().rev() {
-        task.abort();
+        task.cancel();
     }
 }
 
@@ -227,7 +264,7 @@ fn cascade(children: Vec<NodeRef>, mut aborted: Vec<TaskRef>) {
 /// node closes, its descendants are closed and aborted (the task publishes its own result),
 /// and it leaves its parent. One lock on the task's node for the common case.
 pub(crate) fn end(task: &TaskRef) {
-    let core = task.node();
+    let core = TaskNode::of(task);
     let (children, parent) = {
         let mut links = core.links.lock();
         let childless = links

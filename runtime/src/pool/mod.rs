@@ -1,5 +1,6 @@
-//! The pool: the workers' run queues and mailboxes, the global queue and the idle set. It
-//! knows nothing of io_uring: workers park through [`wake::WakeState`].
+//! The pool: the workers' run queues and mailboxes, the global queue and the idle set, and a
+//! task's [`Home`] (this pool, or a dedicated worker's inbox). It knows nothing of io_uring:
+//! workers park through [`wake::WakeState`].
 //!
 //! Invariants:
 //! - Every runnable of a task of this pool is in exactly one place: a run queue, the global
@@ -26,11 +27,27 @@ use idle::Idle;
 use mailbox::Mailbox;
 use queue::RunQueue;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 #[cfg(test)]
 pub use mailbox::BATCH_SIZE;
 pub use mailbox::Message;
 pub use queue::CAPACITY;
+
+/// Where a task's runnables are delivered.
+pub(crate) enum Home {
+    /// A pool: to the waking worker's queue or the pool's global queue. Weak, so that a leaked
+    /// waker does not keep a finished runner's pool alive.
+    Pool(Weak<Pool>),
+    /// A dedicated worker's inbox.
+    Dedicated(Arc<dyn Inbox>),
+}
+
+/// The single-task inbox of a dedicated worker.
+pub(crate) trait Inbox: Send + Sync {
+    /// Takes the runnable and wakes the worker.
+    fn deliver(&self, runnable: Runnable);
+}
 
 struct Slot {
     queue: RunQueue,

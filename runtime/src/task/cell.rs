@@ -1,6 +1,11 @@
-//! The task cell: one allocation per spawn holding the state word, the task's supervision
-//! node, the result slot its [`Handle`](super::Handle) reads, and the future; plus the
-//! hand-written `RawWaker` vtable that wakes it.
+//! The task cell: one allocation per spawn holding the state word, the task's owner (what the
+//! layers above keep in it: for the runtime, its home and its node in the tree), the result
+//! slot its
+//! [`Handle`](super::Handle) reads, and the future; plus the hand-written `RawWaker` vtable
+//! that wakes it.
+//!
+//! The cell knows nothing of pools, workers or the supervision tree: it is generic over what it
+//! needs from them ([`Owner`]).
 //!
 //! A cell is shared by reference-counted pointers, all [`TaskRef`]s underneath: the task set's
 //! entry ([`Task`]), at most one queued [`Runnable`], the handle, the task's own contexts, its
@@ -20,32 +25,33 @@
 //!   moved out, on every path (finish, abort, refusal, teardown, a panicking destructor).
 //! - The future is touched only by the thread that holds `RUNNING`, or by the thread that moved
 //!   the word into `COMPLETE` from a state without `RUNNING`. Those two are exclusive, which is
-//!   what makes the `UnsafeCell` accesses sound. The supervision slot is shared (a lock and
-//!   atomics) and never part of that exclusive access.
+//!   what makes the `UnsafeCell` accesses sound. The owner and the result slot are shared
+//!   (locks and atomics) and never part of that exclusive access.
 //! - Once `COMPLETE` is set it never clears: wakes are then no-ops and a queued runnable is
 //!   simply released when it is taken.
 //! - No allocation happens on poll or wake: a waker is a reference count on the cell, and the
 //!   waker a poll hands out is borrowed from the runnable's reference.
 //! - A supervised future finishes in this order: the future is dropped (a destructor panic is
-//!   contained), the task's subtree is closed, and only then is the result published.
+//!   contained), the owner ends the task (its subtree is closed), and only then is the result
+//!   published.
 //! - The reference count is hand-kept rather than an `Arc`'s, so that a cell is born with the
 //!   references it hands out (no atomic operation for them).
+//! - A cell's owner type is recorded in its vtable, and [`TaskRef::owner`] checks it before it
+//!   hands out the owner, so reading an owner as the wrong type is a panic, never a bad cast.
 
-use super::Execution;
+use super::Owner;
 use super::join::JoinSlot;
 use super::state::{Clear, EndPoll, StartPoll, State, Wake};
 use crate::Error;
 use crate::panic::Panics;
-use crate::pool::Pool;
-use crate::supervision::{self, NodeCore, NodeRef};
 use crate::sync::{AtomicUsize, UnsafeCell, fence};
+use std::any::TypeId;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 /// What a poll of a runnable led to, for the worker that ran it.
@@ -61,73 +67,73 @@ pub(crate) enum Polled {
     Stale,
 }
 
-/// Where a task's runnables are delivered.
-pub(crate) enum Home {
-    /// A pool: to the waking worker's queue or the pool's global queue. Weak, so that a leaked
-    /// waker does not keep a finished runner's pool alive.
-    Pool(Weak<Pool>),
-    /// A dedicated worker's inbox.
-    Dedicated(Arc<dyn Inbox>),
-}
-
-/// The single-task inbox of a dedicated worker.
-pub(crate) trait Inbox: Send + Sync {
-    /// Takes the runnable and wakes the worker.
-    fn deliver(&self, runnable: Runnable);
-}
-
-/// Type-erased operations on a cell, one static table per future type.
+/// Type-erased operations on a cell, one static table per future and owner type.
 struct Vtable {
     poll: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Poll<()>,
     drop_future: unsafe fn(NonNull<Header>),
+    cancel: unsafe fn(NonNull<Header>),
     abort: unsafe fn(NonNull<Header>),
     clone: unsafe fn(NonNull<Header>),
     release: unsafe fn(NonNull<Header>),
+    /// Delivers a runnable a wake made ([`Owner::schedule`]).
+    schedule: fn(Runnable),
+    /// The type of the cell's owner, checked by [`TaskRef::owner`].
+    owner: TypeId,
 }
 
-/// The part of a cell every pointer can see without knowing the future's type.
+/// The part of a cell every pointer can see without knowing the future's or owner's type.
 #[repr(C)]
 pub(crate) struct Header {
     state: State,
     /// References to the cell (task set, runnable, handle, contexts, parent entry, wakers).
     refs: AtomicUsize,
     vtable: &'static Vtable,
-    home: Home,
     /// Index of the task's entry in the task set; written once, under the set's lock, before
     /// the first runnable exists.
     pub(crate) slot: std::sync::atomic::AtomicUsize,
-    /// The task's node in the supervision tree.
-    node: NodeCore,
 }
 
-/// A cell: the header first (so a pointer to the cell is a pointer to its header), then the
-/// supervision slot (shared), then the future (exclusive to its poller).
+/// The header and the owner: the prefix of every cell with owner `O`, whatever its future, so
+/// a header pointer of such a cell is also a pointer to its `Head<O>`.
 #[repr(C)]
-struct Cell<F: Future> {
+struct Head<O> {
     header: Header,
+    owner: O,
+}
+
+/// A cell: the head first (so a pointer to the cell is a pointer to its header), then the
+/// result slot (shared), then the future (exclusive to its poller).
+#[repr(C)]
+struct Cell<F: Future, O> {
+    head: Head<O>,
     supervision: Option<JoinSlot<F::Output>>,
     future: UnsafeCell<Option<F>>,
 }
 
-impl<F> Cell<F>
+impl<F, O> Cell<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: Owner,
 {
     const VTABLE: Vtable = Vtable {
         poll: Self::poll,
         drop_future: Self::drop_future,
+        cancel: Self::cancel,
         abort: Self::abort,
         clone: Self::clone,
         release: Self::release,
+        schedule: O::schedule,
+        owner: TypeId::of::<O>(),
     };
 
     /// # Safety
-    /// `header` points into a live `Cell<F>`.
-    unsafe fn from_header<'a>(header: NonNull<Header>) -> &'a Cell<F> {
-        // SAFETY: `header` is the first field of a `#[repr(C)]` `Cell<F>`, so the cast gives
-        // back the cell, alive while the caller's count is.
-        unsafe { header.cast::<Cell<F>>().as_ref() }
+    /// `header` points into a live `Cell<F, O>`.
+    unsafe fn from_header<'a>(header: NonNull<Header>) -> &'a Cell<F, O> {
+        // SAFETY: `header` is the first field of `Head<O>`, itself the first field of a
+        // `#[repr(C)]` `Cell<F, O>`, so the cast gives back the cell, alive while the caller's
+        // count is.
+        unsafe { header.cast::<Cell<F, O>>().as_ref() }
     }
 
     /// Drops the future where it lies, containing a destructor panic. Returns whether the
@@ -135,7 +141,7 @@ where
     ///
     /// # Safety
     /// The caller has exclusive access to the future (module invariants).
-    unsafe fn dispose(cell: &Cell<F>) -> bool {
+    unsafe fn dispose(cell: &Cell<F, O>) -> bool {
         // SAFETY: exclusive access per the caller's contract.
         Panics::contain(|| cell.future.with_mut(|slot| unsafe { drop_in_place(slot) })).is_some()
     }
@@ -153,13 +159,14 @@ where
                 None => Poll::Ready(()),
             });
         };
-        // This cell's own reference, borrowed for the tree calls below (no count changes).
+        let owner = &cell.head.owner;
+        // This cell's own reference, borrowed for the owner's calls below (no count changes).
         let this = ManuallyDrop::new(TaskRef { header });
-        if cell.header.node.is_closed() {
+        if owner.is_aborted() {
             // Aborted (or its parent closed): drop the future and leave the tree.
             // SAFETY: RUNNING, see above.
             unsafe { Self::dispose(cell) };
-            supervision::end(&this);
+            owner.end(&this);
             return Poll::Ready(());
         }
         // SAFETY: RUNNING, see above. The future is never moved while it is `Some`; it is
@@ -177,24 +184,21 @@ where
             Ok(Poll::Ready(output)) => {
                 // SAFETY: RUNNING, see above.
                 let clean = unsafe { Self::dispose(cell) };
-                supervision::end(&this);
-                supervision.publish(
-                    if clean {
-                        Ok(output)
-                    } else {
-                        Err(Error::Closed)
-                    },
-                    cell.header.node.scope(),
-                );
+                owner.end(&this);
+                let result = if clean {
+                    Ok(output)
+                } else {
+                    Err(Error::Closed)
+                };
+                supervision.publish(result, || owner.published());
                 Poll::Ready(())
             }
             Err(payload) => {
                 // SAFETY: RUNNING, see above.
                 unsafe { Self::dispose(cell) };
-                supervision::end(&this);
-                let scope = cell.header.node.scope();
-                supervision.publish(Err(Error::Exited), scope);
-                scope.route_panic(payload);
+                owner.end(&this);
+                supervision.publish(Err(Error::Exited), || owner.published());
+                owner.panicked(payload);
                 Poll::Ready(())
             }
         }
@@ -213,20 +217,20 @@ where
             && cell.future.with(|slot| unsafe { (*slot).is_some() })
         {
             let this = ManuallyDrop::new(TaskRef { header });
-            NodeRef::Task((*this).clone()).abort();
-            supervision::end(&this);
+            cell.head.owner.abort(&this);
+            cell.head.owner.end(&this);
         }
         // SAFETY: exclusive access per the caller's contract.
         cell.future.with_mut(|slot| unsafe { drop_in_place(slot) });
     }
 
     /// # Safety
-    /// `header` points into a live `Cell<F>`.
-    unsafe fn abort(header: NonNull<Header>) {
+    /// `header` points into a live `Cell<F, O>`.
+    unsafe fn cancel(header: NonNull<Header>) {
         // SAFETY: the caller's count keeps the cell alive.
         let cell = unsafe { Self::from_header(header) };
         if let Some(supervision) = &cell.supervision
-            && supervision.abort(cell.header.node.scope())
+            && supervision.abort(|| cell.head.owner.published())
         {
             // The next poll drops the future (or teardown does).
             wake_by_ref(header);
@@ -234,7 +238,16 @@ where
     }
 
     /// # Safety
-    /// `header` points into a live, boxed `Cell<F>` on which the caller owns a count.
+    /// `header` points into a live `Cell<F, O>` on which the caller owns a count.
+    unsafe fn abort(header: NonNull<Header>) {
+        // SAFETY: the caller's count keeps the cell alive.
+        let cell = unsafe { Self::from_header(header) };
+        let this = ManuallyDrop::new(TaskRef { header });
+        cell.head.owner.abort(&this);
+    }
+
+    /// # Safety
+    /// `header` points into a live, boxed `Cell<F, O>` on which the caller owns a count.
     unsafe fn clone(header: NonNull<Header>) {
         // SAFETY: the caller owns one count, so the allocation is alive. Relaxed suffices: a
         // new reference can only be made from an existing one (as in `Arc::clone`).
@@ -262,11 +275,11 @@ where
         // happens after every poller's accesses (loom does not track the `Box` itself).
         #[cfg(loom)]
         // SAFETY: the last reference: nobody else touches the cell.
-        unsafe { header.cast::<Cell<F>>().as_ref() }
+        unsafe { header.cast::<Cell<F, O>>().as_ref() }
             .future
             .with_mut(|_| ());
         // SAFETY: the cell was allocated by `Box::new` in `allocate` and nobody else holds it.
-        drop(unsafe { Box::from_raw(header.cast::<Cell<F>>().as_ptr()) });
+        drop(unsafe { Box::from_raw(header.cast::<Cell<F, O>>().as_ptr()) });
     }
 }
 
@@ -275,8 +288,8 @@ pub(crate) struct TaskRef {
     header: NonNull<Header>,
 }
 
-// SAFETY: a `TaskRef` only reaches the cell through atomics, locks and the state machine, and
-// the future inside is `Send`.
+// SAFETY: a `TaskRef` only reaches the cell through atomics, locks and the state machine; the
+// future inside is `Send` and the owner `Send + Sync`.
 unsafe impl Send for TaskRef {}
 // SAFETY: as above; shared access never touches the future without the state machine.
 unsafe impl Sync for TaskRef {}
@@ -297,9 +310,19 @@ impl TaskRef {
         self.header()
     }
 
-    /// The task's supervision node.
-    pub(crate) fn node(&self) -> &NodeCore {
-        &self.header().node
+    /// The owner the cell was made with, for the layer that made it.
+    ///
+    /// # Panics
+    /// If the cell's owner is not an `O`: a bug of the caller, never a bad read.
+    pub(crate) fn owner<O: Owner>(&self) -> &O {
+        assert!(
+            self.header().vtable.owner == TypeId::of::<O>(),
+            "a task's owner is read as the type it was made with"
+        );
+        // SAFETY: the vtable is `Cell<F, O>::VTABLE` for this very `O` (checked above), so the
+        // cell is a `#[repr(C)]` `Cell<F, O>` whose first field is a `Head<O>`, at the header's
+        // address. Our count keeps it alive for the returned borrow.
+        unsafe { &self.header.cast::<Head<O>>().as_ref().owner }
     }
 
     /// The cell's address, for identity checks.
@@ -313,7 +336,14 @@ impl TaskRef {
     }
 
     /// Closes the task's handle with `Closed` (unless a result was published) and wakes the
-    /// task so that its future is dropped. What the supervision tree runs on abort.
+    /// task so that its future is dropped: this task alone, what an abort of the tree runs
+    /// for each task it closes.
+    pub(crate) fn cancel(&self) {
+        // SAFETY: we own a count; the vtable matches the cell.
+        unsafe { (self.header().vtable.cancel)(self.header) }
+    }
+
+    /// Aborts the task and everything it spawned, through its owner (see [`Owner::abort`]).
     pub(crate) fn abort(&self) {
         // SAFETY: we own a count; the vtable matches the cell.
         unsafe { (self.header().vtable.abort)(self.header) }
@@ -374,23 +404,29 @@ pub(crate) struct Runnable(TaskRef);
 
 /// A supervised cell waiting for its future (see [`Task::prepare`]). It owns the four counts
 /// made at allocation; dropped before [`install`](Prepared::install) (a factory panicked), it
-/// closes the task's node, leaves the tree and releases them.
-pub(crate) struct Prepared<F: Future> {
-    cell: NonNull<Cell<F>>,
-    context_taken: bool,
-}
-
-impl<F> Prepared<F>
+/// has its owner abort and end the task and releases them.
+pub(crate) struct Prepared<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: Owner,
 {
-    /// The cell as a supervision node: the reference the task's context holds.
-    pub(crate) fn node(&mut self) -> NodeRef {
+    cell: NonNull<Cell<F, O>>,
+    context_taken: bool,
+}
+
+impl<F, O> Prepared<F, O>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    O: Owner,
+{
+    /// The reference the task's context holds.
+    pub(crate) fn for_context(&mut self) -> TaskRef {
         assert!(!self.context_taken, "the context reference is taken once");
         self.context_taken = true;
         // SAFETY: one of the four counts made at allocation, handed to the context.
-        NodeRef::Task(unsafe { counted(self.cell) })
+        unsafe { counted(self.cell) }
     }
 
     /// Stores the future and hands out the set's reference, the first runnable and the handle's.
@@ -411,15 +447,23 @@ where
     }
 }
 
-impl<F: Future> Drop for Prepared<F> {
+impl<F, O> Drop for Prepared<F, O>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    O: Owner,
+{
     fn drop(&mut self) {
-        // The factory panicked: close the task's subtree and handle, leave the tree, and give
-        // back the counts still owned (three, or four if the context never took its own).
+        // The factory panicked: have the owner abort the task (its subtree and handle close)
+        // and end it, and give back the counts still owned (three, or four if the context
+        // never took its own).
         let owned = if self.context_taken { 3 } else { 4 };
         // SAFETY: one of the counts this value owns.
         let task = unsafe { counted(self.cell) };
-        NodeRef::Task(task.clone()).abort();
-        supervision::end(&task);
+        // SAFETY: the cell is alive while `task` is.
+        let owner = unsafe { &self.cell.as_ref().head.owner };
+        owner.abort(&task);
+        owner.end(&task);
         drop(task);
         for _ in 1..owned {
             // SAFETY: the remaining counts this value owns.
@@ -430,25 +474,26 @@ impl<F: Future> Drop for Prepared<F> {
 
 /// Allocates a cell whose count already covers the `references` the caller is about to hand
 /// out, so that creating them costs no atomic operation.
-fn allocate<F>(
+fn allocate<F, O>(
     future: Option<F>,
     supervision: Option<JoinSlot<F::Output>>,
-    home: Home,
-    node: NodeCore,
+    owner: O,
     references: usize,
-) -> NonNull<Cell<F>>
+) -> NonNull<Cell<F, O>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: Owner,
 {
     let cell = Box::new(Cell {
-        header: Header {
-            state: State::scheduled(),
-            refs: AtomicUsize::new(references),
-            vtable: &Cell::<F>::VTABLE,
-            home,
-            slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
-            node,
+        head: Head {
+            header: Header {
+                state: State::scheduled(),
+                refs: AtomicUsize::new(references),
+                vtable: &Cell::<F, O>::VTABLE,
+                slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            },
+            owner,
         },
         supervision,
         future: UnsafeCell::new(future),
@@ -460,7 +505,7 @@ where
 ///
 /// # Safety
 /// The caller makes at most as many of these as `allocate` was told.
-unsafe fn counted<F: Future>(cell: NonNull<Cell<F>>) -> TaskRef {
+unsafe fn counted<F: Future, O>(cell: NonNull<Cell<F, O>>) -> TaskRef {
     TaskRef {
         header: cell.cast::<Header>(),
     }
@@ -496,41 +541,32 @@ unsafe fn drop_in_place<F>(slot: *mut Option<F>) {
 }
 
 impl Task {
-    /// Allocates an unsupervised cell for `future`, already `SCHEDULED`, and returns the set's
-    /// reference with the first runnable. The caller inserts the task before it delivers the
-    /// runnable.
+    /// Allocates an unsupervised cell for `future` kept by `owner` (which delivers its
+    /// runnables), already `SCHEDULED`, and returns the set's reference with the first
+    /// runnable. The caller inserts the task before it delivers the runnable.
     #[cfg(test)]
-    pub(crate) fn new<F>(future: F, pool: Weak<Pool>) -> (Task, Runnable)
+    pub(crate) fn new<F, O>(future: F, owner: O) -> (Task, Runnable)
     where
         F: Future<Output = ()> + Send + 'static,
+        O: Owner,
     {
-        Self::new_in(future, Home::Pool(pool))
-    }
-
-    /// [`Task::new`] with any home.
-    #[cfg(test)]
-    pub(crate) fn new_in<F>(future: F, home: Home) -> (Task, Runnable)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        let cell = allocate(Some(future), None, home, NodeCore::default(), 2);
+        let cell = allocate(Some(future), None, owner, 2);
         // SAFETY: two references were counted at allocation.
         unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
     }
 
     /// Allocates a supervised cell for a future of type `F` that does not exist yet: the
-    /// factory that makes it needs the task's context, which refers to the cell. The future
-    /// reports to the handle, finishes `metric` exactly once and routes panics by
-    /// `catch_panics`.
-    pub(crate) fn prepare<F>(parent: &NodeRef, execution: Execution, home: Home) -> Prepared<F>
+    /// factory that makes it needs the task's context, which refers to the cell. `owner` is
+    /// kept in the cell for the layers above and called at the points of the task's life (see
+    /// [`Owner`]).
+    pub(crate) fn prepare<F, O>(owner: O) -> Prepared<F, O>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
+        O: Owner,
     {
-        let supervision = JoinSlot::new(execution);
         // Four references: the set's, the first runnable, the handle and the task's context.
-        let node = NodeCore::under(parent.clone(), parent.scope().clone());
-        let cell = allocate::<F>(None, Some(supervision), home, node, 4);
+        let cell = allocate::<F, O>(None, Some(JoinSlot::new()), owner, 4);
         Prepared {
             cell,
             context_taken: false,
@@ -561,21 +597,23 @@ impl Task {
 }
 
 impl Runnable {
-    /// Where this runnable is delivered.
-    pub(crate) fn home(&self) -> &Home {
-        &self.0.header().home
-    }
-
     /// The task this runnable polls.
     #[cfg(test)]
     pub(crate) fn task_ref(&self) -> &TaskRef {
         &self.0
     }
 
+    /// The owner of this runnable's task (see [`TaskRef::owner`]): what
+    /// [`Owner::schedule`] reads to deliver it.
+    pub(crate) fn owner<O: Owner>(&self) -> &O {
+        self.0.owner()
+    }
+
     /// Delivers the runnable to its home from wherever the caller is (see
-    /// [`crate::worker::schedule`]).
+    /// [`Owner::schedule`]).
     pub(crate) fn spawn(self) {
-        crate::worker::schedule(self);
+        let schedule = self.0.header().vtable.schedule;
+        schedule(self);
     }
 
     /// Polls the task once on the current thread.
@@ -698,6 +736,7 @@ impl<T> JoinRef<T> {
 #[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
     struct CountDrops(Arc<AtomicUsize>);
@@ -720,7 +759,7 @@ pub(crate) mod tests {
             async move {
                 let _guard = guard;
             },
-            Weak::new(),
+            (),
         );
         assert!(task.clear());
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -738,7 +777,7 @@ pub(crate) mod tests {
             async move {
                 let _guard = guard;
             },
-            Weak::new(),
+            (),
         );
         assert!(matches!(runnable.run(), Polled::Done(_)));
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -754,7 +793,7 @@ pub(crate) mod tests {
                 let _guard = guard;
                 std::future::pending::<()>().await;
             },
-            Weak::new(),
+            (),
         );
         drop(runnable);
         assert_eq!(drops.load(Ordering::SeqCst), 0);
@@ -770,23 +809,41 @@ pub(crate) mod tests {
 /// Loom models of the state word and the reference count: every interleaving of a poll with
 /// wakes, clears and reference drops from other threads ends with the future dropped exactly
 /// once, at most one runnable at a time, no wake lost, and the cell freed once its last
-/// reference goes. Unsupervised cells with a dedicated-style home (an inbox that queues the
-/// runnables a wake makes) keep the models to the cell itself.
+/// reference goes. Unsupervised cells whose owner queues the runnables a wake makes keep the
+/// models to the cell itself.
 #[cfg(all(test, loom))]
 mod models {
     use super::*;
+    use crate::panic::Payload;
     use loom::sync::Mutex;
     use loom::sync::atomic::AtomicUsize;
     use loom::thread;
+    use std::sync::Arc;
 
     /// Collects the runnables wakes create.
     #[derive(Default)]
     struct Queue(Mutex<Vec<Runnable>>);
 
-    impl Inbox for Queue {
-        fn deliver(&self, runnable: Runnable) {
-            self.0.lock().unwrap().push(runnable);
+    /// The models' owner: a wake queues the runnable in the shared queue.
+    struct Queued(Arc<Queue>);
+
+    impl Owner for Queued {
+        fn schedule(runnable: Runnable) {
+            let queue = runnable.owner::<Queued>().0.clone();
+            queue.0.lock().unwrap().push(runnable);
         }
+
+        fn is_aborted(&self) -> bool {
+            false
+        }
+
+        fn end(&self, _task: &TaskRef) {}
+
+        fn abort(&self, _task: &TaskRef) {}
+
+        fn published(&self) {}
+
+        fn panicked(&self, _payload: Payload) {}
     }
 
     impl Queue {
@@ -853,7 +910,7 @@ mod models {
             let drops = Arc::new(AtomicUsize::new(0));
             let waker_thread = Arc::new(Mutex::new(None));
             let spawned = waker_thread.clone();
-            let (task, runnable) = Task::new_in(
+            let (task, runnable) = Task::new(
                 future(&drops, 2, {
                     let mut first = true;
                     move |waker| {
@@ -863,7 +920,7 @@ mod models {
                         }
                     }
                 }),
-                Home::Dedicated(queue.clone()),
+                Queued(queue.clone()),
             );
             let first = runnable.run();
             let handle = waker_thread.lock().unwrap().take().expect("spawned");
@@ -892,10 +949,8 @@ mod models {
             crate::sync::model(move || {
                 let queue = Arc::new(Queue::default());
                 let drops = Arc::new(AtomicUsize::new(0));
-                let (task, runnable) = Task::new_in(
-                    future(&drops, polls, |_| {}),
-                    Home::Dedicated(queue.clone()),
-                );
+                let (task, runnable) =
+                    Task::new(future(&drops, polls, |_| {}), Queued(queue.clone()));
                 let clearer = {
                     let task = task.clone();
                     let drops = drops.clone();
@@ -935,7 +990,7 @@ mod models {
             let drops = Arc::new(AtomicUsize::new(0));
             let wakers = Arc::new(Mutex::new(Vec::new()));
             let keep = wakers.clone();
-            let (task, runnable) = Task::new_in(
+            let (task, runnable) = Task::new(
                 future(&drops, 2, {
                     let mut first = true;
                     move |waker| {
@@ -946,7 +1001,7 @@ mod models {
                         }
                     }
                 }),
-                Home::Dedicated(queue.clone()),
+                Queued(queue.clone()),
             );
             assert!(matches!(runnable.run(), Polled::Idle));
             let (first, second) = {

@@ -2,7 +2,6 @@
 
 use super::cell::JoinRef;
 use crate::Error;
-use crate::supervision::NodeRef;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -39,7 +38,7 @@ impl<T> Handle<T> {
     /// the task had already finished; the future is dropped by its next poll or by shutdown.
     pub fn abort(&self) {
         if let Some(join) = &self.join {
-            NodeRef::Task(join.task().clone()).abort();
+            join.task().abort();
         }
     }
 }

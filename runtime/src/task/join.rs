@@ -4,13 +4,12 @@
 //! The slot lives inside the task cell (no allocation of its own) and guarantees:
 //! - exactly one result is published: `Ok` if the future finished and dropped cleanly, `Closed`
 //!   if it was aborted, refused, cancelled or its destructor panicked, `Exited` if it panicked;
-//! - the running metric is finished exactly once, when that result is published;
+//! - the publisher's `published` callback (the owner's, which lowers the running metric) runs
+//!   exactly once, when that result is published and before the handle is woken;
 //! - an abort (the handle's or an ancestor's) publishes `Closed` at once and wakes the task so
 //!   that its next poll drops the future: the handle resolves without any poll by the runtime.
 
-use super::Execution;
 use crate::Error;
-use crate::context::LabelPath;
 use crate::sync::Mutex;
 use std::task::{Poll, Waker};
 
@@ -22,29 +21,26 @@ struct Slot<T> {
     handle: Option<Waker>,
 }
 
-/// Where one task's result goes, until its handle takes it. The running metric and the
-/// panic policy come from the task's label path ([`LabelPath`]), passed in by the cell.
+/// Where one task's result goes, until its handle takes it.
 pub(crate) struct JoinSlot<T> {
     slot: Mutex<Slot<T>>,
-    execution: Execution,
 }
 
 impl<T> JoinSlot<T> {
-    /// A slot for a task whose running metric (of `execution` in its scope) is already raised.
-    pub(crate) fn new(execution: Execution) -> Self {
+    /// An empty slot.
+    pub(crate) fn new() -> Self {
         Self {
             slot: Mutex::new(Slot {
                 result: None,
                 published: false,
                 handle: None,
             }),
-            execution,
         }
     }
 
-    /// Publishes `result` unless something was published first; finishes the running metric
-    /// and wakes the handle after the lock is released. Returns whether it published.
-    pub(crate) fn publish(&self, result: Result<T, Error>, scope: &LabelPath) -> bool {
+    /// Publishes `result` unless something was published first; then, with the lock released,
+    /// runs `published` and wakes the handle. Returns whether it published.
+    pub(crate) fn publish(&self, result: Result<T, Error>, published: impl FnOnce()) -> bool {
         let handle = {
             let mut slot = self.slot.lock();
             if slot.published {
@@ -54,7 +50,7 @@ impl<T> JoinSlot<T> {
             slot.result = Some(result);
             slot.handle.take()
         };
-        scope.finish_running(self.execution);
+        published();
         if let Some(handle) = handle {
             handle.wake();
         }
@@ -63,8 +59,8 @@ impl<T> JoinSlot<T> {
 
     /// Publishes `Closed` unless a result was published first. Returns whether it did (the
     /// caller then wakes the task so its future is dropped).
-    pub(crate) fn abort(&self, scope: &LabelPath) -> bool {
-        self.publish(Err(Error::Closed), scope)
+    pub(crate) fn abort(&self, published: impl FnOnce()) -> bool {
+        self.publish(Err(Error::Closed), published)
     }
 
     /// The handle's poll: takes the result if one was published, else leaves `waker` to be

@@ -16,15 +16,11 @@
 //!   them with the locks released, because destructors run user code.
 
 use super::cell::{Runnable, Task, TaskRef};
-#[cfg(test)]
-use crate::pool::Pool;
 use crate::slab::Slab;
 use crate::sync::Mutex;
 use std::cell::Cell;
 #[cfg(test)]
 use std::future::Future;
-#[cfg(test)]
-use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Number of shards (a power of two).
@@ -67,15 +63,14 @@ impl Default for Tasks {
 }
 
 impl Tasks {
-    /// Creates an unsupervised task for `future`, inserts it and delivers its first runnable
-    /// (to the current worker's queue on a worker of `pool`, to the global queue otherwise). A
-    /// refused future is dropped here, on the caller's thread.
+    /// Creates an unsupervised task for `future` with no home, inserts it and delivers its
+    /// first runnable. A refused future is dropped here, on the caller's thread.
     #[cfg(test)]
-    pub(crate) fn register<F>(&self, future: F, pool: Weak<Pool>) -> Result<(), ()>
+    pub(crate) fn register<F>(&self, future: F) -> Result<(), ()>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let (task, runnable) = Task::new(future, pool);
+        let (task, runnable) = Task::new(future, ());
         self.admit(task, runnable, Runnable::spawn)
     }
 
@@ -209,12 +204,9 @@ pub(crate) mod tests {
         let probe = Probe(dropped_on.clone());
         assert!(
             tasks
-                .register(
-                    async move {
-                        let _probe = probe;
-                    },
-                    Weak::new()
-                )
+                .register(async move {
+                    let _probe = probe;
+                })
                 .is_err()
         );
         assert_eq!(*dropped_on.lock(), Some(std::thread::current().id()));
@@ -224,10 +216,10 @@ pub(crate) mod tests {
     #[test]
     fn removal_frees_the_slot_and_ignores_strangers() {
         let tasks = Tasks::default();
-        let (first, runnable) = Task::new(async {}, Weak::new());
+        let (first, runnable) = Task::new(async {}, ());
         tasks.insert(first.clone()).ok().unwrap();
         assert!(contains(&tasks, &runnable));
-        let (stranger, _) = Task::new(async {}, Weak::new());
+        let (stranger, _) = Task::new(async {}, ());
         let first_position = first.0.header_ref().slot.load(Ordering::Relaxed);
         stranger
             .0
@@ -257,7 +249,7 @@ mod sharding {
         let tasks = Tasks::default();
         let inserted: Vec<_> = (0..3 * SHARDS)
             .map(|_| {
-                let (task, runnable) = Task::new(async {}, Weak::new());
+                let (task, runnable) = Task::new(async {}, ());
                 tasks.insert(task.clone()).ok().unwrap();
                 (task, runnable)
             })
@@ -278,7 +270,7 @@ mod sharding {
         assert_eq!(tasks.live(), 0);
         tasks.close();
         for _ in 0..SHARDS {
-            let (task, _) = Task::new(async {}, Weak::new());
+            let (task, _) = Task::new(async {}, ());
             assert!(tasks.insert(task).is_err());
         }
     }

@@ -6,7 +6,8 @@
 use super::*;
 use crate::Handle;
 use crate::hooks::{ParkPoint, on_next_overflow, on_next_park};
-use crate::pool::{BATCH_SIZE, CAPACITY, Pool};
+use crate::pool::{BATCH_SIZE, CAPACITY, Home, Pool};
+use crate::supervision::TaskNode;
 use crate::task::cell::Task;
 use crate::time::Sleep;
 use futures::future::{pending, poll_fn};
@@ -1259,7 +1260,7 @@ fn shutdown_while_a_task_is_mid_poll_on_another_worker() {
                 pending::<()>().await
             }
         };
-        let (task, runnable) = Task::new(future, Arc::downgrade(&pool));
+        let (task, runnable) = Task::new(future, pool_task(&pool));
         *own.lock().unwrap() = Some(task.clone());
         assert!(context.runtime().tasks.insert(task).is_ok());
         thread::spawn(move || runnable.spawn()).join().unwrap();
@@ -1403,7 +1404,7 @@ fn shutdown_keeps_a_slot_waker_left_by_another_worker_until_polling_ends() {
                 pending::<()>().await
             }
         };
-        let (task, runnable) = Task::new(future, Arc::downgrade(&pool));
+        let (task, runnable) = Task::new(future, pool_task(&pool));
         *own.lock().unwrap() = Some(task.clone());
         assert!(context.runtime().tasks.insert(task).is_ok());
         // From outside the pool, so worker one starts the task while the root holds worker
@@ -1730,4 +1731,9 @@ fn shutdown_drains_queued_writes_on_every_ring() {
         );
     }
     std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// The owner of a bare (unsupervised) task delivered to `pool`.
+fn pool_task(pool: &Arc<Pool>) -> TaskNode {
+    TaskNode::unsupervised(Home::Pool(Arc::downgrade(pool)))
 }

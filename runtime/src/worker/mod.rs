@@ -25,8 +25,9 @@ mod park;
 mod turn;
 
 use crate::panic::Panics;
-use crate::pool::Pool;
-use crate::task::{Home, Runnable};
+use crate::pool::{Home, Pool};
+use crate::supervision::TaskNode;
+use crate::task::Runnable;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Wake;
@@ -49,16 +50,11 @@ pub(crate) enum Arrival {
     Spawn,
 }
 
-/// Delivers a runnable woken on this thread (see [`Arrival::Wake`]).
-pub(crate) fn schedule(runnable: Runnable) {
-    deliver(runnable, Arrival::Wake);
-}
-
-/// Delivers `runnable`: locally on a running worker of its own pool, through the global queue
-/// from anywhere else (a foreign thread, a dedicated worker, another runtime's worker, a
-/// closing worker).
+/// Delivers `runnable` to its task's home: locally on a running worker of its own pool,
+/// through the global queue from anywhere else (a foreign thread, a dedicated worker, another
+/// runtime's worker, a closing worker), or to its dedicated worker's inbox.
 pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
-    let pool = match runnable.home() {
+    let pool = match home(&runnable) {
         Home::Pool(pool) => pool.as_ptr(),
         Home::Dedicated(inbox) => {
             let inbox = inbox.clone();
@@ -87,11 +83,17 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
         );
     });
     if let Some(runnable) = runnable
-        && let Home::Pool(pool) = runnable.home()
+        && let Home::Pool(pool) = home(&runnable)
         && let Some(pool) = pool.upgrade()
     {
         pool.push_global(runnable);
     }
+}
+
+/// Where `runnable`'s task is delivered. The borrow ends before the runnable is passed on: the
+/// runnable's count is what keeps the cell, and the home inside it, alive.
+fn home(runnable: &Runnable) -> &Home {
+    &runnable.owner::<TaskNode>().home
 }
 
 /// The root's waker: a flag worker zero checks every turn, and a wake of worker zero when set
