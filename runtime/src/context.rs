@@ -16,11 +16,11 @@
 use crate::metrics::Label;
 use crate::panic::Payload;
 use crate::pool::Home;
-use crate::runner::RunnerState;
 use crate::stop::Signal;
 use crate::supervision::{self, NodeRef, ScopeNode, TaskNode};
 use crate::task::{Execution, Handle, Owner, Placement, Runnable, Task, TaskRef};
-use crate::time::Sleep;
+use crate::worker::RunnerState;
+use crate::worker::Sleep;
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{Arrival, deliver};
 use crate::{Clock, Error, Metrics, Spawner};
@@ -81,9 +81,9 @@ impl LabelPath {
     }
 }
 
-impl Owner for TaskNode {
+impl Owner for TaskNode<LabelPath> {
     fn schedule(runnable: Runnable) {
-        deliver(runnable, Arrival::Wake);
+        deliver::<LabelPath>(runnable, Arrival::Wake);
     }
 
     fn is_aborted(&self) -> bool {
@@ -91,11 +91,11 @@ impl Owner for TaskNode {
     }
 
     fn end(&self, task: &TaskRef) {
-        supervision::end(task);
+        supervision::end(&self.core, task);
     }
 
     fn abort(&self, task: &TaskRef) {
-        NodeRef::Task(task.clone()).abort();
+        NodeRef::<LabelPath>::Task(task.clone()).abort();
     }
 
     fn published(&self) {
@@ -110,7 +110,7 @@ impl Owner for TaskNode {
 /// The capabilities of a task. Cheap to clone (one count); `Send + Sync + 'static`.
 #[derive(Clone)]
 pub struct Context {
-    pub(crate) tree: NodeRef,
+    pub(crate) tree: NodeRef<LabelPath>,
     pub(crate) execution: Execution,
 }
 
@@ -215,7 +215,7 @@ impl Context {
     }
 
     /// The context the spawned task receives: its own node, ordinary placement.
-    fn for_task(tree: NodeRef) -> Context {
+    fn for_task(tree: NodeRef<LabelPath>) -> Context {
         Context {
             tree,
             execution: Execution::default(),
@@ -296,7 +296,7 @@ impl Spawner for Context {
         // The cell exists before the future: the factory's context refers to it as the new
         // task's node, adopted by this context's node.
         let owner = TaskNode::under(&self.tree, home, self.execution);
-        let mut prepared = Task::prepare::<Fut, TaskNode>(owner);
+        let mut prepared = Task::prepare::<Fut, TaskNode<LabelPath>>(owner);
         let node = prepared.for_context();
         self.tree.adopt_task(&node);
         let future = f(Context::for_task(NodeRef::Task(node)));
@@ -317,10 +317,9 @@ impl Spawner for Context {
             }
             _ => {
                 // A refusal clears the task here: its handle closes, its future is dropped.
-                let _ = self
-                    .runtime()
-                    .tasks
-                    .admit(task, runnable, |runnable| deliver(runnable, Arrival::Spawn));
+                let _ = self.runtime().tasks.admit(task, runnable, |runnable| {
+                    deliver::<LabelPath>(runnable, Arrival::Spawn)
+                });
             }
         }
         handle

@@ -4,8 +4,8 @@
 //! exists outside `cfg(test)`.
 
 use crate::pool::Pool;
-use crate::runner::RunnerState;
 use crate::sync::Mutex;
+use crate::worker::RunnerState;
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -105,11 +105,12 @@ pub use error::Error;
 pub use runner::Runner;
 pub use stop::Signal;
 pub use task::{Execution, Handle};
-pub use time::{Sleep, TimeoutWheel};
+pub use time::TimeoutWheel;
 pub use traits::{
     Blob, Clock, Listener, Metrics, Network, ReadOptions, Resolver, Sink, Spawner, Storage, Stream,
     WriteOptions,
 };
+pub use worker::Sleep;
 
 /// The capability traits, imported anonymously so their methods work without clashing with
 /// other names.

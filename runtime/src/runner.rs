@@ -26,7 +26,7 @@ use crate::stop::Stopper;
 use crate::task::Tasks;
 use crate::traits::{Clock, Spawner};
 use crate::worker::dedicated::registry::ThreadRegistry;
-use crate::worker::{Local, RootWake, Seat, Worker};
+use crate::worker::{Local, RootWake, RunnerState, Seat, Worker};
 use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::os::fd::AsRawFd;
@@ -36,19 +36,6 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// What every context of a runner shares.
-pub struct RunnerState {
-    pub(crate) config: Config,
-    pub(crate) pool: Arc<Pool>,
-    pub(crate) workers: Arc<ThreadRegistry>,
-    pub(crate) tasks: Tasks,
-    pub(crate) panicker: Panicker,
-    pub(crate) metrics: RuntimeMetrics,
-    pub(crate) stopper: Stopper,
-    /// Values other crates of the project keep per runtime (see `Context::__extension`).
-    pub(crate) extensions: crate::extensions::Extensions,
-}
 
 /// The open `.hold` file whose exclusive lock marks the storage directory as a runner's. Held
 /// by `start` itself, not by the shared state, so that contexts or handles that outlive the

@@ -3,6 +3,9 @@
 //! task cell as its owner, so a spawn allocates nothing for supervision). Both carry a
 //! [`NodeCore`]: a closed flag and the links to their parent and children.
 //!
+//! The tree is generic over its label `S`, what every node carries for the layers above (for
+//! the runtime, the context's label path): the tree only stores it and hands it out.
+//!
 //! Invariants:
 //! - `closed` only goes from false to true, set under the links' lock. A node created or
 //!   adopted under a closed parent starts closed, so a context retained by a finished task can
@@ -17,7 +20,6 @@
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
 
-use crate::context::LabelPath;
 use crate::pool::Home;
 use crate::slab::Slab;
 use crate::sync::Mutex;
@@ -29,59 +31,85 @@ use std::sync::{Arc, Weak};
 /// holds no count: every adopted task leaves its parent (in [`end`]) before its cell can be
 /// freed, and an entry is only turned into a counted reference under the parent's lock, which
 /// that leaving needs too, so an entry never outlives its cell.
-enum Child {
-    Scope(Weak<ScopeNode>),
+enum Child<S: 'static> {
+    Scope(Weak<ScopeNode<S>>),
     Task(TaskPtr),
 }
 
 /// A reference to a node of either kind.
-#[derive(Clone)]
-pub(crate) enum NodeRef {
-    Scope(Arc<ScopeNode>),
+pub(crate) enum NodeRef<S: 'static> {
+    Scope(Arc<ScopeNode<S>>),
     Task(TaskRef),
 }
 
-#[derive(Default)]
-struct Links {
+impl<S: 'static> Clone for NodeRef<S> {
+    fn clone(&self) -> Self {
+        match self {
+            NodeRef::Scope(scope) => NodeRef::Scope(scope.clone()),
+            NodeRef::Task(task) => NodeRef::Task(task.clone()),
+        }
+    }
+}
+
+struct Links<S: 'static> {
     /// Allocated with the first child: most tasks never have one, and their cells stay small.
-    children: Option<Box<Slab<Child>>>,
+    children: Option<Box<Slab<Child<S>>>>,
     /// The scope nodes `ScopeNode::shared_child` made here, by label, held weakly: alive while a
     /// context or task under them is. Allocated with the first one.
-    shared: Option<Box<SharedChildren>>,
+    shared: Option<Box<SharedChildren<S>>>,
     /// The parent; dropped when the node ends.
-    parent: Option<NodeRef>,
+    parent: Option<NodeRef<S>>,
+}
+
+impl<S: 'static> Default for Links<S> {
+    fn default() -> Self {
+        Self {
+            children: None,
+            shared: None,
+            parent: None,
+        }
+    }
 }
 
 /// Scope nodes shared by label (see `ScopeNode::shared_child`).
-type SharedChildren = Vec<(&'static str, Weak<ScopeNode>)>;
+type SharedChildren<S> = Vec<(&'static str, Weak<ScopeNode<S>>)>;
 
 /// What every node carries.
-#[derive(Default)]
-pub(crate) struct NodeCore {
+pub(crate) struct NodeCore<S: 'static> {
     /// Readable without the lock (spawn checks it every call); written under it.
     closed: AtomicBool,
     /// This node's slot among its parent's children: written by the thread that adopts the
     /// node before the node is shared, read when it leaves.
     slot: AtomicUsize,
-    links: Mutex<Links>,
-    /// The label path (and runner) of contexts on this node; `None` only for the bare cells
-    /// of unit tests.
-    scope: Option<Arc<LabelPath>>,
+    links: Mutex<Links<S>>,
+    /// The label of contexts on this node; `None` only for the bare cells of unit tests.
+    scope: Option<Arc<S>>,
+}
+
+impl<S: 'static> Default for NodeCore<S> {
+    fn default() -> Self {
+        Self {
+            closed: AtomicBool::new(false),
+            slot: AtomicUsize::new(0),
+            links: Mutex::new(Links::default()),
+            scope: None,
+        }
+    }
 }
 
 /// A task's node: what a task spawned through a context keeps in its cell as its owner (see
 /// [`crate::task::Owner`], implemented where the pieces are tied together, in `context`): its
 /// place in the tree, its home, and its placement (for its running metric).
-pub(crate) struct TaskNode {
-    pub(crate) core: NodeCore,
+pub(crate) struct TaskNode<S: 'static> {
+    pub(crate) core: NodeCore<S>,
     pub(crate) home: Home,
     pub(crate) execution: Execution,
 }
 
-impl TaskNode {
+impl<S: 'static> TaskNode<S> {
     /// The node of a task spawned under `parent` with `execution`, delivered to `home` (not
     /// adopted yet).
-    pub(crate) fn under(parent: &NodeRef, home: Home, execution: Execution) -> Self {
+    pub(crate) fn under(parent: &NodeRef<S>, home: Home, execution: Execution) -> Self {
         Self {
             core: NodeCore::under(parent.clone(), parent.scope().clone()),
             home,
@@ -100,21 +128,21 @@ impl TaskNode {
     }
 
     /// The node kept in `task`'s cell.
-    fn of(task: &TaskRef) -> &NodeCore {
-        &task.owner::<TaskNode>().core
+    fn of(task: &TaskRef) -> &NodeCore<S> {
+        &task.owner::<TaskNode<S>>().core
     }
 }
 
-impl NodeCore {
-    /// The label path of this node (every node of a runner has one).
-    pub(crate) fn scope(&self) -> &Arc<LabelPath> {
+impl<S: 'static> NodeCore<S> {
+    /// The label of this node (every node of a runner has one).
+    pub(crate) fn scope(&self) -> &Arc<S> {
         self.scope
             .as_ref()
             .expect("every node of a runner has a scope")
     }
 
     /// A node for `scope` under `parent` (not adopted yet).
-    pub(crate) fn under(parent: NodeRef, scope: Arc<LabelPath>) -> Self {
+    pub(crate) fn under(parent: NodeRef<S>, scope: Arc<S>) -> Self {
         Self {
             closed: AtomicBool::new(false),
             slot: AtomicUsize::new(usize::MAX),
@@ -132,7 +160,7 @@ impl NodeCore {
     }
 
     /// Adds `child`; hands it back if this node is closed.
-    fn adopt(&self, child: Child) -> Result<usize, Child> {
+    fn adopt(&self, child: Child<S>) -> Result<usize, Child<S>> {
         let mut links = self.links.lock();
         if self.is_closed() {
             return Err(child);
@@ -152,7 +180,7 @@ impl NodeCore {
     }
 
     /// Closes this node; hands out its live children, or `None` if it already was closed.
-    fn close(&self) -> Option<Vec<NodeRef>> {
+    fn close(&self) -> Option<Vec<NodeRef<S>>> {
         let mut links = self.links.lock();
         if self.is_closed() {
             return None;
@@ -163,7 +191,7 @@ impl NodeCore {
 
     /// Empties the child list into counted references; called with the lock held, which is
     /// what keeps task entries alive while they are counted (see [`Child`]).
-    fn take_children(links: &mut Links) -> Vec<NodeRef> {
+    fn take_children(links: &mut Links<S>) -> Vec<NodeRef<S>> {
         let Some(children) = links.children.as_mut() else {
             return Vec::new();
         };
@@ -179,7 +207,7 @@ impl NodeCore {
     }
 
     /// Leaves the parent: gives the slot back and drops the link.
-    fn leave(&self, parent: Option<NodeRef>, identity: *const ()) {
+    fn leave(&self, parent: Option<NodeRef<S>>, identity: *const ()) {
         if let Some(parent) = parent {
             parent
                 .core()
@@ -188,7 +216,7 @@ impl NodeCore {
     }
 }
 
-impl Child {
+impl<S: 'static> Child<S> {
     fn identity(&self) -> *const () {
         match self {
             Child::Scope(scope) => scope.as_ptr().cast(),
@@ -197,16 +225,16 @@ impl Child {
     }
 }
 
-impl NodeRef {
-    fn core(&self) -> &NodeCore {
+impl<S: 'static> NodeRef<S> {
+    fn core(&self) -> &NodeCore<S> {
         match self {
             NodeRef::Scope(scope) => &scope.core,
-            NodeRef::Task(task) => TaskNode::of(task),
+            NodeRef::Task(task) => TaskNode::<S>::of(task),
         }
     }
 
-    /// The label path of contexts on this node.
-    pub(crate) fn scope(&self) -> &Arc<LabelPath> {
+    /// The label of contexts on this node.
+    pub(crate) fn scope(&self) -> &Arc<S> {
         self.core().scope()
     }
 
@@ -224,14 +252,14 @@ impl NodeRef {
     /// closed parent refuses, and the task is closed and aborted instead (it never runs).
     pub(crate) fn adopt_task(&self, task: &TaskRef) {
         match self.core().adopt(Child::Task(task.ptr())) {
-            Ok(slot) => TaskNode::of(task).slot.store(slot, Ordering::Relaxed),
-            Err(_) => NodeRef::Task(task.clone()).abort(),
+            Ok(slot) => TaskNode::<S>::of(task).slot.store(slot, Ordering::Relaxed),
+            Err(_) => NodeRef::<S>::Task(task.clone()).abort(),
         }
     }
 }
 
 /// Closes `root`'s subtree and aborts every task it closed, deepest first.
-fn close_subtree(root: NodeRef, abort_root: bool) {
+fn close_subtree<S: 'static>(root: NodeRef<S>, abort_root: bool) {
     let Some(children) = root.core().close() else {
         return;
     };
@@ -244,7 +272,7 @@ fn close_subtree(root: NodeRef, abort_root: bool) {
 
 /// Closes the subtrees of `children` and aborts the tasks closed, deepest first, after the
 /// tasks already in `aborted` (which are their ancestors).
-fn cascade(children: Vec<NodeRef>, mut aborted: Vec<TaskRef>) {
+fn cascade<S: 'static>(children: Vec<NodeRef<S>>, mut aborted: Vec<TaskRef>) {
     let mut pending = children;
     while let Some(node) = pending.pop() {
         if let Some(children) = node.core().close() {
@@ -260,11 +288,11 @@ fn cascade(children: Vec<NodeRef>, mut aborted: Vec<TaskRef>) {
     }
 }
 
-/// A task ended (finished, panicked, or was aborted or cleared and dropped its future): its
+/// A task ended (finished, panicked, aborted, or cleared: it will not be polled again): its
 /// node closes, its descendants are closed and aborted (the task publishes its own result),
-/// and it leaves its parent. One lock on the task's node for the common case.
-pub(crate) fn end(task: &TaskRef) {
-    let core = TaskNode::of(task);
+/// and it leaves its parent. One lock on the task's node for the common case. `core` is
+/// `task`'s node, passed by its owner, which holds it.
+pub(crate) fn end<S: 'static>(core: &NodeCore<S>, task: &TaskRef) {
     let (children, parent) = {
         let mut links = core.links.lock();
         let childless = links
@@ -285,15 +313,15 @@ pub(crate) fn end(task: &TaskRef) {
     core.leave(parent, task.identity());
 }
 
-impl ScopeNode {
+impl<S: 'static> ScopeNode<S> {
     /// A scope node for `label` under `parent`, shared by every call with that label while it
     /// lives (the first call makes it with `scope`), and whether `parent` was closed. For
     /// spawning many tasks under one label (actors) without a node per task.
     pub(crate) fn shared_child(
-        parent: &NodeRef,
+        parent: &NodeRef<S>,
         label: &'static str,
-        scope: impl FnOnce() -> Arc<LabelPath>,
-    ) -> (NodeRef, bool) {
+        scope: impl FnOnce() -> Arc<S>,
+    ) -> (NodeRef<S>, bool) {
         {
             let links = parent.core().links.lock();
             let existing = links.shared.as_ref().and_then(|shared| {
@@ -319,13 +347,13 @@ impl ScopeNode {
 }
 
 /// A scope node: the runner's root or a `child` context.
-pub struct ScopeNode {
-    core: NodeCore,
+pub struct ScopeNode<S: 'static> {
+    core: NodeCore<S>,
 }
 
-impl ScopeNode {
+impl<S: 'static> ScopeNode<S> {
     /// A new root node for `scope`.
-    pub(crate) fn root(scope: Arc<LabelPath>) -> NodeRef {
+    pub(crate) fn root(scope: Arc<S>) -> NodeRef<S> {
         NodeRef::Scope(Arc::new(ScopeNode {
             core: NodeCore {
                 scope: Some(scope),
@@ -336,7 +364,7 @@ impl ScopeNode {
 
     /// A new node for `label_path` under `parent`, and whether `parent` was already closed (in
     /// which case the node is born closed).
-    pub(crate) fn child(parent: &NodeRef, label_path: Arc<LabelPath>) -> (NodeRef, bool) {
+    pub(crate) fn child(parent: &NodeRef<S>, label_path: Arc<S>) -> (NodeRef<S>, bool) {
         let scope = Arc::new(ScopeNode {
             core: NodeCore::under(parent.clone(), label_path),
         });
@@ -353,11 +381,12 @@ impl ScopeNode {
     }
 }
 
-impl Drop for ScopeNode {
+impl<S: 'static> Drop for ScopeNode<S> {
     fn drop(&mut self) {
         // Give the slot back, so that a parent keeps a list as long as its live children.
         let parent = self.core.links.get_mut().parent.take();
-        self.core.leave(parent, (self as *const ScopeNode).cast());
+        self.core
+            .leave(parent, (self as *const ScopeNode<S>).cast());
     }
 }
 

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 /// results of that worker's registrations can tell whether they were observed in its life.
 pub(crate) type RingClosed = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
-pub(crate) use operation::{Operation, Request, RequestOutput};
+pub(crate) use operation::{Completion, Request, RequestOutput};
 
 /// The `user_data` of the eventfd read. Its top bit is set, which no operation's is.
 const EVENTFD_TOKEN: u64 = u64::MAX;

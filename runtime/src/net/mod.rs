@@ -34,7 +34,8 @@
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::context::Context;
 use crate::driver::sockaddr::RawAddress;
-use crate::driver::{Operation, Request, RequestOutput};
+use crate::driver::{Request, RequestOutput};
+use crate::worker::Operation;
 use crate::{Error, Network};
 use std::future::{Future, poll_fn};
 use std::io;

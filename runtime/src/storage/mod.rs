@@ -32,8 +32,8 @@ mod direct;
 use crate::buffer::{IoBufMut, IoBufs, IoBufsMut};
 use crate::context::Context;
 use crate::driver::RingClosed;
-use crate::driver::operation::{Completion, register_batch};
-use crate::driver::{Operation, Request, RequestOutput};
+use crate::driver::{Completion, Request, RequestOutput};
+use crate::worker::operation::{Operation, register_batch, submit_now};
 use crate::{Error, Storage};
 use std::future::Future;
 use std::io;
@@ -480,7 +480,7 @@ impl crate::Blob for Blob {
 /// rather than when the worker next services its ring: for a task that goes on computing
 /// while its write runs.
 pub(crate) fn start_registered() {
-    crate::driver::operation::submit_now();
+    submit_now();
 }
 
 /// Makes `fd`'s data durable: on the ring, or straight from a dedicated or blocking worker's

@@ -1,8 +1,7 @@
 //! The task cell: one allocation per spawn holding the state word, the task's owner (what the
 //! layers above keep in it: for the runtime, its home and its node in the tree), the result
-//! slot its
-//! [`Handle`](super::Handle) reads, and the future; plus the hand-written `RawWaker` vtable
-//! that wakes it.
+//! slot its [`Handle`](super::Handle) reads, and the future; plus the hand-written `RawWaker`
+//! vtable that wakes it.
 //!
 //! The cell knows nothing of pools, workers or the supervision tree: it is generic over what it
 //! needs from them ([`Owner`]).
@@ -26,7 +25,7 @@
 //! - The future is touched only by the thread that holds `RUNNING`, or by the thread that moved
 //!   the word into `COMPLETE` from a state without `RUNNING`. Those two are exclusive, which is
 //!   what makes the `UnsafeCell` accesses sound. The owner and the result slot are shared
-//!   (locks and atomics) and never part of that exclusive access.
+//!   (immutable, or behind locks and atomics) and never part of that exclusive access.
 //! - Once `COMPLETE` is set it never clears: wakes are then no-ops and a queued runnable is
 //!   simply released when it is taken.
 //! - No allocation happens on poll or wake: a waker is a reference count on the cell, and the
@@ -35,7 +34,8 @@
 //!   contained), the owner ends the task (its subtree is closed), and only then is the result
 //!   published.
 //! - The reference count is hand-kept rather than an `Arc`'s, so that a cell is born with the
-//!   references it hands out (no atomic operation for them).
+//!   references it hands out (no atomic operation for them): `allocate` sets the count and
+//!   returns a [`Born`] that hands out exactly that many, releasing those it never hands out.
 //! - A cell's owner type is recorded in its vtable, and [`TaskRef::owner`] checks it before it
 //!   hands out the owner, so reading an owner as the wrong type is a panic, never a bad cast.
 
@@ -218,6 +218,8 @@ where
         {
             let this = ManuallyDrop::new(TaskRef { header });
             cell.head.owner.abort(&this);
+            // SAFETY: the caller's count keeps the cell alive; a no-op if the abort published.
+            unsafe { Self::cancel(header) };
             cell.head.owner.end(&this);
         }
         // SAFETY: exclusive access per the caller's contract.
@@ -314,7 +316,7 @@ impl TaskRef {
     ///
     /// # Panics
     /// If the cell's owner is not an `O`: a bug of the caller, never a bad read.
-    pub(crate) fn owner<O: Owner>(&self) -> &O {
+    pub(crate) fn owner<O: 'static>(&self) -> &O {
         assert!(
             self.header().vtable.owner == TypeId::of::<O>(),
             "a task's owner is read as the type it was made with"
@@ -402,9 +404,9 @@ pub(crate) struct Task(pub(crate) TaskRef);
 /// A permission to poll a task once, held by exactly one queue at a time.
 pub(crate) struct Runnable(TaskRef);
 
-/// A supervised cell waiting for its future (see [`Task::prepare`]). It owns the four counts
-/// made at allocation; dropped before [`install`](Prepared::install) (a factory panicked), it
-/// has its owner abort and end the task and releases them.
+/// A supervised cell waiting for its future (see [`Task::prepare`]). It holds the four
+/// references the cell was born with; dropped before [`install`](Prepared::install) (a factory
+/// panicked), it has its owner abort and end the task and releases the ones it still holds.
 pub(crate) struct Prepared<F, O>
 where
     F: Future + Send + 'static,
@@ -412,6 +414,7 @@ where
     O: Owner,
 {
     cell: NonNull<Cell<F, O>>,
+    born: Born,
     context_taken: bool,
 }
 
@@ -425,22 +428,25 @@ where
     pub(crate) fn for_context(&mut self) -> TaskRef {
         assert!(!self.context_taken, "the context reference is taken once");
         self.context_taken = true;
-        // SAFETY: one of the four counts made at allocation, handed to the context.
-        unsafe { counted(self.cell) }
+        self.born.take()
     }
 
     /// Stores the future and hands out the set's reference, the first runnable and the handle's.
-    pub(crate) fn install(self, future: F) -> (Task, Runnable, JoinRef<F::Output>) {
+    pub(crate) fn install(mut self, future: F) -> (Task, Runnable, JoinRef<F::Output>) {
         assert!(self.context_taken, "the context takes its reference first");
         let cell = self.cell;
+        let (task, runnable, for_handle) = (self.born.take(), self.born.take(), self.born.take());
+        assert!(
+            self.born.is_empty(),
+            "every reference the cell was born with is handed out"
+        );
+        // Nothing is left to release: the references are all out, and the cell is installed.
         std::mem::forget(self);
         // SAFETY: nobody reaches the future before the runnable is delivered or the task is in
         // the set, and neither has happened yet: this write is exclusive.
         unsafe { cell.as_ref().future.with_mut(|slot| *slot = Some(future)) };
         // SAFETY: the cell is alive (we hold counts) and supervised.
         let slot = unsafe { NonNull::from(cell.as_ref().supervision.as_ref().expect("set")) };
-        // SAFETY: three of the four counts made at allocation; the fourth is the context's.
-        let (task, runnable, for_handle) = unsafe { (counted(cell), counted(cell), counted(cell)) };
         // SAFETY: `slot` points into the cell, which the handle's `TaskRef` keeps alive.
         let join = unsafe { JoinRef::new(for_handle, slot) };
         (Task(task), Runnable(runnable), join)
@@ -455,31 +461,24 @@ where
 {
     fn drop(&mut self) {
         // The factory panicked: have the owner abort the task (its subtree and handle close)
-        // and end it, and give back the counts still owned (three, or four if the context
-        // never took its own).
-        let owned = if self.context_taken { 3 } else { 4 };
-        // SAFETY: one of the counts this value owns.
-        let task = unsafe { counted(self.cell) };
+        // and end it. The references still held are released when `born` drops, after this.
+        let task = self.born.take();
         // SAFETY: the cell is alive while `task` is.
         let owner = unsafe { &self.cell.as_ref().head.owner };
         owner.abort(&task);
+        task.cancel();
         owner.end(&task);
-        drop(task);
-        for _ in 1..owned {
-            // SAFETY: the remaining counts this value owns.
-            drop(unsafe { counted(self.cell) });
-        }
     }
 }
 
-/// Allocates a cell whose count already covers the `references` the caller is about to hand
-/// out, so that creating them costs no atomic operation.
+/// Allocates a cell born with `references` counts, and hands them out as a [`Born`], so that
+/// creating the references costs no atomic operation.
 fn allocate<F, O>(
     future: Option<F>,
     supervision: Option<JoinSlot<F::Output>>,
     owner: O,
     references: usize,
-) -> NonNull<Cell<F, O>>
+) -> (NonNull<Cell<F, O>>, Born)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -498,16 +497,46 @@ where
         supervision,
         future: UnsafeCell::new(future),
     });
-    NonNull::from(Box::leak(cell))
+    let cell = NonNull::from(Box::leak(cell));
+    let born = Born {
+        header: cell.cast::<Header>(),
+        left: references,
+    };
+    (cell, born)
 }
 
-/// One of the references counted at allocation.
-///
-/// # Safety
-/// The caller makes at most as many of these as `allocate` was told.
-unsafe fn counted<F: Future, O>(cell: NonNull<Cell<F, O>>) -> TaskRef {
-    TaskRef {
-        header: cell.cast::<Header>(),
+/// The references a cell was born with (the count `allocate` set), not yet handed out. Made
+/// only by `allocate`, so `left` never exceeds the counts the cell holds for it: each `take`
+/// hands one out as a [`TaskRef`], and those never taken are released when this drops.
+struct Born {
+    header: NonNull<Header>,
+    left: usize,
+}
+
+impl Born {
+    /// One of the references, as a `TaskRef` that owns its count.
+    fn take(&mut self) -> TaskRef {
+        assert!(
+            self.left > 0,
+            "a cell hands out only the references it was born with"
+        );
+        self.left -= 1;
+        TaskRef {
+            header: self.header,
+        }
+    }
+
+    /// Whether every reference has been handed out.
+    fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+}
+
+impl Drop for Born {
+    fn drop(&mut self) {
+        while !self.is_empty() {
+            drop(self.take());
+        }
     }
 }
 
@@ -550,9 +579,8 @@ impl Task {
         F: Future<Output = ()> + Send + 'static,
         O: Owner,
     {
-        let cell = allocate(Some(future), None, owner, 2);
-        // SAFETY: two references were counted at allocation.
-        unsafe { (Task(counted(cell)), Runnable(counted(cell))) }
+        let (_, mut born) = allocate(Some(future), None, owner, 2);
+        (Task(born.take()), Runnable(born.take()))
     }
 
     /// Allocates a supervised cell for a future of type `F` that does not exist yet: the
@@ -565,10 +593,12 @@ impl Task {
         F::Output: Send + 'static,
         O: Owner,
     {
-        // Four references: the set's, the first runnable, the handle and the task's context.
-        let cell = allocate::<F, O>(None, Some(JoinSlot::new()), owner, 4);
+        // Four references: the task's context, then the set's, the first runnable and the
+        // handle's (see `install`).
+        let (cell, born) = allocate::<F, O>(None, Some(JoinSlot::new()), owner, 4);
         Prepared {
             cell,
+            born,
             context_taken: false,
         }
     }
@@ -605,7 +635,7 @@ impl Runnable {
 
     /// The owner of this runnable's task (see [`TaskRef::owner`]): what
     /// [`Owner::schedule`] reads to deliver it.
-    pub(crate) fn owner<O: Owner>(&self) -> &O {
+    pub(crate) fn owner<O: 'static>(&self) -> &O {
         self.0.owner()
     }
 

@@ -43,12 +43,17 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     /// Whether the task was aborted: its next poll drops the future instead of polling it.
     fn is_aborted(&self) -> bool;
 
-    /// The task's future is gone (finished, panicked, or dropped after an abort or a clear):
-    /// close what it spawned and leave its parent. Runs before its result is published.
+    /// The task will not be polled again: close what it spawned and leave its parent. Runs
+    /// once. On a finish or a panic the future is dropped first and the result published
+    /// after; after an abort (a poll that found it aborted, a clear, a factory that panicked)
+    /// `Closed` was already published, and a clear drops the future right after.
     fn end(&self, task: &TaskRef);
 
     /// Aborts the task and everything it spawned: its handle resolves to `Closed` unless a
-    /// result was published, and its future is dropped by its next poll or by teardown.
+    /// result was published, and its future is dropped by its next poll or by teardown. The
+    /// cell cancels the task itself after this call wherever it relies on the abort (a clear,
+    /// a factory that panicked), so an owner that only closes the subtree keeps the cell's
+    /// promise of exactly one result.
     fn abort(&self, task: &TaskRef);
 
     /// The task's result was published; runs once, before its handle is woken.

@@ -63,8 +63,9 @@ impl Default for Tasks {
 }
 
 impl Tasks {
-    /// Creates an unsupervised task for `future` with no home, inserts it and delivers its
-    /// first runnable. A refused future is dropped here, on the caller's thread.
+    /// Creates an unsupervised task for `future` with no home, inserts it and hands its first
+    /// runnable to that home, which drops it: the task is never polled. A refused future is
+    /// dropped here, on the caller's thread.
     #[cfg(test)]
     pub(crate) fn register<F>(&self, future: F) -> Result<(), ()>
     where

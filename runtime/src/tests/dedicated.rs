@@ -432,7 +432,7 @@ fn blocking_threads_are_reused_with_a_fresh_worker_per_task() {
             .clone()
             .shared(true)
             .spawn(|_| async {
-                let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
+                let mut sleep = crate::worker::Sleep::new(Duration::from_secs(3600));
                 let noop = &mut TaskContext::from_waker(Waker::noop());
                 assert!(sleep.poll_unpin(noop).is_pending());
                 (thread::current().id(), sleep)

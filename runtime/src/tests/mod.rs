@@ -3,12 +3,13 @@
 //! the crate's private hooks where a race must be forced. Public-API-only tests live in
 //! `runtime/tests/`.
 
-use crate::driver::{Operation, Request, RequestOutput};
+use crate::driver::{Request, RequestOutput};
 use crate::hooks::{BEFORE_ABORT, FAIL_STARTUP, FORBID_PARK};
 use crate::panic::message;
 use crate::pool::Message;
 use crate::prelude::*;
 use crate::worker::Local;
+use crate::worker::Operation;
 use crate::{Config, Context, Error, Runner, SpinnerConfig, reschedule};
 use futures::FutureExt;
 use futures::channel::oneshot;
@@ -805,7 +806,7 @@ fn teardown_drops_every_future_before_clearing_timers() {
         async move {
             // A registration that outlives every task keeps the timer table non-empty until
             // the worker closes it.
-            let mut keeper = crate::time::Sleep::new(Duration::from_secs(3600));
+            let mut keeper = crate::worker::Sleep::new(Duration::from_secs(3600));
             assert!(
                 keeper
                     .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
@@ -1092,7 +1093,7 @@ fn final_callbacks_finish_before_tls_removal() {
                 local.state().try_borrow_mut().is_ok(),
                 "Local is not borrowed"
             );
-            let sleep = crate::time::Sleep::new(Duration::from_secs(1));
+            let sleep = crate::worker::Sleep::new(Duration::from_secs(1));
             let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
                 futures::pin_mut!(sleep);
                 let _ = sleep.poll_unpin(&mut TaskContext::from_waker(Waker::noop()));
@@ -1118,7 +1119,7 @@ fn final_callbacks_finish_before_tls_removal() {
             let escaped = escaped.clone();
             let output = Output(output_drops.clone());
             async move {
-                let mut sleep = crate::time::Sleep::new(Duration::from_secs(60));
+                let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
                 let waker = Waker::from(Arc::new(Callback(calls)));
                 assert!(
                     sleep
@@ -1142,7 +1143,7 @@ fn final_callbacks_finish_before_tls_removal() {
 #[test]
 fn sleep_polled_after_its_worker_closed_panics() {
     let mut escaped = Runner::new(config()).start(|_| async move {
-        let mut sleep = crate::time::Sleep::new(Duration::from_secs(60));
+        let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
         assert!(
             sleep
                 .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))

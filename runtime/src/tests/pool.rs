@@ -5,11 +5,12 @@
 
 use super::*;
 use crate::Handle;
+use crate::context::LabelPath;
 use crate::hooks::{ParkPoint, on_next_overflow, on_next_park};
 use crate::pool::{BATCH_SIZE, CAPACITY, Home, Pool};
 use crate::supervision::TaskNode;
 use crate::task::cell::Task;
-use crate::time::Sleep;
+use crate::worker::Sleep;
 use futures::future::{pending, poll_fn};
 use std::task::Wake;
 use std::thread::ThreadId;
@@ -1734,6 +1735,6 @@ fn shutdown_drains_queued_writes_on_every_ring() {
 }
 
 /// The owner of a bare (unsupervised) task delivered to `pool`.
-fn pool_task(pool: &Arc<Pool>) -> TaskNode {
+fn pool_task(pool: &Arc<Pool>) -> TaskNode<LabelPath> {
     TaskNode::unsupervised(Home::Pool(Arc::downgrade(pool)))
 }

@@ -236,7 +236,7 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
                 spawn_on_worker_one(&context, move |_| async move {
-                    let mut sleep = crate::time::Sleep::new(Duration::from_secs(3600));
+                    let mut sleep = crate::worker::Sleep::new(Duration::from_secs(3600));
                     let waker = Waker::from(Arc::new(Bad));
                     assert!(
                         sleep
@@ -420,7 +420,7 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
                         }));
                         reschedule().await;
                         let a_waker = a_waker_rx.recv().unwrap();
-                        let mut sleep = crate::time::Sleep::new(Duration::from_millis(1));
+                        let mut sleep = crate::worker::Sleep::new(Duration::from_millis(1));
                         let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
                         assert!(
                             sleep

@@ -1,10 +1,9 @@
-//! Time: each worker's timer table ([`timers`]), the [`Sleep`] future, and the layout of the
-//! I/O timeout wheel ([`TimeoutWheel`]).
+//! Time: each worker's timer table ([`timers`]) and the layout of the I/O timeout wheel
+//! ([`TimeoutWheel`]). The future that registers on the current worker's table is
+//! `worker::sleep`.
 
-pub(crate) mod sleep;
 pub(crate) mod timers;
 pub(crate) mod wheel;
 
-pub use sleep::Sleep;
 pub use timers::Timers;
 pub use wheel::TimeoutWheel;

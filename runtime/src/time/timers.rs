@@ -1,6 +1,6 @@
 //! A worker's timer table: the sleeps registered on it, ordered by deadline.
 //!
-//! Each registration is an [`Entry`] shared with its [`Sleep`](super::Sleep): the table owns
+//! Each registration is an [`Entry`] shared with its `Sleep` (`worker::sleep`): the table owns
 //! the deadline order, the entry carries the state and the waker, so the sleep may be polled
 //! from any thread without the registration moving.
 //!

@@ -1,7 +1,9 @@
 //! Native workers: the loop every pool worker runs ([`Worker`]: a turn in `turn`, the idle
 //! path in `park`), the per-thread state ([`Local`]), where a woken or spawned runnable goes
-//! ([`schedule`], [`deliver`]), and the dedicated and blocking workers with their registry
-//! ([`dedicated`]).
+//! ([`deliver`]), the futures that register on the current worker's ring and timers
+//! ([`Operation`], [`Sleep`]), the dedicated and blocking workers with their registry
+//! ([`dedicated`]), and the state all workers and contexts of one runner share
+//! ([`RunnerState`], built by the runner above).
 //!
 //! Each turn of the loop: service the ring and the timers, apply mailbox messages, run
 //! deferred callbacks, poll the root (worker zero only), poll up to [`TURN_BUDGET`] tasks, and
@@ -21,13 +23,20 @@
 pub(crate) mod dedicated;
 mod idle;
 pub(crate) mod local;
+pub(crate) mod operation;
 mod park;
+pub(crate) mod sleep;
 mod turn;
 
-use crate::panic::Panics;
+use crate::config::Config;
+use crate::extensions::Extensions;
+use crate::metrics::RuntimeMetrics;
+use crate::panic::{Panicker, Panics};
 use crate::pool::{Home, Pool};
+use crate::stop::Stopper;
 use crate::supervision::TaskNode;
-use crate::task::Runnable;
+use crate::task::{Runnable, Tasks};
+use dedicated::registry::ThreadRegistry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Wake;
@@ -35,7 +44,23 @@ use std::time::{Duration, Instant};
 
 pub use local::Local;
 pub(crate) use local::{Seat, run_deferred};
+pub(crate) use operation::Operation;
+pub use sleep::Sleep;
 pub(crate) use turn::Worker;
+
+/// What every worker and context of a runner shares: made by the runner at start, released
+/// (and with it the storage lock's last user) when the last holder lets go.
+pub struct RunnerState {
+    pub(crate) config: Config,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) workers: Arc<ThreadRegistry>,
+    pub(crate) tasks: Tasks,
+    pub(crate) panicker: Panicker,
+    pub(crate) metrics: RuntimeMetrics,
+    pub(crate) stopper: Stopper,
+    /// Values other crates of the project keep per runtime (see `Context::__extension`).
+    pub(crate) extensions: Extensions,
+}
 
 /// The most tasks a worker polls between two services of its ring and timers.
 pub(crate) const TURN_BUDGET: usize = 61;
@@ -53,8 +78,10 @@ pub(crate) enum Arrival {
 /// Delivers `runnable` to its task's home: locally on a running worker of its own pool,
 /// through the global queue from anywhere else (a foreign thread, a dedicated worker, another
 /// runtime's worker, a closing worker), or to its dedicated worker's inbox.
-pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
-    let pool = match home(&runnable) {
+///
+/// The runnable's task is owned by a [`TaskNode`] of label `S` (see [`crate::task::Owner`]).
+pub(crate) fn deliver<S: 'static>(runnable: Runnable, arrival: Arrival) {
+    let pool = match home::<S>(&runnable) {
         Home::Pool(pool) => pool.as_ptr(),
         Home::Dedicated(inbox) => {
             let inbox = inbox.clone();
@@ -83,7 +110,7 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
         );
     });
     if let Some(runnable) = runnable
-        && let Home::Pool(pool) = home(&runnable)
+        && let Home::Pool(pool) = home::<S>(&runnable)
         && let Some(pool) = pool.upgrade()
     {
         pool.push_global(runnable);
@@ -92,8 +119,8 @@ pub(crate) fn deliver(runnable: Runnable, arrival: Arrival) {
 
 /// Where `runnable`'s task is delivered. The borrow ends before the runnable is passed on: the
 /// runnable's count is what keeps the cell, and the home inside it, alive.
-fn home(runnable: &Runnable) -> &Home {
-    &runnable.owner::<TaskNode>().home
+fn home<S: 'static>(runnable: &Runnable) -> &Home {
+    &runnable.owner::<TaskNode<S>>().home
 }
 
 /// The root's waker: a flag worker zero checks every turn, and a wake of worker zero when set

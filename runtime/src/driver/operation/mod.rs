@@ -1,9 +1,10 @@
-//! A registered io_uring operation and the future that observes it.
+//! A registered io_uring operation and the slot its result lands in.
 //!
-//! A registration lives on the worker that first polled it. Its result travels through a
-//! shared slot ([`Completion`]) that any thread may poll: polled elsewhere, the future leaves its
-//! waker in the slot for the owner to wake (the latest waker wins), and the registration itself
-//! never moves.
+//! A registration lives on the ring it was registered on (the future that registers on the
+//! current worker's ring is `worker::operation`). Its result travels through a shared slot
+//! ([`Completion`]) that any thread may poll: polled elsewhere, the future leaves its waker in
+//! the slot for the owner to wake (the latest waker wins), and the registration itself never
+//! moves.
 //!
 //! Each kind of operation is one type implementing [`RingOp`] (the socket ones in `socket`,
 //! the file ones in `file`): it builds its submission entry, steps its completions and says
@@ -26,22 +27,19 @@
 mod file;
 mod socket;
 
+use super::Driver;
 use super::sockaddr::RawAddress;
-use super::{Driver, RingClosed};
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::sync::Mutex;
-use crate::worker::Local;
 use file::{DataSync, Read, ReadAt, Truncate, Write};
 use futures::task::AtomicWaker;
 use io_uring::squeue;
 use socket::{Connect, Readable, Recv, SendAll};
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
 /// `IORING_RECVSEND_POLL_FIRST`: a receive waits for data before its first try.
@@ -419,7 +417,7 @@ impl Request {
     }
 
     /// The answer for a request that found no worker to run it; buffers are handed back.
-    fn refuse(self) -> RequestOutput {
+    pub(crate) fn refuse(self) -> RequestOutput {
         let error = io::Error::other(
             "io_uring operations must be polled on a runtime worker that is not closing",
         );
@@ -468,84 +466,5 @@ impl Driver {
             deadline,
         );
         shared
-    }
-}
-
-/// Runs `f` with the ring of the worker running on this thread; `None` if there is none (a
-/// foreign thread) or that worker is closing.
-fn with_open_driver<R>(f: impl FnOnce(&mut Driver, &Local) -> R) -> Option<R> {
-    Local::with_current(|local| local.with_open_driver(|driver| f(driver, local))).flatten()
-}
-
-/// Starts the operations registered on this thread's worker now rather than at its next
-/// service; see [`Driver::submit_now`]. Does nothing off the workers.
-pub(crate) fn submit_now() {
-    with_open_driver(|driver, _| driver.submit_now());
-}
-
-/// Registers every request on the worker running on this thread, in order, and returns their
-/// slots with the worker's closing flag; `None` if there is no worker or it is closing.
-pub(crate) fn register_batch(requests: Vec<Request>) -> Option<(Vec<Arc<Completion>>, RingClosed)> {
-    with_open_driver(|driver, local| {
-        let slots = requests
-            .into_iter()
-            .map(|request| driver.register(request))
-            .collect();
-        (slots, local.ring_closed())
-    })
-}
-
-/// Registers `request` on the worker running on this thread, or hands it back if there is
-/// none (a foreign thread) or that worker is closing.
-pub(crate) fn register_here(request: Request) -> Result<Arc<Completion>, Request> {
-    let mut request = Some(request);
-    with_open_driver(|driver, _| driver.register(request.take().expect("taken once")))
-        .ok_or_else(|| request.expect("not registered"))
-}
-
-/// A future that registers `request` on the worker that first polls it and resolves to the
-/// kernel's answer. Dropped after its first poll, the operation still runs to its end.
-pub(crate) struct Operation {
-    request: Option<Request>,
-    shared: Option<Arc<Completion>>,
-}
-
-impl Operation {
-    pub(crate) fn register(request: Request) -> Self {
-        Self {
-            request: Some(request),
-            shared: None,
-        }
-    }
-
-    /// Whether the request reached a ring (its first poll found a worker).
-    pub(crate) fn is_registered(&self) -> bool {
-        self.shared.is_some()
-    }
-
-    /// The slot of a registered operation.
-    pub(crate) fn slot(&self) -> Option<&Arc<Completion>> {
-        self.shared.as_ref()
-    }
-}
-
-impl Future for Operation {
-    type Output = RequestOutput;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RequestOutput> {
-        if self.shared.is_none() {
-            let request = self
-                .request
-                .take()
-                .expect("Operation polled after completion");
-            match register_here(request) {
-                Ok(shared) => self.shared = Some(shared),
-                Err(request) => return Poll::Ready(request.refuse()),
-            }
-        }
-        self.shared
-            .as_ref()
-            .expect("registered above")
-            .poll(cx.waker())
     }
 }

@@ -8,8 +8,8 @@
 //! worker closes before the deadline, the sleep cannot complete any more, and polling it
 //! panics with "io_uring sleep polled after its worker closed".
 
-use super::timers::{CLOSED, Cancellations, Entry, FIRED, Key};
-use crate::worker::Local;
+use super::Local;
+use crate::time::timers::{CLOSED, Cancellations, Entry, FIRED, Key};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
