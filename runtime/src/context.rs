@@ -107,6 +107,12 @@ impl Owner for TaskNode<LabelPath> {
     }
 }
 
+/// Delivers a new pool task's first runnable. Not generic, so the spawns of every future type
+/// share this one compiled path instead of an instance each.
+fn deliver_spawned(runnable: Runnable) {
+    deliver::<LabelPath>(runnable, Arrival::Spawn);
+}
+
 /// The capabilities of a task. Cheap to clone (one count); `Send + Sync + 'static`.
 #[derive(Clone)]
 pub struct Context {
@@ -317,9 +323,7 @@ impl Spawner for Context {
             }
             _ => {
                 // A refusal clears the task here: its handle closes, its future is dropped.
-                let _ = self.runtime().tasks.admit(task, runnable, |runnable| {
-                    deliver::<LabelPath>(runnable, Arrival::Spawn)
-                });
+                let _ = self.runtime().tasks.admit(task, runnable, deliver_spawned);
             }
         }
         handle

@@ -11,7 +11,7 @@
 //! closes and every running metric finishes before any future is dropped); close and drain the
 //! task set on this thread; join the pool workers; wait for the registry; close worker zero
 //! (ring drained, timers closed, callbacks run) with its `Local` still installed; remove it;
-//! release `RunnerState` and with it the storage lock.
+//! release `RunnerState`; release the storage lock.
 //!
 //! The result is the root's panic if it panicked, else the first worker failure, else the
 //! root's output.
@@ -355,8 +355,8 @@ where
     }
     close_worker_zero(&shared, worker, local);
     let worker_failure = shared.panicker.take();
-    // The root node carries the root label path, which holds the runner: release both here,
-    // so the storage lock is gone before `start` returns or unwinds.
+    // The root node carries the root label path, which holds the runner's state: release both
+    // here, before `start` releases the storage lock and returns or unwinds.
     drop(root_tree);
     drop(shared);
     outcome(output, root_failure, worker_failure)

@@ -218,8 +218,6 @@ where
         {
             let this = ManuallyDrop::new(TaskRef { header });
             cell.head.owner.abort(&this);
-            // SAFETY: the caller's count keeps the cell alive; a no-op if the abort published.
-            unsafe { Self::cancel(header) };
             cell.head.owner.end(&this);
         }
         // SAFETY: exclusive access per the caller's contract.
@@ -432,6 +430,7 @@ where
     }
 
     /// Stores the future and hands out the set's reference, the first runnable and the handle's.
+    #[inline]
     pub(crate) fn install(mut self, future: F) -> (Task, Runnable, JoinRef<F::Output>) {
         assert!(self.context_taken, "the context takes its reference first");
         let cell = self.cell;
@@ -466,7 +465,6 @@ where
         // SAFETY: the cell is alive while `task` is.
         let owner = unsafe { &self.cell.as_ref().head.owner };
         owner.abort(&task);
-        task.cancel();
         owner.end(&task);
     }
 }
@@ -515,6 +513,7 @@ struct Born {
 
 impl Born {
     /// One of the references, as a `TaskRef` that owns its count.
+    #[inline]
     fn take(&mut self) -> TaskRef {
         assert!(
             self.left > 0,
@@ -527,6 +526,7 @@ impl Born {
     }
 
     /// Whether every reference has been handed out.
+    #[inline]
     fn is_empty(&self) -> bool {
         self.left == 0
     }

@@ -46,14 +46,16 @@ pub(crate) trait Owner: Send + Sync + Sized + 'static {
     /// The task will not be polled again: close what it spawned and leave its parent. Runs
     /// once. On a finish or a panic the future is dropped first and the result published
     /// after; after an abort (a poll that found it aborted, a clear, a factory that panicked)
-    /// `Closed` was already published, and a clear drops the future right after.
+    /// `Closed` is published by whoever aborted it, which may be still under way on another
+    /// thread; a clear drops the future right after.
     fn end(&self, task: &TaskRef);
 
-    /// Aborts the task and everything it spawned: its handle resolves to `Closed` unless a
-    /// result was published, and its future is dropped by its next poll or by teardown. The
-    /// cell cancels the task itself after this call wherever it relies on the abort (a clear,
-    /// a factory that panicked), so an owner that only closes the subtree keeps the cell's
-    /// promise of exactly one result.
+    /// Aborts the task and everything it spawned. The owner must close what the task spawned
+    /// and then cancel the task itself ([`TaskRef::cancel`]: its handle resolves to `Closed`
+    /// unless a result was published, and its next poll, or teardown, drops its future), so a
+    /// task's descendants are closed before its handle resolves. The cell relies on this to
+    /// publish `Closed` when a task is cleared or its factory panics. An owner that finds the
+    /// task already closed leaves it to whoever closed it, which cancels it in turn.
     fn abort(&self, task: &TaskRef);
 
     /// The task's result was published; runs once, before its handle is woken.

@@ -77,6 +77,7 @@ impl Tasks {
 
     /// Inserts `task` and delivers its first `runnable` with `deliver`. A refused task is
     /// cleared here, on the caller's thread: its handle closes and its future is dropped.
+    #[inline]
     pub(crate) fn admit(
         &self,
         task: Task,

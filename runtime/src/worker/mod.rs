@@ -48,8 +48,8 @@ pub(crate) use operation::Operation;
 pub use sleep::Sleep;
 pub(crate) use turn::Worker;
 
-/// What every worker and context of a runner shares: made by the runner at start, released
-/// (and with it the storage lock's last user) when the last holder lets go.
+/// What every worker and context of a runner shares: made by the runner at start, freed when
+/// the last holder lets go (the runner releases its own at the end of its shutdown).
 pub struct RunnerState {
     pub(crate) config: Config,
     pub(crate) pool: Arc<Pool>,
@@ -173,6 +173,7 @@ impl Wake for RootWake {
 /// Pushes `runnable` onto worker `index`'s queue from that worker's own thread, handing an
 /// overflow to the global queue and kicking a parked worker when the push makes the queue
 /// stealable.
+#[inline]
 fn push_local(pool: &Pool, index: usize, runnable: Runnable) {
     // SAFETY: callers run on worker `index`'s thread, the queue's only producer.
     let len = unsafe {
