@@ -158,16 +158,11 @@ impl Context {
         }
     }
 
-    /// For the `actors` crate: like `child(label)`, but every call with one label on this
-    /// context's node shares one node while anything under it lives, instead of a node per
-    /// call. Not part of the public contract.
+    /// For the `actors` crate: what `child(label)` is, kept under the name the actors crate
+    /// calls. Not part of the public contract.
     #[doc(hidden)]
     pub fn __shared_child(&self, label: &'static str) -> Self {
-        check_label(label);
-        Context {
-            tree: ScopeNode::shared_child(&self.tree, label, || self.child_scope(label)).0,
-            execution: self.execution,
-        }
+        self.child(label)
     }
 
     /// For the `actors` crate: the value of type `T` this runtime keeps, made on first use by
@@ -242,10 +237,17 @@ fn check_label(label: &str) {
 }
 
 impl Spawner for Context {
+    /// Every call with one label on this context's node shares one node while anything under
+    /// it lives (a context or a task), instead of a node per call: a child context can only be
+    /// closed with its parent, so contexts of one label under one parent are
+    /// indistinguishable, and spawning from `context.child("label")` in a loop allocates
+    /// nothing for the child.
     fn child(&self, label: &'static str) -> Self {
         check_label(label);
-        let child = self.child_scope(label);
-        self.with_shared_scope(child)
+        Context {
+            tree: ScopeNode::shared_child(&self.tree, label, || self.child_scope(label)).0,
+            execution: self.execution,
+        }
     }
 
     fn with_attribute(self, key: &'static str, value: impl Display) -> Self {

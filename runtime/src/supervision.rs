@@ -419,20 +419,21 @@ mod tests {
         });
     }
 
-    /// Shared children of one label are one node while anything under it lives, and are
-    /// closed with their parent like any child.
+    /// Child contexts of one label under one parent are one node while anything under it
+    /// lives (a spawn from `context.child(label)` in a loop allocates no node), and are closed
+    /// with their parent like any child.
     #[test]
-    fn shared_children_share_a_node_while_it_lives() {
+    fn children_of_one_label_share_a_node_while_it_lives() {
         Runner::new(config()).start(|context| async move {
             let node = |context: &crate::Context| match &context.tree {
                 NodeRef::Scope(node) => Arc::as_ptr(node),
                 NodeRef::Task(_) => unreachable!("child contexts stand on scope nodes"),
             };
             let parent = context.child("parent");
-            let first = parent.__shared_child("actor");
-            let second = parent.__shared_child("actor");
+            let first = parent.child("actor");
+            let second = parent.child("actor");
             assert_eq!(node(&first), node(&second));
-            assert_ne!(node(&first), node(&parent.__shared_child("other")));
+            assert_ne!(node(&first), node(&parent.child("other")));
             assert_eq!(first.__label(), "parent_actor");
             let (gate, wait) = futures::channel::oneshot::channel::<()>();
             let task = second.spawn(move |_| async move {
@@ -441,11 +442,11 @@ mod tests {
             let before = node(&first);
             drop(first);
             // The task keeps the node alive: a third call finds it.
-            assert_eq!(node(&parent.__shared_child("actor")), before);
+            assert_eq!(node(&parent.child("actor")), before);
             parent.tree.abort();
             assert!(matches!(task.await, Err(crate::Error::Closed)));
             drop(gate);
-            assert!(parent.__shared_child("actor").tree.is_aborted());
+            assert!(parent.child("actor").tree.is_aborted());
         });
     }
 

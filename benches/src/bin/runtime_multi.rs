@@ -101,6 +101,52 @@ fn tokio_spawn_many_local() -> Duration {
 }
 
 // ---------------------------------------------------------------------------------------------
+// spawn_await: 10 000 empty tasks spawned from a worker as a user would, each from a labelled
+// child context (`context.child("spawn")`, as the README teaches) or from a clone of the root
+// context, then every handle awaited.
+
+fn ours_spawn_await(labelled: bool) -> Duration {
+    ours(move |context| async move {
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(SPAWNS);
+        for index in 0..SPAWNS {
+            let spawner = if labelled {
+                context.child("spawn")
+            } else {
+                context.clone()
+            };
+            handles.push(spawner.spawn(move |_| async move { index }));
+        }
+        for handle in handles {
+            handle.await.expect("ran");
+        }
+        start.elapsed()
+    })
+}
+
+fn ours_spawn_child_await() -> Duration {
+    ours_spawn_await(true)
+}
+
+fn ours_spawn_clone_await() -> Duration {
+    ours_spawn_await(false)
+}
+
+fn tokio_spawn_await() -> Duration {
+    tokio_rt(async {
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(SPAWNS);
+        for index in 0..SPAWNS {
+            handles.push(tokio::spawn(async move { index }));
+        }
+        for handle in handles {
+            handle.await.expect("ran");
+        }
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // spawn_many_remote: 10 000 empty tasks spawned from a thread outside the runtime.
 
 fn ours_spawn_many_remote() -> Duration {
@@ -302,6 +348,16 @@ fn main() {
             name: "spawn_many_local_10k",
             ours: ours_spawn_many_local,
             peer: tokio_spawn_many_local,
+        },
+        Workload {
+            name: "spawn_child_await_10k",
+            ours: ours_spawn_child_await,
+            peer: tokio_spawn_await,
+        },
+        Workload {
+            name: "spawn_clone_await_10k",
+            ours: ours_spawn_clone_await,
+            peer: tokio_spawn_await,
         },
         Workload {
             name: "spawn_many_remote_10k",
