@@ -156,7 +156,7 @@ pub(crate) fn spawn_incarnation<A: Actor>(
         ended: Some(Box::new(ended)),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
-    let scope = placed(context.__shared_child(A::LABEL), A::PLACEMENT);
+    let scope = placed(context.child(A::LABEL), A::PLACEMENT);
     A::__launch(
         scope,
         Launch {

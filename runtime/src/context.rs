@@ -158,13 +158,6 @@ impl Context {
         }
     }
 
-    /// For the `actors` crate: what `child(label)` is, kept under the name the actors crate
-    /// calls. Not part of the public contract.
-    #[doc(hidden)]
-    pub fn __shared_child(&self, label: &'static str) -> Self {
-        self.child(label)
-    }
-
     /// For the `actors` crate: the value of type `T` this runtime keeps, made on first use by
     /// `init`, which may register metrics in the runtime's registry under names of their own
     /// (not prefixed by this context's label). Not part of the public contract.
@@ -191,13 +184,8 @@ impl Context {
 
     /// A context on a new scope node under this one, for `scope`.
     fn with_scope(&self, scope: LabelPath) -> Context {
-        self.with_shared_scope(Arc::new(scope))
-    }
-
-    /// A context on a new node of the tree, under this one, labelled by `scope`.
-    fn with_shared_scope(&self, scope: Arc<LabelPath>) -> Context {
         Context {
-            tree: ScopeNode::child(&self.tree, scope).0,
+            tree: ScopeNode::child(&self.tree, Arc::new(scope)).0,
             execution: self.execution,
         }
     }

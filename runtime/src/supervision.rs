@@ -315,8 +315,11 @@ pub(crate) fn end<S: 'static>(core: &NodeCore<S>, task: &TaskRef) {
 
 impl<S: 'static> ScopeNode<S> {
     /// A scope node for `label` under `parent`, shared by every call with that label while it
-    /// lives (the first call makes it with `scope`), and whether `parent` was closed. For
-    /// spawning many tasks under one label (actors) without a node per task.
+    /// lives (the first call makes it with `scope`), and whether it is closed: what every
+    /// `child` context stands on, so that spawning many tasks under one label makes no node
+    /// per task. A closed parent (whose cascade may not have reached its children yet) gets a
+    /// node born closed instead of the shared one, so a context of a finished task never
+    /// spawns again.
     pub(crate) fn shared_child(
         parent: &NodeRef<S>,
         label: &'static str,
@@ -324,25 +327,50 @@ impl<S: 'static> ScopeNode<S> {
     ) -> (NodeRef<S>, bool) {
         {
             let links = parent.core().links.lock();
-            let existing = links.shared.as_ref().and_then(|shared| {
-                shared
-                    .iter()
-                    .find(|(existing, _)| *existing == label)
-                    .and_then(|(_, node)| node.upgrade())
-            });
-            if let Some(node) = existing {
+            if !parent.core().is_closed()
+                && let Some(node) = Self::find_shared(&links, label)
+            {
                 let closed = node.core.is_closed();
                 return (NodeRef::Scope(node), closed);
             }
         }
         let (node, closed) = ScopeNode::child(parent, scope());
-        if let (NodeRef::Scope(tree), false) = (&node, closed) {
-            let mut links = parent.core().links.lock();
-            let shared = links.shared.get_or_insert_with(Box::default);
-            shared.retain(|(existing, node)| *existing != label && node.strong_count() > 0);
-            shared.push((label, Arc::downgrade(tree)));
+        let NodeRef::Scope(fresh) = &node else {
+            unreachable!("ScopeNode::child makes scope nodes")
+        };
+        if closed {
+            return (node, true);
         }
-        (node, closed)
+        // Another call may have made one meanwhile: the first stored is shared, and a node
+        // made in vain is dropped once the lock is released (dropping it takes the lock).
+        let first = {
+            let mut links = parent.core().links.lock();
+            let first = Self::find_shared(&links, label);
+            if first.is_none() {
+                let shared = links.shared.get_or_insert_with(Box::default);
+                shared.retain(|(_, node)| node.strong_count() > 0);
+                shared.push((label, Arc::downgrade(fresh)));
+            }
+            first
+        };
+        match first {
+            Some(first) => {
+                let closed = first.core.is_closed();
+                drop(node);
+                (NodeRef::Scope(first), closed)
+            }
+            None => (node, false),
+        }
+    }
+
+    /// The live shared node of `label` among `links`, if any.
+    fn find_shared(links: &Links<S>, label: &'static str) -> Option<Arc<ScopeNode<S>>> {
+        links
+            .shared
+            .as_ref()?
+            .iter()
+            .find(|(existing, _)| *existing == label)
+            .and_then(|(_, node)| node.upgrade())
     }
 }
 
@@ -447,6 +475,36 @@ mod tests {
             assert!(matches!(task.await, Err(crate::Error::Closed)));
             drop(gate);
             assert!(parent.child("actor").tree.is_aborted());
+        });
+    }
+
+    /// A child asked of a closed parent whose cascade has not reached its children yet is born
+    /// closed: it is not the parent's live shared child of that label, which is still open.
+    #[test]
+    fn a_closed_parent_shares_no_child() {
+        Runner::new(config()).start(|context| async move {
+            let parent = context.child("parent");
+            let kept = parent.child("shared");
+            // Close the parent alone, as a cascade does before it reaches the children.
+            let NodeRef::Scope(node) = &parent.tree else {
+                unreachable!("child contexts stand on scope nodes")
+            };
+            let children = node.core.close().expect("the parent was open");
+            assert!(
+                !kept.tree.is_aborted(),
+                "the cascade has not reached it yet"
+            );
+            let late = parent.child("shared");
+            assert!(
+                late.tree.is_aborted(),
+                "a child of a closed parent is born closed"
+            );
+            assert!(matches!(
+                late.spawn(|_| async {}).await,
+                Err(crate::Error::Closed)
+            ));
+            cascade(children, Vec::new());
+            assert!(kept.tree.is_aborted());
         });
     }
 

@@ -350,6 +350,11 @@ fn main() {
             peer: tokio_spawn_many_local,
         },
         Workload {
+            name: "spawn_many_remote_10k",
+            ours: ours_spawn_many_remote,
+            peer: tokio_spawn_many_remote,
+        },
+        Workload {
             name: "spawn_child_await_10k",
             ours: ours_spawn_child_await,
             peer: tokio_spawn_await,
@@ -358,11 +363,6 @@ fn main() {
             name: "spawn_clone_await_10k",
             ours: ours_spawn_clone_await,
             peer: tokio_spawn_await,
-        },
-        Workload {
-            name: "spawn_many_remote_10k",
-            ours: ours_spawn_many_remote,
-            peer: tokio_spawn_many_remote,
         },
         Workload {
             name: "yield_many_200x1000",
