@@ -738,12 +738,12 @@ pub(crate) struct JoinRef<T> {
 }
 
 // SAFETY: a `JoinRef` is a `TaskRef` (`Send + Sync`) and, in effect, a `&JoinSlot<T>` that
-// the `TaskRef` keeps alive (the slot is dropped only when the cell is freed). Sending it or
-// sharing it across threads shares that reference, which is sound exactly when the slot is
-// `Sync` (a lock around the result: `T: Send`), which the bound states.
+// the `TaskRef` keeps alive (the slot is dropped only when the cell is freed), through which
+// its holder takes the result on whatever thread it polls: sound exactly when the slot is
+// `Sync` (`T: Send`), which the bound states.
 unsafe impl<T> Send for JoinRef<T> where JoinSlot<T>: Sync {}
-// SAFETY: as above: `&JoinRef` gives `&JoinSlot<T>` (to publish, abort or take the result
-// under its lock) and nothing more.
+// SAFETY: as above: `&JoinRef` only asks whether the result was published (an atomic load);
+// taking the result needs `&mut`.
 unsafe impl<T> Sync for JoinRef<T> where JoinSlot<T>: Sync {}
 
 impl<T> JoinRef<T> {
@@ -753,9 +753,21 @@ impl<T> JoinRef<T> {
         Self { task, slot }
     }
 
-    pub(crate) fn slot(&self) -> &JoinSlot<T> {
+    fn slot(&self) -> &JoinSlot<T> {
         // SAFETY: the pointer targets the cell our `TaskRef` keeps alive (see `new`).
         unsafe { self.slot.as_ref() }
+    }
+
+    /// Takes the task's result if it was published, else registers `waker` for it.
+    pub(crate) fn poll(&mut self, waker: &Waker) -> Poll<Result<T, Error>> {
+        // SAFETY: a cell makes one `JoinRef` (in `Prepared::install`) and `JoinRef` is not
+        // `Clone`, so this is the slot's only handle, polling through `&mut`.
+        unsafe { self.slot().poll_result(waker) }
+    }
+
+    /// Whether the task's result was published (it may have been taken since).
+    pub(crate) fn is_published(&self) -> bool {
+        self.slot().is_published()
     }
 
     pub(crate) fn task(&self) -> &TaskRef {

@@ -46,13 +46,14 @@ impl<T> Handle<T> {
 impl<T> Future for Handle<T> {
     type Output = Result<T, Error>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(join) = &self.join else {
-            assert!(self.refused, "Handle polled after it resolved");
-            self.refused = false;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(join) = &mut this.join else {
+            assert!(this.refused, "Handle polled after it resolved");
+            this.refused = false;
             return Poll::Ready(Err(Error::Closed));
         };
-        join.slot().poll_result(cx.waker())
+        join.poll(cx.waker())
     }
 }
 
@@ -60,10 +61,7 @@ impl<T> Unpin for Handle<T> {}
 
 impl<T> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let published = self
-            .join
-            .as_ref()
-            .is_none_or(|join| join.slot().is_published());
+        let published = self.join.as_ref().is_none_or(|join| join.is_published());
         f.debug_struct("Handle")
             .field("published", &published)
             .field("attached", &self.join.is_some())

@@ -5,54 +5,95 @@
 //! - exactly one result is published: `Ok` if the future finished and dropped cleanly, `Closed`
 //!   if it was aborted, refused, cancelled or its destructor panicked, `Exited` if it panicked;
 //! - the publisher's `published` callback (the owner's, which lowers the running metric) runs
-//!   exactly once, when that result is published and before the handle is woken;
+//!   exactly once, after the result is stored and before the handle can see it or is woken;
 //! - an abort (the handle's or an ancestor's) publishes `Closed` at once and wakes the task so
 //!   that its next poll drops the future: the handle resolves without any poll by the runtime.
+//!
+//! # The state word
+//!
+//! No lock: one atomic word and two cells, on tokio's `JOIN_INTEREST`/`JOIN_WAKER` model.
+//!
+//! - `CLAIMED`: a publisher won the right to store the result. Set once, by an atomic
+//!   `fetch_or`, so of racing publishers (the poller finishing, an abort from any thread)
+//!   exactly one stores; the others return at once.
+//! - `PUBLISHED`: the result is stored. Set once, by the claimant, after it stored the result
+//!   and ran `published` (Release), so a reader that sees it (Acquire) sees the result.
+//! - `WAKER_SET`: the waker cell holds the handle's waker, which the publisher may read. The
+//!   handle writes the cell only while the bit is clear, and clears it only while `PUBLISHED`
+//!   is clear (compare-and-swap); the publisher reads the cell, and only reads it, if the
+//!   `fetch_or` that set `PUBLISHED` found the bit set. In the word's modification order that
+//!   `fetch_or` is before or after the handle's clear, never between a clear and the set after
+//!   it, so a write of the cell never overlaps the publisher's read (the handle's own reads,
+//!   to compare wakers, may: two reads).
+//!
+//! The result cell is written only by the claimant, before `PUBLISHED`, and read only by the
+//! handle, after it saw `PUBLISHED`; the handle is one per slot and polls through `&mut`, so
+//! reads never overlap. Whatever is left in either cell is dropped with the slot, when the cell
+//! is freed.
+//!
+//! A spawn and await thus costs the publisher one `fetch_or` to claim and one to publish, and
+//! the handle one load per poll plus, on its first pending poll, one `fetch_or` to register.
 
 use crate::Error;
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, UnsafeCell};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::task::{Poll, Waker};
 
-struct Slot<T> {
-    result: Option<Result<T, Error>>,
-    /// A result has been published (it may have been taken since).
-    published: bool,
-    /// The handle's waker, woken when the result is published.
-    handle: Option<Waker>,
-}
+/// A publisher has claimed the slot (see the module doc).
+const CLAIMED: usize = 1;
+/// The result is stored and visible.
+const PUBLISHED: usize = 1 << 1;
+/// The waker cell holds the handle's waker, for the publisher.
+const WAKER_SET: usize = 1 << 2;
 
 /// Where one task's result goes, until its handle takes it.
 pub(crate) struct JoinSlot<T> {
-    slot: Mutex<Slot<T>>,
+    state: AtomicUsize,
+    result: UnsafeCell<Option<Result<T, Error>>>,
+    waker: UnsafeCell<Option<Waker>>,
 }
+
+// SAFETY: the cells are reached only as the module doc's protocol allows: the result is
+// written by one publishing thread and read, after a Release/Acquire pair on `state`, by the
+// handle's thread (so `T` crosses threads: `T: Send`), and the waker (`Send + Sync`) has one
+// owner at a time.
+unsafe impl<T: Send> Sync for JoinSlot<T> {}
+// SAFETY: as above; moving the slot moves a `T` and a `Waker`.
+unsafe impl<T: Send> Send for JoinSlot<T> {}
 
 impl<T> JoinSlot<T> {
     /// An empty slot.
     pub(crate) fn new() -> Self {
         Self {
-            slot: Mutex::new(Slot {
-                result: None,
-                published: false,
-                handle: None,
-            }),
+            state: AtomicUsize::new(0),
+            result: UnsafeCell::new(None),
+            waker: UnsafeCell::new(None),
         }
     }
 
-    /// Publishes `result` unless something was published first; then, with the lock released,
-    /// runs `published` and wakes the handle. Returns whether it published.
+    /// Publishes `result` unless something was published first; then runs `published`, makes
+    /// the result visible, and wakes the handle if it waits. Returns whether it published.
     pub(crate) fn publish(&self, result: Result<T, Error>, published: impl FnOnce()) -> bool {
-        let handle = {
-            let mut slot = self.slot.lock();
-            if slot.published {
-                return false;
-            }
-            slot.published = true;
-            slot.result = Some(result);
-            slot.handle.take()
-        };
+        if self.state.fetch_or(CLAIMED, Relaxed) & CLAIMED != 0 {
+            return false;
+        }
+        // SAFETY: the claim above is ours alone, and the handle reads the result only after
+        // it sees PUBLISHED, which we set below: nobody else touches the cell now.
+        self.result.with_mut(|slot| unsafe { *slot = Some(result) });
         published();
-        if let Some(handle) = handle {
-            handle.wake();
+        // AcqRel: Release publishes the result to the handle; Acquire sees the waker the
+        // handle stored before it set WAKER_SET.
+        let previous = self.state.fetch_or(PUBLISHED, AcqRel);
+        if previous & WAKER_SET != 0 {
+            // SAFETY: WAKER_SET was set when PUBLISHED went in, so the handle will not write
+            // the cell again (it clears the bit, to write, only while PUBLISHED is clear) and
+            // at most reads it, as we do. The waker stays in the cell (the handle cannot know
+            // when this read is over) and is dropped with the slot.
+            self.waker.with(|slot| unsafe {
+                if let Some(waker) = &*slot {
+                    waker.wake_by_ref();
+                }
+            });
         }
         true
     }
@@ -65,21 +106,308 @@ impl<T> JoinSlot<T> {
 
     /// The handle's poll: takes the result if one was published, else leaves `waker` to be
     /// woken when it is. Panics if the result was already taken.
-    pub(crate) fn poll_result(&self, waker: &Waker) -> Poll<Result<T, Error>> {
-        let mut slot = self.slot.lock();
-        if let Some(result) = slot.result.take() {
-            return Poll::Ready(result);
+    ///
+    /// # Safety
+    /// Only the slot's one handle calls this, and never twice at once (it polls through
+    /// `&mut`): see [`JoinRef::poll`](super::cell::JoinRef::poll).
+    pub(crate) unsafe fn poll_result(&self, waker: &Waker) -> Poll<Result<T, Error>> {
+        let mut state = self.state.load(Acquire);
+        if state & PUBLISHED != 0 {
+            // SAFETY: PUBLISHED (Acquire) hands us the result; we are its only reader.
+            return Poll::Ready(unsafe { self.take_result() });
         }
-        assert!(!slot.published, "Handle polled after it resolved");
-        match &slot.handle {
-            Some(registered) if registered.will_wake(waker) => {}
-            _ => slot.handle = Some(waker.clone()),
+        if state & WAKER_SET != 0 {
+            // SAFETY: while WAKER_SET is set nobody writes the cell (the handle is its only
+            // writer, and the publisher only reads it): a read.
+            let same = self.waker.with(|slot| unsafe {
+                (*slot)
+                    .as_ref()
+                    .is_some_and(|registered| registered.will_wake(waker))
+            });
+            if same {
+                return Poll::Pending;
+            }
+            // Take the cell back to swap the waker, unless the result came in meanwhile.
+            loop {
+                match self
+                    .state
+                    .compare_exchange_weak(state, state & !WAKER_SET, Acquire, Acquire)
+                {
+                    Ok(_) => break,
+                    Err(now) if now & PUBLISHED != 0 => {
+                        // SAFETY: as for the first check.
+                        return Poll::Ready(unsafe { self.take_result() });
+                    }
+                    Err(now) => state = now,
+                }
+            }
+        }
+        // SAFETY: WAKER_SET is clear, and only this handle sets it: the publisher does not
+        // touch the cell (see the module doc).
+        self.waker
+            .with_mut(|slot| unsafe { *slot = Some(waker.clone()) });
+        // AcqRel: Release hands the waker to the publisher; Acquire sees the result if it
+        // was published meanwhile (then nobody will wake us, and the result is ours).
+        let previous = self.state.fetch_or(WAKER_SET, AcqRel);
+        if previous & PUBLISHED != 0 {
+            // SAFETY: as for the first check.
+            return Poll::Ready(unsafe { self.take_result() });
         }
         Poll::Pending
     }
 
+    /// # Safety
+    /// PUBLISHED was seen with Acquire ordering, by the slot's only reader.
+    unsafe fn take_result(&self) -> Result<T, Error> {
+        // SAFETY: per the caller's contract the claimant's write happened before, and nobody
+        // else reads or writes the cell any more.
+        let result = self.result.with_mut(|slot| unsafe { (*slot).take() });
+        result.expect("Handle polled after it resolved")
+    }
+
     /// Whether a result has been published (it may have been taken since).
     pub(crate) fn is_published(&self) -> bool {
-        self.slot.lock().published
+        self.state.load(Acquire) & PUBLISHED != 0
+    }
+}
+
+/// A waker that counts its wakes, for the tests and models below.
+#[cfg(test)]
+mod counting {
+    use crate::sync::AtomicUsize;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::task::{Wake, Waker};
+
+    #[derive(Default)]
+    pub(super) struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// A waker and the count of its wakes.
+    pub(super) fn waker() -> (Waker, Arc<Wakes>) {
+        let wakes = Arc::new(Wakes::default());
+        (Waker::from(wakes.clone()), wakes)
+    }
+
+    impl Wakes {
+        pub(super) fn count(&self) -> usize {
+            self.0.load(SeqCst)
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::counting::waker;
+    use super::*;
+    use std::cell::Cell;
+
+    /// Polls as the slot's one handle does.
+    fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
+        // SAFETY: each test polls its slot from one place, one poll at a time.
+        unsafe { slot.poll_result(waker) }
+    }
+
+    #[test]
+    fn a_published_result_is_taken_by_the_next_poll() {
+        let slot = JoinSlot::new();
+        let calls = Cell::new(0);
+        assert!(slot.publish(Ok(7), || calls.set(calls.get() + 1)));
+        assert_eq!(calls.get(), 1);
+        assert!(slot.is_published());
+        let (waker, wakes) = waker();
+        assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok(7))));
+        assert_eq!(wakes.count(), 0, "a result already there wakes nobody");
+    }
+
+    #[test]
+    fn a_waiting_handle_is_woken_once_by_the_publish() {
+        let slot = JoinSlot::new();
+        let (waker, wakes) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        assert!(poll(&slot, &waker).is_pending(), "the same waker again");
+        assert_eq!(wakes.count(), 0);
+        assert!(slot.publish(Ok("done"), || {}));
+        assert_eq!(wakes.count(), 1);
+        assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok("done"))));
+    }
+
+    #[test]
+    fn only_the_first_publish_counts() {
+        let slot = JoinSlot::new();
+        let calls = Cell::new(0);
+        assert!(slot.publish(Ok(1), || calls.set(calls.get() + 1)));
+        assert!(!slot.publish(Ok(2), || calls.set(calls.get() + 1)));
+        assert!(!slot.abort(|| calls.set(calls.get() + 1)));
+        assert_eq!(
+            calls.get(),
+            1,
+            "the callback runs for the one result published"
+        );
+        let (waker, _) = waker();
+        assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok(1))));
+    }
+
+    #[test]
+    fn an_abort_publishes_closed() {
+        let slot = JoinSlot::<u8>::new();
+        assert!(slot.abort(|| {}));
+        assert!(!slot.publish(Ok(1), || {}));
+        let (waker, _) = waker();
+        assert!(matches!(
+            poll(&slot, &waker),
+            Poll::Ready(Err(Error::Closed))
+        ));
+    }
+
+    #[test]
+    fn a_new_waker_replaces_the_registered_one() {
+        let slot = JoinSlot::new();
+        let (first, first_wakes) = waker();
+        let (second, second_wakes) = waker();
+        assert!(poll(&slot, &first).is_pending());
+        assert!(poll(&slot, &second).is_pending());
+        assert!(slot.publish(Ok(()), || {}));
+        assert_eq!(first_wakes.count(), 0, "the replaced waker is not woken");
+        assert_eq!(second_wakes.count(), 1);
+        assert!(poll(&slot, &second).is_ready());
+    }
+
+    #[test]
+    fn the_result_is_hidden_until_the_published_callback_ran() {
+        let slot = JoinSlot::new();
+        let (waker, wakes) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        assert!(slot.publish(Ok(3), || {
+            assert!(!slot.is_published(), "not visible inside the callback");
+            assert!(poll(&slot, &waker).is_pending(), "a poll inside it waits");
+        }));
+        assert_eq!(wakes.count(), 1);
+        assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok(3))));
+    }
+
+    #[test]
+    #[should_panic(expected = "Handle polled after it resolved")]
+    fn polling_after_the_result_was_taken_panics() {
+        let slot = JoinSlot::new();
+        assert!(slot.publish(Ok(()), || {}));
+        let (waker, _) = waker();
+        assert!(poll(&slot, &waker).is_ready());
+        let _ = poll(&slot, &waker);
+    }
+
+    #[test]
+    fn a_result_never_taken_is_dropped_with_the_slot() {
+        let value = std::sync::Arc::new(());
+        let slot = JoinSlot::new();
+        let (waker, _) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        assert!(slot.publish(Ok(value.clone()), || {}));
+        drop(slot);
+        assert_eq!(std::sync::Arc::strong_count(&value), 1);
+    }
+}
+
+/// Loom models of the slot's state word: a publish racing the handle's registration, two
+/// publishers racing, and a waker swap racing a publish. In every interleaving exactly one
+/// result is published and its callback runs once, and a handle left pending is woken through
+/// the waker it registered last, so its next poll takes the result: no wake is lost.
+#[cfg(all(test, loom))]
+mod models {
+    use super::counting::waker;
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::thread;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
+        // SAFETY: each model polls its slot from one thread, one poll at a time.
+        unsafe { slot.poll_result(waker) }
+    }
+
+    #[test]
+    fn a_publish_racing_the_first_poll_is_never_lost() {
+        crate::sync::model(|| {
+            let slot = Arc::new(JoinSlot::new());
+            let publisher = {
+                let slot = slot.clone();
+                thread::spawn(move || assert!(slot.publish(Ok(5), || {})))
+            };
+            let (waker, wakes) = waker();
+            let first = poll(&slot, &waker);
+            publisher.join().unwrap();
+            match first {
+                Poll::Ready(result) => {
+                    assert!(matches!(result, Ok(5)));
+                    assert_eq!(wakes.count(), 0, "a result found at once wakes nobody");
+                }
+                Poll::Pending => {
+                    assert_eq!(wakes.count(), 1, "a pending handle is woken");
+                    assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok(5))));
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn of_two_racing_publishers_exactly_one_publishes() {
+        crate::sync::model(|| {
+            let slot = Arc::new(JoinSlot::new());
+            let calls = Arc::new(AtomicUsize::new(0));
+            let (waker, wakes) = waker();
+            assert!(poll(&slot, &waker).is_pending());
+            let aborting = {
+                let (slot, calls) = (slot.clone(), calls.clone());
+                thread::spawn(move || {
+                    slot.abort(|| {
+                        calls.fetch_add(1, SeqCst);
+                    })
+                })
+            };
+            let finished = slot.publish(Ok(9), || {
+                calls.fetch_add(1, SeqCst);
+            });
+            let aborted = aborting.join().unwrap();
+            assert!(finished != aborted, "exactly one publishes");
+            assert_eq!(calls.load(SeqCst), 1);
+            assert_eq!(wakes.count(), 1);
+            match poll(&slot, &waker) {
+                Poll::Ready(Ok(9)) => assert!(finished),
+                Poll::Ready(Err(Error::Closed)) => assert!(aborted),
+                _ => panic!("the winner's result"),
+            }
+        });
+    }
+
+    #[test]
+    fn a_waker_swap_racing_a_publish_wakes_the_last_waker() {
+        crate::sync::model(|| {
+            let slot = Arc::new(JoinSlot::new());
+            let (first, _) = waker();
+            let (second, second_wakes) = waker();
+            assert!(poll(&slot, &first).is_pending());
+            let publisher = {
+                let slot = slot.clone();
+                thread::spawn(move || assert!(slot.publish(Ok(1), || {})))
+            };
+            let swapped = poll(&slot, &second);
+            publisher.join().unwrap();
+            if swapped.is_pending() {
+                assert_eq!(
+                    second_wakes.count(),
+                    1,
+                    "the waker registered last is woken"
+                );
+                assert!(matches!(poll(&slot, &second), Poll::Ready(Ok(1))));
+            } else {
+                assert!(matches!(swapped, Poll::Ready(Ok(1))));
+            }
+        });
     }
 }
