@@ -775,6 +775,16 @@ impl<T> JoinRef<T> {
     }
 }
 
+impl<T> Drop for JoinRef<T> {
+    /// Drops the waker the handle left in the slot, if no publish took it: it holds a count on
+    /// the waiting task's cell, which must not live as long as this one.
+    fn drop(&mut self) {
+        // SAFETY: the slot's only handle, going (see `poll`); the count it still holds keeps
+        // the cell alive for the call.
+        unsafe { self.slot().forget_waker() }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 pub(crate) mod tests {
     use super::*;

@@ -5,31 +5,36 @@
 //! - exactly one result is published: `Ok` if the future finished and dropped cleanly, `Closed`
 //!   if it was aborted, refused, cancelled or its destructor panicked, `Exited` if it panicked;
 //! - the publisher's `published` callback (the owner's, which lowers the running metric) runs
-//!   exactly once, after the result is stored and before the handle can see it or is woken;
+//!   exactly once, after the result is stored and before the handle can see it or is woken; if
+//!   it panics, the result is still made visible and the handle woken;
 //! - an abort (the handle's or an ancestor's) publishes `Closed` at once and wakes the task so
-//!   that its next poll drops the future: the handle resolves without any poll by the runtime.
+//!   that its next poll drops the future: the handle resolves without any poll by the runtime;
+//! - the slot keeps no waker past the publish that wakes it, nor past the handle that
+//!   registered it: a waker holds a count on the waiting task's cell, and one kept would tie
+//!   that cell's life to this one's (a task that polled its own handle, or two tasks that
+//!   polled each other's, would never be freed).
 //!
 //! # The state word
 //!
-//! No lock: one atomic word and two cells, on tokio's `JOIN_INTEREST`/`JOIN_WAKER` model.
+//! No lock: one atomic word and two cells, on tokio's `JOIN_WAKER` model.
 //!
 //! - `CLAIMED`: a publisher won the right to store the result. Set once, by an atomic
 //!   `fetch_or`, so of racing publishers (the poller finishing, an abort from any thread)
 //!   exactly one stores; the others return at once.
 //! - `PUBLISHED`: the result is stored. Set once, by the claimant, after it stored the result
 //!   and ran `published` (Release), so a reader that sees it (Acquire) sees the result.
-//! - `WAKER_SET`: the waker cell holds the handle's waker, which the publisher may read. The
-//!   handle writes the cell only while the bit is clear, and clears it only while `PUBLISHED`
-//!   is clear (compare-and-swap); the publisher reads the cell, and only reads it, if the
-//!   `fetch_or` that set `PUBLISHED` found the bit set. In the word's modification order that
-//!   `fetch_or` is before or after the handle's clear, never between a clear and the set after
-//!   it, so a write of the cell never overlaps the publisher's read (the handle's own reads,
-//!   to compare wakers, may: two reads).
+//! - `WAKER_SET`: the waker cell belongs to the publisher. The handle touches the cell (to
+//!   write, compare or drop the waker) only while the bit is clear, sets it to hand the cell
+//!   over, and clears it to take the cell back only while `PUBLISHED` is clear
+//!   (compare-and-swap). The publisher touches the cell (takes the waker and wakes it) only if
+//!   the `fetch_or` that set `PUBLISHED` found the bit set. In the word's modification order
+//!   that `fetch_or` is before or after any handle's clear, never between a clear and the set
+//!   after it, so the two never touch the cell at once; and once `PUBLISHED` is set the bit
+//!   never clears again, so a cell the publisher took stays the publisher's.
 //!
 //! The result cell is written only by the claimant, before `PUBLISHED`, and read only by the
 //! handle, after it saw `PUBLISHED`; the handle is one per slot and polls through `&mut`, so
-//! reads never overlap. Whatever is left in either cell is dropped with the slot, when the cell
-//! is freed.
+//! reads never overlap. A result never taken is dropped with the slot, when the cell is freed.
 //!
 //! A spawn and await thus costs the publisher one `fetch_or` to claim and one to publish, and
 //! the handle one load per poll plus, on its first pending poll, one `fetch_or` to register.
@@ -43,7 +48,7 @@ use std::task::{Poll, Waker};
 const CLAIMED: usize = 1;
 /// The result is stored and visible.
 const PUBLISHED: usize = 1 << 1;
-/// The waker cell holds the handle's waker, for the publisher.
+/// The waker cell holds the handle's waker, and belongs to the publisher.
 const WAKER_SET: usize = 1 << 2;
 
 /// Where one task's result goes, until its handle takes it.
@@ -55,11 +60,31 @@ pub(crate) struct JoinSlot<T> {
 
 // SAFETY: the cells are reached only as the module doc's protocol allows: the result is
 // written by one publishing thread and read, after a Release/Acquire pair on `state`, by the
-// handle's thread (so `T` crosses threads: `T: Send`), and the waker (`Send + Sync`) has one
-// owner at a time.
+// handle's thread (so `T` crosses threads: `T: Send`), and the waker (`Send`) has one owner at
+// a time, handed over by Release/Acquire pairs on `state` as well.
 unsafe impl<T: Send> Sync for JoinSlot<T> {}
 // SAFETY: as above; moving the slot moves a `T` and a `Waker`.
 unsafe impl<T: Send> Send for JoinSlot<T> {}
+
+/// Makes a claimed result visible when dropped: after the `published` callback, or while it
+/// unwinds, so that a panicking callback still leaves the handle a result and a wake.
+struct Reveal<'a, T>(&'a JoinSlot<T>);
+
+impl<T> Drop for Reveal<'_, T> {
+    fn drop(&mut self) {
+        // AcqRel: Release publishes the result to the handle; Acquire takes over the waker the
+        // handle stored before it set WAKER_SET.
+        let previous = self.0.state.fetch_or(PUBLISHED, AcqRel);
+        if previous & WAKER_SET != 0 {
+            // SAFETY: WAKER_SET was set when PUBLISHED went in, so the cell is ours for good:
+            // the handle takes it back only by clearing the bit while PUBLISHED is clear.
+            let waker = self.0.waker.with_mut(|slot| unsafe { (*slot).take() });
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
 
 impl<T> JoinSlot<T> {
     /// An empty slot.
@@ -78,23 +103,11 @@ impl<T> JoinSlot<T> {
             return false;
         }
         // SAFETY: the claim above is ours alone, and the handle reads the result only after
-        // it sees PUBLISHED, which we set below: nobody else touches the cell now.
+        // it sees PUBLISHED, which `Reveal` sets below: nobody else touches the cell now.
         self.result.with_mut(|slot| unsafe { *slot = Some(result) });
+        let reveal = Reveal(self);
         published();
-        // AcqRel: Release publishes the result to the handle; Acquire sees the waker the
-        // handle stored before it set WAKER_SET.
-        let previous = self.state.fetch_or(PUBLISHED, AcqRel);
-        if previous & WAKER_SET != 0 {
-            // SAFETY: WAKER_SET was set when PUBLISHED went in, so the handle will not write
-            // the cell again (it clears the bit, to write, only while PUBLISHED is clear) and
-            // at most reads it, as we do. The waker stays in the cell (the handle cannot know
-            // when this read is over) and is dropped with the slot.
-            self.waker.with(|slot| unsafe {
-                if let Some(waker) = &*slot {
-                    waker.wake_by_ref();
-                }
-            });
-        }
+        drop(reveal);
         true
     }
 
@@ -108,52 +121,69 @@ impl<T> JoinSlot<T> {
     /// woken when it is. Panics if the result was already taken.
     ///
     /// # Safety
-    /// Only the slot's one handle calls this, and never twice at once (it polls through
-    /// `&mut`): see [`JoinRef::poll`](super::cell::JoinRef::poll).
+    /// Only the slot's one handle calls this and [`forget_waker`](Self::forget_waker), never
+    /// two at once (it calls them through `&mut`): see [`JoinRef`](super::cell::JoinRef).
     pub(crate) unsafe fn poll_result(&self, waker: &Waker) -> Poll<Result<T, Error>> {
-        let mut state = self.state.load(Acquire);
+        let state = self.state.load(Acquire);
         if state & PUBLISHED != 0 {
             // SAFETY: PUBLISHED (Acquire) hands us the result; we are its only reader.
             return Poll::Ready(unsafe { self.take_result() });
         }
-        if state & WAKER_SET != 0 {
-            // SAFETY: while WAKER_SET is set nobody writes the cell (the handle is its only
-            // writer, and the publisher only reads it): a read.
-            let same = self.waker.with(|slot| unsafe {
-                (*slot)
-                    .as_ref()
-                    .is_some_and(|registered| registered.will_wake(waker))
-            });
-            if same {
-                return Poll::Pending;
-            }
-            // Take the cell back to swap the waker, unless the result came in meanwhile.
-            loop {
-                match self
-                    .state
-                    .compare_exchange_weak(state, state & !WAKER_SET, Acquire, Acquire)
-                {
-                    Ok(_) => break,
-                    Err(now) if now & PUBLISHED != 0 => {
-                        // SAFETY: as for the first check.
-                        return Poll::Ready(unsafe { self.take_result() });
-                    }
-                    Err(now) => state = now,
-                }
-            }
+        if state & WAKER_SET != 0 && !self.take_waker_cell_back(state) {
+            // SAFETY: the result was published meanwhile (seen with Acquire).
+            return Poll::Ready(unsafe { self.take_result() });
         }
-        // SAFETY: WAKER_SET is clear, and only this handle sets it: the publisher does not
-        // touch the cell (see the module doc).
-        self.waker
-            .with_mut(|slot| unsafe { *slot = Some(waker.clone()) });
-        // AcqRel: Release hands the waker to the publisher; Acquire sees the result if it
-        // was published meanwhile (then nobody will wake us, and the result is ours).
+        // SAFETY: WAKER_SET is clear, and only this handle sets it: the cell is ours.
+        self.waker.with_mut(|slot| unsafe {
+            match &*slot {
+                Some(registered) if registered.will_wake(waker) => {}
+                _ => *slot = Some(waker.clone()),
+            }
+        });
+        // AcqRel: Release hands the waker to the publisher; Acquire sees the result if it was
+        // published meanwhile.
         let previous = self.state.fetch_or(WAKER_SET, AcqRel);
         if previous & PUBLISHED != 0 {
+            // The publisher's fetch_or came first and found WAKER_SET clear, so it did not
+            // take the cell, and never will: the waker is still ours, and useless now.
+            // SAFETY: as just said, nobody else touches the cell.
+            drop(self.waker.with_mut(|slot| unsafe { (*slot).take() }));
             // SAFETY: as for the first check.
             return Poll::Ready(unsafe { self.take_result() });
         }
         Poll::Pending
+    }
+
+    /// The handle is going: drops the waker it left, unless a publish has taken it over.
+    ///
+    /// # Safety
+    /// As for [`poll_result`](Self::poll_result).
+    pub(crate) unsafe fn forget_waker(&self) {
+        let state = self.state.load(Acquire);
+        if state & WAKER_SET != 0 && state & PUBLISHED == 0 && self.take_waker_cell_back(state) {
+            // SAFETY: WAKER_SET is clear again, so the cell is ours.
+            drop(self.waker.with_mut(|slot| unsafe { (*slot).take() }));
+        }
+    }
+
+    /// Clears WAKER_SET, starting from `state` (which has it set), unless the result is
+    /// published first. Returns whether the waker cell is the handle's again; `false` means
+    /// PUBLISHED was seen (with Acquire) and the cell stays the publisher's.
+    fn take_waker_cell_back(&self, mut state: usize) -> bool {
+        loop {
+            if state & PUBLISHED != 0 {
+                return false;
+            }
+            // Acquire on success: the cell was last written by this handle, but a failed
+            // compare may see PUBLISHED, whose result we then read.
+            match self
+                .state
+                .compare_exchange_weak(state, state & !WAKER_SET, Acquire, Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
     }
 
     /// # Safety
@@ -206,6 +236,7 @@ mod tests {
     use super::counting::waker;
     use super::*;
     use std::cell::Cell;
+    use std::sync::Arc;
 
     /// Polls as the slot's one handle does.
     fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
@@ -292,6 +323,44 @@ mod tests {
     }
 
     #[test]
+    fn the_slot_keeps_no_waker_past_the_publish() {
+        let slot = JoinSlot::new();
+        let (waker, wakes) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        assert_eq!(Arc::strong_count(&wakes), 3, "the slot holds a clone");
+        assert!(slot.publish(Ok(()), || {}));
+        assert_eq!(Arc::strong_count(&wakes), 2, "the publish took and woke it");
+        assert!(poll(&slot, &waker).is_ready());
+        assert_eq!(Arc::strong_count(&wakes), 2);
+    }
+
+    #[test]
+    fn the_slot_keeps_no_waker_past_its_handle() {
+        let slot = JoinSlot::<()>::new();
+        let (waker, wakes) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        // SAFETY: the test is the slot's only handle.
+        unsafe { slot.forget_waker() };
+        assert_eq!(Arc::strong_count(&wakes), 2, "the going handle dropped it");
+        assert!(slot.publish(Ok(()), || {}));
+        assert_eq!(wakes.count(), 0, "nobody waits any more");
+    }
+
+    #[test]
+    fn a_panicking_callback_still_publishes_and_wakes() {
+        let slot = JoinSlot::new();
+        let (waker, wakes) = waker();
+        assert!(poll(&slot, &waker).is_pending());
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            slot.publish(Ok(4), || panic!("published"))
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(wakes.count(), 1);
+        assert!(!slot.abort(|| {}), "the result stays the one published");
+        assert!(matches!(poll(&slot, &waker), Poll::Ready(Ok(4))));
+    }
+
+    #[test]
     #[should_panic(expected = "Handle polled after it resolved")]
     fn polling_after_the_result_was_taken_panics() {
         let slot = JoinSlot::new();
@@ -303,13 +372,13 @@ mod tests {
 
     #[test]
     fn a_result_never_taken_is_dropped_with_the_slot() {
-        let value = std::sync::Arc::new(());
+        let value = Arc::new(());
         let slot = JoinSlot::new();
         let (waker, _) = waker();
         assert!(poll(&slot, &waker).is_pending());
         assert!(slot.publish(Ok(value.clone()), || {}));
         drop(slot);
-        assert_eq!(std::sync::Arc::strong_count(&value), 1);
+        assert_eq!(Arc::strong_count(&value), 1);
     }
 }
 
@@ -382,6 +451,31 @@ mod models {
                 Poll::Ready(Err(Error::Closed)) => assert!(aborted),
                 _ => panic!("the winner's result"),
             }
+        });
+    }
+
+    /// The handle going (dropping the waker it left) racing a publish (taking it to wake):
+    /// the waker is dropped exactly once, by one of them, and the slot keeps none.
+    #[test]
+    fn a_going_handle_racing_a_publish_leaves_no_waker() {
+        crate::sync::model(|| {
+            let slot = Arc::new(JoinSlot::new());
+            let (waker, wakes) = waker();
+            assert!(poll(&slot, &waker).is_pending());
+            drop(waker);
+            let publisher = {
+                let slot = slot.clone();
+                thread::spawn(move || assert!(slot.publish(Ok(2), || {})))
+            };
+            // SAFETY: this thread is the slot's only handle.
+            unsafe { slot.forget_waker() };
+            publisher.join().unwrap();
+            assert!(wakes.count() <= 1);
+            assert_eq!(
+                Arc::strong_count(&wakes),
+                1,
+                "no clone of the waker is left"
+            );
         });
     }
 

@@ -151,6 +151,56 @@ fn shutdown_does_not_wait_for_an_unpublished_ordinary_factory() {
     assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
 }
 
+/// Handles polled in the ways that would tie cells together through the waker a join slot
+/// keeps (a task polling its own handle; a task returning the handle of a task it polled, its
+/// own handle dropped): the slot keeps no waker past its handle or its publish, so every cell
+/// is freed by the end of the run.
+#[test]
+#[allow(clippy::async_yields_async)] // a task returns a handle on purpose: nobody takes it
+fn a_polled_handle_leaves_no_waker_behind() {
+    for workers in [1, 2] {
+        let pool = Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+            // A task that polls its own handle once, then finishes.
+            let (own_tx, own_rx) = oneshot::channel::<crate::Handle<()>>();
+            let own = context.clone().spawn(move |_| async move {
+                let mut own = own_rx.await.expect("its own handle");
+                futures::future::poll_fn(|cx| {
+                    assert!(own.poll_unpin(cx).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+            });
+            // `own` is moved into the task through the channel; the root keeps no handle.
+            own_tx.send(own).expect("sent");
+            // A task that polls a pending task's handle and returns it as its output; its own
+            // handle is dropped, so nobody takes that output.
+            let (finish, finished) = oneshot::channel::<()>();
+            let (polled_tx, polled_rx) = oneshot::channel::<()>();
+            drop(context.clone().spawn(move |context| async move {
+                let mut pending = context.spawn(move |_| finished);
+                futures::future::poll_fn(|cx| {
+                    assert!(pending.poll_unpin(cx).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+                let _ = polled_tx.send(());
+                pending
+            }));
+            polled_rx.await.expect("polled");
+            // The pending task was spawned under the returning one, so that one's end has
+            // aborted it (its publish of `Closed` took the waker) or is about to.
+            drop(finish);
+            context.runtime().pool.clone()
+        });
+        assert!(pool.is_clean());
+        assert_eq!(
+            Arc::weak_count(&pool),
+            0,
+            "no join slot kept a waker that kept a cell"
+        );
+    }
+}
+
 /// Two idle tasks whose destructors wake each other: during teardown those wakes reach the
 /// closed global queue and are discarded; nothing hangs and no cell is left behind.
 #[test]
