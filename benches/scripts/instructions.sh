@@ -31,7 +31,7 @@ trap 'for tree in "$work"/tree-*; do git worktree remove --force "$tree" >/dev/n
 # binary, environment that keeps our side, row filters
 rows=(
     "runtime_core BENCH_SIDE=ours spawn_await chained_spawn yield_many timer_churn"
-    "runtime_multi BENCH_SIDE=ours spawn_many_local yield_many ping_pong chained_spawn"
+    "runtime_multi BENCH_SIDE=ours spawn_many_local spawn_child_await spawn_clone_await yield_many ping_pong_1000 ping_pong_child chained_spawn_1000 chained_spawn_child"
     "actors_peers BENCH_ONLY=ours tell_1m_one tell_1m_round_robin ask_100k delegated spawn_10k monitor"
 )
 revisions=("$@")
@@ -46,7 +46,7 @@ for index in "${!revisions[@]}"; do
     done
 done
 count() {
-    env "$2" BENCH_FILTER="$3" BENCH_SAMPLES=1 \
+    env "$2" BENCH_FILTER="$3" BENCH_SAMPLES=1 BENCH_ROUNDS=1 \
         valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" 2>&1 \
         | awk '/refs:/ { gsub(",", "", $NF); print $NF }'
 }

@@ -41,66 +41,134 @@ pub fn format_pair(ours: Duration, peer: Duration) -> (String, String) {
     (format(ours), format(peer))
 }
 
-/// Runs every workload `warmups` times untimed and `samples` times timed on each runtime,
-/// alternating, and prints one table row per workload. `peer` names the other runtime.
+/// The median and range of a few values: what every table prints for a ratio measured over
+/// several rounds, so that a reader rerunning it can tell whether they landed inside.
+#[derive(Clone, Copy, Debug)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` if there are none.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let middle = sorted.len() / 2;
+        let median = match sorted.len() {
+            0 => return None,
+            len if len % 2 == 1 => sorted[middle],
+            _ => (sorted[middle - 1] + sorted[middle]) / 2.0,
+        };
+        Some(Self {
+            median,
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+        })
+    }
+}
+
+impl std::fmt::Display for Spread {
+    /// `median (min – max)`, with the precision given (two decimals by default).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let digits = f.precision().unwrap_or(2);
+        write!(
+            f,
+            "{:.digits$} ({:.digits$} – {:.digits$})",
+            self.median, self.min, self.max
+        )
+    }
+}
+
+/// How many rounds a table runs: `BENCH_ROUNDS`, else `default`; at least one.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+        .max(1)
+}
+
+/// The rounds every table runs unless `BENCH_ROUNDS` says otherwise.
+pub const ROUNDS: usize = 3;
+
+/// Runs the table in [`rounds`] rounds (three by default): each round runs every workload in
+/// turn, `warmups` times untimed and `samples` times timed on each runtime, alternating. A
+/// round is thus a whole rerun of the table, minutes after the last on a long table, which is
+/// the variation a reader rerunning it meets. One row per workload:
 ///
-/// Two ratios are printed: of the medians, and the median of the per-pair ratios (sample `i`
-/// of ours over sample `i` of the peer, taken back to back). The second cancels the slow
-/// drifts of a shared machine, which move both samples of a pair together.
+/// - each side's median over the samples of every round;
+/// - the paired ratio, as the median and the range over the rounds of each round's median of
+///   per-pair ratios (sample `i` of ours over sample `i` of the peer, taken back to back: this
+///   cancels the slow drifts of a shared machine, which move both samples of a pair together).
 ///
 /// `BENCH_FILTER=<text>` keeps only the workloads whose name contains `<text>`,
-/// `BENCH_SIDE=ours` or `BENCH_SIDE=peer` runs only that side (both for profiling), and
-/// `BENCH_SAMPLES=<n>` overrides `samples`.
+/// `BENCH_SIDE=ours` or `BENCH_SIDE=peer` runs only that side (both for profiling),
+/// `BENCH_SAMPLES=<n>` overrides `samples` and `BENCH_ROUNDS=<n>` the rounds.
 pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: usize) {
     let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
     let side = std::env::var("BENCH_SIDE").unwrap_or_default();
     let samples = std::env::var("BENCH_SAMPLES")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(samples);
+        .unwrap_or(samples)
+        .max(1);
+    let rounds = rounds(ROUNDS);
     let run_ours = side != "peer";
     let run_peer = side != "ours";
-    println!("| workload | ours median | {peer} median | ratio of medians | median paired ratio |");
-    println!("|---|---:|---:|---:|---:|");
-    for workload in workloads
+    let workloads: Vec<&Workload> = workloads
         .iter()
         .filter(|w| w.name.contains(filter.as_str()))
-    {
-        let ours = || {
-            if run_ours {
-                (workload.ours)()
-            } else {
-                Duration::ZERO
+        .collect();
+    // Per workload: every sample of each side, and each round's median paired ratio.
+    let mut ours_samples = vec![Vec::new(); workloads.len()];
+    let mut peer_samples = vec![Vec::new(); workloads.len()];
+    let mut round_ratios = vec![Vec::new(); workloads.len()];
+    for _ in 0..rounds {
+        for (index, workload) in workloads.iter().enumerate() {
+            let ours = || {
+                if run_ours {
+                    (workload.ours)()
+                } else {
+                    Duration::ZERO
+                }
+            };
+            let peer = || {
+                if run_peer {
+                    (workload.peer)()
+                } else {
+                    Duration::ZERO
+                }
+            };
+            for _ in 0..warmups {
+                ours();
+                peer();
             }
-        };
-        let peer = || {
-            if run_peer {
-                (workload.peer)()
-            } else {
-                Duration::ZERO
+            let mut paired = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let (ours, peer) = (ours(), peer());
+                ours_samples[index].push(ours);
+                peer_samples[index].push(peer);
+                paired.push(ours.as_secs_f64() / peer.as_secs_f64());
             }
-        };
-        for _ in 0..warmups {
-            ours();
-            peer();
+            if let Some(round) = Spread::of(&paired) {
+                round_ratios[index].push(round.median);
+            }
         }
-        let mut ours_samples = Vec::with_capacity(samples);
-        let mut peer_samples = Vec::with_capacity(samples);
-        let mut paired = Vec::with_capacity(samples);
-        for _ in 0..samples {
-            let (ours, peer) = (ours(), peer());
-            ours_samples.push(ours);
-            peer_samples.push(peer);
-            paired.push(ours.as_secs_f64() / peer.as_secs_f64());
-        }
-        let ours_median = median(&mut ours_samples);
-        let peer_median = median(&mut peer_samples);
+    }
+    println!(
+        "| workload | ours median | {peer} median | ratio of medians | paired ratio, median (range) of {rounds} rounds |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (index, workload) in workloads.iter().enumerate() {
+        let ours_median = median(&mut ours_samples[index]);
+        let peer_median = median(&mut peer_samples[index]);
         let ratio = ours_median.as_secs_f64() / peer_median.as_secs_f64();
-        paired.sort_by(f64::total_cmp);
-        let paired_median = paired[paired.len() / 2];
+        let paired = Spread::of(&round_ratios[index]).expect("at least one round");
         let (ours_text, peer_text) = format_pair(ours_median, peer_median);
         println!(
-            "| {} | {ours_text} | {peer_text} | {ratio:.2} | {paired_median:.2} |",
+            "| {} | {ours_text} | {peer_text} | {ratio:.2} | {paired} |",
             workload.name
         );
     }
@@ -147,25 +215,32 @@ pub fn tokio_multi<T: Send + 'static>(
 }
 
 /// Spawns link `remaining` of a chain where each task spawns the next; the last link fires
-/// `done`. Every link is spawned from the root context, so the links are siblings and one
-/// finishing does not abort the next.
-fn ours_chain_link(root: Context, remaining: usize, done: oneshot::Sender<()>) {
+/// `done`. Every link is spawned from the root context (from `root.child("chain")` if
+/// `labelled`, as the README teaches), so the links are siblings and one finishing does not
+/// abort the next.
+fn ours_chain_link(root: Context, labelled: bool, remaining: usize, done: oneshot::Sender<()>) {
+    let spawner = if labelled {
+        root.child("chain")
+    } else {
+        root.clone()
+    };
     // Dropping the handle detaches the task.
-    drop(root.clone().spawn(move |_| async move {
+    drop(spawner.spawn(move |_| async move {
         if remaining == 0 {
             let _ = done.send(());
         } else {
-            ours_chain_link(root, remaining - 1, done);
+            ours_chain_link(root, labelled, remaining - 1, done);
         }
     }));
 }
 
 /// The chained-spawn workload on ours: a chain `depth` tasks deep, timed from the first spawn
-/// to the last link's signal.
-pub async fn ours_chained_spawn(context: Context, depth: usize) -> Duration {
+/// to the last link's signal; each link spawns from a labelled child of the root if
+/// `labelled`, else from a clone of it.
+pub async fn ours_chained_spawn(context: Context, depth: usize, labelled: bool) -> Duration {
     let start = Instant::now();
     let (done, finished) = oneshot::channel();
-    ours_chain_link(context, depth - 1, done);
+    ours_chain_link(context, labelled, depth - 1, done);
     finished.await.expect("chain finished");
     start.elapsed()
 }

@@ -14,7 +14,7 @@ use runtime::Context;
 use runtime::prelude::*;
 
 const WARMUPS: usize = 2;
-const SAMPLES: usize = 15;
+const SAMPLES: usize = 7;
 
 const SPAWN_AWAIT_TASKS: u64 = 100_000;
 const CHAIN_DEPTH: usize = 1_000;
@@ -78,7 +78,7 @@ fn tokio_spawn_await() -> Duration {
 // chained_spawn_1000: each task spawns the next; the last one signals the root.
 
 fn ours_chained_spawn() -> Duration {
-    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH))
+    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH, false))
 }
 
 fn tokio_chained_spawn() -> Duration {

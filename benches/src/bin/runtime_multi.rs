@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use runtime::Context;
 use runtime::prelude::*;
 
-const WARMUPS: usize = 3;
-const SAMPLES: usize = 21;
+const WARMUPS: usize = 2;
+const SAMPLES: usize = 9;
 
 const SPAWNS: usize = 10_000;
 const YIELD_TASKS: usize = 200;
@@ -231,16 +231,25 @@ fn tokio_yield_many() -> Duration {
 // ping_pong: 1 000 tasks, each spawning a partner and exchanging a ping and a pong with it
 // over oneshots.
 
-fn ours_ping_pong() -> Duration {
-    ours(|context| async move {
+/// The ping-pong workload on ours; each side is spawned from a labelled child (`"ping"` under
+/// the root, `"pong"` under the pinging task) if `labelled`, else from a context clone.
+fn ours_ping_pong(labelled: bool) -> Duration {
+    let spawner = move |context: &Context, label: &'static str| {
+        if labelled {
+            context.child(label)
+        } else {
+            context.clone()
+        }
+    };
+    ours(move |context| async move {
         let start = Instant::now();
         let (countdown, finished) = Countdown::new(PING_PONGS);
         for _ in 0..PING_PONGS {
             let countdown = countdown.clone();
-            drop(context.clone().spawn(move |context| async move {
+            drop(spawner(&context, "ping").spawn(move |context| async move {
                 let (ping, pinged) = oneshot::channel::<()>();
                 let (pong, ponged) = oneshot::channel::<()>();
-                drop(context.spawn(move |_| async move {
+                drop(spawner(&context, "pong").spawn(move |_| async move {
                     pinged.await.expect("ping");
                     pong.send(()).expect("pong");
                 }));
@@ -252,6 +261,14 @@ fn ours_ping_pong() -> Duration {
         finished.await.expect("all ran");
         start.elapsed()
     })
+}
+
+fn ours_ping_pong_clone() -> Duration {
+    ours_ping_pong(false)
+}
+
+fn ours_ping_pong_child() -> Duration {
+    ours_ping_pong(true)
 }
 
 fn tokio_ping_pong() -> Duration {
@@ -281,7 +298,11 @@ fn tokio_ping_pong() -> Duration {
 // chained_spawn: each task spawns the next, 1 000 deep; the last signals the root.
 
 fn ours_chained_spawn() -> Duration {
-    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH))
+    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH, false))
+}
+
+fn ours_chained_spawn_child() -> Duration {
+    ours(|context| benches::ours_chained_spawn(context, CHAIN_DEPTH, true))
 }
 
 fn tokio_chained_spawn() -> Duration {
@@ -371,12 +392,22 @@ fn main() {
         },
         Workload {
             name: "ping_pong_1000",
-            ours: ours_ping_pong,
+            ours: ours_ping_pong_clone,
+            peer: tokio_ping_pong,
+        },
+        Workload {
+            name: "ping_pong_child_1000",
+            ours: ours_ping_pong_child,
             peer: tokio_ping_pong,
         },
         Workload {
             name: "chained_spawn_1000",
             ours: ours_chained_spawn,
+            peer: tokio_chained_spawn,
+        },
+        Workload {
+            name: "chained_spawn_child_1000",
+            ours: ours_chained_spawn_child,
             peer: tokio_chained_spawn,
         },
         Workload {

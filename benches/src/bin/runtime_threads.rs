@@ -16,7 +16,7 @@ use runtime::Context;
 use runtime::prelude::*;
 
 const WARMUPS: usize = 2;
-const SAMPLES: usize = 15;
+const SAMPLES: usize = 7;
 
 /// Sequential round trips per sample.
 const ROUND_TRIPS: usize = 200;
