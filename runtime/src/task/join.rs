@@ -37,7 +37,9 @@
 //! reads never overlap. A result never taken is dropped with the slot, when the cell is freed.
 //!
 //! A spawn and await thus costs the publisher one `fetch_or` to claim and one to publish, and
-//! the handle one load per poll plus, on its first pending poll, one `fetch_or` to register.
+//! the handle one load per poll plus, per pending poll, one `fetch_or` to hand the waker over
+//! (and on a repeated pending poll a compare-and-swap to take it back first), and a load when
+//! it is dropped.
 
 use crate::Error;
 use crate::sync::{AtomicUsize, UnsafeCell};
@@ -160,8 +162,11 @@ impl<T> JoinSlot<T> {
     /// As for [`poll_result`](Self::poll_result).
     pub(crate) unsafe fn forget_waker(&self) {
         let state = self.state.load(Acquire);
-        if state & WAKER_SET != 0 && state & PUBLISHED == 0 && self.take_waker_cell_back(state) {
-            // SAFETY: WAKER_SET is clear again, so the cell is ours.
+        // With WAKER_SET clear the cell is the handle's (it may hold a waker if a clone or a
+        // drop of the previous one panicked in `poll_result`); with it set, it is the
+        // handle's again once taken back.
+        if state & WAKER_SET == 0 || self.take_waker_cell_back(state) {
+            // SAFETY: WAKER_SET is clear, and only this handle sets it: the cell is ours.
             drop(self.waker.with_mut(|slot| unsafe { (*slot).take() }));
         }
     }
@@ -411,6 +416,7 @@ mod models {
             let (waker, wakes) = waker();
             let first = poll(&slot, &waker);
             publisher.join().unwrap();
+            assert_eq!(Arc::strong_count(&wakes), 2, "the slot keeps no clone");
             match first {
                 Poll::Ready(result) => {
                     assert!(matches!(result, Ok(5)));
@@ -483,7 +489,7 @@ mod models {
     fn a_waker_swap_racing_a_publish_wakes_the_last_waker() {
         crate::sync::model(|| {
             let slot = Arc::new(JoinSlot::new());
-            let (first, _) = waker();
+            let (first, first_wakes) = waker();
             let (second, second_wakes) = waker();
             assert!(poll(&slot, &first).is_pending());
             let publisher = {
@@ -492,6 +498,16 @@ mod models {
             };
             let swapped = poll(&slot, &second);
             publisher.join().unwrap();
+            assert_eq!(
+                Arc::strong_count(&first_wakes),
+                2,
+                "the replaced waker is dropped"
+            );
+            assert_eq!(
+                Arc::strong_count(&second_wakes),
+                2,
+                "the slot keeps no clone"
+            );
             if swapped.is_pending() {
                 assert_eq!(
                     second_wakes.count(),

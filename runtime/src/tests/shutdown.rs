@@ -201,6 +201,44 @@ fn a_polled_handle_leaves_no_waker_behind() {
     }
 }
 
+/// A handle dropped after it was polled takes its waker out of the slot: a task that polled
+/// the handle of a task still pending, dropped it and finished is freed at once (its output,
+/// which nobody takes, is dropped with its cell), not when the pending task ends. One worker,
+/// so that the finished task's cell is released before the root is polled again.
+#[test]
+fn a_dropped_handle_takes_its_waker_back() {
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    Runner::new(config().with_worker_threads(1)).start(|context| async move {
+        let (release, pending) = oneshot::channel::<()>();
+        let waited_on = context.clone().spawn(move |_| pending);
+        let freed = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let flag = Flag(freed.clone());
+        drop(context.clone().spawn(move |_| async move {
+            let mut waited_on = waited_on;
+            futures::future::poll_fn(|cx| {
+                assert!(waited_on.poll_unpin(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            drop(waited_on);
+            let _ = done_tx.send(());
+            flag
+        }));
+        done_rx.await.expect("finished");
+        assert!(
+            freed.load(Ordering::SeqCst),
+            "the finished task's cell was freed while the task it polled still waits"
+        );
+        release.send(()).expect("still waiting");
+    });
+}
+
 /// Two idle tasks whose destructors wake each other: during teardown those wakes reach the
 /// closed global queue and are discarded; nothing hangs and no cell is left behind.
 #[test]
