@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use runtime::Context;
 use runtime::prelude::*;
 
-const WARMUPS: usize = 2;
-const SAMPLES: usize = 9;
+const WARMUPS: usize = 3;
+const SAMPLES: usize = 21;
 
 const SPAWNS: usize = 10_000;
 const YIELD_TASKS: usize = 200;
