@@ -263,3 +263,137 @@ pub async fn tokio_chained_spawn(depth: usize) -> Duration {
     finished.await.expect("chain finished");
     start.elapsed()
 }
+
+/// One row of a table that compares several frameworks: a name and one timed run per
+/// framework, in the table's column order (ours first). A framework that cannot run the
+/// workload comparably returns [`NOT_COMPARABLE`].
+pub struct FrameworkRow<const N: usize> {
+    pub name: &'static str,
+    pub runs: [fn() -> Duration; N],
+}
+
+/// What a framework's run returns when it has no comparable way to do the workload.
+pub const NOT_COMPARABLE: Duration = Duration::from_nanos(1);
+
+/// A ratio column of a framework table: the fastest of the frameworks at `peers` (column
+/// indices, ours being 0) over ours, taken per round.
+pub struct RatioColumn {
+    pub title: &'static str,
+    pub peers: &'static [usize],
+}
+
+/// Formats a spread of milliseconds: `median (min – max) ms`, with the precision the median's
+/// size needs.
+fn format_millis(spread: Spread) -> String {
+    let digits = if spread.median < 10.0 { 2 } else { 1 };
+    format!("{spread:.digits$} ms")
+}
+
+/// Runs a table of frameworks in [`rounds`] rounds (three by default): each round runs every
+/// row, each framework taking its turn sample by sample (`warmups` untimed runs each, then
+/// `samples` timed ones). Prints, per row and framework, the median and range over the rounds
+/// of each round's median; and per ratio column, the median and range over the rounds of that
+/// round's ratio (the fastest peer's median over ours). A round is a whole pass over the table,
+/// so the ranges show what a rerun meets.
+///
+/// `BENCH_FILTER=<text>` keeps the rows whose name contains `<text>`, `BENCH_SAMPLES` and
+/// `BENCH_ROUNDS` override the samples and rounds, and `BENCH_ONLY=<framework>` runs one
+/// framework (for profiling; the others print `—`).
+pub fn run_frameworks<const N: usize>(
+    rows: &[FrameworkRow<N>],
+    names: [&str; N],
+    ratios: &[RatioColumn],
+    warmups: usize,
+    samples: usize,
+) {
+    let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let samples = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(samples)
+        .max(1);
+    let rounds = rounds(ROUNDS);
+    let runs = |index: usize| only.is_empty() || only == names[index];
+    let rows: Vec<&FrameworkRow<N>> = rows
+        .iter()
+        .filter(|row| row.name.contains(filter.as_str()))
+        .collect();
+    // Per row, per framework: each round's median in milliseconds (`None` when not run or
+    // not comparable).
+    let mut medians: Vec<[Vec<f64>; N]> = rows
+        .iter()
+        .map(|_| std::array::from_fn(|_| Vec::new()))
+        .collect();
+    for _ in 0..rounds {
+        for (row_index, row) in rows.iter().enumerate() {
+            for _ in 0..warmups {
+                for (index, run) in row.runs.iter().enumerate() {
+                    if runs(index) {
+                        run();
+                    }
+                }
+            }
+            let mut samples_of: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::new());
+            for _ in 0..samples {
+                for (index, run) in row.runs.iter().enumerate() {
+                    if runs(index) {
+                        samples_of[index].push(run());
+                    }
+                }
+            }
+            for (index, samples) in samples_of.iter_mut().enumerate() {
+                if samples.is_empty() {
+                    continue;
+                }
+                let round = median(samples);
+                if round > NOT_COMPARABLE {
+                    medians[row_index][index].push(round.as_secs_f64() * 1e3);
+                }
+            }
+        }
+    }
+    let mut header = String::from("| workload |");
+    let mut rule = String::from("|---|");
+    for name in names {
+        header.push_str(&format!(" {name} |"));
+        rule.push_str("---:|");
+    }
+    for ratio in ratios {
+        header.push_str(&format!(" {} |", ratio.title));
+        rule.push_str("---:|");
+    }
+    println!(
+        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
+    );
+    println!("{header}");
+    println!("{rule}");
+    for (row_index, row) in rows.iter().enumerate() {
+        let of = &medians[row_index];
+        let mut line = format!("| {} |", row.name);
+        for framework in of {
+            match Spread::of(framework) {
+                Some(spread) => line.push_str(&format!(" {} |", format_millis(spread))),
+                None => line.push_str(" — |"),
+            }
+        }
+        for ratio in ratios {
+            // Per round: the fastest comparable peer's median over ours.
+            let per_round: Vec<f64> = (0..of[0].len())
+                .filter_map(|round| {
+                    let best = ratio
+                        .peers
+                        .iter()
+                        .filter_map(|&peer| of[peer].get(round).copied())
+                        .min_by(f64::total_cmp)?;
+                    Some(best / of[0][round])
+                })
+                .collect();
+            match Spread::of(&per_round) {
+                Some(spread) => line.push_str(&format!(" {spread} |")),
+                None => line.push_str(" — |"),
+            }
+        }
+        println!("{line}");
+    }
+}

@@ -31,7 +31,7 @@
 
 use actix::prelude::{Actor as _, Handler as ActixHandler, Message as ActixMessage};
 use actors::prelude::*;
-use benches::median;
+use benches::{FrameworkRow, NOT_COMPARABLE, RatioColumn};
 use kameo::actor::Spawn as _;
 use std::time::{Duration, Instant};
 
@@ -862,9 +862,9 @@ fn ractor_monitor_stop() -> Duration {
 }
 
 /// actix has neither a supervisor of dynamic children nor monitors: its column in these rows
-/// shows 1 ns, which the ratios leave out.
+/// shows `—`, and the ratios leave it out.
 fn actix_not_comparable() -> Duration {
-    Duration::from_nanos(1)
+    NOT_COMPARABLE
 }
 
 // ---------------------------------------------------------------- actix
@@ -990,14 +990,7 @@ fn actix_spawn() -> Duration {
 
 // ---------------------------------------------------------------- table
 
-struct Row {
-    name: &'static str,
-    runs: [fn() -> Duration; 4],
-}
-
-fn format(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
-}
+type Row = FrameworkRow<4>;
 
 fn main() {
     let rows = [
@@ -1073,55 +1066,20 @@ fn main() {
             ],
         },
     ];
-    let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
-    let samples: usize = std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(7);
-    println!(
-        "| workload | ours | kameo | ractor | actix | best of kameo, ractor / ours | best of all peers / ours |"
+    benches::run_frameworks(
+        &rows,
+        ["ours", "kameo", "ractor", "actix"],
+        &[
+            RatioColumn {
+                title: "best of kameo, ractor / ours",
+                peers: &[1, 2],
+            },
+            RatioColumn {
+                title: "best of all peers / ours",
+                peers: &[1, 2, 3],
+            },
+        ],
+        1,
+        7,
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    // `BENCH_ONLY=ours|kameo|ractor|actix` runs one framework (for profiling).
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let names = ["ours", "kameo", "ractor", "actix"];
-    let runs = |_: &Row, index: usize| only.is_empty() || only == names[index];
-    for row in rows.iter().filter(|row| row.name.contains(filter.as_str())) {
-        for (index, run) in row.runs.iter().enumerate() {
-            if runs(row, index) {
-                run();
-            }
-        }
-        let mut samples_of: [Vec<Duration>; 4] = Default::default();
-        for _ in 0..samples {
-            for (index, run) in row.runs.iter().enumerate() {
-                let sample = if runs(row, index) {
-                    run()
-                } else {
-                    Duration::from_nanos(1)
-                };
-                samples_of[index].push(sample);
-            }
-        }
-        let medians: Vec<Duration> = samples_of.iter_mut().map(|s| median(s)).collect();
-        let ours = medians[0].as_secs_f64();
-        let best_tokio = medians[1].min(medians[2]).as_secs_f64();
-        // A peer that cannot run the workload (or was left out by `BENCH_ONLY`) reports
-        // 1 ns: leave it out; with none left the ratio is not a number.
-        let best = medians[1..]
-            .iter()
-            .filter(|median| **median > Duration::from_nanos(1))
-            .min()
-            .map_or(f64::NAN, Duration::as_secs_f64);
-        println!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.2} |",
-            row.name,
-            format(medians[0]),
-            format(medians[1]),
-            format(medians[2]),
-            format(medians[3]),
-            best_tokio / ours,
-            best / ours,
-        );
-    }
 }

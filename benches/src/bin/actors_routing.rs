@@ -17,7 +17,7 @@
 
 use actors::prelude::*;
 use actors::{Pool, Registry, Topic, WhenFull};
-use benches::median;
+use benches::{FrameworkRow, RatioColumn};
 use kameo::actor::Spawn as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -409,14 +409,7 @@ fn ractor_registry() -> Duration {
 
 // ---------------------------------------------------------------- harness
 
-struct Row {
-    name: &'static str,
-    runs: [fn() -> Duration; 3],
-}
-
-fn format(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
-}
+type Row = FrameworkRow<3>;
 
 fn main() {
     let rows = [
@@ -433,42 +426,14 @@ fn main() {
             runs: [ours_registry, kameo_registry, ractor_registry],
         },
     ];
-    let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
-    let samples: usize = std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(5);
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let names = ["ours", "kameo", "ractor"];
-    println!("| workload | ours | kameo | ractor | best of kameo, ractor / ours |");
-    println!("|---|---:|---:|---:|---:|");
-    for row in rows.iter().filter(|row| row.name.contains(filter.as_str())) {
-        let runs = |index: usize| only.is_empty() || only == names[index];
-        // A warm-up of each.
-        for (index, run) in row.runs.iter().enumerate() {
-            if runs(index) {
-                run();
-            }
-        }
-        let mut samples_of: [Vec<Duration>; 3] = Default::default();
-        for _ in 0..samples {
-            for (index, run) in row.runs.iter().enumerate() {
-                samples_of[index].push(if runs(index) {
-                    run()
-                } else {
-                    Duration::from_nanos(1)
-                });
-            }
-        }
-        let medians: Vec<Duration> = samples_of.iter_mut().map(|s| median(s)).collect();
-        let best = medians[1].min(medians[2]).as_secs_f64();
-        println!(
-            "| {} | {} | {} | {} | {:.2} |",
-            row.name,
-            format(medians[0]),
-            format(medians[1]),
-            format(medians[2]),
-            best / medians[0].as_secs_f64(),
-        );
-    }
+    benches::run_frameworks(
+        &rows,
+        ["ours", "kameo", "ractor"],
+        &[RatioColumn {
+            title: "best of kameo, ractor / ours",
+            peers: &[1, 2],
+        }],
+        1,
+        5,
+    );
 }

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use benches::median;
+use benches::{Spread, median};
 use futures::channel::oneshot;
 use runtime::prelude::*;
 use runtime::{Config, Context, ReadOptions, Runner, WriteOptions};
@@ -36,7 +36,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 /// Workers of every runtime under test: ours and tokio's pool, monoio's threads.
 const WORKERS: usize = 2;
 const WARMUPS: usize = 1;
-const SAMPLES: usize = 5;
+const SAMPLES: usize = 3;
 
 /// Bytes of a ping and of its pong.
 const MESSAGE: usize = 1024;
@@ -86,23 +86,6 @@ where
         .with_worker_threads(WORKERS)
         .with_storage_directory(storage);
     Runner::new(config).start(f)
-}
-
-/// Formats durations in one unit: microseconds if the largest is below 10 ms, milliseconds
-/// otherwise (as `benches::format_pair` does for two).
-fn format_durations(durations: &[Duration]) -> Vec<String> {
-    let in_micros = durations.iter().max().copied().unwrap_or_default() < Duration::from_millis(10);
-    durations
-        .iter()
-        .map(|duration| {
-            let micros = duration.as_secs_f64() * 1e6;
-            if in_micros {
-                format!("{micros:.1} µs")
-            } else {
-                format!("{:.2} ms", micros / 1_000.0)
-            }
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -363,54 +346,82 @@ fn ping_pong_name(connections: usize) -> String {
 
 fn ping_pong_table(storage: &Path) {
     let samples = samples();
+    let rounds = benches::rounds(benches::ROUNDS);
+    println!(
+        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
+    );
     println!(
         "| workload | ours req/s | tokio req/s | monoio req/s | ours/tokio | ours/monoio | \
-         p99 ours / tokio / monoio | server CPU per request ours / tokio / monoio |"
+         p99 ours / tokio / monoio | server CPU per request ours / tokio / monoio | \
+         server CPU per request ours/tokio |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for connections in CONNECTIONS {
-        let name = ping_pong_name(connections);
-        if !selected(&name) {
-            continue;
-        }
-        let runs: [&dyn Fn() -> NetSample; 3] = [
-            &|| ours_ping_pong(storage, connections),
-            &|| tokio_ping_pong(connections),
-            &|| monoio_ping_pong(connections),
-        ];
-        for _ in 0..WARMUPS {
-            for run in runs {
-                run();
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let rows: Vec<usize> = CONNECTIONS
+        .into_iter()
+        .filter(|&connections| selected(&ping_pong_name(connections)))
+        .collect();
+    // Per row, per runtime: each round's median rate, p99 (µs) and CPU per request (µs).
+    type PerRuntime = [Vec<f64>; 3];
+    let mut rates: Vec<PerRuntime> = rows.iter().map(|_| Default::default()).collect();
+    let mut p99s: Vec<PerRuntime> = rows.iter().map(|_| Default::default()).collect();
+    let mut cpus: Vec<PerRuntime> = rows.iter().map(|_| Default::default()).collect();
+    for _ in 0..rounds {
+        for (row, &connections) in rows.iter().enumerate() {
+            let runs: [&dyn Fn() -> NetSample; 3] = [
+                &|| ours_ping_pong(storage, connections),
+                &|| tokio_ping_pong(connections),
+                &|| monoio_ping_pong(connections),
+            ];
+            for _ in 0..WARMUPS {
+                for run in runs {
+                    run();
+                }
+            }
+            let mut round_rates: [Vec<f64>; 3] = Default::default();
+            let mut round_p99s: [Vec<Duration>; 3] = Default::default();
+            let mut round_cpus: [Vec<Duration>; 3] = Default::default();
+            for _ in 0..samples {
+                for (index, run) in runs.iter().enumerate() {
+                    let sample = run();
+                    round_rates[index].push(sample.requests_per_second);
+                    round_p99s[index].push(sample.p99);
+                    round_cpus[index].push(sample.server_cpu_per_request);
+                }
+            }
+            for index in 0..3 {
+                rates[row][index].push(median_f64(&mut round_rates[index]));
+                p99s[row][index].push(median(&mut round_p99s[index]).as_secs_f64() * 1e6);
+                cpus[row][index].push(median(&mut round_cpus[index]).as_secs_f64() * 1e6);
             }
         }
-        let mut rates: [Vec<f64>; 3] = Default::default();
-        let mut p99s: [Vec<Duration>; 3] = Default::default();
-        let mut cpus: [Vec<Duration>; 3] = Default::default();
-        for _ in 0..samples {
-            for (index, run) in runs.iter().enumerate() {
-                let sample = run();
-                rates[index].push(sample.requests_per_second);
-                p99s[index].push(sample.p99);
-                cpus[index].push(sample.server_cpu_per_request);
-            }
-        }
-        let cpus = cpus.map(|mut cpus| median(&mut cpus).as_secs_f64() * 1e6);
-        let rates = rates.map(|mut rates| median_f64(&mut rates));
-        let p99s = p99s.map(|mut p99s| median(&mut p99s).as_secs_f64() * 1e6);
+    }
+    let spread = |values: &[f64]| Spread::of(values).expect("at least one round");
+    let ratio = |ours: &[f64], peer: &[f64]| {
+        let per_round: Vec<f64> = ours
+            .iter()
+            .zip(peer)
+            .map(|(ours, peer)| ours / peer)
+            .collect();
+        spread(&per_round)
+    };
+    for (row, &connections) in rows.iter().enumerate() {
+        let (rate, p99, cpu) = (&rates[row], &p99s[row], &cpus[row]);
         println!(
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0} / {:.0} / {:.0} µs | \
-             {:.1} / {:.1} / {:.1} µs |",
-            rates[0],
-            rates[1],
-            rates[2],
-            rates[0] / rates[1],
-            rates[0] / rates[2],
-            p99s[0],
-            p99s[1],
-            p99s[2],
-            cpus[0],
-            cpus[1],
-            cpus[2],
+            "| {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} / {:.0} / {:.0} µs | \
+             {:.1} / {:.1} / {:.1} µs | {} |",
+            ping_pong_name(connections),
+            spread(&rate[0]),
+            spread(&rate[1]),
+            spread(&rate[2]),
+            ratio(&rate[0], &rate[1]),
+            ratio(&rate[0], &rate[2]),
+            spread(&p99[0]).median,
+            spread(&p99[1]).median,
+            spread(&p99[2]).median,
+            spread(&cpu[0]).median,
+            spread(&cpu[1]).median,
+            spread(&cpu[2]).median,
+            ratio(&cpu[0], &cpu[1]),
         );
     }
 }
@@ -778,35 +789,56 @@ fn blob_rows() -> [BlobRow; 6] {
 
 fn blob_table(rows: &[BlobRow], files: &Files) {
     let samples = samples();
+    let rounds = benches::rounds(benches::ROUNDS);
+    println!(
+        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
+    );
     println!(
         "| workload | ours median | tokio::fs median | plain median | ours/tokio | ours/plain |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
-    for row in rows.iter().filter(|row| selected(row.name)) {
-        let runs = [row.ours, row.tokio, row.plain];
-        // The warm-up also writes the blocks that the timed writes then overwrite in place.
-        for _ in 0..WARMUPS {
-            for run in runs {
-                run(files);
+    let rows: Vec<&BlobRow> = rows.iter().filter(|row| selected(row.name)).collect();
+    // Per row, per side: each round's median, in milliseconds.
+    let mut medians: Vec<[Vec<f64>; 3]> = rows.iter().map(|_| Default::default()).collect();
+    for _ in 0..rounds {
+        for (row_index, row) in rows.iter().enumerate() {
+            let runs = [row.ours, row.tokio, row.plain];
+            // The warm-up also writes the blocks that the timed writes then overwrite in place.
+            for _ in 0..WARMUPS {
+                for run in runs {
+                    run(files);
+                }
+            }
+            let mut times: [Vec<Duration>; 3] = Default::default();
+            for _ in 0..samples {
+                for (index, run) in runs.iter().enumerate() {
+                    times[index].push(run(files));
+                }
+            }
+            for (index, times) in times.iter_mut().enumerate() {
+                medians[row_index][index].push(median(times).as_secs_f64() * 1e3);
             }
         }
-        let mut times: [Vec<Duration>; 3] = Default::default();
-        for _ in 0..samples {
-            for (index, run) in runs.iter().enumerate() {
-                times[index].push(run(files));
-            }
-        }
-        let medians = times.map(|mut times| median(&mut times));
-        let text = format_durations(&medians);
-        let ratio = |peer: Duration| medians[0].as_secs_f64() / peer.as_secs_f64();
+    }
+    for (row_index, row) in rows.iter().enumerate() {
+        let of = &medians[row_index];
+        let spread = |values: &[f64]| Spread::of(values).expect("at least one round");
+        let ratio = |peer: usize| {
+            let per_round: Vec<f64> = of[0]
+                .iter()
+                .zip(&of[peer])
+                .map(|(ours, peer)| ours / peer)
+                .collect();
+            spread(&per_round)
+        };
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.2} |",
+            "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {} | {} |",
             row.name,
-            text[0],
-            text[1],
-            text[2],
-            ratio(medians[1]),
-            ratio(medians[2]),
+            spread(&of[0]),
+            spread(&of[1]),
+            spread(&of[2]),
+            ratio(1),
+            ratio(2),
         );
     }
 }

@@ -28,7 +28,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use benches::median;
+use benches::{Spread, median};
 use bytes::Buf as _;
 use runtime::buffer::paged::{CHECKSUM_SIZE, CacheRef, Writer};
 use runtime::prelude::*;
@@ -36,7 +36,7 @@ use runtime::{Config, Context, IoBuf, ReadOptions, Runner, WriteOptions};
 
 const WORKERS: usize = 2;
 const WARMUPS: usize = 1;
-const SAMPLES: usize = 7;
+const SAMPLES: usize = 3;
 
 /// Logical bytes every row moves.
 const TOTAL: usize = 64 << 20;
@@ -250,42 +250,59 @@ fn main() {
     raw_write(&storage, data, 1 << 20, false);
 
     println!("## paged blobs against raw blob I/O, 64 MiB (4 KiB pages, 1 MiB buffer)\n");
+    let rounds = benches::rounds(benches::ROUNDS);
+    println!(
+        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
+    );
     println!("| row | workload | paged MiB/s | raw MiB/s | paged/raw throughput |");
     println!("|---|---|---:|---:|---:|");
     let mib_per_second = |time: Duration| TOTAL as f64 / (1 << 20) as f64 / time.as_secs_f64();
-    for row in rows.iter().filter(|row| selected(row.name)) {
-        for _ in 0..WARMUPS {
-            (row.paged)(&storage);
-            (row.raw)(&storage);
-        }
-        let (mut paged, mut raw) = (Vec::new(), Vec::new());
-        // `BENCH_ONLY=paged` or `raw` runs one side, for profiling.
-        let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-        for _ in 0..samples() {
-            if only != "raw" {
-                paged.push((row.paged)(&storage));
+    // `BENCH_ONLY=paged` or `raw` runs one side, for profiling.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let rows: Vec<&Row> = rows.iter().filter(|row| selected(row.name)).collect();
+    // Per row: each round's median throughput of each side, and their ratio.
+    let mut paged_rates = vec![Vec::new(); rows.len()];
+    let mut raw_rates = vec![Vec::new(); rows.len()];
+    let mut ratios = vec![Vec::new(); rows.len()];
+    for _ in 0..rounds {
+        for (index, row) in rows.iter().enumerate() {
+            for _ in 0..WARMUPS {
+                (row.paged)(&storage);
+                (row.raw)(&storage);
             }
-            if only != "paged" {
-                raw.push((row.raw)(&storage));
+            let (mut paged, mut raw) = (Vec::new(), Vec::new());
+            for _ in 0..samples() {
+                if only != "raw" {
+                    paged.push((row.paged)(&storage));
+                }
+                if only != "paged" {
+                    raw.push((row.raw)(&storage));
+                }
+            }
+            if !paged.is_empty() {
+                paged_rates[index].push(mib_per_second(median(&mut paged)));
+            }
+            if !raw.is_empty() {
+                raw_rates[index].push(mib_per_second(median(&mut raw)));
+            }
+            if let (Some(paged), Some(raw)) = (paged_rates[index].last(), raw_rates[index].last())
+                && only.is_empty()
+            {
+                ratios[index].push(paged / raw);
             }
         }
-        if !only.is_empty() {
-            let times = if only == "raw" { &mut raw } else { &mut paged };
-            println!(
-                "| {} | {only} only: {:.0} MiB/s |",
-                row.name,
-                mib_per_second(median(times))
-            );
-            continue;
-        }
-        let (paged, raw) = (median(&mut paged), median(&mut raw));
+    }
+    let show = |values: &[f64], digits: usize| {
+        Spread::of(values).map_or_else(|| "—".to_string(), |spread| format!("{spread:.digits$}"))
+    };
+    for (index, row) in rows.iter().enumerate() {
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {} | {} | {} |",
             row.name,
             row.what,
-            mib_per_second(paged),
-            mib_per_second(raw),
-            raw.as_secs_f64() / paged.as_secs_f64(),
+            show(&paged_rates[index], 0),
+            show(&raw_rates[index], 0),
+            show(&ratios[index], 2),
         );
     }
     std::fs::remove_dir_all(storage).expect("remove the bench directory");
