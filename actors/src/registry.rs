@@ -15,22 +15,99 @@
 //! - A supervised child's ref survives its restarts (one mailbox across incarnations), and
 //!   so does its name: only its end for good removes it.
 //! - Names are spread over shards, each behind its own reader-writer lock on a cache line of
-//!   its own: a lookup hashes the name once (keyed) and takes one shard's read lock (no lock
-//!   shared by every name), a registration that shard's write lock. Of two concurrent
-//!   registrations of one name, exactly one wins.
+//!   its own: a registration takes one shard's write lock. Of two concurrent registrations of
+//!   one name, exactly one wins.
+//! - Each shard counts its changes (`generation`, bumped under the write lock after the table
+//!   changed). A lookup first asks its thread's cache (below), which is valid only for the
+//!   generation it was filled at: a lookup that misses reads the generation, then the table
+//!   under the read lock, and caches what it found at that generation. A generation read
+//!   unchanged means no change to the shard finished since the fill, so a hit returns what
+//!   the table holds (a change still under way is not finished: the lookup is ordered before
+//!   it). A hit takes no lock and writes no shared line: two tasks looking up one name on
+//!   two cores no longer bounce the shard's lock between them.
+//!
+//! # The lookup cache
+//!
+//! Per thread: entries by registry (a process-unique id, never an address that a later
+//! registry could reuse) and name, each with the shard generation it was read at and a share
+//! of the table entry's weak ref. It holds no actor alive (weak refs only), and at most
+//! [`CACHED`] entries: a full cache is emptied before it takes another, so entries of ended
+//! actors or dropped registries cost at most that much memory per thread.
 
 use crate::refs::PeerHandle;
 use crate::{ActorHandle, ActorId, Error};
 use parking_lot::RwLock;
 use runtime::__private::Mutex;
 use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-/// Shards of the name table: enough that lookups on two cores rarely share one.
+/// Shards of the name table: enough that registrations on two cores rarely share one.
 const SHARDS: usize = 16;
+
+/// Entries a thread's lookup cache holds at most.
+const CACHED: usize = 64;
+
+/// The weak ref an entry holds, shared with the lookup caches that read it.
+type SharedWeak = Arc<dyn Any + Send + Sync>;
+
+/// Hands out registry ids; never reused within a process.
+static NEXT_REGISTRY: AtomicU64 = AtomicU64::new(0);
+
+/// A lookup this thread made.
+struct Cached {
+    name: Box<str>,
+    /// The shard's generation the entry was read at.
+    generation: u64,
+    /// The entry's weak ref, or `None` if no entry held the name.
+    weak: Option<SharedWeak>,
+}
+
+/// A thread's lookups, by registry id and name hash (see the module documentation); the
+/// name hash is keyed already, so the map uses it as it is.
+#[derive(Default)]
+struct LookupCache(HashMap<(u64, u64), Vec<Cached>, BuildHasherDefault<Passthrough>>);
+
+thread_local! {
+    static LOOKUPS: RefCell<LookupCache> = RefCell::new(LookupCache::default());
+}
+
+impl LookupCache {
+    /// The cached weak ref of `name` if it was read at `generation`: `Some(None)` for a name
+    /// nobody held then, `None` when not cached at that generation.
+    fn get(&self, key: (u64, u64), name: &str, generation: u64) -> Option<Option<&SharedWeak>> {
+        let cached = self
+            .0
+            .get(&key)?
+            .iter()
+            .find(|cached| &*cached.name == name)?;
+        (cached.generation == generation).then_some(cached.weak.as_ref())
+    }
+
+    /// Remembers what a lookup of `name` read at `generation`.
+    fn put(&mut self, key: (u64, u64), name: &str, generation: u64, weak: Option<SharedWeak>) {
+        if let Some(bucket) = self.0.get_mut(&key)
+            && let Some(cached) = bucket.iter_mut().find(|cached| &*cached.name == name)
+        {
+            // Refreshed after a change to the shard: no allocation.
+            cached.generation = generation;
+            cached.weak = weak;
+            return;
+        }
+        if self.0.values().map(Vec::len).sum::<usize>() >= CACHED {
+            self.0.clear();
+        }
+        self.0.entry(key).or_default().push(Cached {
+            name: name.into(),
+            generation,
+            weak,
+        });
+    }
+}
 
 /// A ref type a [`Registry`] can hold by name: every generated `<Name>Ref` and interface
 /// ref. Implemented by the attributes; not meant to be implemented by hand.
@@ -50,7 +127,7 @@ pub trait Registrable: ActorHandle + Clone + Send + Sync + 'static {
 struct Entry {
     id: ActorId,
     /// The `Registrable::Weak` of the type it was registered as.
-    weak: Box<dyn Any + Send + Sync>,
+    weak: SharedWeak,
     /// Tells whether the actor has ended (an entry whose callback has not run yet).
     peer: PeerHandle,
 }
@@ -60,10 +137,22 @@ struct Entry {
 /// bucket.
 type Table = HashMap<u64, Vec<(String, Entry)>, BuildHasherDefault<Passthrough>>;
 
-/// One shard, on a cache line of its own: lookups of names in different shards on
+/// One shard, on a cache line of its own: registrations of names in different shards on
 /// different cores do not share a line.
 #[repr(align(128))]
-struct Shard(RwLock<Table>);
+struct Shard {
+    table: RwLock<Table>,
+    /// Changes to `table` so far, bumped under its write lock after each (see the module
+    /// documentation).
+    generation: AtomicU64,
+}
+
+impl Shard {
+    /// Records a change to the table; called with the write lock held, after the change.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
 
 /// The hasher of a `Table`: its keys are hashes already.
 #[derive(Default)]
@@ -78,6 +167,7 @@ impl Hasher for Passthrough {
         unreachable!("only `u64` keys are hashed")
     }
 
+    /// The last `u64` written: a table's key, or the name hash of a cache key `(id, hash)`.
     fn write_u64(&mut self, value: u64) {
         self.0 = value;
     }
@@ -86,6 +176,8 @@ impl Hasher for Passthrough {
 /// The names of one runtime's actors. See the module documentation.
 pub struct Registry {
     shards: [Shard; SHARDS],
+    /// This registry's key in the lookup caches.
+    id: u64,
     hasher: RandomState,
     /// The names each registered actor was given here. An actor gets one end callback per
     /// registry, made with its first name: registering and unregistering in a loop adds
@@ -109,7 +201,11 @@ impl Registry {
     /// An empty registry, on its own (what each runtime has one of).
     pub fn new() -> Arc<Registry> {
         Arc::new_cyclic(|this| Registry {
-            shards: std::array::from_fn(|_| Shard(RwLock::new(Table::default()))),
+            shards: std::array::from_fn(|_| Shard {
+                table: RwLock::new(Table::default()),
+                generation: AtomicU64::new(0),
+            }),
+            id: NEXT_REGISTRY.fetch_add(1, Ordering::Relaxed),
             hasher: RandomState::new(),
             names_of: Mutex::new(HashMap::new()),
             this: this.clone(),
@@ -117,10 +213,10 @@ impl Registry {
     }
 
     /// `name`'s hash and its shard.
-    fn locate(&self, name: &str) -> (u64, &RwLock<Table>) {
+    fn locate(&self, name: &str) -> (u64, &Shard) {
         let hash = self.hasher.hash_one(name);
         // The top bits pick the shard; the table's buckets use the low ones.
-        (hash, &self.shards[(hash >> 60) as usize % SHARDS].0)
+        (hash, &self.shards[(hash >> 60) as usize % SHARDS])
     }
 
     /// Registers `actor` under `name`. Refused with [`Error::NameTaken`] while another
@@ -140,8 +236,8 @@ impl Registry {
         }
         {
             let (hash, shard) = self.locate(&name);
-            let mut shard = shard.write();
-            let bucket = shard.entry(hash).or_default();
+            let mut table = shard.table.write();
+            let bucket = table.entry(hash).or_default();
             let held = bucket.iter().position(|(other, _)| *other == name);
             if let Some(holder) = held.map(|at| &mut bucket[at].1)
                 && !holder.peer.0.life().has_ended()
@@ -153,18 +249,20 @@ impl Registry {
                     });
                 }
                 // The same actor: found as this type from now on; its callback stands.
-                holder.weak = Box::new(actor.__downgrade());
+                holder.weak = Arc::new(actor.__downgrade());
+                shard.changed();
                 return Ok(());
             }
             let entry = Entry {
                 id,
-                weak: Box::new(actor.__downgrade()),
+                weak: Arc::new(actor.__downgrade()),
                 peer: PeerHandle(peer.0.clone()),
             };
             match held {
                 Some(at) => bucket[at].1 = entry,
                 None => bucket.push((name.clone(), entry)),
             }
+            shard.changed();
         }
         let first = {
             let mut names_of = self.names_of.lock();
@@ -191,23 +289,50 @@ impl Registry {
     /// running actor holds the name, or it was registered as another type.
     pub fn lookup<R: Registrable>(&self, name: &str) -> Option<R> {
         let (hash, shard) = self.locate(name);
-        let shard = shard.read();
-        let (_, entry) = shard.get(&hash)?.iter().find(|(other, _)| other == name)?;
-        R::__upgrade(entry.weak.downcast_ref::<R::Weak>()?)
+        let key = (self.id, hash);
+        // Acquire: a generation read unchanged since the fill means no change finished since.
+        let generation = shard.generation.load(Ordering::Acquire);
+        let hit = LOOKUPS
+            .try_with(|cache| {
+                let cache = cache.borrow();
+                cache.get(key, name, generation).map(|weak| {
+                    weak.and_then(|weak| weak.downcast_ref::<R::Weak>().and_then(R::__upgrade))
+                })
+            })
+            .ok()
+            .flatten();
+        if let Some(found) = hit {
+            return found;
+        }
+        let weak = {
+            let table = shard.table.read();
+            table
+                .get(&hash)
+                .and_then(|bucket| bucket.iter().find(|(other, _)| other == name))
+                .map(|(_, entry)| entry.weak.clone())
+        };
+        let found = weak
+            .as_ref()
+            .and_then(|weak| weak.downcast_ref::<R::Weak>())
+            .and_then(R::__upgrade);
+        // A thread being torn down has no cache: the lookup just is not remembered.
+        let _ = LOOKUPS.try_with(|cache| cache.borrow_mut().put(key, name, generation, weak));
+        found
     }
 
     /// Removes and returns the entry of `name`, if it matches.
     fn take(&self, name: &str, matches: impl Fn(&Entry) -> bool) -> Option<Entry> {
         let (hash, shard) = self.locate(name);
-        let mut shard = shard.write();
-        let bucket = shard.get_mut(&hash)?;
+        let mut table = shard.table.write();
+        let bucket = table.get_mut(&hash)?;
         let at = bucket
             .iter()
             .position(|(other, entry)| other == name && matches(entry))?;
         let (_, entry) = bucket.swap_remove(at);
         if bucket.is_empty() {
-            shard.remove(&hash);
+            table.remove(&hash);
         }
+        shard.changed();
         Some(entry)
     }
 
@@ -227,7 +352,7 @@ impl Registry {
             .iter()
             .flat_map(|shard| {
                 shard
-                    .0
+                    .table
                     .read()
                     .values()
                     .flatten()
@@ -254,7 +379,7 @@ impl Registry {
     pub fn __entries(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.0.read().values().map(Vec::len).sum::<usize>())
+            .map(|shard| shard.table.read().values().map(Vec::len).sum::<usize>())
             .sum()
     }
 }

@@ -319,3 +319,61 @@ async fn exactly_one_concurrent_registration_wins(context: runtime::Context) {
         );
     }
 }
+
+/// Lookups repeated on one thread, where they are cached, see every change to the name: an
+/// unregister, another holder, another type, the holder's end; and two registries, even one
+/// made after another was dropped, never answer with each other's entries.
+#[runtime::test(timeout = "20s")]
+async fn repeated_lookups_see_every_change(context: runtime::Context) {
+    let registry = Registry::new();
+    let first = counter(&context);
+    registry.register("c", &first).unwrap();
+    for _ in 0..3 {
+        let found: CounterRef = registry.lookup("c").unwrap();
+        assert_eq!(found.id(), first.id());
+    }
+    assert!(registry.lookup::<OtherRef>("c").is_none());
+    registry.unregister("c");
+    assert!(registry.lookup::<CounterRef>("c").is_none(), "unregistered");
+    let second = counter(&context);
+    registry.register("c", &second).unwrap();
+    let found: CounterRef = registry.lookup("c").unwrap();
+    assert_eq!(found.id(), second.id(), "the new holder");
+    drop(found);
+
+    let adder = Adder { total: 0 }.spawn(&context);
+    registry.register("a", &adder).unwrap();
+    assert!(registry.lookup::<AdderRef>("a").is_some());
+    registry
+        .register("a", &AddsRef::from(adder.clone()))
+        .unwrap();
+    assert!(
+        registry.lookup::<AdderRef>("a").is_none(),
+        "now another type"
+    );
+    assert!(registry.lookup::<AddsRef>("a").is_some());
+
+    let other = Registry::new();
+    assert!(
+        other.lookup::<CounterRef>("c").is_none(),
+        "another registry"
+    );
+    other.register("c", &first).unwrap();
+    assert_eq!(other.lookup::<CounterRef>("c").unwrap().id(), first.id());
+    assert_eq!(
+        registry.lookup::<CounterRef>("c").unwrap().id(),
+        second.id()
+    );
+    drop(other);
+    let fresh = Registry::new();
+    assert!(
+        fresh.lookup::<CounterRef>("c").is_none(),
+        "a registry made later"
+    );
+
+    assert_eq!(second.stop().await, ExitReason::Stopped);
+    assert!(
+        registry.lookup::<CounterRef>("c").is_none(),
+        "the holder ended"
+    );
+}
