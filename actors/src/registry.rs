@@ -23,16 +23,21 @@
 //!   under the read lock, and caches what it found at that generation. A generation read
 //!   unchanged means no change to the shard finished since the fill, so a hit returns what
 //!   the table holds (a change still under way is not finished: the lookup is ordered before
-//!   it). A hit takes no lock and writes no shared line: two tasks looking up one name on
-//!   two cores no longer bounce the shard's lock between them.
+//!   it). A hit takes no lock: two tasks looking up one name on two cores no longer bounce
+//!   the shard's lock between them (the ref a lookup returns still counts itself on the
+//!   actor's mailbox, as every ref clone does).
 //!
 //! # The lookup cache
 //!
-//! Per thread: entries by registry (a process-unique id, never an address that a later
-//! registry could reuse) and name, each with the shard generation it was read at and a share
-//! of the table entry's weak ref. It holds no actor alive (weak refs only), and at most
-//! [`CACHED`] entries: a full cache is emptied before it takes another, so entries of ended
-//! actors or dropped registries cost at most that much memory per thread.
+//! Per thread, direct-mapped: [`CACHED`] slots, each holding one name of one registry (a
+//! process-unique id, never an address that a later registry could reuse), the shard
+//! generation it was read at, and a share of the table entry's name and weak ref. A lookup
+//! of a name nobody holds is not cached. A slot is overwritten by the next name that maps to
+//! it, so the cache never grows and never allocates after its first fill. What it holds
+//! keeps no actor running, but, as any [`WeakRef`](crate::WeakRef) does, the memory of an
+//! ended actor's mailbox until its slot is reused: at most [`CACHED`] mailboxes per thread.
+//! Values leave the cache only after its borrow ends, since dropping the last share of a
+//! mailbox can drop wakers, which may run code that looks a name up.
 
 use crate::refs::PeerHandle;
 use crate::{ActorHandle, ActorId, Error};
@@ -49,7 +54,7 @@ use std::sync::{Arc, Weak};
 /// Shards of the name table: enough that registrations on two cores rarely share one.
 const SHARDS: usize = 16;
 
-/// Entries a thread's lookup cache holds at most.
+/// Slots of a thread's lookup cache (a power of two).
 const CACHED: usize = 64;
 
 /// The weak ref an entry holds, shared with the lookup caches that read it.
@@ -60,52 +65,48 @@ static NEXT_REGISTRY: AtomicU64 = AtomicU64::new(0);
 
 /// A lookup this thread made.
 struct Cached {
-    name: Box<str>,
+    registry: u64,
+    hash: u64,
+    /// The entry's name (shared with the table: no allocation).
+    name: Arc<str>,
     /// The shard's generation the entry was read at.
     generation: u64,
-    /// The entry's weak ref, or `None` if no entry held the name.
-    weak: Option<SharedWeak>,
+    weak: SharedWeak,
 }
 
-/// A thread's lookups, by registry id and name hash (see the module documentation); the
-/// name hash is keyed already, so the map uses it as it is.
+/// A thread's lookups (see the module documentation).
 #[derive(Default)]
-struct LookupCache(HashMap<(u64, u64), Vec<Cached>, BuildHasherDefault<Passthrough>>);
+struct LookupCache(Vec<Option<Cached>>);
 
 thread_local! {
     static LOOKUPS: RefCell<LookupCache> = RefCell::new(LookupCache::default());
 }
 
 impl LookupCache {
-    /// The cached weak ref of `name` if it was read at `generation`: `Some(None)` for a name
-    /// nobody held then, `None` when not cached at that generation.
-    fn get(&self, key: (u64, u64), name: &str, generation: u64) -> Option<Option<&SharedWeak>> {
-        let cached = self
-            .0
-            .get(&key)?
-            .iter()
-            .find(|cached| &*cached.name == name)?;
-        (cached.generation == generation).then_some(cached.weak.as_ref())
+    /// The slot of `name` (of hash `hash`) in registry `registry`.
+    fn slot(registry: u64, hash: u64) -> usize {
+        // The hash is keyed per registry already; the id spreads registries that share one.
+        (hash ^ registry.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as usize & (CACHED - 1)
     }
 
-    /// Remembers what a lookup of `name` read at `generation`.
-    fn put(&mut self, key: (u64, u64), name: &str, generation: u64, weak: Option<SharedWeak>) {
-        if let Some(bucket) = self.0.get_mut(&key)
-            && let Some(cached) = bucket.iter_mut().find(|cached| &*cached.name == name)
-        {
-            // Refreshed after a change to the shard: no allocation.
-            cached.generation = generation;
-            cached.weak = weak;
-            return;
+    /// The cached weak ref of `name` if it was read at `generation`.
+    fn get(&self, registry: u64, hash: u64, name: &str, generation: u64) -> Option<&SharedWeak> {
+        let cached = self.0.get(Self::slot(registry, hash))?.as_ref()?;
+        (cached.registry == registry
+            && cached.hash == hash
+            && cached.generation == generation
+            && *cached.name == *name)
+            .then_some(&cached.weak)
+    }
+
+    /// Remembers `cached`; hands back what its slot held, for the caller to drop once the
+    /// cache is no longer borrowed.
+    fn put(&mut self, cached: Cached) -> Option<Cached> {
+        if self.0.is_empty() {
+            self.0.resize_with(CACHED, || None);
         }
-        if self.0.values().map(Vec::len).sum::<usize>() >= CACHED {
-            self.0.clear();
-        }
-        self.0.entry(key).or_default().push(Cached {
-            name: name.into(),
-            generation,
-            weak,
-        });
+        let slot = Self::slot(cached.registry, cached.hash);
+        self.0[slot].replace(cached)
     }
 }
 
@@ -135,7 +136,7 @@ struct Entry {
 /// A shard's table: names by their hash (keyed, so hostile names cannot aim at one bucket),
 /// hashed once per lookup for both the shard and the bucket; names of equal hash share a
 /// bucket.
-type Table = HashMap<u64, Vec<(String, Entry)>, BuildHasherDefault<Passthrough>>;
+type Table = HashMap<u64, Vec<(Arc<str>, Entry)>, BuildHasherDefault<Passthrough>>;
 
 /// One shard, on a cache line of its own: registrations of names in different shards on
 /// different cores do not share a line.
@@ -200,16 +201,27 @@ impl Registry {
 
     /// An empty registry, on its own (what each runtime has one of).
     pub fn new() -> Arc<Registry> {
+        Registry::with_hasher(RandomState::new())
+    }
+
+    fn with_hasher(hasher: RandomState) -> Arc<Registry> {
         Arc::new_cyclic(|this| Registry {
             shards: std::array::from_fn(|_| Shard {
                 table: RwLock::new(Table::default()),
                 generation: AtomicU64::new(0),
             }),
             id: NEXT_REGISTRY.fetch_add(1, Ordering::Relaxed),
-            hasher: RandomState::new(),
+            hasher,
             names_of: Mutex::new(HashMap::new()),
             this: this.clone(),
         })
+    }
+
+    /// An empty registry that hashes names as `other` does, so that only its id tells the
+    /// two apart in a lookup cache: for the tests of that cache.
+    #[doc(hidden)]
+    pub fn __sharing_hasher_of(other: &Registry) -> Arc<Registry> {
+        Registry::with_hasher(other.hasher.clone())
     }
 
     /// `name`'s hash and its shard.
@@ -238,7 +250,7 @@ impl Registry {
             let (hash, shard) = self.locate(&name);
             let mut table = shard.table.write();
             let bucket = table.entry(hash).or_default();
-            let held = bucket.iter().position(|(other, _)| *other == name);
+            let held = bucket.iter().position(|(other, _)| **other == *name);
             if let Some(holder) = held.map(|at| &mut bucket[at].1)
                 && !holder.peer.0.life().has_ended()
             {
@@ -260,7 +272,7 @@ impl Registry {
             };
             match held {
                 Some(at) => bucket[at].1 = entry,
-                None => bucket.push((name.clone(), entry)),
+                None => bucket.push((Arc::from(name.as_str()), entry)),
             }
             shard.changed();
         }
@@ -289,34 +301,40 @@ impl Registry {
     /// running actor holds the name, or it was registered as another type.
     pub fn lookup<R: Registrable>(&self, name: &str) -> Option<R> {
         let (hash, shard) = self.locate(name);
-        let key = (self.id, hash);
         // Acquire: a generation read unchanged since the fill means no change finished since.
         let generation = shard.generation.load(Ordering::Acquire);
         let hit = LOOKUPS
             .try_with(|cache| {
                 let cache = cache.borrow();
-                cache.get(key, name, generation).map(|weak| {
-                    weak.and_then(|weak| weak.downcast_ref::<R::Weak>().and_then(R::__upgrade))
-                })
+                let weak = cache.get(self.id, hash, name, generation)?;
+                // Only an upgrade under the borrow: it drops nothing.
+                Some(weak.downcast_ref::<R::Weak>().and_then(R::__upgrade))
             })
             .ok()
             .flatten();
         if let Some(found) = hit {
             return found;
         }
-        let weak = {
+        let held = {
             let table = shard.table.read();
             table
                 .get(&hash)
-                .and_then(|bucket| bucket.iter().find(|(other, _)| other == name))
-                .map(|(_, entry)| entry.weak.clone())
+                .and_then(|bucket| bucket.iter().find(|(other, _)| **other == *name))
+                .map(|(name, entry)| (name.clone(), entry.weak.clone()))
         };
-        let found = weak
-            .as_ref()
-            .and_then(|weak| weak.downcast_ref::<R::Weak>())
-            .and_then(R::__upgrade);
-        // A thread being torn down has no cache: the lookup just is not remembered.
-        let _ = LOOKUPS.try_with(|cache| cache.borrow_mut().put(key, name, generation, weak));
+        let (name, weak) = held?;
+        let found = weak.downcast_ref::<R::Weak>().and_then(R::__upgrade);
+        let cached = Cached {
+            registry: self.id,
+            hash,
+            name,
+            generation,
+            weak,
+        };
+        // A thread being torn down has no cache: the lookup just is not remembered. What the
+        // slot held is dropped after the borrow (see the module documentation).
+        let replaced = LOOKUPS.try_with(|cache| cache.borrow_mut().put(cached));
+        drop(replaced);
         found
     }
 
@@ -327,7 +345,7 @@ impl Registry {
         let bucket = table.get_mut(&hash)?;
         let at = bucket
             .iter()
-            .position(|(other, entry)| other == name && matches(entry))?;
+            .position(|(other, entry)| **other == *name && matches(entry))?;
         let (_, entry) = bucket.swap_remove(at);
         if bucket.is_empty() {
             table.remove(&hash);
@@ -357,7 +375,7 @@ impl Registry {
                     .values()
                     .flatten()
                     .filter(|(_, entry)| !entry.peer.0.life().has_ended())
-                    .map(|(name, _)| name.clone())
+                    .map(|(name, _)| name.to_string())
                     .collect::<Vec<_>>()
             })
             .collect();

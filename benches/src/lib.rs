@@ -319,9 +319,9 @@ pub fn run_frameworks<const N: usize>(
         .iter()
         .filter(|row| row.name.contains(filter.as_str()))
         .collect();
-    // Per row, per framework: each round's median in milliseconds (`None` when not run or
-    // not comparable).
-    let mut medians: Vec<[Vec<f64>; N]> = rows
+    // Per row, per framework: each round's median in milliseconds, `None` for a round where
+    // it was not run or not comparable (so that rounds stay aligned across frameworks).
+    let mut medians: Vec<[Vec<Option<f64>>; N]> = rows
         .iter()
         .map(|_| std::array::from_fn(|_| Vec::new()))
         .collect();
@@ -343,13 +343,11 @@ pub fn run_frameworks<const N: usize>(
                 }
             }
             for (index, samples) in samples_of.iter_mut().enumerate() {
-                if samples.is_empty() {
-                    continue;
-                }
-                let round = median(samples);
-                if round > NOT_COMPARABLE {
-                    medians[row_index][index].push(round.as_secs_f64() * 1e3);
-                }
+                let round = (!samples.is_empty())
+                    .then(|| median(samples))
+                    .filter(|round| *round > NOT_COMPARABLE)
+                    .map(|round| round.as_secs_f64() * 1e3);
+                medians[row_index][index].push(round);
             }
         }
     }
@@ -372,21 +370,23 @@ pub fn run_frameworks<const N: usize>(
         let of = &medians[row_index];
         let mut line = format!("| {} |", row.name);
         for framework in of {
-            match Spread::of(framework) {
+            let measured: Vec<f64> = framework.iter().flatten().copied().collect();
+            match Spread::of(&measured) {
                 Some(spread) => line.push_str(&format!(" {} |", format_millis(spread))),
                 None => line.push_str(" — |"),
             }
         }
         for ratio in ratios {
             // Per round: the fastest comparable peer's median over ours.
-            let per_round: Vec<f64> = (0..of[0].len())
+            let per_round: Vec<f64> = (0..rounds)
                 .filter_map(|round| {
+                    let ours = of[0][round]?;
                     let best = ratio
                         .peers
                         .iter()
-                        .filter_map(|&peer| of[peer].get(round).copied())
+                        .filter_map(|&peer| of[peer][round])
                         .min_by(f64::total_cmp)?;
-                    Some(best / of[0][round])
+                    Some(best / ours)
                 })
                 .collect();
             match Spread::of(&per_round) {

@@ -74,6 +74,7 @@ fn samples() -> usize {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(SAMPLES)
+        .max(1)
 }
 
 /// Runs `f` as the root of a fresh two-worker runtime of ours keeping blobs in `storage`.
@@ -348,7 +349,8 @@ fn ping_pong_table(storage: &Path) {
     let samples = samples();
     let rounds = benches::rounds(benches::ROUNDS);
     println!(
-        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
+        "Each cell: the median over {rounds} rounds of each round's median, and their range \
+         (the p99 and CPU cells: the median only).\n"
     );
     println!(
         "| workload | ours req/s | tokio req/s | monoio req/s | ours/tokio | ours/monoio | \

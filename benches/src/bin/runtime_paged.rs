@@ -57,6 +57,7 @@ fn samples() -> usize {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(SAMPLES)
+        .max(1)
 }
 
 fn run<F, Fut>(storage: &Path, f: F) -> Duration
