@@ -29,13 +29,13 @@
 //!
 //! # The lookup cache
 //!
-//! Per thread, direct-mapped: [`CACHED`] slots, each holding one name of one registry (a
+//! Per thread, direct-mapped: `CACHED` (64) slots, each holding one name of one registry (a
 //! process-unique id, never an address that a later registry could reuse), the shard
 //! generation it was read at, and a share of the table entry's name and weak ref. A lookup
 //! of a name nobody holds is not cached. A slot is overwritten by the next name that maps to
 //! it, so the cache never grows and never allocates after its first fill. What it holds
 //! keeps no actor running, but, as any [`WeakRef`](crate::WeakRef) does, the memory of an
-//! ended actor's mailbox until its slot is reused: at most [`CACHED`] mailboxes per thread.
+//! ended actor's mailbox until its slot is reused: at most `CACHED` (64) mailboxes per thread.
 //! Values leave the cache only after its borrow ends, since dropping the last share of a
 //! mailbox can drop wakers, which may run code that looks a name up.
 
