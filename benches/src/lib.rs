@@ -81,6 +81,23 @@ impl std::fmt::Display for Spread {
     }
 }
 
+/// How many timed samples a table takes per round: `BENCH_SAMPLES`, else `default`; at least
+/// one.
+pub fn samples(default: usize) -> usize {
+    std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+        .max(1)
+}
+
+/// Prints the line above a table that says how its cells are made from `rounds` rounds.
+pub fn print_rounds_caption(rounds: usize, extra: &str) {
+    println!(
+        "Each cell: the median over {rounds} rounds of each round's median, and their range{extra}.\n"
+    );
+}
+
 /// How many rounds a table runs: `BENCH_ROUNDS`, else `default`; at least one.
 pub fn rounds(default: usize) -> usize {
     std::env::var("BENCH_ROUNDS")
@@ -109,11 +126,7 @@ pub const ROUNDS: usize = 3;
 pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: usize) {
     let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
     let side = std::env::var("BENCH_SIDE").unwrap_or_default();
-    let samples = std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(samples)
-        .max(1);
+    let samples = crate::samples(samples);
     let rounds = rounds(ROUNDS);
     let run_ours = side != "peer";
     let run_peer = side != "ours";
@@ -308,11 +321,7 @@ pub fn run_frameworks<const N: usize>(
 ) {
     let filter = std::env::var("BENCH_FILTER").unwrap_or_default();
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let samples = std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(samples)
-        .max(1);
+    let samples = crate::samples(samples);
     let rounds = rounds(ROUNDS);
     let runs = |index: usize| only.is_empty() || only == names[index];
     let rows: Vec<&FrameworkRow<N>> = rows
@@ -361,9 +370,7 @@ pub fn run_frameworks<const N: usize>(
         header.push_str(&format!(" {} |", ratio.title));
         rule.push_str("---:|");
     }
-    println!(
-        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
-    );
+    print_rounds_caption(rounds, "");
     println!("{header}");
     println!("{rule}");
     for (row_index, row) in rows.iter().enumerate() {

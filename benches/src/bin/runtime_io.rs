@@ -70,11 +70,7 @@ fn selected(name: &str) -> bool {
 
 /// `BENCH_SAMPLES=<n>` overrides the number of samples.
 fn samples() -> usize {
-    std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(SAMPLES)
-        .max(1)
+    benches::samples(SAMPLES)
 }
 
 /// Runs `f` as the root of a fresh two-worker runtime of ours keeping blobs in `storage`.
@@ -348,10 +344,7 @@ fn ping_pong_name(connections: usize) -> String {
 fn ping_pong_table(storage: &Path) {
     let samples = samples();
     let rounds = benches::rounds(benches::ROUNDS);
-    println!(
-        "Each cell: the median over {rounds} rounds of each round's median, and their range \
-         (the p99 and CPU cells: the median only).\n"
-    );
+    benches::print_rounds_caption(rounds, " (the p99 and CPU cells: the median only)");
     println!(
         "| workload | ours req/s | tokio req/s | monoio req/s | ours/tokio | ours/monoio | \
          p99 ours / tokio / monoio | server CPU per request ours / tokio / monoio | \
@@ -792,9 +785,7 @@ fn blob_rows() -> [BlobRow; 6] {
 fn blob_table(rows: &[BlobRow], files: &Files) {
     let samples = samples();
     let rounds = benches::rounds(benches::ROUNDS);
-    println!(
-        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
-    );
+    benches::print_rounds_caption(rounds, "");
     println!(
         "| workload | ours median | tokio::fs median | plain median | ours/tokio | ours/plain |"
     );

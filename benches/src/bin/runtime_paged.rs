@@ -53,11 +53,7 @@ fn selected(name: &str) -> bool {
 }
 
 fn samples() -> usize {
-    std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(SAMPLES)
-        .max(1)
+    benches::samples(SAMPLES)
 }
 
 fn run<F, Fut>(storage: &Path, f: F) -> Duration
@@ -252,9 +248,7 @@ fn main() {
 
     println!("## paged blobs against raw blob I/O, 64 MiB (4 KiB pages, 1 MiB buffer)\n");
     let rounds = benches::rounds(benches::ROUNDS);
-    println!(
-        "Each cell: the median over {rounds} rounds of each round's median, and their range.\n"
-    );
+    benches::print_rounds_caption(rounds, "");
     println!("| row | workload | paged MiB/s | raw MiB/s | paged/raw throughput |");
     println!("|---|---|---:|---:|---:|");
     let mib_per_second = |time: Duration| TOTAL as f64 / (1 << 20) as f64 / time.as_secs_f64();

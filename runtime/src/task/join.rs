@@ -206,13 +206,23 @@ impl<T> JoinSlot<T> {
     }
 }
 
-/// A waker that counts its wakes, for the tests and models below.
+/// What the tests and models below share: a waker that counts its wakes, and a poll as the
+/// slot's one handle makes it.
 #[cfg(test)]
-mod counting {
+mod support {
+    use super::JoinSlot;
+    use crate::Error;
     use crate::sync::AtomicUsize;
     use std::sync::Arc;
     use std::sync::atomic::Ordering::SeqCst;
-    use std::task::{Wake, Waker};
+    use std::task::{Poll, Wake, Waker};
+
+    /// Polls as the slot's one handle does. Each test and model polls its slot from one
+    /// place (one thread), one poll at a time.
+    pub(super) fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
+        // SAFETY: the callers poll each slot from one place, one poll at a time (above).
+        unsafe { slot.poll_result(waker) }
+    }
 
     #[derive(Default)]
     pub(super) struct Wakes(AtomicUsize);
@@ -238,16 +248,10 @@ mod counting {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::counting::waker;
+    use super::support::{poll, waker};
     use super::*;
     use std::cell::Cell;
     use std::sync::Arc;
-
-    /// Polls as the slot's one handle does.
-    fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
-        // SAFETY: each test polls its slot from one place, one poll at a time.
-        unsafe { slot.poll_result(waker) }
-    }
 
     #[test]
     fn a_published_result_is_taken_by_the_next_poll() {
@@ -393,17 +397,12 @@ mod tests {
 /// the waker it registered last, so its next poll takes the result: no wake is lost.
 #[cfg(all(test, loom))]
 mod models {
-    use super::counting::waker;
+    use super::support::{poll, waker};
     use super::*;
     use loom::sync::atomic::AtomicUsize;
     use loom::thread;
     use std::sync::Arc;
     use std::sync::atomic::Ordering::SeqCst;
-
-    fn poll<T>(slot: &JoinSlot<T>, waker: &Waker) -> Poll<Result<T, Error>> {
-        // SAFETY: each model polls its slot from one thread, one poll at a time.
-        unsafe { slot.poll_result(waker) }
-    }
 
     #[test]
     fn a_publish_racing_the_first_poll_is_never_lost() {
