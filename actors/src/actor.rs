@@ -253,7 +253,7 @@ pub(crate) async fn run<A: Actor>(
             Some(received) => received,
             None => {
                 metrics.idle();
-                consumer.recv().await
+                consumer.recv_after_empty().await
             }
         };
         let handled = match received {

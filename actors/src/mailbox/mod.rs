@@ -340,12 +340,27 @@ impl<M: Send> Consumer<M> {
     }
 
     /// The next message, a stop request, or `Disconnected`.
+    #[cfg(test)]
     pub(crate) fn recv(&mut self) -> Recv<'_, M> {
-        Recv { consumer: self }
+        Recv {
+            consumer: self,
+            looked: false,
+        }
     }
 
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Received<M>> {
-        if let Some(received) = self.try_recv() {
+    /// [`recv`](Self::recv), for a caller whose [`try_recv`](Self::try_recv) just found
+    /// nothing: its first poll registers and parks at once, without looking a second time
+    /// (parking looks again after the parked bit is set, which covers any push since).
+    pub(crate) fn recv_after_empty(&mut self) -> Recv<'_, M> {
+        Recv {
+            consumer: self,
+            looked: true,
+        }
+    }
+
+    /// Polls for the next message; `looked`: the caller found the mailbox empty just before.
+    fn poll_recv(&mut self, cx: &mut Context<'_>, looked: bool) -> Poll<Received<M>> {
+        if !looked && let Some(received) = self.try_recv() {
             return Poll::Ready(received);
         }
         self.mailbox.life.consumer_waker.register(cx.waker());
@@ -432,13 +447,16 @@ impl<M: Send> Drop for Consumer<M> {
 
 pub(crate) struct Recv<'a, M: Send> {
     consumer: &'a mut Consumer<M>,
+    /// The caller found the mailbox empty just before this future's first poll.
+    looked: bool,
 }
 
 impl<M: Send> Future for Recv<'_, M> {
     type Output = Received<M>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Received<M>> {
-        self.consumer.poll_recv(cx)
+        let looked = std::mem::take(&mut self.looked);
+        self.consumer.poll_recv(cx, looked)
     }
 }
 
