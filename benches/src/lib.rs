@@ -81,14 +81,23 @@ impl std::fmt::Display for Spread {
     }
 }
 
-/// How many timed samples a table takes per round: `BENCH_SAMPLES`, else `default`; at least
-/// one.
-pub fn samples(default: usize) -> usize {
-    std::env::var("BENCH_SAMPLES")
+/// A positive count from the environment variable `name`, else `default`; at least one.
+fn count_from_env(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
         .max(1)
+}
+
+/// How many timed samples a table takes per round: `BENCH_SAMPLES`, else `default`.
+pub fn samples(default: usize) -> usize {
+    count_from_env("BENCH_SAMPLES", default)
+}
+
+/// How many rounds a table runs: `BENCH_ROUNDS`, else `default`.
+pub fn rounds(default: usize) -> usize {
+    count_from_env("BENCH_ROUNDS", default)
 }
 
 /// Prints the line above a table that says how its cells are made from `rounds` rounds.
@@ -96,15 +105,6 @@ pub fn print_rounds_caption(rounds: usize, extra: &str) {
     println!(
         "Each cell: the median over {rounds} rounds of each round's median, and their range{extra}.\n"
     );
-}
-
-/// How many rounds a table runs: `BENCH_ROUNDS`, else `default`; at least one.
-pub fn rounds(default: usize) -> usize {
-    std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-        .max(1)
 }
 
 /// The rounds every table runs unless `BENCH_ROUNDS` says otherwise.
