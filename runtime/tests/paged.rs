@@ -88,10 +88,28 @@ async fn reopen_and_replay(context: &Context, name: &[u8], buffer: usize) -> Vec
     replay_all(&sealed, buffer).await
 }
 
-/// Every byte of `sealed`, through a replay that hands out whatever is available.
+/// The two ways a replay reads: from the page cache on the calling thread (the default, for
+/// cached pages), and through the ring (`DONT_CACHE` bypasses the cache).
+fn read_paths() -> [ReadOptions; 2] {
+    [ReadOptions::default(), ReadOptions::DONT_CACHE]
+}
+
+/// Every byte of `sealed`, replayed through both read paths, which must agree.
 async fn replay_all(sealed: &Sealed, buffer: usize) -> Vec<u8> {
+    let [cached, ring] = read_paths();
+    let from_cache = replay_with(sealed, buffer, cached).await;
+    let from_ring = replay_with(sealed, buffer, ring).await;
+    assert_eq!(
+        from_cache, from_ring,
+        "both read paths hand out the same bytes"
+    );
+    from_cache
+}
+
+/// Every byte of `sealed`, through a replay that hands out whatever is available.
+async fn replay_with(sealed: &Sealed, buffer: usize, options: ReadOptions) -> Vec<u8> {
     let mut replay = sealed
-        .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::default())
+        .replay(NonZeroUsize::new(buffer).unwrap(), options)
         .unwrap();
     let mut out = Vec::new();
     while replay.ensure(1).await.unwrap() {
@@ -265,16 +283,15 @@ fn a_damaged_page_is_reported_with_its_blob_and_offset_never_returned() {
             }
         };
 
-        let mut replay = sealed
-            .replay(
-                NonZeroUsize::new(8 * PHYSICAL).unwrap(),
-                ReadOptions::default(),
-            )
-            .unwrap();
-        check(replay.ensure(data.len()).await.unwrap_err());
-        assert_eq!(replay.remaining(), 400, "the four pages before the damage");
-        assert_eq!(replay.copy_to_bytes(400).as_ref(), &data[..400]);
-        check(replay.ensure(1).await.unwrap_err());
+        for options in read_paths() {
+            let mut replay = sealed
+                .replay(NonZeroUsize::new(8 * PHYSICAL).unwrap(), options)
+                .unwrap();
+            check(replay.ensure(data.len()).await.unwrap_err());
+            assert_eq!(replay.remaining(), 400, "the four pages before the damage");
+            assert_eq!(replay.copy_to_bytes(400).as_ref(), &data[..400]);
+            check(replay.ensure(1).await.unwrap_err());
+        }
 
         check(sealed.read_at(450, 10).await.unwrap_err());
         check(sealed.read_at(0, 1000).await.unwrap_err());
@@ -635,6 +652,54 @@ fn a_dropped_ensure_loses_no_bytes() {
         assert!(replay.ensure(data.len()).await.unwrap());
         assert_eq!(replay.copy_to_bytes(data.len()).as_ref(), data);
         assert!(!replay.ensure(1).await.unwrap());
+    });
+}
+
+/// A replay of pages in the page cache reads and verifies them on the calling thread: its
+/// `ensure` is ready at the first poll, with no ring round trip. Consumed in awkward steps
+/// (across pages and reads), it hands out every byte once, in order.
+#[test]
+fn a_cached_replay_is_ready_at_its_first_poll() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..2050);
+        let writer = open(&context, b"cached", 4 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let (sealed, sync) = writer.seal().await.unwrap();
+        sync.await.unwrap();
+        // Read just now, so the pages are in the page cache.
+        let on_disk = std::fs::read(blob_path(&directory, b"cached")).unwrap();
+        assert_eq!(on_disk.len(), 21 * PHYSICAL);
+        let mut replay = sealed
+            .replay(
+                NonZeroUsize::new(4 * PHYSICAL).unwrap(),
+                ReadOptions::default(),
+            )
+            .unwrap();
+        let mut out = Vec::new();
+        for step in [1usize, 99, 100, 250, 37, 500, 63].into_iter().cycle() {
+            let ensured = replay.ensure(step).now_or_never();
+            let more = ensured
+                .expect("cached pages are ready at the first poll")
+                .unwrap();
+            let take = step.min(replay.remaining());
+            if step % 2 == 0 {
+                out.extend_from_slice(&replay.copy_to_bytes(take));
+            } else {
+                let mut left = take;
+                while left > 0 {
+                    let chunk = replay.chunk();
+                    assert!(!chunk.is_empty() && chunk.len() <= PAGE as usize);
+                    let len = chunk.len().min(left);
+                    out.extend_from_slice(&chunk[..len]);
+                    replay.advance(len);
+                    left -= len;
+                }
+            }
+            if !more && replay.remaining() == 0 {
+                break;
+            }
+        }
+        assert_eq!(out, data);
     });
 }
 

@@ -167,6 +167,19 @@ impl File {
 }
 
 impl Blob {
+    /// Reads `len` bytes at `offset` from the page cache only, on the calling thread and
+    /// without waiting for the disk (`RWF_NOWAIT`): the bytes if every one of them was
+    /// cached, else `None`, and the caller reads them through the ring (which reports a blob
+    /// that ends early). For a reader that checks what it reads at once, while the bytes are
+    /// still in the CPU's cache.
+    pub(crate) fn read_cached(&self, offset: u64, len: usize) -> Option<IoBufMut> {
+        let mut buf = IoBufMut::with_capacity(len);
+        match direct::read_cached(&self.file.fd, &mut buf, offset, len) {
+            direct::Cached::Complete => Some(buf),
+            direct::Cached::Ended | direct::Cached::Partial => None,
+        }
+    }
+
     pub(crate) fn failed(&self, error: io::Error) -> Error {
         Error::BlobFailed(self.file.label.clone(), error)
     }

@@ -11,6 +11,14 @@
 //!   rest, so a caller can consume everything up to the damage.
 //! - Read-ahead is bounded: reads are issued only while the bytes held and in flight are
 //!   short of the larger of the buffer and the amount an `ensure` asks for.
+//! - Cached pages skip the ring: with nothing in flight, the next batch is first read from the
+//!   page cache on the calling thread (`RWF_NOWAIT`, which never waits for the disk) and
+//!   verified at once, while its bytes are still in the CPU's cache; only a batch with a page
+//!   not cached goes to the ring, with read-ahead. Either way it passes through `in_flight`
+//!   and `accept`, so damage and retries are handled once.
+//! - A read's verified pages are handed out in place, as one `ready` entry: no handle and no
+//!   queue entry per page. Every page of an entry is whole but its last (only the blob's last
+//!   page and a damaged page are short, and a damaged page ends the entry).
 //! - All state is in the replay, not in an `ensure` future, so dropping one loses nothing.
 
 use super::Layout;
@@ -37,12 +45,49 @@ pub struct Replay {
     next: u64,
     in_flight: VecDeque<Batch>,
     in_flight_pages: usize,
-    /// Verified bytes not yet consumed, one entry per page (or its unconsumed rest).
-    ready: VecDeque<Bytes>,
+    /// Verified bytes not yet consumed: one entry per read, never empty, pages in order.
+    ready: VecDeque<Verified>,
     remaining: usize,
     /// Counts `ensure` calls: a read issued during this call that reports its worker closed is
     /// an error, not a reason to issue it again.
     call: u64,
+}
+
+/// The verified pages of one read, handed out in place: no handle and no queue entry per page.
+/// Every page from `at` on holds a whole page of data except the last, which ends at `end`.
+struct Verified {
+    /// The read's bytes: whole physical pages, trailers included.
+    bytes: Bytes,
+    /// The next byte to hand out.
+    at: usize,
+    /// Where the data of the page holding `at` ends (before its trailer, or at `end`).
+    page_end: usize,
+    /// Where the last page's valid bytes end.
+    end: usize,
+}
+
+impl Verified {
+    /// The rest of the current page.
+    fn chunk(&self) -> &[u8] {
+        &self.bytes[self.at..self.page_end]
+    }
+
+    /// Consumes `count` bytes of the current page (at most its rest); returns whether bytes are
+    /// left after it.
+    fn consume(&mut self, count: usize, layout: Layout) -> bool {
+        self.at += count;
+        if self.at < self.page_end {
+            return true;
+        }
+        // Past the trailer to the next page's data.
+        let next = self.page_end.next_multiple_of(layout.physical);
+        if next >= self.end {
+            return false;
+        }
+        self.at = next;
+        self.page_end = (next + layout.page_size).min(self.end);
+        true
+    }
 }
 
 struct Batch {
@@ -92,6 +137,9 @@ impl Replay {
             if self.remaining >= n {
                 return Ok(true);
             }
+            if self.read_cached_batch()? {
+                continue;
+            }
             self.issue(n).await;
             let Some(batch) = self.in_flight.front_mut() else {
                 return Ok(false);
@@ -124,6 +172,34 @@ impl Replay {
                 }
             }
         }
+    }
+
+    /// With nothing in flight, reads the next batch from the page cache on this thread and
+    /// verifies it at once, while its bytes are still in the CPU's cache. Returns false if
+    /// there is nothing to read this way (reads are in flight, the blob is read in full, the
+    /// caller asked to bypass the cache, or some page is not cached).
+    fn read_cached_batch(&mut self) -> Result<bool, Error> {
+        if !self.in_flight.is_empty() || self.next >= self.pages || self.options.dont_cache {
+            return Ok(false);
+        }
+        let count = (self.pages - self.next).min(self.batch_pages as u64) as usize;
+        let Some(buf) = self
+            .blob
+            .read_cached(self.layout.offset(self.next), count * self.layout.physical)
+        else {
+            return Ok(false);
+        };
+        self.in_flight.push_back(Batch {
+            first: self.next,
+            count,
+            skip: 0,
+            read: None,
+            issued_in: self.call,
+        });
+        self.next += count as u64;
+        self.in_flight_pages += count;
+        self.accept(buf.freeze().into_bytes())?;
+        Ok(true)
     }
 
     /// Issues the reads that were lost, then new ones until enough is held or in flight.
@@ -162,35 +238,70 @@ impl Replay {
     /// machine a page may hold only what an earlier sync wrote), and leaves the rest in flight,
     /// to be read again.
     fn accept(&mut self, bytes: Bytes) -> Result<(), Error> {
+        let layout = self.layout;
         let batch = self.in_flight.front_mut().expect("the batch just read");
+        let from = batch.skip;
+        // Where the verified bytes end in `bytes`, and how many there are.
+        let mut end = from;
+        let mut added = 0;
+        let mut damaged = None;
         for index in 0..batch.count {
             let page = batch.first + index as u64;
             let expected = if page + 1 == self.pages {
                 self.last_len
             } else {
-                self.layout.page_size
+                layout.page_size
             };
-            let start = index * self.layout.physical;
-            let physical = &bytes[start..start + self.layout.physical];
-            let from = if index == 0 { batch.skip } else { 0 };
-            let valid = self.layout.valid_len(page, physical).unwrap_or(0);
-            let end = valid.min(expected);
-            if end > from {
-                self.ready.push_back(bytes.slice(start + from..start + end));
-                self.remaining += end - from;
+            let start = index * layout.physical;
+            let physical = &bytes[start..start + layout.physical];
+            let page_from = if index == 0 { from } else { 0 };
+            let valid = layout.valid_len(page, physical).unwrap_or(0);
+            let page_end = valid.min(expected);
+            if page_end > page_from {
+                end = start + page_end;
+                added += page_end - page_from;
             }
             if valid < expected {
-                batch.first = page;
-                batch.count -= index;
-                batch.skip = from.max(end);
-                batch.read = None;
-                self.in_flight_pages -= index;
-                return Err(self.layout.corrupt(&self.blob, page));
+                damaged = Some((index, page, page_from.max(page_end)));
+                break;
             }
         }
-        self.in_flight_pages -= batch.count;
-        self.in_flight.pop_front();
-        Ok(())
+        if end > from {
+            // Every page but the last one handed out is whole (only the blob's last page and
+            // a damaged one are short, and a damaged one ends the span), which is what lets
+            // one span hand them all out.
+            self.ready.push_back(Verified {
+                at: from,
+                page_end: layout.page_size.min(end),
+                end,
+                bytes,
+            });
+            self.remaining += added;
+        }
+        match damaged {
+            Some((index, page, skip)) => {
+                batch.first = page;
+                batch.count -= index;
+                batch.skip = skip;
+                batch.read = None;
+                self.in_flight_pages -= index;
+                Err(layout.corrupt(&self.blob, page))
+            }
+            None => {
+                self.in_flight_pages -= batch.count;
+                self.in_flight.pop_front();
+                Ok(())
+            }
+        }
+    }
+
+    /// Consumes `count` bytes, at most the rest of the current page.
+    fn consume_front(&mut self, count: usize) {
+        let front = self.ready.front_mut().expect("counted in remaining");
+        self.remaining -= count;
+        if !front.consume(count, self.layout) {
+            self.ready.pop_front();
+        }
     }
 }
 
@@ -200,7 +311,7 @@ impl Buf for Replay {
     }
 
     fn chunk(&self) -> &[u8] {
-        self.ready.front().map_or(&[], |bytes| bytes)
+        self.ready.front().map_or(&[], Verified::chunk)
     }
 
     fn advance(&mut self, mut count: usize) {
@@ -209,15 +320,11 @@ impl Buf for Replay {
             "advancing {count} bytes past the {} available",
             self.remaining
         );
-        self.remaining -= count;
         while count > 0 {
-            let front = self.ready.front_mut().expect("counted in remaining");
-            if front.len() > count {
-                front.advance(count);
-                return;
-            }
-            count -= front.len();
-            self.ready.pop_front();
+            let page_rest = self.chunk().len();
+            let take = count.min(page_rest);
+            self.consume_front(take);
+            count -= take;
         }
     }
 
@@ -227,14 +334,11 @@ impl Buf for Replay {
             "taking {len} bytes of the {} available",
             self.remaining
         );
-        if let Some(front) = self.ready.front_mut()
-            && front.len() >= len
+        if let Some(front) = self.ready.front()
+            && front.chunk().len() >= len
         {
-            let taken = front.split_to(len);
-            if front.is_empty() {
-                self.ready.pop_front();
-            }
-            self.remaining -= len;
+            let taken = front.bytes.slice(front.at..front.at + len);
+            self.consume_front(len);
             return taken;
         }
         let mut out = BytesMut::with_capacity(len);
