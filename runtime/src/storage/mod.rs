@@ -11,8 +11,12 @@
 //!   instead made by the task's own thread during that first poll (the `direct` module): a `sync`
 //!   skips the kernel's io-wq hop, and a plain write is complete before its future can be
 //!   dropped. `SYNC` writes stay registrations everywhere (pending after their first poll);
-//!   for the fastest durable writes on a dedicated worker, write and then `sync`. A [`WriteOptions::SYNC`] write is durable (`RWF_DSYNC`) when it
-//!   resolves; [`Blob::sync`](crate::Blob::sync) makes every completed write durable.
+//!   for the fastest durable writes on a dedicated worker, write and then `sync`. On a pool
+//!   worker, a plain write is first offered as one write that never waits (`RWF_NOWAIT`),
+//!   which skips io-wq where the file system takes it; ext4 and tmpfs refuse buffered writes
+//!   that way, which an opened blob learns at its first write, and then every write is a
+//!   registration. A [`WriteOptions::SYNC`] write is durable (`RWF_DSYNC`) when it resolves;
+//!   [`Blob::sync`](crate::Blob::sync) makes every completed write durable.
 //! - `open` resolves in its first poll (no ring round trip), so writes issued right after it
 //!   are registered at once. A created blob's directory entries (and its partition's) become
 //!   durable with its first `sync` or `SYNC` write, so a synced blob is found after a crash.
@@ -41,7 +45,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context as TaskContext, Poll};
 
 pub use crate::traits::{ReadOptions, WriteOptions};
@@ -148,6 +152,9 @@ struct File {
     /// Directories whose entries for this blob (or its partition) are not known to be durable
     /// yet: the first sync or `SYNC` write syncs them too.
     unsynced_directories: futures::lock::Mutex<Vec<PathBuf>>,
+    /// Whether the file system may take a write that never waits (`RWF_NOWAIT`): cleared at
+    /// the first refusal, so a file system that cannot (ext4) costs one failed call per file.
+    nowait_writes: AtomicBool,
 }
 
 impl File {
@@ -177,6 +184,35 @@ impl Blob {
         match direct::read_cached(&self.file.fd, &mut buf, offset, len) {
             direct::Cached::Complete => Some(buf),
             direct::Cached::Ended | direct::Cached::Partial => None,
+        }
+    }
+
+    /// On a pool worker, offers a plain write to the file system as one write that never
+    /// waits, which saves the ring's hop to a kernel worker thread where the file system
+    /// takes it (XFS and btrfs do for buffered writes; ext4 refuses, once per file). Returns
+    /// what is left for the ring (`None` if nothing is): a write that would wait, or fails,
+    /// goes to the ring whole, which waits or reports the error.
+    fn write_nowait(
+        &self,
+        mut bufs: IoBufs,
+        offset: u64,
+        options: WriteOptions,
+    ) -> Option<(IoBufs, u64)> {
+        if options.sync || !self.file.nowait_writes.load(Ordering::Relaxed) {
+            return Some((bufs, offset));
+        }
+        match direct::write_nowait(&self.file.fd, &bufs, offset) {
+            Ok(written) if written == bufs.len() => None,
+            Ok(written) => {
+                bufs.advance(written);
+                Some((bufs, offset + written as u64))
+            }
+            Err(error) => {
+                if error.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                    self.file.nowait_writes.store(false, Ordering::Relaxed);
+                }
+                Some((bufs, offset))
+            }
         }
     }
 
@@ -224,6 +260,10 @@ impl Blob {
             let written = if !options.sync && direct::on_own_thread() {
                 RequestOutput::Write(direct::write_all_at(&blob.file.fd, bufs, offset).map(|()| 0))
             } else {
+                let (bufs, offset) = match blob.write_nowait(bufs, offset, options) {
+                    Some(rest) => rest,
+                    None => return Ok(()),
+                };
                 Operation::register(Request::Write {
                     fd: blob.file.fd.clone(),
                     offset,
@@ -553,6 +593,7 @@ fn open(context: &Context, partition: &str, name: &[u8]) -> Result<(Blob, u64), 
                 fd: Arc::new(OwnedFd::from(file)),
                 label,
                 unsynced_directories: futures::lock::Mutex::new(unsynced),
+                nowait_writes: AtomicBool::new(true),
             }),
         },
         len,
