@@ -211,22 +211,23 @@ fn writers_sealed_blobs_and_replays_move_between_tasks() {
             })
             .await
             .unwrap();
-        let mut replay = context
-            .child("replayer")
-            .spawn(move |_| async move {
-                let mut replay = sealed
-                    .replay(
-                        NonZeroUsize::new(4 * PHYSICAL).unwrap(),
-                        ReadOptions::default(),
-                    )
-                    .unwrap();
-                assert!(replay.ensure(1000).await.unwrap());
-                replay
-            })
-            .await
-            .unwrap();
-        assert!(replay.ensure(3000).await.unwrap());
-        assert_eq!(replay.copy_to_bytes(3000).as_ref(), &data[..]);
+        // Through the ring, reads are left in flight by the first task and taken by the next.
+        for options in read_paths() {
+            let sealed = sealed.clone();
+            let mut replay = context
+                .child("replayer")
+                .spawn(move |_| async move {
+                    let mut replay = sealed
+                        .replay(NonZeroUsize::new(4 * PHYSICAL).unwrap(), options)
+                        .unwrap();
+                    assert!(replay.ensure(1000).await.unwrap());
+                    replay
+                })
+                .await
+                .unwrap();
+            assert!(replay.ensure(3000).await.unwrap());
+            assert_eq!(replay.copy_to_bytes(3000).as_ref(), &data[..]);
+        }
     });
 }
 
@@ -284,8 +285,9 @@ fn a_damaged_page_is_reported_with_its_blob_and_offset_never_returned() {
         };
 
         for options in read_paths() {
+            // Reads of three pages: the damaged page is in the middle of the read [3, 5].
             let mut replay = sealed
-                .replay(NonZeroUsize::new(8 * PHYSICAL).unwrap(), options)
+                .replay(NonZeroUsize::new(12 * PHYSICAL).unwrap(), options)
                 .unwrap();
             check(replay.ensure(data.len()).await.unwrap_err());
             assert_eq!(replay.remaining(), 400, "the four pages before the damage");
@@ -506,22 +508,25 @@ fn a_lost_machine_tail_is_recovered_by_replaying_and_truncating() {
             "the last page validates, so the tail stays"
         );
         let (sealed, _) = writer.seal().await.unwrap();
-        let mut replay = sealed
-            .replay(
-                NonZeroUsize::new(4 * PHYSICAL).unwrap(),
-                ReadOptions::default(),
-            )
-            .unwrap();
-        let error = replay.ensure(600).await.unwrap_err();
-        assert!(
-            matches!(error, Error::BlobCorrupt { offset, .. } if offset == 2 * PHYSICAL as u64),
-            "{error:?}"
-        );
-        let replayed = replay.remaining();
-        assert_eq!(replayed, 250, "every acknowledged byte, up to the hole");
-        assert_eq!(replay.copy_to_bytes(replayed).as_ref(), &data[..250]);
-        assert!(replay.ensure(1).await.is_err(), "the hole is still there");
-        assert_eq!(replay.remaining(), 0, "nothing is handed out twice");
+        let mut replayed = 0;
+        // Reads of one page, and of three, where the short page 2 ends the read [0, 2].
+        for buffer in [4 * PHYSICAL, 12 * PHYSICAL] {
+            for options in read_paths() {
+                let mut replay = sealed
+                    .replay(NonZeroUsize::new(buffer).unwrap(), options)
+                    .unwrap();
+                let error = replay.ensure(600).await.unwrap_err();
+                assert!(
+                    matches!(error, Error::BlobCorrupt { offset, .. } if offset == 2 * PHYSICAL as u64),
+                    "{error:?}"
+                );
+                replayed = replay.remaining();
+                assert_eq!(replayed, 250, "every acknowledged byte, up to the hole");
+                assert_eq!(replay.copy_to_bytes(replayed).as_ref(), &data[..250]);
+                assert!(replay.ensure(1).await.is_err(), "the hole is still there");
+                assert_eq!(replay.remaining(), 0, "nothing is handed out twice");
+            }
+        }
 
         let writer = open(&context, b"lost", 2 * PHYSICAL, cache(2)).await;
         let too_far = writer.truncate(601).await.unwrap_err();
@@ -669,9 +674,11 @@ fn a_cached_replay_is_ready_at_its_first_poll() {
         // Read just now, so the pages are in the page cache.
         let on_disk = std::fs::read(blob_path(&directory, b"cached")).unwrap();
         assert_eq!(on_disk.len(), 21 * PHYSICAL);
+        // Reads of four pages each (a quarter of the buffer), so pages are handed out across
+        // trailers within a read as well as across reads.
         let mut replay = sealed
             .replay(
-                NonZeroUsize::new(4 * PHYSICAL).unwrap(),
+                NonZeroUsize::new(16 * PHYSICAL).unwrap(),
                 ReadOptions::default(),
             )
             .unwrap();

@@ -181,7 +181,9 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
 
     Runner::new(config()).start(|context| async move {
         // A sixteen page replay buffer over sixty-four pages reads in batches of four pages,
-        // so the child's first fill leaves three batches in flight on its worker.
+        // so the child's first fill leaves three batches in flight on its worker. The replay
+        // bypasses the page cache: a cached one reads on the calling thread, leaving nothing
+        // in flight.
         const PAGE: u16 = 64;
         let physical = usize::from(PAGE) + usize::from(CHECKSUM_SIZE);
         let buffer = 16 * physical;
@@ -207,7 +209,7 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
         let mut replay = child
             .spawn(move |context| async move {
                 let mut replay = sealed
-                    .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::default())
+                    .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::DONT_CACHE)
                     .unwrap();
                 assert!(replay.ensure(1).await.unwrap());
                 if landed {
