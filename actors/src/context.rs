@@ -4,8 +4,8 @@
 use crate::lifecycle::{self, Monitor, Peer};
 use crate::mailbox::Mailbox;
 use crate::{Actor, ActorHandle, ActorId, Ref, WeakRef};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// A handler's view of its actor's surroundings. Handlers take it as `ctx: &mut
 /// actors::Context<Self>`, the first argument after `self`.
@@ -15,8 +15,11 @@ pub struct Context<A: Actor> {
     stopping: bool,
     /// This incarnation's token: set while its loop takes messages, cleared as the loop
     /// ends. Timers and attachments made here carry it, so that a call of theirs still
-    /// queued does nothing on a later incarnation (see `timer`).
-    incarnation: Arc<AtomicBool>,
+    /// queued does nothing on a later incarnation (see `timer`). Made on first use: most
+    /// actors never schedule anything, and an allocation per spawn is what spawning costs.
+    incarnation: OnceLock<Arc<AtomicBool>>,
+    /// The loop stopped taking messages (a token made after that starts cleared).
+    ended: AtomicBool,
 }
 
 impl<A: Actor> Context<A> {
@@ -25,18 +28,25 @@ impl<A: Actor> Context<A> {
             runtime,
             mailbox,
             stopping: false,
-            incarnation: Arc::new(AtomicBool::new(true)),
+            incarnation: OnceLock::new(),
+            ended: AtomicBool::new(false),
         }
     }
 
     /// This incarnation's token (see the field).
     pub(crate) fn incarnation(&self) -> &Arc<AtomicBool> {
-        &self.incarnation
+        self.incarnation
+            .get_or_init(|| Arc::new(AtomicBool::new(!self.ended.load(Ordering::Relaxed))))
     }
 
     /// The loop stopped taking messages: this incarnation's timers are over.
     pub(crate) fn end_incarnation(&self) {
-        self.incarnation.store(false, Ordering::Release);
+        // Only the incarnation's own task reaches its context, so nothing makes the token
+        // between these two steps.
+        self.ended.store(true, Ordering::Relaxed);
+        if let Some(token) = self.incarnation.get() {
+            token.store(false, Ordering::Release);
+        }
     }
 
     pub(crate) fn mailbox(&self) -> &Arc<Mailbox<A::Message>> {

@@ -88,7 +88,7 @@ pub fn spawn_with<A: Actor>(
     let actor_ref = Ref::<A>::new(mailbox.clone());
     let ending = mailbox.clone();
     drop(spawn_incarnation(
-        Box::new(factory),
+        factory,
         context,
         mailbox,
         |_| {},
@@ -104,34 +104,90 @@ pub fn spawn_with<A: Actor>(
     A::Ref::from(actor_ref)
 }
 
-/// What an incarnation calls when it ends: with its exit, that exit's reason, and whether
-/// its `on_start` had returned.
-type Ended = Box<dyn FnOnce(Exit, ExitReason, bool) + Send>;
-
-/// An incarnation's metrics and what to call when it ends: with its exit (or
-/// `Exit::Aborted` if dropped first), that exit's reason, and whether its `on_start` had
-/// returned. Counts the exit either way.
-struct OnEnd {
-    metrics: ActorMetrics,
-    began: bool,
-    ended: Option<Ended>,
+/// What one incarnation calls, in one allocation: the factory that builds the actor where it
+/// runs, then `started` and `ended`, each once.
+trait Hooks<A>: Send {
+    /// Builds the actor; called once.
+    fn make(&mut self) -> A;
+    /// `on_start` returned (`true`), or it or `make` panicked (`false`); called at most once.
+    fn started(&mut self, ok: bool);
+    /// How the incarnation ended, with that exit's reason and whether `on_start` had
+    /// returned; consumes the hooks.
+    fn ended(self: Box<Self>, exit: Exit, reason: ExitReason, began: bool);
 }
 
-impl OnEnd {
+/// [`Hooks`] made of three closures. `make` and `started` are dropped as they are called, so
+/// what they hold goes then, not with the incarnation.
+struct Closures<M, S, E> {
+    make: Option<M>,
+    started: Option<S>,
+    ended: E,
+}
+
+impl<A, M, S, E> Hooks<A> for Closures<M, S, E>
+where
+    M: FnOnce() -> A + Send,
+    S: FnOnce(bool) + Send,
+    E: FnOnce(Exit, ExitReason, bool) + Send,
+{
+    fn make(&mut self) -> A {
+        let make = self
+            .make
+            .take()
+            .expect("an incarnation builds its actor once");
+        make()
+    }
+
+    fn started(&mut self, ok: bool) {
+        if let Some(started) = self.started.take() {
+            started(ok);
+        }
+    }
+
+    fn ended(self: Box<Self>, exit: Exit, reason: ExitReason, began: bool) {
+        let Closures {
+            make,
+            started,
+            ended,
+        } = *self;
+        // What was never called (the future dropped before its first poll) goes before the
+        // end is reported: a supervisor waiting for `started` sees it dropped first.
+        drop(make);
+        drop(started);
+        ended(exit, reason, began);
+    }
+}
+
+/// An incarnation's metrics and its hooks, which get its end: its exit (or `Exit::Aborted`
+/// if dropped first), that exit's reason, and whether its `on_start` had returned. Counts
+/// the exit either way.
+struct OnEnd<A> {
+    metrics: ActorMetrics,
+    began: bool,
+    hooks: Option<Box<dyn Hooks<A>>>,
+}
+
+impl<A> OnEnd<A> {
     fn call(mut self, exit: Exit) {
         self.end(exit);
     }
 
+    fn hooks(&mut self) -> &mut dyn Hooks<A> {
+        self.hooks
+            .as_deref_mut()
+            .expect("an incarnation's hooks stay until its end")
+    }
+
     fn end(&mut self, exit: Exit) {
-        if let Some(ended) = self.ended.take() {
+        if let Some(hooks) = self.hooks.take() {
             let reason = exit.reason();
             self.metrics.exit(&reason);
-            ended(exit, reason, self.began);
+            hooks.ended(exit, reason, self.began);
         }
     }
 }
 
-impl Drop for OnEnd {
+impl<A> Drop for OnEnd<A> {
     fn drop(&mut self) {
         self.end(Exit::Aborted);
     }
@@ -141,9 +197,10 @@ impl Drop for OnEnd {
 /// label shares under `context`, with its placement: `started` runs once `on_start` returned
 /// (`true`) or panicked (or `make` did), and `ended` gets how it ended (`Exit::Aborted` if
 /// its future is dropped first), with its reason, and whether `on_start` had returned.
-/// Unsupervised actors and supervised children both start here.
+/// Unsupervised actors and supervised children both start here. The three closures share
+/// one allocation.
 pub(crate) fn spawn_incarnation<A: Actor>(
-    make: Box<dyn FnOnce() -> A + Send>,
+    make: impl FnOnce() -> A + Send + 'static,
     context: &runtime::Context,
     mailbox: Arc<Mailbox<A::Message>>,
     started: impl FnOnce(bool) + Send + 'static,
@@ -153,61 +210,58 @@ pub(crate) fn spawn_incarnation<A: Actor>(
     let ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
         began: false,
-        ended: Some(Box::new(ended)),
+        hooks: Some(Box::new(Closures {
+            make: Some(make),
+            started: Some(started),
+            ended,
+        })),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
     let scope = placed(context.child(A::LABEL), A::PLACEMENT);
-    A::__launch(
-        scope,
-        Launch {
-            make,
-            mailbox,
-            started: Box::new(started),
-            ended,
-        },
-    )
+    A::__launch(scope, Launch { mailbox, ended })
 }
 
-/// Everything one incarnation needs, before it runs: what builds the actor, its mailbox,
-/// and what to call when it has started and when it ends. `Send` whatever the actor is:
-/// the actor itself exists only once [`run`](Self::run) has begun, where it runs.
+/// Everything one incarnation needs, before it runs: its mailbox, and its hooks (what
+/// builds the actor, and what to call when it has started and when it ends). `Send`
+/// whatever the actor is: the actor itself exists only once [`run`](Self::run) has begun,
+/// where it runs.
 ///
 /// Generated code hands it to [`Place::launch`] at the actor's concrete type, where the
 /// compiler can see whether the incarnation's future is `Send` (see [`Place`]).
 #[doc(hidden)]
 pub struct Launch<A: Actor> {
-    make: Box<dyn FnOnce() -> A + Send>,
     mailbox: Arc<Mailbox<A::Message>>,
-    started: Box<dyn FnOnce(bool) + Send>,
-    ended: OnEnd,
+    ended: OnEnd<A>,
 }
 
 impl<A: Actor> Launch<A> {
     /// The incarnation: builds the actor (a panicking factory is a failed start), runs it,
     /// and reports its end.
     pub async fn run(self, runtime: runtime::Context) {
-        let Launch {
-            make,
-            mailbox,
-            started,
-            mut ended,
-        } = self;
+        let Launch { mailbox, mut ended } = self;
         let mut ctx = Context::<A>::new(runtime, mailbox);
-        let actor = match catch_unwind(AssertUnwindSafe(make)) {
+        let actor = match catch_unwind(AssertUnwindSafe(|| ended.hooks().make())) {
             Ok(actor) => actor,
             Err(payload) => {
-                started(false);
+                ended.hooks().started(false);
                 ctx.end_incarnation();
                 ended.call(Exit::Panicked(payload));
                 return;
             }
         };
-        let began = &mut ended.began;
+        let OnEnd {
+            metrics,
+            began,
+            hooks,
+        } = &mut ended;
+        let hooks = hooks
+            .as_deref_mut()
+            .expect("an incarnation's hooks stay until its end");
         let started = move |ok| {
             *began = ok;
-            started(ok);
+            hooks.started(ok);
         };
-        let exit = run(actor, &mut ctx, &mut ended.metrics, started).await;
+        let exit = run(actor, &mut ctx, metrics, started).await;
         ended.call(exit);
     }
 }

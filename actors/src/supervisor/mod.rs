@@ -292,7 +292,7 @@ impl<A: Actor> Child for ActorChild<A> {
         self.mailbox.clear_stop();
         let factory = self.spec.factory.clone();
         // The lock is never contended: one incarnation runs at a time.
-        let make = Box::new(move || (*factory.lock())());
+        let make = move || (*factory.lock())();
         let started = move |ok| {
             let _ = started.send(ok);
         };
