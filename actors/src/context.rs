@@ -33,6 +33,14 @@ impl<A: Actor> Context<A> {
         }
     }
 
+    /// Whether `token` is this incarnation's (without making one: a call carrying a token
+    /// can only be this incarnation's if the token was made).
+    pub(crate) fn is_incarnation(&self, token: &Arc<AtomicBool>) -> bool {
+        self.incarnation
+            .get()
+            .is_some_and(|own| Arc::ptr_eq(own, token))
+    }
+
     /// This incarnation's token (see the field).
     pub(crate) fn incarnation(&self) -> &Arc<AtomicBool> {
         self.incarnation

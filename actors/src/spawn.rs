@@ -105,9 +105,9 @@ pub fn spawn_with<A: Actor>(
 }
 
 /// What one incarnation calls, in one allocation: the factory that builds the actor where it
-/// runs, then `started` and `ended`, each once.
+/// runs, then `started` and `ended`, each at most once.
 trait Hooks<A>: Send {
-    /// Builds the actor; called once.
+    /// Builds the actor; called at most once (never for a spawn that was refused).
     fn make(&mut self) -> A;
     /// `on_start` returned (`true`), or it or `make` panicked (`false`); called at most once.
     fn started(&mut self, ok: bool);
@@ -117,7 +117,9 @@ trait Hooks<A>: Send {
 }
 
 /// [`Hooks`] made of three closures. `make` and `started` are dropped as they are called, so
-/// what they hold goes then, not with the incarnation.
+/// what they hold goes then, not with the incarnation; their memory goes with the hooks, at
+/// the end, so a factory larger than [`INLINE_FACTORY`] is boxed on its own (an actor moved
+/// in by `spawn` would otherwise keep a dead copy of itself for its whole life).
 struct Closures<M, S, E> {
     make: Option<M>,
     started: Option<S>,
@@ -150,13 +152,17 @@ where
             started,
             ended,
         } = *self;
-        // What was never called (the future dropped before its first poll) goes before the
-        // end is reported: a supervisor waiting for `started` sees it dropped first.
+        // What was never called (a refused spawn, or a future dropped before `on_start`
+        // returned) goes before the end is reported: a supervisor waiting for `started` sees
+        // it dropped first.
         drop(make);
         drop(started);
         ended(exit, reason, began);
     }
 }
+
+/// The largest factory kept inline in an incarnation's hooks: a cache line.
+const INLINE_FACTORY: usize = 64;
 
 /// An incarnation's metrics and its hooks, which get its end: its exit (or `Exit::Aborted`
 /// if dropped first), that exit's reason, and whether its `on_start` had returned. Counts
@@ -206,15 +212,25 @@ pub(crate) fn spawn_incarnation<A: Actor>(
     started: impl FnOnce(bool) + Send + 'static,
     ended: impl FnOnce(Exit, ExitReason, bool) + Send + 'static,
 ) -> runtime::Handle<()> {
+    let hooks: Box<dyn Hooks<A>> = if size_of_val(&make) <= INLINE_FACTORY {
+        Box::new(Closures {
+            make: Some(make),
+            started: Some(started),
+            ended,
+        })
+    } else {
+        let make: Box<dyn FnOnce() -> A + Send> = Box::new(make);
+        Box::new(Closures {
+            make: Some(make),
+            started: Some(started),
+            ended,
+        })
+    };
     // Counts the actor as running from here: a refused spawn drops it at once.
     let ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
         began: false,
-        hooks: Some(Box::new(Closures {
-            make: Some(make),
-            started: Some(started),
-            ended,
-        })),
+        hooks: Some(hooks),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
     let scope = placed(context.child(A::LABEL), A::PLACEMENT);

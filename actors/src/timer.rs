@@ -54,7 +54,7 @@ impl<A: Actor> Call<A> {
         let schedule = schedule.clone();
         Call {
             closure: Box::new(move |actor: &mut A, ctx: &mut Context<A>| {
-                if !Arc::ptr_eq(&schedule.incarnation, ctx.incarnation())
+                if !ctx.is_incarnation(&schedule.incarnation)
                     || !schedule.incarnation.load(Ordering::Acquire)
                 {
                     return;
