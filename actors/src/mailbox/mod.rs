@@ -596,8 +596,11 @@ impl<M: Send, C: ?Sized + Channel<M>> Sending<'_, M, C> {
     /// Pushes the message under the permit just taken.
     fn deliver(&mut self) -> Result<(), Error> {
         let message = self.message.take().expect("polled after it finished");
-        // It takes a permit: a wake it got is used, not passed on.
-        self.channel.forget_waiter(&mut self.waiter, false);
+        // It takes a permit: a wake it got is used, not passed on. (Most sends never wait:
+        // they skip the call, which may go through a vtable.)
+        if self.waiter.is_some() {
+            self.channel.forget_waiter(&mut self.waiter, false);
+        }
         self.channel.push_permitted(message);
         Ok(())
     }
@@ -605,8 +608,10 @@ impl<M: Send, C: ?Sized + Channel<M>> Sending<'_, M, C> {
 
 impl<M: Send, C: ?Sized + Channel<M>> Drop for Sending<'_, M, C> {
     fn drop(&mut self) {
-        let holds_message = self.message.is_some();
-        self.channel.forget_waiter(&mut self.waiter, holds_message);
+        if self.waiter.is_some() {
+            let holds_message = self.message.is_some();
+            self.channel.forget_waiter(&mut self.waiter, holds_message);
+        }
     }
 }
 
