@@ -114,6 +114,22 @@ impl Default for IoBufs {
 }
 
 impl IoBufs {
+    /// An iovec for each of the first `N` chunks, and how many were filled: for one vectored
+    /// system call that only reads them, while `self` lives.
+    pub(crate) fn iovecs<const N: usize>(&self) -> ([libc::iovec; N], usize) {
+        let mut iovecs = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; N];
+        let mut count = 0;
+        for (iovec, chunk) in iovecs.iter_mut().zip(self.chunks()) {
+            iovec.iov_base = chunk.as_ptr().cast_mut().cast();
+            iovec.iov_len = chunk.len();
+            count += 1;
+        }
+        (iovecs, count)
+    }
+
     /// Total number of bytes.
     pub fn len(&self) -> usize {
         match &self.0 {

@@ -372,16 +372,7 @@ impl crate::Sink for Sink {
 
 /// One non-blocking `sendmsg` of as many of `bufs`' chunks as fit in an iovec array.
 fn send_now(fd: &OwnedFd, bufs: &IoBufs) -> io::Result<usize> {
-    let mut iovecs = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; 8];
-    let mut count = 0;
-    for (iovec, chunk) in iovecs.iter_mut().zip(bufs.chunks()) {
-        iovec.iov_base = chunk.as_ptr().cast_mut().cast();
-        iovec.iov_len = chunk.len();
-        count += 1;
-    }
+    let (mut iovecs, count) = bufs.iovecs::<8>();
     // SAFETY: `msghdr` is plain data; zeroed is an empty message, filled in below.
     let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
     message.msg_iov = iovecs.as_mut_ptr();

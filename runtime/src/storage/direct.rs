@@ -66,23 +66,14 @@ pub(super) fn write_all_at(fd: &OwnedFd, mut bufs: IoBufs, mut offset: u64) -> i
 /// cannot write without possibly waiting (ext4's buffered writes, for one). Any thread, a
 /// pool worker's included, may make it.
 pub(super) fn write_nowait(fd: &OwnedFd, bufs: &IoBufs, offset: u64) -> io::Result<usize> {
-    let mut iovecs = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; 8];
-    let mut count = 0;
-    for (iovec, chunk) in iovecs.iter_mut().zip(bufs.chunks()) {
-        iovec.iov_base = chunk.as_ptr().cast_mut().cast();
-        iovec.iov_len = chunk.len();
-        count += 1;
-    }
+    let (iovecs, count) = bufs.iovecs::<8>();
     // SAFETY: the first `count` iovecs point at live chunks of `bufs`, which outlive the
     // call; the kernel only reads them.
     let written = unsafe {
         libc::pwritev2(
             fd.as_raw_fd(),
             iovecs.as_ptr(),
-            count,
+            count as i32,
             offset as libc::off_t,
             libc::RWF_NOWAIT,
         )
