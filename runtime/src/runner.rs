@@ -282,7 +282,7 @@ fn create_driver(shared: &RunnerState, index: usize) -> std::io::Result<Driver> 
     #[cfg(test)]
     crate::hooks::before_startup(shared, Some(index))?;
     Driver::new(
-        shared.config.ring_config.size,
+        &shared.config.ring_config,
         shared.pool.mailbox(index).waker.eventfd().as_raw_fd(),
         shared.metrics.ring(),
         shared.config.wheel_layout(),

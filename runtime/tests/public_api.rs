@@ -934,6 +934,36 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
                 ..RingConfig::default()
             })
         }),
+        ("receive buffers not a power of two", |c| {
+            c.with_ring_config(RingConfig {
+                receive_buffers: 3,
+                ..RingConfig::default()
+            })
+        }),
+        ("receive buffers max", |c| {
+            c.with_ring_config(RingConfig {
+                receive_buffers: u16::MAX,
+                ..RingConfig::default()
+            })
+        }),
+        ("receive buffer size 0", |c| {
+            c.with_ring_config(RingConfig {
+                receive_buffer_size: 0,
+                ..RingConfig::default()
+            })
+        }),
+        ("receive buffer size 63", |c| {
+            c.with_ring_config(RingConfig {
+                receive_buffer_size: 63,
+                ..RingConfig::default()
+            })
+        }),
+        ("receive buffer size above 1 MiB", |c| {
+            c.with_ring_config(RingConfig {
+                receive_buffer_size: (1 << 20) + 1,
+                ..RingConfig::default()
+            })
+        }),
         ("zero connect timeout", |c| {
             c.with_connect_timeout(Duration::ZERO)
         }),
@@ -983,6 +1013,8 @@ fn boundary_config_values_start() {
         .with_ring_config(RingConfig {
             size: 3,
             timeout_wheel_tick: Duration::from_secs(3600),
+            receive_buffers: 32_768,
+            receive_buffer_size: 64,
         })
         .with_global_queue_interval(1);
     assert_eq!(cfg.global_queue_interval(), 1);

@@ -79,8 +79,20 @@ where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
 {
+    let mut ring = runtime::RingConfig::default();
+    if let Some(count) = std::env::var("BENCH_RECEIVE_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        ring.receive_buffers = count;
+    }
+    let workers = std::env::var("BENCH_OURS_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(WORKERS);
     let config = Config::default()
-        .with_worker_threads(WORKERS)
+        .with_worker_threads(workers)
+        .with_ring_config(ring)
         .with_storage_directory(storage);
     Runner::new(config).start(f)
 }

@@ -317,6 +317,16 @@ impl IoBufMut {
     pub(crate) fn reserve(&mut self, additional: usize) {
         self.0.reserve(additional);
     }
+
+    /// Appends a copy of `bytes`, growing the buffer if it must.
+    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// Empties the buffer, keeping its room.
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 impl std::fmt::Debug for IoBufMut {

@@ -36,6 +36,7 @@
 
 mod deadlines;
 pub(crate) mod operation;
+mod provided;
 pub(crate) mod sockaddr;
 
 use crate::slab::Slab;
@@ -44,6 +45,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use operation::{InFlight, Step};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use provided::ProvidedBuffers;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -86,7 +88,14 @@ pub(crate) struct RingMetrics {
 
 /// A worker's ring.
 pub struct Driver {
+    /// Declared first, so it is closed before the provided buffers it may write into are
+    /// unmapped.
     ring: IoUring,
+    /// The buffers multishot receives pick from, registered at the first such receive.
+    provided: Option<ProvidedBuffers>,
+    /// How many provided buffers to register, and their size; a count of 0 means none (the
+    /// configuration disabled them, or registering them failed once).
+    provided_layout: (u16, u32),
     /// Operations in flight (submitted or waiting in the backlog), by `user_data`.
     operations: Slab<InFlight>,
     /// Submissions that did not fit in the submission queue yet, in order.
@@ -116,10 +125,11 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Creates the ring. `eventfd` is the worker's wake eventfd, which must outlive the driver;
-    /// `wheel` is the timeout wheel's tick and slot count.
+    /// Creates the ring with `config`'s size and provided-buffer layout. `eventfd` is the
+    /// worker's wake eventfd, which must outlive the driver; `wheel` is the timeout wheel's tick
+    /// and slot count.
     pub(crate) fn new(
-        size: u32,
+        config: &crate::RingConfig,
         eventfd: RawFd,
         metrics: RingMetrics,
         wheel: (Duration, u64),
@@ -128,11 +138,13 @@ impl Driver {
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_taskrun_flag()
-            .setup_cqsize(size.saturating_mul(2).max(8))
-            .build(size)
+            .setup_cqsize(config.size.saturating_mul(2).max(8))
+            .build(config.size)
             .map_err(explain_setup_error)?;
         Ok(Self {
             ring,
+            provided: None,
+            provided_layout: (config.receive_buffers, config.receive_buffer_size),
             operations: Slab::default(),
             backlog: VecDeque::new(),
             eventfd,
@@ -186,6 +198,22 @@ impl Driver {
         }
         self.metrics.pending_operations.inc();
         self.push(entry.user_data(token(index, self.next_id)));
+    }
+
+    /// Whether multishot receives can run here: registers the provided buffers at the first
+    /// call. A ring whose configuration has none, or whose registration failed, answers every
+    /// multishot receive with `ReceiveEnd::Unsupported`, and its streams receive one call at a
+    /// time.
+    pub(crate) fn has_provided_buffers(&mut self) -> bool {
+        let (count, size) = self.provided_layout;
+        if self.provided.is_none() && count > 0 {
+            match ProvidedBuffers::register(&self.ring, count, size) {
+                Ok(buffers) => self.provided = Some(buffers),
+                // Not worth failing a receive over: one-call-at-a-time receives still work.
+                Err(_) => self.provided_layout.0 = 0,
+            }
+        }
+        self.provided.is_some()
     }
 
     /// When the earliest operation deadline comes due, if any.
@@ -390,8 +418,29 @@ impl Driver {
             panic!("test hook: handling the completion of slot {index} panics");
         }
         let driver = &mut *guard.driver;
+        if let Some(id) = io_uring::cqueue::buffer_select(flags) {
+            // A multishot receive's bytes: copied into its inbox, and the buffer given back
+            // before anything else, so the kernel never runs short for longer than one reap.
+            let operation = driver.operations.get_mut(index).expect("live");
+            let buffers = driver
+                .provided
+                .as_mut()
+                .expect("a completion selects a buffer only from this ring's provided ones");
+            let len = usize::try_from(result).unwrap_or(0);
+            let full = buffers.take(id, len, |bytes| {
+                !bytes.is_empty() && operation.deliver(bytes, wakes)
+            });
+            if full && more && operation.pause() {
+                driver.push(
+                    opcode::AsyncCancel::new(token)
+                        .build()
+                        .user_data(CANCEL_TOKEN),
+                );
+            }
+        }
         let operation = driver.operations.get_mut(index).expect("live");
         match operation.step(result, flags) {
+            Step::More => {}
             Step::Again => {
                 let entry = operation.entry().user_data(token);
                 driver.push(entry);
@@ -585,6 +634,8 @@ impl Driver {
         let abandoned = operations.len();
         std::mem::forget(operations);
         std::mem::forget(std::mem::replace(&mut self.eventfd_buffer, Box::new(0)));
+        std::mem::forget(self.provided.take());
+        self.provided_layout.0 = 0;
         self.eventfd_armed = false;
         // The entries themselves are plain data; what they point at was leaked above.
         self.backlog.clear();
@@ -663,6 +714,8 @@ fn explain_setup_error(error: io::Error) -> io::Error {
 
 #[cfg(test)]
 mod tests {
+    mod multishot;
+
     use super::*;
     use crate::buffer::IoBufs;
     use std::os::fd::{FromRawFd, OwnedFd};
@@ -675,7 +728,7 @@ mod tests {
     const PROGRESS: Duration = Duration::from_secs(10);
 
     /// A non-blocking eventfd, as a worker's wake state has.
-    fn eventfd() -> OwnedFd {
+    pub(super) fn eventfd() -> OwnedFd {
         // SAFETY: no memory preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         assert!(fd >= 0, "eventfd: {}", io::Error::last_os_error());
@@ -707,7 +760,10 @@ mod tests {
 
     fn driver(size: u32, eventfd: &OwnedFd) -> Driver {
         Driver::new(
-            size,
+            &crate::RingConfig {
+                size,
+                ..Default::default()
+            },
             eventfd.as_raw_fd(),
             RingMetrics::default(),
             (Duration::from_millis(10), 64),

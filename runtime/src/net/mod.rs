@@ -9,10 +9,23 @@
 //! released by its teardown, which the kernel finishes asynchronously, after the process is
 //! gone. A send first offers its bytes to the socket with one non-blocking
 //! `sendmsg` (what the socket takes at once needs no completion and no second wake of the
-//! task) and registers the rest. A receive that follows one which drained the socket asks the
-//! ring to wait for data before trying (`IORING_RECVSEND_POLL_FIRST`), saving a try that would
-//! find nothing. The halves keep the operation they started until it is done, which gives the
-//! guarantees the traits promise:
+//! task) and registers the rest.
+//!
+//! A stream receives in one of two ways, chosen by `RingConfig::receive_buffers`:
+//! - One receive per call that must wait (the default), registered on the ring of the worker
+//!   running the call. One that follows a receive which drained the socket asks the ring to wait
+//!   for data before trying (`IORING_RECVSEND_POLL_FIRST`), saving a try that would find
+//!   nothing.
+//! - One multishot receive into the ring's provided buffers, armed by the first call that must
+//!   wait and left armed across calls: its bytes collect in its slot's inbox, and a call takes
+//!   them only when the stream's own buffer lacks what it asks for. Once the inbox holds 1 MiB
+//!   the receive pauses itself, and the next call that must wait arms it again (with that
+//!   call's deadline), so a reader that does not read holds the sender back through TCP. A
+//!   ring that has no buffers answers the first arm with `Unsupported`, and the stream receives
+//!   one call at a time from then on.
+//!
+//! The halves keep the operation they started until it is done, which gives the guarantees the
+//! traits promise:
 //!
 //! - A dropped `accept` or `recv` future loses nothing: its operation stays with the listener
 //!   or stream, and the next call takes its result first (a connection, or bytes kept in the
@@ -24,7 +37,8 @@
 //!   the socket closes instead of waiting forever for a peer. A sink dropped with a send in
 //!   flight has its writing side shut once that send is done.
 //! - A receive never reserves more than 1 MiB ahead of the bytes it holds: a
-//!   length a peer announces gets memory only as its bytes arrive.
+//!   length a peer announces gets memory only as its bytes arrive. A multishot receive holds
+//!   at most 1 MiB plus its ring's provided buffers beyond what the stream has taken.
 //!
 //! Sockets are created with `SOCK_CLOEXEC` and left blocking (the ring never blocks on them:
 //! it arms a poll and retries). Connections have `TCP_NODELAY` set: messages of an actor
@@ -33,9 +47,11 @@
 
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::context::Context;
+use crate::driver::operation::ReceiveEnd;
 use crate::driver::sockaddr::RawAddress;
-use crate::driver::{Request, RequestOutput};
+use crate::driver::{Completion, Request, RequestOutput};
 use crate::worker::Operation;
+use crate::worker::operation::register_here;
 use crate::{Error, Network};
 use std::future::{Future, poll_fn};
 use std::io;
@@ -79,12 +95,21 @@ pub struct Sink {
 /// The receiving half of a TCP connection.
 pub struct Stream {
     fd: Arc<OwnedFd>,
-    /// A receive registered by an earlier call; it holds `buffer` while in flight.
+    /// The multishot receive armed by an earlier call, which stays armed across calls: its
+    /// bytes wait in its slot's inbox until a call needs them.
+    armed: Option<Arc<Completion>>,
+    /// The ring answered a multishot receive with `Unsupported`: receive one call at a time.
+    one_at_a_time: bool,
+    /// The peer closed its sending side, and every byte it sent is in `buffer`.
+    closed: bool,
+    /// One-at-a-time mode: a receive registered by an earlier call; it holds `buffer` while
+    /// in flight.
     pending: Option<Operation>,
     /// Bytes received and not yet returned.
     buffer: IoBufMut,
-    /// The last receive left the socket empty: the next one is likely to wait, so it asks the
-    /// ring to wait for data first instead of trying (and failing) at once.
+    /// One-at-a-time mode: the last receive left the socket empty, so the next one is likely
+    /// to wait and asks the ring to wait for data first instead of trying (and failing) at
+    /// once.
     drained: bool,
     timeouts: Timeouts,
 }
@@ -139,6 +164,9 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
         },
         Stream {
             fd,
+            armed: None,
+            one_at_a_time: false,
+            closed: false,
             pending: None,
             buffer: IoBufMut::default(),
             drained: false,
@@ -424,61 +452,156 @@ impl crate::Stream for Stream {
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         let mut deadline = None;
         poll_fn(move |cx| {
-            loop {
-                if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
-                    let (buffer, received) = match output {
-                        RequestOutput::Recv(buffer, received, more) => {
-                            self.drained = !more;
-                            (buffer, received)
-                        }
-                        other => unreachable!("a receive answered {other:?}"),
-                    };
-                    self.buffer = buffer;
-                    match received {
-                        Ok(0) if self.buffer.len() < len => {
-                            return Poll::Ready(Err(Error::RecvFailed(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                format!(
-                                    "the peer closed the connection with {} of {len} bytes \
-                                     received",
-                                    self.buffer.len()
-                                ),
-                            ))));
-                        }
-                        Ok(_) => {}
-                        // A timeout of a receive an earlier, dropped call started is not this
-                        // call's, unless this call's own deadline has passed too.
-                        Err(error)
-                            if error.kind() == io::ErrorKind::TimedOut
-                                && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
-                        Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
-                    }
-                }
-                if self.buffer.len() >= len {
-                    let received = self.buffer.split_to(len);
-                    return Poll::Ready(Ok(received.freeze().into()));
-                }
-                let deadline =
-                    *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
-                let mut buffer = std::mem::take(&mut self.buffer);
-                let missing = len - buffer.len();
-                // Room for what is missing, but never more than one chunk at a time: a
-                // length a peer announced is not trusted with memory before its bytes arrive.
-                buffer.reserve(missing.clamp(RECEIVE_AHEAD, RECEIVE_CHUNK));
-                self.pending = Some(Operation::register(Request::Recv {
-                    fd: self.fd.clone(),
-                    buf: buffer,
-                    poll_first: self.drained,
-                    deadline: Some(deadline),
-                }));
+            if self.one_at_a_time {
+                self.poll_recv_one(cx, len, &mut deadline)
+            } else {
+                self.poll_recv_multishot(cx, len, &mut deadline)
             }
         })
     }
 }
 
+impl Stream {
+    /// Test view of the armed multishot receive: bytes in its inbox, and whether it ended.
+    #[cfg(test)]
+    pub(crate) fn armed_state(&self) -> Option<(usize, bool)> {
+        self.armed.as_ref().map(|armed| armed.inbox_state())
+    }
+
+    /// The first `len` bytes of the buffer, if it holds them.
+    fn split_off(&mut self, len: usize) -> Option<IoBufs> {
+        (self.buffer.len() >= len).then(|| self.buffer.split_to(len).freeze().into())
+    }
+
+    fn unexpected_eof(&self, len: usize) -> Error {
+        Error::RecvFailed(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the peer closed the connection with {} of {len} bytes received",
+                self.buffer.len()
+            ),
+        ))
+    }
+
+    /// `recv` with a multishot receive: bytes that arrived are taken from its inbox only when
+    /// the buffer lacks them, so a stream that is not read leaves them there, and the receive
+    /// pauses once the inbox is full. An ended receive is armed again by the next call that
+    /// must wait, with that call's deadline.
+    fn poll_recv_multishot(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        len: usize,
+        deadline: &mut Option<Instant>,
+    ) -> Poll<Result<IoBufs, Error>> {
+        let read_write = self.timeouts.read_write;
+        loop {
+            if let Some(received) = self.split_off(len) {
+                return Poll::Ready(Ok(received));
+            }
+            if let Some(armed) = &self.armed {
+                let end = armed.take_received(cx.waker(), &mut self.buffer);
+                if let Some(end) = end {
+                    self.armed = None;
+                    match end {
+                        RequestOutput::Received(ReceiveEnd::Closed) => self.closed = true,
+                        RequestOutput::Received(ReceiveEnd::Paused) => {}
+                        RequestOutput::Received(ReceiveEnd::Unsupported) => {
+                            self.one_at_a_time = true;
+                            return self.poll_recv_one(cx, len, deadline);
+                        }
+                        // The deadline of the call that armed the receive, not this call's,
+                        // unless this call's has passed too: arm again.
+                        RequestOutput::Received(ReceiveEnd::Failed(error))
+                            if error.kind() == io::ErrorKind::TimedOut
+                                && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
+                        RequestOutput::Received(ReceiveEnd::Failed(error)) => {
+                            return Poll::Ready(Err(Error::RecvFailed(error)));
+                        }
+                        other => unreachable!("a multishot receive answered {other:?}"),
+                    }
+                } else if let Some(received) = self.split_off(len) {
+                    return Poll::Ready(Ok(received));
+                } else {
+                    // Armed and short of bytes: wait (the waker is registered), starting this
+                    // call's clock if it has not started.
+                    deadline.get_or_insert_with(|| Instant::now() + read_write);
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            if self.closed {
+                return Poll::Ready(Err(self.unexpected_eof(len)));
+            }
+            let call_deadline = *deadline.get_or_insert_with(|| Instant::now() + read_write);
+            let request = Request::RecvMulti {
+                fd: self.fd.clone(),
+                deadline: Some(call_deadline),
+            };
+            match register_here(request) {
+                Ok(slot) => self.armed = Some(slot),
+                Err(refused) => match refused.refuse() {
+                    RequestOutput::Received(ReceiveEnd::Failed(error)) => {
+                        return Poll::Ready(Err(Error::RecvFailed(error)));
+                    }
+                    other => unreachable!("a refused multishot receive answered {other:?}"),
+                },
+            }
+        }
+    }
+
+    /// `recv` one receive at a time, for rings without provided buffers.
+    fn poll_recv_one(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        len: usize,
+        deadline: &mut Option<Instant>,
+    ) -> Poll<Result<IoBufs, Error>> {
+        loop {
+            if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
+                let (buffer, received) = match output {
+                    RequestOutput::Recv(buffer, received, more) => {
+                        self.drained = !more;
+                        (buffer, received)
+                    }
+                    other => unreachable!("a receive answered {other:?}"),
+                };
+                self.buffer = buffer;
+                match received {
+                    Ok(0) if self.buffer.len() < len => {
+                        return Poll::Ready(Err(self.unexpected_eof(len)));
+                    }
+                    Ok(_) => {}
+                    // A timeout of a receive an earlier, dropped call started is not this
+                    // call's, unless this call's own deadline has passed too.
+                    Err(error)
+                        if error.kind() == io::ErrorKind::TimedOut
+                            && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
+                    Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
+                }
+            }
+            if let Some(received) = self.split_off(len) {
+                return Poll::Ready(Ok(received));
+            }
+            let deadline =
+                *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
+            let mut buffer = std::mem::take(&mut self.buffer);
+            let missing = len - buffer.len();
+            // Room for what is missing, but never more than one chunk at a time: a
+            // length a peer announced is not trusted with memory before its bytes arrive.
+            buffer.reserve(missing.clamp(RECEIVE_AHEAD, RECEIVE_CHUNK));
+            self.pending = Some(Operation::register(Request::Recv {
+                fd: self.fd.clone(),
+                buf: buffer,
+                poll_first: self.drained,
+                deadline: Some(deadline),
+            }));
+        }
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.pending.as_ref().is_some_and(Operation::is_registered) {
+        if self.armed.is_some() || self.pending.as_ref().is_some_and(Operation::is_registered) {
             // Ends the receive in flight (it reads end-of-stream), so the socket closes.
             shutdown(&self.fd, libc::SHUT_RD);
         }

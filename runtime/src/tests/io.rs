@@ -316,10 +316,18 @@ fn worker_releases_storage_and_durable_io_before_tracking_ends() {
 }
 
 /// A receive polled on one worker and then observed elsewhere completes there: the owner
-/// wakes the latest waker with the bytes.
-#[test]
-fn a_receive_observed_on_another_worker_gets_its_bytes() {
-    Runner::new(config().with_worker_threads(2)).start(|context| async move {
+/// wakes the latest waker with the bytes. Both ways of receiving: one receive per call, and a
+/// multishot receive that stays on the ring that armed it.
+#[rstest::rstest]
+#[case::one_per_call(0)]
+#[case::multishot(4)]
+fn a_receive_observed_on_another_worker_gets_its_bytes(#[case] receive_buffers: u16) {
+    let ring = crate::RingConfig {
+        receive_buffers,
+        ..Default::default()
+    };
+    let config = config().with_worker_threads(2).with_ring_config(ring);
+    Runner::new(config).start(|context| async move {
         let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let address = listener.local_addr().unwrap();
         let mut peer = std::net::TcpStream::connect(address).unwrap();
@@ -331,5 +339,68 @@ fn a_receive_observed_on_another_worker_gets_its_bytes() {
         let (observer, _) = spawn_elsewhere(&context, receive);
         std::io::Write::write_all(&mut peer, b"ping").unwrap();
         assert_eq!(observer.await.unwrap().unwrap().as_ref(), b"ping");
+    });
+}
+
+/// A peer that writes far more than a multishot receive's inbox holds, to a reader that waits:
+/// the receive pauses itself with at most its cap plus the ring's buffers held (the rest waits
+/// in the socket, holding the peer back), and once the reader reads, every byte arrives once,
+/// in order.
+#[test]
+fn a_multishot_receive_pauses_for_a_reader_that_waits_and_loses_nothing() {
+    use crate::driver::operation::INBOX_CAP;
+    const TOTAL: usize = 4 * INBOX_CAP;
+    const BUFFERS: u16 = 8;
+    const SIZE: u32 = 16 * 1024;
+    let ring = crate::RingConfig {
+        receive_buffers: BUFFERS,
+        receive_buffer_size: SIZE,
+        ..Default::default()
+    };
+    Runner::new(config().with_ring_config(ring)).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_, _sink, mut stream) = listener.accept().await.unwrap();
+        let pattern = |index: usize| (index % 251) as u8;
+        // The first byte arms the receive; the rest comes while the reader waits.
+        std::io::Write::write_all(&mut peer, &[pattern(0)]).unwrap();
+        assert_eq!(
+            stream.recv(1).await.unwrap().coalesce().as_ref(),
+            &[pattern(0)]
+        );
+        let writer = std::thread::spawn(move || {
+            let bytes: Vec<u8> = (1..TOTAL).map(pattern).collect();
+            std::io::Write::write_all(&mut peer, &bytes).unwrap();
+            peer
+        });
+        loop {
+            let (held, ended) = stream.armed_state().expect("armed by the first call");
+            let bound = INBOX_CAP + usize::from(BUFFERS) * SIZE as usize;
+            assert!(
+                held <= bound,
+                "the inbox holds {held} bytes, more than {bound}"
+            );
+            if ended {
+                break;
+            }
+            context.sleep(Duration::from_millis(1)).await;
+        }
+        let mut received = 1;
+        while received < TOTAL {
+            let chunk = stream
+                .recv((TOTAL - received).min(48 * 1024))
+                .await
+                .unwrap();
+            let chunk = chunk.coalesce();
+            assert!(
+                chunk
+                    .iter()
+                    .enumerate()
+                    .all(|(offset, &byte)| byte == pattern(received + offset)),
+                "bytes out of order after {received}"
+            );
+            received += chunk.len();
+        }
+        drop(writer.join().unwrap());
     });
 }

@@ -34,7 +34,7 @@ use crate::sync::Mutex;
 use file::{DataSync, Read, ReadAt, Truncate, Write};
 use futures::task::AtomicWaker;
 use io_uring::squeue;
-use socket::{Connect, Readable, Recv, SendAll};
+use socket::{Connect, Readable, Recv, RecvMulti, SendAll};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -60,6 +60,14 @@ pub(crate) enum Request {
         fd: Arc<OwnedFd>,
         buf: IoBufMut,
         poll_first: bool,
+        deadline: Option<Instant>,
+    },
+    /// Receives from a socket into the ring's provided buffers until it ends: each arrival is
+    /// copied into the slot's inbox (see [`Completion::take_received`]). It pauses itself once
+    /// the inbox holds [`INBOX_CAP`] bytes nobody took, so a peer that sends faster than the
+    /// stream reads is held back by TCP, not by memory. The deadline ends it with `TimedOut`.
+    RecvMulti {
+        fd: Arc<OwnedFd>,
         deadline: Option<Instant>,
     },
     /// Sends every byte of `bufs`.
@@ -109,6 +117,8 @@ pub(crate) enum RequestOutput {
     /// The buffer (with what it held before plus what arrived), the bytes received, and
     /// whether the socket had more bytes queued after this receive (`SOCK_NONEMPTY`).
     Recv(IoBufMut, io::Result<usize>, bool),
+    /// How a multishot receive ended; the bytes it received are in the slot's inbox.
+    Received(ReceiveEnd),
     Send(io::Result<()>),
     Readable(io::Result<()>),
     Connect(io::Result<()>),
@@ -119,6 +129,24 @@ pub(crate) enum RequestOutput {
     Sync(io::Result<()>),
     Truncate(io::Result<()>),
 }
+
+/// How a multishot receive ([`Request::RecvMulti`]) ended.
+#[derive(Debug)]
+pub(crate) enum ReceiveEnd {
+    /// The peer closed its sending side: every byte it sent is in the inbox.
+    Closed,
+    /// It stopped with the connection open (its inbox reached [`INBOX_CAP`], or the kernel ended
+    /// it): arm another when more bytes are wanted.
+    Paused,
+    /// This ring has no provided buffers: receive one call at a time instead.
+    Unsupported,
+    /// The receive failed (`TimedOut` when its deadline passed).
+    Failed(io::Error),
+}
+
+/// The most bytes a multishot receive's inbox holds before the receive pauses itself: at most
+/// this plus what the ring's provided buffers hold is ever received ahead of the reader.
+pub(crate) const INBOX_CAP: usize = 1 << 20;
 
 /// The slot an operation's observer and its owner share.
 #[derive(Default)]
@@ -134,6 +162,8 @@ struct Outcome {
     done: bool,
     /// For a send: shut the socket's writing side once it is done (its sink was dropped).
     shut_write_after: bool,
+    /// For a multishot receive: bytes received and not taken yet.
+    inbox: IoBufMut,
 }
 
 impl Completion {
@@ -144,6 +174,47 @@ impl Completion {
             Some(output) => Poll::Ready(output),
             None => Poll::Pending,
         }
+    }
+
+    /// A slot whose operation is done already, with `output`: the answer to a request the
+    /// ring refuses without submitting it.
+    fn answered(output: RequestOutput) -> Arc<Self> {
+        let slot = Self::default();
+        {
+            let mut outcome = slot.outcome.lock();
+            outcome.output = Some(output);
+            outcome.done = true;
+        }
+        Arc::new(slot)
+    }
+
+    /// For a multishot receive: moves every byte received so far into `into` (after what it
+    /// holds) and takes the receive's end if it has ended, leaving `waker` to be woken by the
+    /// next arrival or the end. Bytes always come before the end, so once the end is taken
+    /// nothing more arrives.
+    pub(crate) fn take_received(
+        &self,
+        waker: &Waker,
+        into: &mut IoBufMut,
+    ) -> Option<RequestOutput> {
+        self.waker.register(waker);
+        let mut outcome = self.outcome.lock();
+        if into.is_empty() {
+            // No copy: the inbox becomes the caller's buffer, and the caller's (empty) buffer,
+            // with whatever room it has, becomes the inbox.
+            std::mem::swap(into, &mut outcome.inbox);
+        } else if !outcome.inbox.is_empty() {
+            into.extend_from_slice(&outcome.inbox);
+            outcome.inbox.clear();
+        }
+        outcome.output.take()
+    }
+
+    /// Test view: bytes waiting in a multishot receive's inbox, and whether it has ended.
+    #[cfg(test)]
+    pub(crate) fn inbox_state(&self) -> (usize, bool) {
+        let outcome = self.outcome.lock();
+        (outcome.inbox.len(), outcome.done)
     }
 
     /// Asks that the socket's writing side be shut once this send is done. Returns true if it
@@ -202,7 +273,7 @@ macro_rules! kinds {
 }
 
 kinds!(
-    Read, Recv, SendAll, Readable, Connect, ReadAt, Write, DataSync, Truncate
+    Read, Recv, RecvMulti, SendAll, Readable, Connect, ReadAt, Write, DataSync, Truncate
 );
 
 /// One kind of ring operation, as the driver keeps it in flight: it owns what the kernel
@@ -287,6 +358,8 @@ pub(super) enum Step {
     Done(RequestOutput),
     /// More to do: submit the operation's next entry.
     Again,
+    /// A multishot operation goes on: more completions follow under the same entry.
+    More,
 }
 
 impl InFlight {
@@ -298,6 +371,32 @@ impl InFlight {
     /// The submission for what is left to do.
     pub(super) fn entry(&mut self) -> squeue::Entry {
         self.kind.entry()
+    }
+
+    /// For a multishot receive: appends `bytes` to the slot's inbox, pushes the waker to
+    /// notify, and returns whether the inbox now holds [`INBOX_CAP`] bytes or more.
+    pub(super) fn deliver(&self, bytes: &[u8], wakes: &mut Vec<Waker>) -> bool {
+        let held = {
+            let mut outcome = self.shared.outcome.lock();
+            outcome.inbox.extend_from_slice(bytes);
+            outcome.inbox.len()
+        };
+        wakes.extend(self.shared.waker.take());
+        held >= INBOX_CAP
+    }
+
+    /// For a multishot receive whose inbox is full: marks it cancelled as a pause, so its
+    /// end reads [`ReceiveEnd::Paused`]. Returns false if a cancellation was sent already.
+    pub(super) fn pause(&mut self) -> bool {
+        if self.cancelled {
+            return false;
+        }
+        let Kind::RecvMulti(receive) = &mut self.kind else {
+            unreachable!("only multishot receives have an inbox to pause on")
+        };
+        receive.paused = true;
+        self.cancelled = true;
+        true
     }
 
     /// Applies the kernel's `result`: done, or resubmit the rest.
@@ -356,6 +455,9 @@ impl Request {
                 }),
                 deadline,
             ),
+            Request::RecvMulti { fd, deadline } => {
+                (Kind::RecvMulti(RecvMulti { fd, paused: false }), deadline)
+            }
             Request::Send { fd, bufs, deadline } => (
                 Kind::SendAll(SendAll {
                     fd,
@@ -439,6 +541,7 @@ impl Request {
             Request::Recv { .. } | Request::ReadAt { .. } => {
                 unreachable!("refused reads hand their buffer back through `refuse`")
             }
+            Request::RecvMulti { .. } => RequestOutput::Received(ReceiveEnd::Failed(error())),
             Request::Send { .. } => RequestOutput::Send(Err(error())),
             Request::Readable { .. } => RequestOutput::Readable(Err(error())),
             Request::Connect { .. } => RequestOutput::Connect(Err(error())),
@@ -452,6 +555,9 @@ impl Request {
 impl Driver {
     /// Registers `request` on this ring and returns the slot its result lands in.
     pub(crate) fn register(&mut self, request: Request) -> Arc<Completion> {
+        if matches!(request, Request::RecvMulti { .. }) && !self.has_provided_buffers() {
+            return Completion::answered(RequestOutput::Received(ReceiveEnd::Unsupported));
+        }
         let shared = Arc::new(Completion::default());
         let (kind, deadline) = request.into_kind();
         self.submit(

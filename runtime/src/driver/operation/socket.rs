@@ -1,8 +1,11 @@
 //! The socket operations: a receive, a send, a readiness poll and a connect. Each is one type
 //! that builds its submission and says what a completion means for it.
 
-use super::{RECVSEND_POLL_FIRST, RequestOutput, RingOp, Status, Step, Vectored, transferred};
+use super::{
+    RECVSEND_POLL_FIRST, ReceiveEnd, RequestOutput, RingOp, Status, Step, Vectored, transferred,
+};
 use crate::buffer::{IoBufMut, IoBufs};
+use crate::driver::provided;
 use crate::driver::sockaddr::RawAddress;
 use io_uring::{opcode, squeue, types};
 use std::io;
@@ -43,6 +46,42 @@ impl RingOp for Recv {
             received,
             more,
         ))
+    }
+}
+
+/// Receives into the ring's provided buffers until it ends. The driver copies each
+/// completion's bytes into the slot's inbox before it steps the operation, so a step only
+/// decides whether the receive goes on and, if not, why it ended.
+pub(super) struct RecvMulti {
+    pub(super) fd: Arc<OwnedFd>,
+    /// A cancellation was sent because the inbox is full: a cancelled end is a pause.
+    pub(super) paused: bool,
+}
+
+impl RingOp for RecvMulti {
+    const CANCELLABLE: bool = true;
+
+    fn entry(&mut self) -> squeue::Entry {
+        opcode::RecvMulti::new(types::Fd(self.fd.as_raw_fd()), provided::GROUP).build()
+    }
+
+    fn step(&mut self, result: i32, flags: u32, status: Status) -> Step {
+        if io_uring::cqueue::more(flags) {
+            return Step::More;
+        }
+        let end = match result {
+            // The kernel ended it after delivering bytes (its completion queue overflowed, for
+            // one): the connection is still open.
+            1.. => ReceiveEnd::Paused,
+            0 => ReceiveEnd::Closed,
+            // Every provided buffer was taken when bytes arrived. The driver gives buffers
+            // back as it handles their completions, which come before this resubmission
+            // reaches the kernel, so the new receive finds buffers again.
+            _ if result == -libc::ENOBUFS && !status.cancelled => return Step::Again,
+            _ if self.paused && !status.timed_out => ReceiveEnd::Paused,
+            _ => ReceiveEnd::Failed(status.error(result)),
+        };
+        Step::Done(RequestOutput::Received(end))
     }
 }
 

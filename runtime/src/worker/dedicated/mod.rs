@@ -146,7 +146,7 @@ fn start(shared: &RunnerState) -> std::io::Result<(WakeState, Driver)> {
     crate::hooks::before_startup(shared, None)?;
     let state = WakeState::new()?;
     let driver = Driver::new(
-        shared.config.ring_config.size,
+        &shared.config.ring_config,
         state.eventfd().as_raw_fd(),
         shared.metrics.ring(),
         shared.config.wheel_layout(),
