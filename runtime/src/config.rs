@@ -39,15 +39,20 @@ pub struct RingConfig {
     /// With buffers, a stream arms one multishot receive that stays armed across `recv` calls,
     /// so a message costs one completion and no submission; its bytes are copied out of the
     /// buffer, which goes back to the kernel at once, so a few buffers serve every connection
-    /// of a ring. The receive stays on the ring of the worker that armed it, and so does the
-    /// connection's task, which every arrival wakes there. Measured on two workers (see
-    /// `benches/README.md`), that cut the 99th percentile round trip 5 to 14 times at 16 and 64
-    /// connections, and cost 15 to 25 % more CPU per request: the connections stay on the
-    /// worker that accepted them instead of spreading as tasks are stolen. Use it where tail
-    /// latency matters more than CPU, or on one worker. With `0` (or if the kernel refuses the
-    /// buffers), each `recv` that must wait submits one receive on the ring of the worker
-    /// running it. A ring registers its buffers at its first multishot receive, so threads
-    /// that never receive spend nothing on them.
+    /// of a ring. The receive stays on the ring of the worker that armed it until it pauses or
+    /// ends, and every arrival wakes the connection's task on that worker. Measured on two
+    /// workers (`benches/README.md`, `runtime_io`), that cut the 99th percentile round trip
+    /// several times over at 16 and 64 connections and cost 10 to 25 % more CPU per request:
+    /// the connections stay on the worker that accepted them instead of spreading as their
+    /// tasks are stolen. Use it where tail latency matters more than CPU, or on one worker.
+    /// With `0` (or if the kernel refuses the buffers, which
+    /// `runtime_ring_receive_buffers_refused_total` counts), each `recv` that must wait
+    /// submits one receive on the ring of the worker running it.
+    ///
+    /// Each ring that receives (every worker's, and every dedicated or blocking thread's)
+    /// maps `receive_buffers * receive_buffer_size` bytes at its first multishot receive, and
+    /// the kernel pins its `receive_buffers * 16`-byte entry ring. Per connection, at most
+    /// 128 KiB plus one ring's buffers is received ahead of what the reader asked for.
     pub receive_buffers: u16,
     /// Bytes in each provided receive buffer: `64..=1048576`. One completion carries at most
     /// this many bytes.

@@ -11,6 +11,8 @@
 //!   every worker.
 //! - `runtime_ring_unknown_completions_total` counts completions whose `user_data` named no
 //!   live operation: a driver bug, so it stays zero (the test suite checks it does).
+//! - `runtime_ring_receive_buffers_refused_total` counts rings whose provided receive buffers
+//!   the kernel refused to register (their streams receive one call at a time instead).
 
 use crate::sync::Mutex;
 use crate::task::Execution;
@@ -57,6 +59,7 @@ pub(crate) struct RuntimeMetrics {
     pub(crate) tasks_running: Family<Label, Gauge>,
     pub(crate) pending_operations: Gauge,
     pub(crate) unknown_completions: Counter,
+    pub(crate) receive_buffers_refused: Counter,
     pub(crate) tasks_live: Gauge,
 }
 
@@ -67,6 +70,7 @@ impl RuntimeMetrics {
         let tasks_running = Family::<Label, Gauge>::default();
         let pending_operations = Gauge::default();
         let unknown_completions = Counter::default();
+        let receive_buffers_refused = Counter::default();
         let tasks_live = Gauge::default();
         registry.register(
             "runtime_tasks_spawned",
@@ -89,6 +93,12 @@ impl RuntimeMetrics {
             unknown_completions.clone(),
         );
         registry.register(
+            "runtime_ring_receive_buffers_refused",
+            "Rings whose provided receive buffers the kernel refused (their streams receive one \
+             call at a time)",
+            receive_buffers_refused.clone(),
+        );
+        registry.register(
             "runtime_tasks_live",
             "Tasks in the task set, refreshed by the runner's service task",
             tasks_live.clone(),
@@ -99,6 +109,7 @@ impl RuntimeMetrics {
             tasks_running,
             pending_operations,
             unknown_completions,
+            receive_buffers_refused,
             tasks_live,
         }
     }
@@ -108,6 +119,7 @@ impl RuntimeMetrics {
         crate::driver::RingMetrics {
             pending_operations: self.pending_operations.clone(),
             unknown_completions: self.unknown_completions.clone(),
+            receive_buffers_refused: self.receive_buffers_refused.clone(),
         }
     }
 

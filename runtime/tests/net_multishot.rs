@@ -33,6 +33,30 @@ fn multishot_short_timeouts() -> Config {
     multishot().with_read_write_timeout(Duration::from_millis(400))
 }
 
+fn multishot_two_second_timeouts() -> Config {
+    multishot().with_read_write_timeout(Duration::from_secs(2))
+}
+
+/// Sets linger 0 on `client`, so closing it sends a reset instead of a clean end.
+fn linger_zero(client: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a live socket and a correctly sized option value.
+    let set = unsafe {
+        libc::setsockopt(
+            client.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0);
+}
+
 async fn listener_and_client(context: &Context) -> (runtime::net::Listener, TcpStream) {
     let listener = context.bind(loopback()).await.unwrap();
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
@@ -128,25 +152,9 @@ async fn a_peer_closing_mid_recv_is_an_unexpected_eof(context: Context) {
 
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn a_peer_reset_fails_recv(context: Context) {
-    use std::os::fd::AsRawFd;
     let (mut listener, client) = listener_and_client(&context).await;
     let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a live socket and a correctly sized option value.
-    let set = unsafe {
-        libc::setsockopt(
-            client.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(set, 0);
-    // Linger 0: closing sends a reset instead of a clean end.
+    linger_zero(&client);
     drop(client);
     match stream.recv(1).await {
         Err(Error::RecvFailed(error)) => {
@@ -173,18 +181,18 @@ async fn a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context: Contex
 
 /// The armed receive carries the deadline of the call that armed it; a later call that waits
 /// past that deadline, but not past its own, gets its bytes instead of a timeout.
-#[runtime::test(config = multishot_short_timeouts, timeout = "20s")]
+#[runtime::test(config = multishot_two_second_timeouts, timeout = "20s")]
 async fn an_earlier_calls_deadline_does_not_fail_a_later_call(context: Context) {
     let (mut listener, mut client) = listener_and_client(&context).await;
     let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    // The first call arms the receive (deadline: 400 ms from now) and returns.
+    // The first call arms the receive (deadline: 2 s from now) and returns.
     client.write_all(b"ab").unwrap();
     assert_eq!(stream.recv(2).await.unwrap().coalesce().as_ref(), b"ab");
-    context.sleep(Duration::from_millis(250)).await;
-    // The second call starts 250 ms in (its deadline: 650 ms); its bytes come at about 500 ms,
-    // after the armed receive's deadline.
+    context.sleep(Duration::from_millis(1500)).await;
+    // The second call starts 1.5 s in (its deadline: 3.5 s); its bytes come at about 2.5 s,
+    // half a second after the armed receive's deadline and a second before the call's own.
     let writer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_secs(1));
         client.write_all(b"cd").unwrap();
         client
     });
@@ -192,8 +200,9 @@ async fn an_earlier_calls_deadline_does_not_fail_a_later_call(context: Context) 
     drop(writer.join().unwrap());
 }
 
-/// A stream dropped between calls, its receive still armed, ends that receive, so the socket
-/// closes and the peer reads end-of-stream.
+/// A stream dropped between calls, its receive still armed, ends that receive, which lets go
+/// of the socket: it closes, and the peer's writes meet a reset. (End-of-stream alone would
+/// not show it: dropping the sink shuts the writing side while the socket stays open.)
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn dropping_a_stream_with_its_receive_armed_closes_the_connection(context: Context) {
     let (mut listener, mut client) = listener_and_client(&context).await;
@@ -207,4 +216,21 @@ async fn dropping_a_stream_with_its_receive_armed_closes_the_connection(context:
         .unwrap();
     let mut rest = Vec::new();
     assert_eq!(client.read_to_end(&mut rest).unwrap(), 0);
+    // A closed socket answers the first write with a reset, which fails a later write; an open
+    // one (half shut) takes them all.
+    let limit = Instant::now() + Duration::from_secs(10);
+    let failed = loop {
+        if let Err(error) = client.write_all(b"after") {
+            break error;
+        }
+        assert!(Instant::now() < limit, "the socket stayed open");
+        context.sleep(Duration::from_millis(1)).await;
+    };
+    assert!(
+        matches!(
+            failed.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
+        ),
+        "{failed}"
+    );
 }

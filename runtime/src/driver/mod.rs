@@ -84,14 +84,16 @@ pub(crate) struct RingMetrics {
     pub(crate) pending_operations: Gauge,
     /// Completions whose `user_data` named no live operation (a bug; always zero).
     pub(crate) unknown_completions: Counter,
+    /// Rings whose provided receive buffers the kernel refused.
+    pub(crate) receive_buffers_refused: Counter,
 }
 
 /// A worker's ring.
 pub struct Driver {
-    /// Declared first, so it is closed before the provided buffers it may write into are
-    /// unmapped.
     ring: IoUring,
-    /// The buffers multishot receives pick from, registered at the first such receive.
+    /// The buffers multishot receives pick from, registered at the first such receive. The
+    /// kernel writes into them only for a receive in flight: `close` drains every receive
+    /// before the driver (and so this) is dropped, and `abandon` leaks them when it cannot.
     provided: Option<ProvidedBuffers>,
     /// How many provided buffers to register, and their size; a count of 0 means none (the
     /// configuration disabled them, or registering them failed once).
@@ -122,6 +124,9 @@ pub struct Driver {
     /// Blocking enters made while an entry was unsubmitted (see `note_blocking_enter`).
     #[cfg(test)]
     blocked_with_unsubmitted: usize,
+    /// Test bookkeeping: entries resubmitted under the same slot (`Step::Again`).
+    #[cfg(test)]
+    pub(crate) resubmissions: usize,
 }
 
 impl Driver {
@@ -162,6 +167,8 @@ impl Driver {
             fail_drain: None,
             #[cfg(test)]
             blocked_with_unsubmitted: 0,
+            #[cfg(test)]
+            resubmissions: 0,
         })
     }
 
@@ -207,10 +214,18 @@ impl Driver {
     pub(crate) fn has_provided_buffers(&mut self) -> bool {
         let (count, size) = self.provided_layout;
         if self.provided.is_none() && count > 0 {
-            match ProvidedBuffers::register(&self.ring, count, size) {
+            // SAFETY: the buffers are kept in `self.provided`, which is dropped only with the
+            // driver, after `close` drained every operation (the `Drop` below), or leaked by
+            // `abandon` when the drain fails.
+            match unsafe { ProvidedBuffers::register(&self.ring, count, size) } {
                 Ok(buffers) => self.provided = Some(buffers),
-                // Not worth failing a receive over: one-call-at-a-time receives still work.
-                Err(_) => self.provided_layout.0 = 0,
+                // Not worth failing a receive over: one-call-at-a-time receives still work. The
+                // metric says it happened (the pinned entry ring counts against the
+                // locked-memory limit, for one).
+                Err(_) => {
+                    self.provided_layout.0 = 0;
+                    self.metrics.receive_buffers_refused.inc();
+                }
             }
         }
         self.provided.is_some()
@@ -391,6 +406,23 @@ impl Driver {
     /// Handles one operation's completion.
     fn complete(&mut self, token: u64, result: i32, flags: u32, wakes: &mut Vec<Waker>) {
         let (index, generation) = untoken(token);
+        // A multishot receive's bytes: copied into its inbox, and the buffer given back before
+        // anything else (an unknown operation, the test hook's panic), so no path loses one.
+        let inbox_full = io_uring::cqueue::buffer_select(flags).is_some_and(|id| {
+            let operation = self
+                .operations
+                .get(index)
+                .filter(|operation| operation.id & GENERATION_MASK == generation);
+            let buffers = self
+                .provided
+                .as_mut()
+                .expect("a completion selects a buffer only from this ring's provided ones");
+            let len = usize::try_from(result).unwrap_or(0);
+            buffers.take(id, len, |bytes| match operation {
+                Some(operation) if !bytes.is_empty() => operation.deliver(bytes, wakes),
+                _ => false,
+            })
+        });
         let live = self
             .operations
             .get(index)
@@ -418,25 +450,13 @@ impl Driver {
             panic!("test hook: handling the completion of slot {index} panics");
         }
         let driver = &mut *guard.driver;
-        if let Some(id) = io_uring::cqueue::buffer_select(flags) {
-            // A multishot receive's bytes: copied into its inbox, and the buffer given back
-            // before anything else, so the kernel never runs short for longer than one reap.
-            let operation = driver.operations.get_mut(index).expect("live");
-            let buffers = driver
-                .provided
-                .as_mut()
-                .expect("a completion selects a buffer only from this ring's provided ones");
-            let len = usize::try_from(result).unwrap_or(0);
-            let full = buffers.take(id, len, |bytes| {
-                !bytes.is_empty() && operation.deliver(bytes, wakes)
-            });
-            if full && more && operation.pause() {
-                driver.push(
-                    opcode::AsyncCancel::new(token)
-                        .build()
-                        .user_data(CANCEL_TOKEN),
-                );
-            }
+        // A full inbox pauses a receive that goes on: cancelled, it ends as a pause.
+        if inbox_full && more && driver.operations.get_mut(index).expect("live").pause() {
+            driver.push(
+                opcode::AsyncCancel::new(token)
+                    .build()
+                    .user_data(CANCEL_TOKEN),
+            );
         }
         let operation = driver.operations.get_mut(index).expect("live");
         match operation.step(result, flags) {
@@ -444,6 +464,10 @@ impl Driver {
             Step::Again => {
                 let entry = operation.entry().user_data(token);
                 driver.push(entry);
+                #[cfg(test)]
+                {
+                    driver.resubmissions += 1;
+                }
             }
             Step::Done(output) => {
                 driver.clear_deadline(index);

@@ -8,9 +8,11 @@
 //!
 //! Invariants:
 //! - Both mappings (the entry ring the kernel reads and the buffers it writes into) are private
-//!   anonymous mappings owned here. They are unmapped only when this is dropped, after the
-//!   driver's ring is closed (the driver declares its ring first), and never after an abandoned
-//!   drain, which leaks them (see `Driver::abandon`).
+//!   anonymous mappings owned here, unmapped when this is dropped. The kernel pins the entry
+//!   ring, but writes into the buffers through their addresses, and only for a receive in
+//!   flight: so this is dropped only when no receive is (the driver drops it after `close`
+//!   drained its ring, and leaks it when the drain fails; see `Driver::abandon`). That is the
+//!   contract of [`ProvidedBuffers::register`].
 //! - Every buffer id is in exactly one place: published in the entry ring (the kernel may pick
 //!   it), or picked by the kernel and named by exactly one completion not yet handled, or being
 //!   copied out by [`ProvidedBuffers::take`], which publishes it again before it returns. So at
@@ -54,7 +56,12 @@ pub(crate) struct ProvidedBuffers {
 impl ProvidedBuffers {
     /// Maps `count` buffers of `size` bytes and registers them with `ring` under [`GROUP`].
     /// `count` must be a power of two in `1..=32768`, `size` at least 1.
-    pub(crate) fn register(ring: &IoUring, count: u16, size: u32) -> io::Result<Self> {
+    ///
+    /// # Safety
+    ///
+    /// The result must not be dropped while a receive that may pick its buffers is in flight
+    /// on `ring`: drop it after every such receive has completed, or leak it.
+    pub(crate) unsafe fn register(ring: &IoUring, count: u16, size: u32) -> io::Result<Self> {
         debug_assert!(count.is_power_of_two() && count <= 32_768 && size > 0);
         let entries = Mapping::new(usize::from(count) * std::mem::size_of::<RawEntry>())?;
         let data = Mapping::new(usize::from(count) * size as usize)?;
@@ -66,8 +73,8 @@ impl ProvidedBuffers {
             tail: 0,
         };
         // SAFETY: the entry ring is a live, page-aligned mapping of `count` entries, owned by
-        // `buffers`, which outlives the registration (module invariants); the data mapping
-        // holds every buffer the entries will name.
+        // `buffers`; the data mapping holds every buffer the entries will name; and the caller
+        // keeps both mapped while a receive may use them (this function's contract).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 buffers.entries.ptr.as_ptr() as u64,
@@ -84,7 +91,8 @@ impl ProvidedBuffers {
     }
 
     /// Hands `f` the `len` bytes the kernel received into buffer `id`, then gives the buffer
-    /// back to the kernel.
+    /// back to the kernel. A completion that selected a buffer is passed here whatever else
+    /// becomes of it, so only a panic in `f` loses a buffer (module invariants).
     ///
     /// # Panics
     /// If `id` or `len` is out of range: the kernel named a buffer it was never given, a bug.
@@ -144,8 +152,8 @@ struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory owned by this value; it moves with the driver that owns
-// it (a driver never leaves its thread while anything is registered).
+// SAFETY: the mapping is plain memory owned by this value, reached only through `&mut` access
+// to its owner; unmapping it is valid from any thread.
 unsafe impl Send for Mapping {}
 
 impl Mapping {

@@ -18,7 +18,7 @@
 //!   nothing.
 //! - One multishot receive into the ring's provided buffers, armed by the first call that must
 //!   wait and left armed across calls: its bytes collect in its slot's inbox, and a call takes
-//!   them only when the stream's own buffer lacks what it asks for. Once the inbox holds 1 MiB
+//!   them only when the stream's own buffer lacks what it asks for. Once the inbox holds 64 KiB
 //!   the receive pauses itself, and the next call that must wait arms it again (with that
 //!   call's deadline), so a reader that does not read holds the sender back through TCP. A
 //!   ring that has no buffers answers the first arm with `Unsupported`, and the stream receives
@@ -38,7 +38,10 @@
 //!   flight has its writing side shut once that send is done.
 //! - A receive never reserves more than 1 MiB ahead of the bytes it holds: a
 //!   length a peer announces gets memory only as its bytes arrive. A multishot receive holds
-//!   at most 1 MiB plus its ring's provided buffers beyond what the stream has taken.
+//!   at most 128 KiB plus its ring's provided buffers beyond what the reader asked for.
+//! - A multishot receive's error comes after the bytes that arrived before it, and a receive
+//!   cancelled because its ring closed (a dedicated task's thread ended) is armed again on the
+//!   ring of the next call.
 //!
 //! Sockets are created with `SOCK_CLOEXEC` and left blocking (the ring never blocks on them:
 //! it arms a poll and retries). Connections have `TCP_NODELAY` set: messages of an actor
@@ -102,6 +105,8 @@ pub struct Stream {
     one_at_a_time: bool,
     /// The peer closed its sending side, and every byte it sent is in `buffer`.
     closed: bool,
+    /// How the multishot receive failed, kept until the bytes that came before it are taken.
+    failure: Option<io::Error>,
     /// One-at-a-time mode: a receive registered by an earlier call; it holds `buffer` while
     /// in flight.
     pending: Option<Operation>,
@@ -167,6 +172,7 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
             armed: None,
             one_at_a_time: false,
             closed: false,
+            failure: None,
             pending: None,
             buffer: IoBufMut::default(),
             drained: false,
@@ -462,9 +468,10 @@ impl crate::Stream for Stream {
 }
 
 impl Stream {
-    /// Test view of the armed multishot receive: bytes in its inbox, and whether it ended.
+    /// Test view of the armed multishot receive: bytes in its inbox, and how it ended, if it
+    /// has (left in place).
     #[cfg(test)]
-    pub(crate) fn armed_state(&self) -> Option<(usize, bool)> {
+    pub(crate) fn armed_state(&self) -> Option<(usize, Option<String>)> {
         self.armed.as_ref().map(|armed| armed.inbox_state())
     }
 
@@ -514,8 +521,18 @@ impl Stream {
                         RequestOutput::Received(ReceiveEnd::Failed(error))
                             if error.kind() == io::ErrorKind::TimedOut
                                 && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
+                        // This call's own timeout, unless what arrived meanwhile is enough.
+                        RequestOutput::Received(ReceiveEnd::Failed(error))
+                            if error.kind() == io::ErrorKind::TimedOut =>
+                        {
+                            if self.buffer.len() < len {
+                                return Poll::Ready(Err(Error::RecvFailed(error)));
+                            }
+                        }
+                        // Reported once the bytes that came before it are taken (TCP hands out
+                        // queued bytes before a socket error, and so does this).
                         RequestOutput::Received(ReceiveEnd::Failed(error)) => {
-                            return Poll::Ready(Err(Error::RecvFailed(error)));
+                            self.failure = Some(error);
                         }
                         other => unreachable!("a multishot receive answered {other:?}"),
                     }
@@ -528,6 +545,9 @@ impl Stream {
                     return Poll::Pending;
                 }
                 continue;
+            }
+            if let Some(error) = self.failure.take() {
+                return Poll::Ready(Err(Error::RecvFailed(error)));
             }
             if self.closed {
                 return Poll::Ready(Err(self.unexpected_eof(len)));

@@ -349,7 +349,7 @@ fn a_receive_observed_on_another_worker_gets_its_bytes(#[case] receive_buffers: 
 #[test]
 fn a_multishot_receive_pauses_for_a_reader_that_waits_and_loses_nothing() {
     use crate::driver::operation::INBOX_CAP;
-    const TOTAL: usize = 4 * INBOX_CAP;
+    const TOTAL: usize = 64 * INBOX_CAP;
     const BUFFERS: u16 = 8;
     const SIZE: u32 = 16 * 1024;
     let ring = crate::RingConfig {
@@ -374,13 +374,14 @@ fn a_multishot_receive_pauses_for_a_reader_that_waits_and_loses_nothing() {
             peer
         });
         loop {
-            let (held, ended) = stream.armed_state().expect("armed by the first call");
+            let (held, end) = stream.armed_state().expect("armed by the first call");
             let bound = INBOX_CAP + usize::from(BUFFERS) * SIZE as usize;
             assert!(
                 held <= bound,
                 "the inbox holds {held} bytes, more than {bound}"
             );
-            if ended {
+            if let Some(end) = end {
+                assert!(end.contains("Paused"), "expected a pause, got {end}");
                 break;
             }
             context.sleep(Duration::from_millis(1)).await;
@@ -402,5 +403,94 @@ fn a_multishot_receive_pauses_for_a_reader_that_waits_and_loses_nothing() {
             received += chunk.len();
         }
         drop(writer.join().unwrap());
+    });
+}
+
+/// A runner whose rings provide four 64-byte receive buffers (multishot receives).
+fn multishot_config() -> Config {
+    config().with_ring_config(RingConfig {
+        receive_buffers: 4,
+        receive_buffer_size: 64,
+        ..RingConfig::default()
+    })
+}
+
+/// Waits until the stream's armed receive has ended, and returns how.
+async fn armed_end(context: &Context, stream: &crate::net::Stream) -> String {
+    loop {
+        if let Some(end) = stream.armed_state().expect("a receive is armed").1 {
+            return end;
+        }
+        context.sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Bytes that reached an armed receive before a reset are handed out before the reset is
+/// reported, even when both are in its slot before the next call.
+#[test]
+fn bytes_before_a_reset_come_before_the_error() {
+    Runner::new(multishot_config()).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_, _sink, mut stream) = listener.accept().await.unwrap();
+        std::io::Write::write_all(&mut peer, b"x").unwrap();
+        assert_eq!(stream.recv(1).await.unwrap().coalesce().as_ref(), b"x");
+        std::io::Write::write_all(&mut peer, b"message").unwrap();
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a live socket and a correctly sized option value.
+        let set = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&peer),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&raw const linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0);
+        drop(peer);
+        let end = armed_end(&context, &stream).await;
+        assert!(end.contains("ConnectionReset"), "{end}");
+        assert_eq!(
+            stream.recv(7).await.unwrap().coalesce().as_ref(),
+            b"message"
+        );
+        match stream.recv(1).await {
+            Err(Error::RecvFailed(error)) => {
+                assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset, "{error}");
+            }
+            other => panic!("expected the reset, got {other:?}"),
+        }
+    });
+}
+
+/// A receive armed on a dedicated task's ring outlives that ring: once the task has ended and
+/// its thread's ring has closed (cancelling the receive), the stream, back on the pool, arms
+/// another receive there and gets its bytes instead of the cancellation.
+#[test]
+fn a_stream_outlives_the_ring_that_armed_its_receive() {
+    Runner::new(multishot_config()).start(|context| async move {
+        let listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        std::io::Write::write_all(&mut peer, b"a").unwrap();
+        let (sink, mut stream) = context
+            .clone()
+            .dedicated()
+            .spawn(move |_| async move {
+                let mut listener = listener;
+                let (_, sink, mut stream) = listener.accept().await.unwrap();
+                assert_eq!(stream.recv(1).await.unwrap().coalesce().as_ref(), b"a");
+                (sink, stream)
+            })
+            .await
+            .unwrap();
+        let end = armed_end(&context, &stream).await;
+        assert!(end.contains("Paused"), "{end}");
+        std::io::Write::write_all(&mut peer, b"bc").unwrap();
+        assert_eq!(stream.recv(2).await.unwrap().coalesce().as_ref(), b"bc");
+        drop(sink);
     });
 }

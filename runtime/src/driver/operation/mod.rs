@@ -135,8 +135,8 @@ pub(crate) enum RequestOutput {
 pub(crate) enum ReceiveEnd {
     /// The peer closed its sending side: every byte it sent is in the inbox.
     Closed,
-    /// It stopped with the connection open (its inbox reached [`INBOX_CAP`], or the kernel ended
-    /// it): arm another when more bytes are wanted.
+    /// It stopped with the connection open (its inbox reached [`INBOX_CAP`], its ring closed,
+    /// or the kernel ended it): arm another when more bytes are wanted.
     Paused,
     /// This ring has no provided buffers: receive one call at a time instead.
     Unsupported,
@@ -144,9 +144,11 @@ pub(crate) enum ReceiveEnd {
     Failed(io::Error),
 }
 
-/// The most bytes a multishot receive's inbox holds before the receive pauses itself: at most
-/// this plus what the ring's provided buffers hold is ever received ahead of the reader.
-pub(crate) const INBOX_CAP: usize = 1 << 20;
+/// The bytes a multishot receive's inbox holds before the receive pauses itself. A stream
+/// takes the whole inbox when it lacks bytes, so a connection holds at most twice this plus
+/// the ring's provided buffers beyond what its reader asked for (the rest waits in the socket,
+/// where TCP holds the peer back). Small, since it is per connection.
+pub(crate) const INBOX_CAP: usize = 64 * 1024;
 
 /// The slot an operation's observer and its owner share.
 #[derive(Default)]
@@ -210,11 +212,13 @@ impl Completion {
         outcome.output.take()
     }
 
-    /// Test view: bytes waiting in a multishot receive's inbox, and whether it has ended.
+    /// Test view: bytes waiting in a multishot receive's inbox, and how it ended, if it has
+    /// (the end's debug form, left in place).
     #[cfg(test)]
-    pub(crate) fn inbox_state(&self) -> (usize, bool) {
+    pub(crate) fn inbox_state(&self) -> (usize, Option<String>) {
         let outcome = self.outcome.lock();
-        (outcome.inbox.len(), outcome.done)
+        let end = outcome.done.then(|| format!("{:?}", outcome.output));
+        (outcome.inbox.len(), end)
     }
 
     /// Asks that the socket's writing side be shut once this send is done. Returns true if it
@@ -392,7 +396,7 @@ impl InFlight {
             return false;
         }
         let Kind::RecvMulti(receive) = &mut self.kind else {
-            unreachable!("only multishot receives have an inbox to pause on")
+            unreachable!("only multishot receives select provided buffers and fill an inbox")
         };
         receive.paused = true;
         self.cancelled = true;

@@ -69,15 +69,28 @@ impl RingOp for RecvMulti {
         if io_uring::cqueue::more(flags) {
             return Step::More;
         }
+        // A receive that ran out of buffers after a cancellation was sent (the cancellation
+        // found nothing to cancel) ends as the cancellation would have ended it.
+        let result = if result == -libc::ENOBUFS && status.cancelled {
+            -libc::ECANCELED
+        } else {
+            result
+        };
         let end = match result {
             // The kernel ended it after delivering bytes (its completion queue overflowed, for
             // one): the connection is still open.
             1.. => ReceiveEnd::Paused,
             0 => ReceiveEnd::Closed,
             // Every provided buffer was taken when bytes arrived. The driver gives buffers
-            // back as it handles their completions, which come before this resubmission
-            // reaches the kernel, so the new receive finds buffers again.
-            _ if result == -libc::ENOBUFS && !status.cancelled => return Step::Again,
+            // back as it handles their completions, all before this resubmission reaches the
+            // kernel, so it finds the ring refilled (other receives may take those buffers
+            // first; then it runs out again and is resubmitted at the next enter).
+            _ if result == -libc::ENOBUFS => return Step::Again,
+            // Cancelled for a full inbox, or by the ring's closing (the connection outlives
+            // the ring that armed it: the next call arms a receive where it runs).
+            _ if result == -libc::ECANCELED && status.cancelled && !status.timed_out => {
+                ReceiveEnd::Paused
+            }
             _ if self.paused && !status.timed_out => ReceiveEnd::Paused,
             _ => ReceiveEnd::Failed(status.error(result)),
         };

@@ -88,7 +88,9 @@ fn multishot(fd: &Arc<OwnedFd>, deadline: Option<Instant>) -> Request {
     }
 }
 
-/// One registration receives fifty writes, whole and in order, and ends when the peer closes.
+/// One registration receives fifty writes, whole and in order (one slot in flight throughout:
+/// the registration, or its resubmissions after running out of buffers), and ends when the
+/// peer closes.
 #[test]
 fn one_multishot_receive_takes_every_write_in_order_until_the_peer_closes() {
     let wake = eventfd();
@@ -106,7 +108,7 @@ fn one_multishot_receive_takes_every_write_in_order_until_the_peer_closes() {
             assert!(take(&slot, &mut received).is_none(), "it ended early");
             received.len() == sent.len()
         });
-        assert_eq!(ring.in_flight(), 1, "the same registration goes on");
+        assert_eq!(ring.in_flight(), 1, "the receive goes on");
     }
     assert_eq!(&received[..], &sent[..]);
     drop(theirs);
@@ -146,7 +148,7 @@ fn a_full_inbox_pauses_the_receive_and_loses_no_byte() {
     while received.len() < TOTAL {
         let slot = ring.register(multishot(&ours, None));
         // Nobody takes the bytes until the receive has ended: it must stop by itself.
-        drive(&mut ring, || slot.inbox_state().1);
+        drive(&mut ring, || slot.inbox_state().1.is_some());
         let (held, _) = slot.inbox_state();
         let bound = INBOX_CAP + usize::from(BUFFERS) * SIZE as usize;
         assert!(
@@ -199,6 +201,10 @@ fn a_receive_that_runs_out_of_buffers_goes_on() {
     });
     assert_eq!(&received[..], &sent[..]);
     assert_eq!(ring.in_flight(), 1);
+    assert!(
+        ring.resubmissions > 0,
+        "the receive never ran out of buffers, so this test proves nothing"
+    );
     let mut wakes = Vec::new();
     ring.close(&mut wakes);
     drop(theirs);
@@ -226,10 +232,11 @@ fn a_multishot_receive_times_out_at_its_deadline() {
     assert_eq!(ring.in_flight(), 0);
 }
 
-/// Closing the ring cancels an armed receive: it ends with the cancellation, after the bytes
-/// that arrived before.
+/// Closing the ring cancels an armed receive. The connection outlives the ring, so the
+/// receive ends as a pause (the stream arms another where it runs next), after the bytes that
+/// arrived before.
 #[test]
-fn closing_the_ring_ends_an_armed_receive() {
+fn closing_the_ring_pauses_an_armed_receive() {
     let wake = eventfd();
     let mut ring = ring(&wake, 4, 64);
     let (ours, theirs) = socket_pair();
@@ -240,12 +247,8 @@ fn closing_the_ring_ends_an_armed_receive() {
     ring.close(&mut wakes);
     assert_eq!(ring.in_flight(), 0);
     let mut received = IoBufMut::default();
-    match take(&slot, &mut received) {
-        Some(ReceiveEnd::Failed(error)) => {
-            assert_eq!(error.raw_os_error(), Some(libc::ECANCELED), "{error}");
-        }
-        other => panic!("expected the cancellation, got {other:?}"),
-    }
+    let end = take(&slot, &mut received);
+    assert!(matches!(end, Some(ReceiveEnd::Paused)), "{end:?}");
     assert_eq!(&received[..], b"before");
 }
 
