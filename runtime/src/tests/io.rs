@@ -373,19 +373,17 @@ fn a_multishot_receive_pauses_for_a_reader_that_waits_and_loses_nothing() {
             std::io::Write::write_all(&mut peer, &bytes).unwrap();
             peer
         });
-        loop {
-            let (held, end) = stream.armed_state().expect("armed by the first call");
-            let bound = INBOX_CAP + usize::from(BUFFERS) * SIZE as usize;
+        let bound = INBOX_CAP + usize::from(BUFFERS) * SIZE as usize;
+        let end = armed_until(&context, &stream, |held, end| {
             assert!(
                 held <= bound,
                 "the inbox holds {held} bytes, more than {bound}"
             );
-            if let Some(end) = end {
-                assert!(end.contains("Paused"), "expected a pause, got {end}");
-                break;
-            }
-            context.sleep(Duration::from_millis(1)).await;
-        }
+            end.is_some()
+        })
+        .await
+        .expect("ended");
+        assert!(end.contains("Paused"), "expected a pause, got {end}");
         let mut received = 1;
         while received < TOTAL {
             let chunk = stream
@@ -415,14 +413,32 @@ fn multishot_config() -> Config {
     })
 }
 
-/// Waits until the stream's armed receive has ended, and returns how.
-async fn armed_end(context: &Context, stream: &crate::net::Stream) -> String {
+/// Waits until the stream's armed receive satisfies `done` (given the bytes in its inbox and
+/// how it ended, if it has), and returns how it ended.
+async fn armed_until(
+    context: &Context,
+    stream: &crate::net::Stream,
+    mut done: impl FnMut(usize, Option<&str>) -> bool,
+) -> Option<String> {
+    let limit = std::time::Instant::now() + PROGRESS;
     loop {
-        if let Some(end) = stream.armed_state().expect("a receive is armed").1 {
+        let (held, end) = stream.armed_state().expect("a receive is armed");
+        if done(held, end.as_deref()) {
             return end;
         }
+        assert!(
+            std::time::Instant::now() < limit,
+            "the armed receive made no progress"
+        );
         context.sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Waits until the stream's armed receive has ended, and returns how.
+async fn armed_end(context: &Context, stream: &crate::net::Stream) -> String {
+    armed_until(context, stream, |_, end| end.is_some())
+        .await
+        .expect("ended")
 }
 
 /// Bytes that reached an armed receive before a reset are handed out before the reset is
@@ -433,9 +449,13 @@ fn bytes_before_a_reset_come_before_the_error() {
         let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (_, _sink, mut stream) = listener.accept().await.unwrap();
+        // No Nagle delay: "message" must leave before the reset discards the send queue.
+        peer.set_nodelay(true).unwrap();
         std::io::Write::write_all(&mut peer, b"x").unwrap();
         assert_eq!(stream.recv(1).await.unwrap().coalesce().as_ref(), b"x");
         std::io::Write::write_all(&mut peer, b"message").unwrap();
+        // The bytes are in the armed receive's inbox before the reset comes.
+        armed_until(&context, &stream, |held, _| held == 7).await;
         let linger = libc::linger {
             l_onoff: 1,
             l_linger: 0,

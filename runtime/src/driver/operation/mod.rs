@@ -389,16 +389,17 @@ impl InFlight {
         held >= INBOX_CAP
     }
 
-    /// For a multishot receive whose inbox is full: marks it cancelled as a pause, so its
-    /// end reads [`ReceiveEnd::Paused`]. Returns false if a cancellation was sent already.
+    /// For a multishot receive whose inbox is full: marks it cancelled, so that its end (the
+    /// cancellation) reads [`ReceiveEnd::Paused`]. Returns false if a cancellation was sent
+    /// already.
     pub(super) fn pause(&mut self) -> bool {
+        debug_assert!(
+            matches!(self.kind, Kind::RecvMulti(_)),
+            "only multishot receives select provided buffers and fill an inbox"
+        );
         if self.cancelled {
             return false;
         }
-        let Kind::RecvMulti(receive) = &mut self.kind else {
-            unreachable!("only multishot receives select provided buffers and fill an inbox")
-        };
-        receive.paused = true;
         self.cancelled = true;
         true
     }
@@ -459,9 +460,7 @@ impl Request {
                 }),
                 deadline,
             ),
-            Request::RecvMulti { fd, deadline } => {
-                (Kind::RecvMulti(RecvMulti { fd, paused: false }), deadline)
-            }
+            Request::RecvMulti { fd, deadline } => (Kind::RecvMulti(RecvMulti { fd }), deadline),
             Request::Send { fd, bufs, deadline } => (
                 Kind::SendAll(SendAll {
                     fd,

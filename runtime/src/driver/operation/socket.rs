@@ -54,8 +54,6 @@ impl RingOp for Recv {
 /// decides whether the receive goes on and, if not, why it ended.
 pub(super) struct RecvMulti {
     pub(super) fd: Arc<OwnedFd>,
-    /// A cancellation was sent because the inbox is full: a cancelled end is a pause.
-    pub(super) paused: bool,
 }
 
 impl RingOp for RecvMulti {
@@ -91,7 +89,8 @@ impl RingOp for RecvMulti {
             _ if result == -libc::ECANCELED && status.cancelled && !status.timed_out => {
                 ReceiveEnd::Paused
             }
-            _ if self.paused && !status.timed_out => ReceiveEnd::Paused,
+            // A socket error (a reset, say) stays an error even if a pause was asked for: the
+            // kernel has cleared it, so a receive armed again would read a clean end instead.
             _ => ReceiveEnd::Failed(status.error(result)),
         };
         Step::Done(RequestOutput::Received(end))
