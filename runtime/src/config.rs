@@ -42,7 +42,7 @@ pub struct RingConfig {
     /// of a ring. The receive stays on the ring of the worker that armed it until it pauses or
     /// ends, and every arrival wakes the connection's task on that worker. Measured on two
     /// workers (`benches/README.md`, `runtime_io`), that cut the 99th percentile round trip
-    /// 4 to 18 times at 16 and 64 connections and cost 20 to 30 % more CPU per request:
+    /// 5 to 18 times at 16 and 64 connections and cost 20 to 30 % more CPU per request:
     /// the connections stay on the worker that accepted them instead of spreading as their
     /// tasks are stolen. Use it where tail latency matters more than CPU, or on one worker.
     /// With `0` (or if the kernel refuses the buffers, which
