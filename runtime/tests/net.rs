@@ -2,48 +2,19 @@
 //! or receive, and every fault (a port in use, a refused dial, a peer that closes, resets or
 //! goes silent) reported as an error carrying the OS error, within the configured timeout.
 
+mod net_cases;
+
+use net_cases::{listener_and_client, loopback, noop};
 use runtime::prelude::*;
 use runtime::{Config, Context, Error, IoBufs, SpinnerConfig};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::pin::pin;
-use std::task::{Context as TaskContext, Waker};
 use std::time::{Duration, Instant};
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
-
-/// A listener on a free loopback port, and a plain client connected to it.
-async fn listener_and_client(context: &Context) -> (runtime::net::Listener, TcpStream) {
-    let listener = context.bind(loopback()).await.unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    (listener, client)
-}
-
-fn noop() -> TaskContext<'static> {
-    TaskContext::from_waker(Waker::noop())
-}
 
 #[runtime::test(timeout = "20s")]
 async fn recv_returns_exactly_the_bytes_asked_for_across_segments(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (peer, _sink, mut stream) = listener.accept().await.unwrap();
-    assert_eq!(peer, client.local_addr().unwrap());
-    let writer = std::thread::spawn(move || {
-        for chunk in [&b"he"[..], b"llo wo", b"rld!"] {
-            client.write_all(chunk).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        client
-    });
-    let first = stream.recv(5).await.unwrap();
-    assert_eq!(first.coalesce().as_ref(), b"hello");
-    let second = stream.recv(7).await.unwrap();
-    assert_eq!(second.coalesce().as_ref(), b" world!");
-    let empty = stream.recv(0).await.unwrap();
-    assert!(empty.is_empty());
-    drop(writer.join().unwrap());
+    net_cases::recv_returns_exactly_the_bytes_asked_for_across_segments(context).await;
 }
 
 /// `recv_some` gives what has come, at least one byte and at most what is asked, every byte
@@ -128,18 +99,7 @@ async fn a_sink_dropped_with_a_send_in_flight_ends_the_stream_after_its_bytes(co
 
 #[runtime::test(timeout = "20s")]
 async fn a_dropped_recv_loses_no_bytes(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    {
-        // Registered, then dropped while it waits for more than has arrived.
-        let mut receive = pin!(stream.recv(10));
-        assert!(receive.as_mut().poll(&mut noop()).is_pending());
-    }
-    client.write_all(b"abcdef").unwrap();
-    // A shorter receive gets the first bytes the dropped one took in, and the next gets the
-    // rest: nothing is lost or duplicated.
-    assert_eq!(stream.recv(2).await.unwrap().coalesce().as_ref(), b"ab");
-    assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"cdef");
+    net_cases::a_dropped_recv_loses_no_bytes(context).await;
 }
 
 #[runtime::test(timeout = "20s")]
@@ -164,31 +124,7 @@ async fn a_dropped_accept_loses_no_connection(context: Context) {
 
 #[runtime::test(timeout = "20s")]
 async fn dial_and_echo_between_runtime_tasks(context: Context) {
-    let mut listener = context.bind(loopback()).await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let server = context.clone().spawn(move |_| async move {
-        let (_, mut sink, mut stream) = listener.accept().await.unwrap();
-        for _ in 0..100 {
-            let message = stream.recv(1024).await.unwrap();
-            sink.send(message).await.unwrap();
-        }
-    });
-    let (mut sink, mut stream) = context.dial(address).await.unwrap();
-    for round in 0..100_u32 {
-        let message: Vec<u8> = (0..1024).map(|i| (i as u32 + round) as u8).collect();
-        sink.send(message.clone()).await.unwrap();
-        assert_eq!(
-            stream.recv(1024).await.unwrap().coalesce().as_ref(),
-            &message[..]
-        );
-    }
-    server.await.unwrap();
-    // Every completion named a live operation (a release build has no debug assertion).
-    let exposition = context.encode();
-    assert!(
-        exposition.contains("runtime_ring_unknown_completions_total 0"),
-        "{exposition}"
-    );
+    net_cases::dial_and_echo_between_runtime_tasks(context).await;
 }
 
 #[runtime::test(timeout = "20s")]
@@ -222,64 +158,12 @@ async fn dialing_a_closed_port_fails_with_the_os_error(context: Context) {
 
 #[runtime::test(timeout = "20s")]
 async fn a_peer_closing_mid_recv_is_an_unexpected_eof(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    client.write_all(b"abc").unwrap();
-    drop(client);
-    match stream.recv(8).await {
-        Err(Error::RecvFailed(error)) => {
-            assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
-            assert!(error.to_string().contains("3 of 8"), "{error}");
-        }
-        other => panic!("expected RecvFailed, got {other:?}"),
-    }
+    net_cases::a_peer_closing_mid_recv_is_an_unexpected_eof(context).await;
 }
 
 #[runtime::test(timeout = "20s")]
 async fn a_peer_reset_fails_recv_and_send(context: Context) {
-    let (mut listener, client) = listener_and_client(&context).await;
-    let (_, mut sink, mut stream) = listener.accept().await.unwrap();
-    // Linger 0: closing sends a reset instead of a clean end.
-    let socket = socket_linger_zero(client);
-    drop(socket);
-    match stream.recv(1).await {
-        Err(Error::RecvFailed(error)) => {
-            assert_eq!(error.kind(), ErrorKind::ConnectionReset, "{error}");
-        }
-        other => panic!("expected RecvFailed, got {other:?}"),
-    }
-    // Sending into a reset connection fails too (maybe after one accepted send).
-    let mut failed = None;
-    for _ in 0..100 {
-        if let Err(error) = sink.send(vec![0; 1024]).await {
-            failed = Some(error);
-            break;
-        }
-    }
-    assert!(
-        matches!(failed, Some(Error::SendFailed(_))),
-        "expected SendFailed, got {failed:?}"
-    );
-}
-
-fn socket_linger_zero(stream: TcpStream) -> TcpStream {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a live socket and a correctly sized option value.
-    let result = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(result, 0);
-    stream
+    net_cases::a_peer_reset_fails_recv_and_send(context).await;
 }
 
 /// One worker whose idle spin lasts a minute, far past the test's timeout.
@@ -326,22 +210,8 @@ fn short_timeouts() -> Config {
 
 #[runtime::test(config = short_timeouts, timeout = "20s")]
 async fn a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    client.write_all(b"ab").unwrap();
-    let started = Instant::now();
-    match stream.recv(4).await {
-        Err(Error::RecvFailed(error)) => assert_eq!(error.kind(), ErrorKind::TimedOut),
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(200),
-        "not before the timeout"
-    );
-    // The two bytes that did arrive are still there for the next call.
-    client.write_all(b"cd").unwrap();
-    assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"abcd");
+    let timeout = Duration::from_millis(200);
+    net_cases::a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context, timeout).await;
 }
 
 #[runtime::test(config = short_timeouts, timeout = "20s")]
@@ -394,7 +264,7 @@ async fn a_peer_that_never_reads_times_the_send_out(context: Context) {
 
 #[runtime::test(timeout = "20s")]
 async fn dropping_a_stream_with_a_recv_in_flight_closes_the_connection(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
+    let (mut listener, client) = listener_and_client(&context).await;
     let (_, sink, mut stream) = listener.accept().await.unwrap();
     {
         let mut receive = pin!(stream.recv(1));
@@ -402,12 +272,8 @@ async fn dropping_a_stream_with_a_recv_in_flight_closes_the_connection(context: 
     }
     drop(stream);
     drop(sink);
-    // The pending receive ended, so the socket closed: the client reads end-of-stream.
-    client
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut rest = Vec::new();
-    assert_eq!(client.read_to_end(&mut rest).unwrap(), 0);
+    // The pending receive ended and let go of the socket, so it closed.
+    net_cases::assert_closed(&context, client).await;
 }
 
 #[runtime::test(timeout = "20s")]

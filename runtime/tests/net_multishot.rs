@@ -1,19 +1,17 @@
 //! TCP streams that receive through multishot receives (`RingConfig::receive_buffers` above
 //! zero), with buffers small enough that every message takes several completions and the ring
-//! runs out of buffers: exact receives, nothing lost to a dropped call, the end of the stream and resets reported as for one receive per call, deadlines that belong to
-//! the call that waits, and a dropped stream that ends its armed receive.
+//! runs out of buffers. The cases shared with one receive per call (`net_cases`): exact
+//! receives, echoes, nothing lost to a dropped call, the end of the stream, resets and
+//! timeouts. Multishot's own: deadlines that belong to the call that waits, and a dropped
+//! stream that ends its armed receive.
 
+mod net_cases;
+
+use net_cases::listener_and_client;
 use runtime::prelude::*;
-use runtime::{Config, Context, Error, RingConfig};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::pin::pin;
-use std::task::{Context as TaskContext, Waker};
-use std::time::{Duration, Instant};
-
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+use runtime::{Config, Context, RingConfig};
+use std::io::Write;
+use std::time::Duration;
 
 /// Four provided buffers of 64 bytes per ring: a 1 KiB message takes sixteen completions, and
 /// a burst runs the ring out of buffers.
@@ -37,146 +35,39 @@ fn multishot_two_second_timeouts() -> Config {
     multishot().with_read_write_timeout(Duration::from_secs(2))
 }
 
-/// Sets linger 0 on `client`, so closing it sends a reset instead of a clean end.
-fn linger_zero(client: &TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a live socket and a correctly sized option value.
-    let set = unsafe {
-        libc::setsockopt(
-            client.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(set, 0);
-}
-
-async fn listener_and_client(context: &Context) -> (runtime::net::Listener, TcpStream) {
-    let listener = context.bind(loopback()).await.unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    (listener, client)
-}
-
-fn noop() -> TaskContext<'static> {
-    TaskContext::from_waker(Waker::noop())
-}
-
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn recv_returns_exactly_the_bytes_asked_for_across_segments(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    let writer = std::thread::spawn(move || {
-        for chunk in [&b"he"[..], b"llo wo", b"rld!"] {
-            client.write_all(chunk).unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        client
-    });
-    assert_eq!(stream.recv(5).await.unwrap().coalesce().as_ref(), b"hello");
-    assert_eq!(
-        stream.recv(7).await.unwrap().coalesce().as_ref(),
-        b" world!"
-    );
-    assert!(stream.recv(0).await.unwrap().is_empty());
-    drop(writer.join().unwrap());
+    net_cases::recv_returns_exactly_the_bytes_asked_for_across_segments(context).await;
 }
 
 /// Both ends receive through multishot receives; every echo comes back whole, and every
 /// completion named a live operation.
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn dial_and_echo_between_runtime_tasks(context: Context) {
-    let mut listener = context.bind(loopback()).await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let server = context.clone().spawn(move |_| async move {
-        let (_, mut sink, mut stream) = listener.accept().await.unwrap();
-        for _ in 0..100 {
-            let message = stream.recv(1024).await.unwrap();
-            sink.send(message).await.unwrap();
-        }
-    });
-    let (mut sink, mut stream) = context.dial(address).await.unwrap();
-    for round in 0..100_u32 {
-        let message: Vec<u8> = (0..1024).map(|i| (i as u32 + round) as u8).collect();
-        sink.send(message.clone()).await.unwrap();
-        assert_eq!(
-            stream.recv(1024).await.unwrap().coalesce().as_ref(),
-            &message[..]
-        );
-    }
-    server.await.unwrap();
-    let exposition = context.encode();
-    assert!(
-        exposition.contains("runtime_ring_unknown_completions_total 0"),
-        "{exposition}"
-    );
+    net_cases::dial_and_echo_between_runtime_tasks(context).await;
 }
 
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn a_dropped_recv_loses_no_bytes(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    {
-        let mut receive = pin!(stream.recv(10));
-        assert!(receive.as_mut().poll(&mut noop()).is_pending());
-    }
-    client.write_all(b"abcdef").unwrap();
-    assert_eq!(stream.recv(2).await.unwrap().coalesce().as_ref(), b"ab");
-    assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"cdef");
+    net_cases::a_dropped_recv_loses_no_bytes(context).await;
 }
 
 /// The end of the stream fails a call that wants more than arrived, and leaves what arrived
 /// for a call that wants no more.
 #[runtime::test(config = multishot, timeout = "20s")]
 async fn a_peer_closing_mid_recv_is_an_unexpected_eof(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    client.write_all(b"abc").unwrap();
-    drop(client);
-    for _ in 0..2 {
-        match stream.recv(8).await {
-            Err(Error::RecvFailed(error)) => {
-                assert_eq!(error.kind(), ErrorKind::UnexpectedEof);
-                assert!(error.to_string().contains("3 of 8"), "{error}");
-            }
-            other => panic!("expected RecvFailed, got {other:?}"),
-        }
-    }
-    assert_eq!(stream.recv(3).await.unwrap().coalesce().as_ref(), b"abc");
+    net_cases::a_peer_closing_mid_recv_is_an_unexpected_eof(context).await;
 }
 
 #[runtime::test(config = multishot, timeout = "20s")]
-async fn a_peer_reset_fails_recv(context: Context) {
-    let (mut listener, client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    linger_zero(&client);
-    drop(client);
-    match stream.recv(1).await {
-        Err(Error::RecvFailed(error)) => {
-            assert_eq!(error.kind(), ErrorKind::ConnectionReset, "{error}");
-        }
-        other => panic!("expected RecvFailed, got {other:?}"),
-    }
+async fn a_peer_reset_fails_recv_and_send(context: Context) {
+    net_cases::a_peer_reset_fails_recv_and_send(context).await;
 }
 
 #[runtime::test(config = multishot_short_timeouts, timeout = "20s")]
 async fn a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context: Context) {
-    let (mut listener, mut client) = listener_and_client(&context).await;
-    let (_, _sink, mut stream) = listener.accept().await.unwrap();
-    client.write_all(b"ab").unwrap();
-    let started = Instant::now();
-    match stream.recv(4).await {
-        Err(Error::RecvFailed(error)) => assert_eq!(error.kind(), ErrorKind::TimedOut),
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    assert!(started.elapsed() >= Duration::from_millis(400));
-    client.write_all(b"cd").unwrap();
-    assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"abcd");
+    let timeout = Duration::from_millis(400);
+    net_cases::a_silent_peer_times_the_recv_out_and_keeps_what_arrived(context, timeout).await;
 }
 
 /// The armed receive carries the deadline of the call that armed it; a later call that waits
@@ -211,26 +102,5 @@ async fn dropping_a_stream_with_its_receive_armed_closes_the_connection(context:
     assert_eq!(stream.recv(1).await.unwrap().coalesce().as_ref(), b"x");
     drop(stream);
     drop(sink);
-    client
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut rest = Vec::new();
-    assert_eq!(client.read_to_end(&mut rest).unwrap(), 0);
-    // A closed socket answers the first write with a reset, which fails a later write; an open
-    // one (half shut) takes them all.
-    let limit = Instant::now() + Duration::from_secs(10);
-    let failed = loop {
-        if let Err(error) = client.write_all(b"after") {
-            break error;
-        }
-        assert!(Instant::now() < limit, "the socket stayed open");
-        context.sleep(Duration::from_millis(1)).await;
-    };
-    assert!(
-        matches!(
-            failed.kind(),
-            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe
-        ),
-        "{failed}"
-    );
+    net_cases::assert_closed(&context, client).await;
 }
