@@ -1,0 +1,397 @@
+//! The NATS client protocol as bytes: what a server sends, parsed from a buffer that may hold
+//! part of a frame or several frames, and what a client sends, encoded after validation.
+//!
+//! Invariants:
+//! - [`Parser::next`] consumes exactly one whole frame from the front of the buffer, or nothing:
+//!   a frame split anywhere parses the same once its last byte has arrived, and bytes after it
+//!   stay for the next call.
+//! - Nothing a server sends makes the parser panic or allocate without bound: a control line
+//!   longer than [`MAX_CONTROL_LINE`] bytes, a payload larger than the parser's limit, or any
+//!   malformed frame is a [`ProtocolError`] that names what was wrong (after which the
+//!   connection must be dropped: the stream's framing is lost).
+//! - The encoder never writes a frame the server would misread: subjects, reply subjects and
+//!   queue groups are checked (non-empty, no whitespace or control characters; wildcards only
+//!   where subscribing allows them), and an invalid one is an [`EncodeError`], not bytes.
+//!
+//! The grammar (from the NATS client protocol documentation): a control line is an op name
+//! (case-insensitive) and arguments separated by spaces or tabs, ended by `\r\n`; `MSG` and
+//! `HMSG` are followed by their payload (headers first for `HMSG`) and another `\r\n`.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt;
+
+/// The longest control line a server may send (the server's own default `max_control_line`).
+pub const MAX_CONTROL_LINE: usize = 4096;
+
+/// What a server sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerOp {
+    /// `INFO`: the server's description, a JSON object (kept as text).
+    Info(String),
+    /// `MSG` or `HMSG`: a message for subscription `sid`.
+    Msg(Message),
+    Ping,
+    Pong,
+    /// `+OK` (only in verbose mode).
+    Ok,
+    /// `-ERR`: the server's error text, without its quotes.
+    Err(String),
+}
+
+/// A delivered message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub subject: String,
+    pub sid: u64,
+    pub reply: Option<String>,
+    /// The header block of an `HMSG` (from `NATS/1.0` through its blank line), else `None`.
+    pub headers: Option<Bytes>,
+    pub payload: Bytes,
+}
+
+/// A frame the server sent that does not follow the protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(String);
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NATS protocol error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn protocol_error(what: impl Into<String>) -> ProtocolError {
+    ProtocolError(what.into())
+}
+
+/// Parses server frames from the front of a buffer.
+#[derive(Clone, Debug)]
+pub struct Parser {
+    max_payload: usize,
+}
+
+impl Parser {
+    /// A parser that refuses messages (headers and payload together) larger than
+    /// `max_payload` bytes: the limit the client announced it accepts.
+    pub fn new(max_payload: usize) -> Self {
+        Self { max_payload }
+    }
+
+    /// Takes the first whole frame off `buffer`: `Ok(None)` if it is not whole yet (nothing is
+    /// consumed), an error if the bytes are not a frame.
+    pub fn next(&self, buffer: &mut BytesMut) -> Result<Option<ServerOp>, ProtocolError> {
+        let Some(line_end) = find_crlf(buffer) else {
+            if buffer.len() > MAX_CONTROL_LINE {
+                return Err(protocol_error(format!(
+                    "a control line longer than {MAX_CONTROL_LINE} bytes"
+                )));
+            }
+            return Ok(None);
+        };
+        if line_end > MAX_CONTROL_LINE {
+            return Err(protocol_error(format!(
+                "a control line of {line_end} bytes, more than {MAX_CONTROL_LINE}"
+            )));
+        }
+        let line = std::str::from_utf8(&buffer[..line_end])
+            .map_err(|_| protocol_error("a control line that is not UTF-8"))?;
+        let (op, rest) = split_op(line);
+        let op = op.to_ascii_uppercase();
+        let parsed = match op.as_str() {
+            "MSG" | "HMSG" => {
+                let head = MessageHead::parse(&op, rest, self.max_payload)?;
+                let frame = head.total.saturating_add(line_end + 4);
+                if buffer.len() < frame {
+                    return Ok(None);
+                }
+                if &buffer[frame - 2..frame] != b"\r\n" {
+                    return Err(protocol_error(format!(
+                        "{op} on {}: its {} bytes are not followed by CRLF",
+                        head.subject, head.total
+                    )));
+                }
+                buffer.advance(line_end + 2);
+                let mut body = buffer.split_to(head.total).freeze();
+                buffer.advance(2);
+                let headers = head.headers.map(|len| body.split_to(len));
+                return Ok(Some(ServerOp::Msg(Message {
+                    subject: head.subject,
+                    sid: head.sid,
+                    reply: head.reply,
+                    headers,
+                    payload: body,
+                })));
+            }
+            "PING" if rest.trim().is_empty() => ServerOp::Ping,
+            "PONG" if rest.trim().is_empty() => ServerOp::Pong,
+            "+OK" if rest.trim().is_empty() => ServerOp::Ok,
+            "INFO" => ServerOp::Info(rest.trim().to_string()),
+            "-ERR" => ServerOp::Err(unquote(rest.trim()).to_string()),
+            _ => {
+                return Err(protocol_error(format!(
+                    "an unknown or malformed operation: {:?}",
+                    truncated(line)
+                )));
+            }
+        };
+        buffer.advance(line_end + 2);
+        Ok(Some(parsed))
+    }
+}
+
+/// The control line of a `MSG` or `HMSG`.
+struct MessageHead {
+    subject: String,
+    sid: u64,
+    reply: Option<String>,
+    /// Header bytes (`HMSG` only).
+    headers: Option<usize>,
+    /// Header and payload bytes together.
+    total: usize,
+}
+
+impl MessageHead {
+    fn parse(op: &str, rest: &str, max_payload: usize) -> Result<Self, ProtocolError> {
+        let args: Vec<&str> = rest.split([' ', '\t']).filter(|a| !a.is_empty()).collect();
+        let with_headers = op == "HMSG";
+        let counts = if with_headers { 2 } else { 1 };
+        let (subject, sid, reply, sizes) = match args.len() - counts.min(args.len()) {
+            2 => (args[0], args[1], None, &args[2..]),
+            3 => (args[0], args[1], Some(args[2]), &args[3..]),
+            _ => {
+                return Err(protocol_error(format!(
+                    "{op} takes a subject, a sid, an optional reply subject and {}; got {:?}",
+                    if with_headers { "two sizes" } else { "a size" },
+                    truncated(rest)
+                )));
+            }
+        };
+        let number = |text: &str, what: &str| {
+            text.parse::<usize>()
+                .map_err(|_| protocol_error(format!("{op} on {subject}: {what} {text:?}")))
+        };
+        let sid = sid
+            .parse::<u64>()
+            .map_err(|_| protocol_error(format!("{op} on {subject}: sid {sid:?}")))?;
+        let (headers, total) = if with_headers {
+            let headers = number(sizes[0], "header size")?;
+            let total = number(sizes[1], "total size")?;
+            if headers > total {
+                return Err(protocol_error(format!(
+                    "{op} on {subject}: {headers} header bytes in a message of {total}"
+                )));
+            }
+            (Some(headers), total)
+        } else {
+            (None, number(sizes[0], "size")?)
+        };
+        if total > max_payload {
+            return Err(protocol_error(format!(
+                "{op} on {subject}: {total} bytes, more than the {max_payload} this client accepts"
+            )));
+        }
+        Ok(Self {
+            subject: subject.to_string(),
+            sid,
+            reply: reply.map(str::to_string),
+            headers,
+            total,
+        })
+    }
+}
+
+/// The index of the first `\r\n` in `bytes`.
+fn find_crlf(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(2).position(|pair| pair == b"\r\n")
+}
+
+/// The op name and what follows it.
+fn split_op(line: &str) -> (&str, &str) {
+    match line.find([' ', '\t']) {
+        Some(at) => (&line[..at], &line[at + 1..]),
+        None => (line, ""),
+    }
+}
+
+/// `-ERR`'s text without the single quotes around it.
+fn unquote(text: &str) -> &str {
+    text.strip_prefix('\'')
+        .and_then(|inner| inner.strip_suffix('\''))
+        .unwrap_or(text)
+}
+
+/// At most 80 characters of `text`, for error messages.
+fn truncated(text: &str) -> &str {
+    match text.char_indices().nth(80) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+/// A client frame that cannot be encoded, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodeError(String);
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// Where a subject is used, which decides whether wildcards are allowed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Publish,
+    Subscribe,
+}
+
+/// Checks a subject: dot-separated tokens, none empty, no whitespace or control characters;
+/// `*` as a whole token and `>` as the whole last token only when subscribing.
+fn check_subject(subject: &str, what: &str, usage: Use) -> Result<(), EncodeError> {
+    let invalid = |why: &str| {
+        Err(EncodeError(format!(
+            "invalid {what} {:?}: {why}",
+            truncated(subject)
+        )))
+    };
+    if subject.is_empty() {
+        return invalid("it is empty");
+    }
+    if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return invalid("it contains whitespace or a control character");
+    }
+    let tokens: Vec<&str> = subject.split('.').collect();
+    for (index, token) in tokens.iter().enumerate() {
+        if token.is_empty() {
+            return invalid("it has an empty token (a leading, trailing or doubled '.')");
+        }
+        let wildcard = *token == "*" || (*token == ">" && index == tokens.len() - 1);
+        if wildcard && usage == Use::Publish {
+            return invalid("wildcards ('*', '>') are only allowed when subscribing");
+        }
+        if !wildcard && token.contains(['*', '>']) {
+            return invalid("'*' and '>' must stand as whole tokens ('>' only as the last)");
+        }
+    }
+    Ok(())
+}
+
+/// Checks a queue group name: non-empty, no whitespace or control characters.
+fn check_queue_group(group: &str) -> Result<(), EncodeError> {
+    if group.is_empty() || group.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(EncodeError(format!(
+            "invalid queue group {:?}: it must be non-empty, without whitespace",
+            truncated(group)
+        )));
+    }
+    Ok(())
+}
+
+/// Appends client frames to a buffer, so that several go out in one send.
+pub struct Encoder<'a> {
+    out: &'a mut BytesMut,
+}
+
+impl<'a> Encoder<'a> {
+    pub fn new(out: &'a mut BytesMut) -> Self {
+        Self { out }
+    }
+
+    /// `CONNECT` with `options`, a JSON object the caller built.
+    pub fn connect(&mut self, options: &str) {
+        self.line(&["CONNECT", options]);
+    }
+
+    /// `PUB`, or `HPUB` when `headers` is given (a header block starting `NATS/1.0\r\n` and
+    /// ending with a blank line). The sizes are checked against `max_payload`, the server's
+    /// limit, before anything is written.
+    pub fn publish(
+        &mut self,
+        subject: &str,
+        reply: Option<&str>,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+        max_payload: usize,
+    ) -> Result<(), EncodeError> {
+        check_subject(subject, "subject", Use::Publish)?;
+        if let Some(reply) = reply {
+            check_subject(reply, "reply subject", Use::Publish)?;
+        }
+        let header_len = headers.map_or(0, <[u8]>::len);
+        let total = header_len + payload.len();
+        if total > max_payload {
+            return Err(EncodeError(format!(
+                "a message of {total} bytes to {:?} is larger than the server's max_payload \
+                 ({max_payload} bytes)",
+                truncated(subject)
+            )));
+        }
+        let total = total.to_string();
+        let header_len = header_len.to_string();
+        let mut line = vec![if headers.is_some() { "HPUB" } else { "PUB" }, subject];
+        line.extend(reply);
+        if headers.is_some() {
+            line.push(&header_len);
+        }
+        line.push(&total);
+        self.line(&line);
+        if let Some(headers) = headers {
+            self.out.extend_from_slice(headers);
+        }
+        self.out.extend_from_slice(payload);
+        self.out.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// `SUB` to `subject` (wildcards allowed), in `queue_group` if given.
+    pub fn subscribe(
+        &mut self,
+        subject: &str,
+        queue_group: Option<&str>,
+        sid: u64,
+    ) -> Result<(), EncodeError> {
+        check_subject(subject, "subject", Use::Subscribe)?;
+        if let Some(group) = queue_group {
+            check_queue_group(group)?;
+        }
+        let sid = sid.to_string();
+        let mut line = vec!["SUB", subject];
+        line.extend(queue_group);
+        line.push(&sid);
+        self.line(&line);
+        Ok(())
+    }
+
+    /// `UNSUB`, at once or after `after` more messages.
+    pub fn unsubscribe(&mut self, sid: u64, after: Option<u64>) {
+        let sid = sid.to_string();
+        let after = after.map(|after| after.to_string());
+        let mut line = vec!["UNSUB", sid.as_str()];
+        line.extend(after.as_deref());
+        self.line(&line);
+    }
+
+    pub fn ping(&mut self) {
+        self.line(&["PING"]);
+    }
+
+    pub fn pong(&mut self) {
+        self.line(&["PONG"]);
+    }
+
+    fn line(&mut self, words: &[&str]) {
+        for (index, word) in words.iter().enumerate() {
+            if index > 0 {
+                self.out.extend_from_slice(b" ");
+            }
+            self.out.extend_from_slice(word.as_bytes());
+        }
+        self.out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests;
