@@ -6,12 +6,19 @@
 //!   a frame split anywhere parses the same once its last byte has arrived, and bytes after it
 //!   stay for the next call.
 //! - Nothing a server sends makes the parser panic or allocate without bound: a control line
-//!   longer than [`MAX_CONTROL_LINE`] bytes, a payload larger than the parser's limit, or any
-//!   malformed frame is a [`ProtocolError`] that names what was wrong (after which the
-//!   connection must be dropped: the stream's framing is lost).
-//! - The encoder never writes a frame the server would misread: subjects, reply subjects and
-//!   queue groups are checked (non-empty, no whitespace or control characters; wildcards only
-//!   where subscribing allows them), and an invalid one is an [`EncodeError`], not bytes.
+//!   longer than the parser's limit ([`DEFAULT_MAX_CONTROL_LINE`] unless set), a message larger
+//!   than its memory cap, or any malformed frame is a [`ProtocolError`] that names what was
+//!   wrong (after which the connection must be dropped: the stream's framing is lost). The
+//!   server limits only what clients send, so the parser's limits are generous.
+//! - Subjects that are not UTF-8 (the server does not check) do not break the connection: they
+//!   arrive with U+FFFD in place of their invalid bytes (such a reply subject cannot be
+//!   answered).
+//! - The encoder never writes a frame the server or another client would misread: subjects,
+//!   reply subjects and queue groups are checked (non-empty, no whitespace or control
+//!   characters, no empty token; wildcards only where subscribing allows them), a header block
+//!   must be a well-formed `NATS/1.0` block, `CONNECT`'s JSON must be one line, and a control
+//!   line must fit the server's default limit ([`MAX_CONTROL_LINE_OUT`]). What fails a check is
+//!   an [`EncodeError`] and writes nothing.
 //!
 //! The grammar (from the NATS client protocol documentation): a control line is an op name
 //! (case-insensitive) and arguments separated by spaces or tabs, ended by `\r\n`; `MSG` and
@@ -20,8 +27,15 @@
 use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
 
-/// The longest control line a server may send (the server's own default `max_control_line`).
-pub const MAX_CONTROL_LINE: usize = 4096;
+/// The longest control line the parser accepts by default. A server delivers lines longer than
+/// its own `max_control_line` (4096 by default, which it applies to what clients send): a
+/// `MSG` adds the sid to a subject and reply that filled a client's line, and an `INFO` lists
+/// every server of a cluster.
+pub const DEFAULT_MAX_CONTROL_LINE: usize = 64 * 1024;
+
+/// The longest control line the encoder writes: the server's default `max_control_line`, past
+/// which it closes the connection.
+pub const MAX_CONTROL_LINE_OUT: usize = 4096;
 
 /// What a server sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,34 +83,46 @@ fn protocol_error(what: impl Into<String>) -> ProtocolError {
 #[derive(Clone, Debug)]
 pub struct Parser {
     max_payload: usize,
+    max_control_line: usize,
 }
 
 impl Parser {
     /// A parser that refuses messages (headers and payload together) larger than
-    /// `max_payload` bytes: the limit the client announced it accepts.
+    /// `max_payload` bytes. This is a memory cap, not the server's `max_payload`: the server
+    /// does not check what it delivers, adds headers of its own, and a user's limit may be
+    /// below another publisher's. Give it room beyond the largest message expected.
     pub fn new(max_payload: usize) -> Self {
-        Self { max_payload }
+        Self {
+            max_payload,
+            max_control_line: DEFAULT_MAX_CONTROL_LINE,
+        }
+    }
+
+    /// The same with a control-line limit other than [`DEFAULT_MAX_CONTROL_LINE`].
+    pub fn with_max_control_line(mut self, max_control_line: usize) -> Self {
+        self.max_control_line = max_control_line;
+        self
     }
 
     /// Takes the first whole frame off `buffer`: `Ok(None)` if it is not whole yet (nothing is
     /// consumed), an error if the bytes are not a frame.
     pub fn next(&self, buffer: &mut BytesMut) -> Result<Option<ServerOp>, ProtocolError> {
-        let Some(line_end) = find_crlf(buffer) else {
-            if buffer.len() > MAX_CONTROL_LINE {
-                return Err(protocol_error(format!(
-                    "a control line longer than {MAX_CONTROL_LINE} bytes"
-                )));
+        let limit = self.max_control_line;
+        // The line and its CRLF are looked for within the limit only.
+        let scanned = &buffer[..buffer.len().min(limit + 2)];
+        let Some(line_end) = find_crlf(scanned) else {
+            // Up to the limit plus the CR of a CRLF whose LF has not arrived is a wait.
+            let waiting =
+                buffer.len() <= limit || (buffer.len() == limit + 1 && buffer[limit] == b'\r');
+            if waiting {
+                return Ok(None);
             }
-            return Ok(None);
-        };
-        if line_end > MAX_CONTROL_LINE {
             return Err(protocol_error(format!(
-                "a control line of {line_end} bytes, more than {MAX_CONTROL_LINE}"
+                "a control line longer than {limit} bytes"
             )));
-        }
-        let line = std::str::from_utf8(&buffer[..line_end])
-            .map_err(|_| protocol_error("a control line that is not UTF-8"))?;
-        let (op, rest) = split_op(line);
+        };
+        let line = String::from_utf8_lossy(&buffer[..line_end]);
+        let (op, rest) = split_op(&line);
         let op = op.to_ascii_uppercase();
         let parsed = match op.as_str() {
             "MSG" | "HMSG" => {
@@ -107,8 +133,9 @@ impl Parser {
                 }
                 if &buffer[frame - 2..frame] != b"\r\n" {
                     return Err(protocol_error(format!(
-                        "{op} on {}: its {} bytes are not followed by CRLF",
-                        head.subject, head.total
+                        "{op} on {:?}: its {} bytes are not followed by CRLF",
+                        truncated(&head.subject),
+                        head.total
                     )));
                 }
                 buffer.advance(line_end + 2);
@@ -131,7 +158,7 @@ impl Parser {
             _ => {
                 return Err(protocol_error(format!(
                     "an unknown or malformed operation: {:?}",
-                    truncated(line)
+                    truncated(&line)
                 )));
             }
         };
@@ -169,17 +196,17 @@ impl MessageHead {
         };
         let number = |text: &str, what: &str| {
             text.parse::<usize>()
-                .map_err(|_| protocol_error(format!("{op} on {subject}: {what} {text:?}")))
+                .map_err(|_| protocol_error(format!("{op} on {subject:?}: {what} {text:?}")))
         };
         let sid = sid
             .parse::<u64>()
-            .map_err(|_| protocol_error(format!("{op} on {subject}: sid {sid:?}")))?;
+            .map_err(|_| protocol_error(format!("{op} on {subject:?}: sid {sid:?}")))?;
         let (headers, total) = if with_headers {
             let headers = number(sizes[0], "header size")?;
             let total = number(sizes[1], "total size")?;
             if headers > total {
                 return Err(protocol_error(format!(
-                    "{op} on {subject}: {headers} header bytes in a message of {total}"
+                    "{op} on {subject:?}: {headers} header bytes in a message of {total}"
                 )));
             }
             (Some(headers), total)
@@ -188,7 +215,7 @@ impl MessageHead {
         };
         if total > max_payload {
             return Err(protocol_error(format!(
-                "{op} on {subject}: {total} bytes, more than the {max_payload} this client accepts"
+                "{op} on {subject:?}: {total} bytes, more than the {max_payload} this client accepts"
             )));
         }
         Ok(Self {
@@ -248,8 +275,9 @@ enum Use {
     Subscribe,
 }
 
-/// Checks a subject: dot-separated tokens, none empty, no whitespace or control characters;
-/// `*` as a whole token and `>` as the whole last token only when subscribing.
+/// Checks a subject as the server does: dot-separated tokens, none empty, no whitespace or
+/// control characters. A token that is exactly `*`, or exactly `>` as the last token, is a
+/// wildcard, allowed only when subscribing; `*` and `>` inside a longer token are literal.
 fn check_subject(subject: &str, what: &str, usage: Use) -> Result<(), EncodeError> {
     let invalid = |why: &str| {
         Err(EncodeError(format!(
@@ -268,12 +296,12 @@ fn check_subject(subject: &str, what: &str, usage: Use) -> Result<(), EncodeErro
         if token.is_empty() {
             return invalid("it has an empty token (a leading, trailing or doubled '.')");
         }
-        let wildcard = *token == "*" || (*token == ">" && index == tokens.len() - 1);
+        if *token == ">" && index != tokens.len() - 1 {
+            return invalid("the '>' wildcard must be the last token");
+        }
+        let wildcard = *token == "*" || *token == ">";
         if wildcard && usage == Use::Publish {
             return invalid("wildcards ('*', '>') are only allowed when subscribing");
-        }
-        if !wildcard && token.contains(['*', '>']) {
-            return invalid("'*' and '>' must stand as whole tokens ('>' only as the last)");
         }
     }
     Ok(())
@@ -290,6 +318,36 @@ fn check_queue_group(group: &str) -> Result<(), EncodeError> {
     Ok(())
 }
 
+/// Checks an `HPUB` header block: `NATS/1.0` (with an optional status) on its first line,
+/// `name: value` lines after it, and one blank line ending it. Other clients drop their
+/// connection on a block they cannot parse, so a malformed one must not go out.
+fn check_headers(block: &[u8]) -> Result<(), EncodeError> {
+    let invalid = |why: &str| Err(EncodeError(format!("invalid header block: {why}")));
+    let Some(body) = block.strip_suffix(b"\r\n\r\n") else {
+        return invalid("it must end with an empty line (\"\\r\\n\\r\\n\")");
+    };
+    let Ok(body) = std::str::from_utf8(body) else {
+        return invalid("it is not UTF-8");
+    };
+    let mut lines = body.split("\r\n");
+    let first = lines.next().unwrap_or_default();
+    if !first.starts_with("NATS/1.0") {
+        return invalid("its first line must be \"NATS/1.0\"");
+    }
+    for line in lines {
+        let Some((name, _)) = line.split_once(':') else {
+            return invalid("every header line must be \"name: value\"");
+        };
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return invalid("a header name must be non-empty, without whitespace");
+        }
+        if line.chars().any(|c| c.is_control()) {
+            return invalid("a header line must not hold control characters");
+        }
+    }
+    Ok(())
+}
+
 /// Appends client frames to a buffer, so that several go out in one send.
 pub struct Encoder<'a> {
     out: &'a mut BytesMut,
@@ -300,9 +358,18 @@ impl<'a> Encoder<'a> {
         Self { out }
     }
 
-    /// `CONNECT` with `options`, a JSON object the caller built.
-    pub fn connect(&mut self, options: &str) {
-        self.line(&["CONNECT", options]);
+    /// `CONNECT` with `options`, a JSON object on one line (no control characters: a raw line
+    /// break would end the frame early and let the rest be read as commands).
+    pub fn connect(&mut self, options: &str) -> Result<(), EncodeError> {
+        if options.is_empty() || options.chars().any(char::is_control) {
+            return Err(EncodeError(
+                "CONNECT options must be a JSON object on one line, without control characters"
+                    .into(),
+            ));
+        }
+        // The server reads CONNECT whole whatever its length.
+        self.write_line(&["CONNECT", options]);
+        Ok(())
     }
 
     /// `PUB`, or `HPUB` when `headers` is given (a header block starting `NATS/1.0\r\n` and
@@ -319,6 +386,9 @@ impl<'a> Encoder<'a> {
         check_subject(subject, "subject", Use::Publish)?;
         if let Some(reply) = reply {
             check_subject(reply, "reply subject", Use::Publish)?;
+        }
+        if let Some(headers) = headers {
+            check_headers(headers)?;
         }
         let header_len = headers.map_or(0, <[u8]>::len);
         let total = header_len + payload.len();
@@ -337,7 +407,7 @@ impl<'a> Encoder<'a> {
             line.push(&header_len);
         }
         line.push(&total);
-        self.line(&line);
+        self.line(&line)?;
         if let Some(headers) = headers {
             self.out.extend_from_slice(headers);
         }
@@ -361,8 +431,7 @@ impl<'a> Encoder<'a> {
         let mut line = vec!["SUB", subject];
         line.extend(queue_group);
         line.push(&sid);
-        self.line(&line);
-        Ok(())
+        self.line(&line)
     }
 
     /// `UNSUB`, at once or after `after` more messages.
@@ -371,18 +440,31 @@ impl<'a> Encoder<'a> {
         let after = after.map(|after| after.to_string());
         let mut line = vec!["UNSUB", sid.as_str()];
         line.extend(after.as_deref());
-        self.line(&line);
+        self.write_line(&line);
     }
 
     pub fn ping(&mut self) {
-        self.line(&["PING"]);
+        self.write_line(&["PING"]);
     }
 
     pub fn pong(&mut self) {
-        self.line(&["PONG"]);
+        self.write_line(&["PONG"]);
     }
 
-    fn line(&mut self, words: &[&str]) {
+    /// Writes a control line that must fit [`MAX_CONTROL_LINE_OUT`].
+    fn line(&mut self, words: &[&str]) -> Result<(), EncodeError> {
+        let len = words.iter().map(|word| word.len() + 1).sum::<usize>() - 1;
+        if len > MAX_CONTROL_LINE_OUT {
+            return Err(EncodeError(format!(
+                "a {} line of {len} bytes is longer than the server's {MAX_CONTROL_LINE_OUT}",
+                words[0]
+            )));
+        }
+        self.write_line(words);
+        Ok(())
+    }
+
+    fn write_line(&mut self, words: &[&str]) {
         for (index, word) in words.iter().enumerate() {
             if index > 0 {
                 self.out.extend_from_slice(b" ");

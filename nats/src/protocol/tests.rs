@@ -123,7 +123,11 @@ fn malformed_frames_are_errors_that_say_what_was_wrong() {
             b"MSG a 1 2097152\r\n",
             "more than the 1048576 this client accepts",
         ),
-        (b"\xff\xfe\r\n", "not UTF-8"),
+        (
+            b"HMSG a 1 12 1048577\r\n",
+            "more than the 1048576 this client accepts",
+        ),
+        (b"\xff\xfe\r\n", "unknown or malformed operation"),
     ];
     for (bytes, expected) in cases {
         let error = error_of(bytes);
@@ -133,16 +137,73 @@ fn malformed_frames_are_errors_that_say_what_was_wrong() {
 
 #[test]
 fn a_control_line_longer_than_the_limit_is_refused_before_its_end_arrives() {
-    let parser = Parser::new(LIMIT);
+    let parser = Parser::new(LIMIT).with_max_control_line(100);
     let mut buffer = BytesMut::from(&b"MSG "[..]);
-    buffer.extend_from_slice(&vec![b'a'; MAX_CONTROL_LINE]);
+    buffer.extend_from_slice(&[b'a'; 97]);
     let error = parser.next(&mut buffer).unwrap_err().to_string();
-    assert!(error.contains("longer than 4096"), "{error}");
-    // A line of exactly the limit, ended, is fine.
+    assert!(error.contains("longer than 100"), "{error}");
+    // Ended, a line one byte too long is refused too.
     let mut line = b"INFO ".to_vec();
-    line.resize(MAX_CONTROL_LINE, b'x');
+    line.resize(101, b'x');
     line.extend_from_slice(b"\r\n");
-    assert!(matches!(parse_all(&line).unwrap()[..], [ServerOp::Info(_)]));
+    let error = parser.next(&mut BytesMut::from(&line[..])).unwrap_err();
+    assert!(error.to_string().contains("longer than 100"), "{error}");
+}
+
+/// A line of exactly the limit parses whole and split anywhere, its CRLF split included.
+#[test]
+fn a_control_line_of_exactly_the_limit_parses_split_anywhere() {
+    let parser = Parser::new(LIMIT).with_max_control_line(100);
+    let mut line = b"INFO ".to_vec();
+    line.resize(100, b'x');
+    line.extend_from_slice(b"\r\n");
+    for cut in 0..=line.len() {
+        let mut buffer = BytesMut::from(&line[..cut]);
+        let first = parser.next(&mut buffer).unwrap();
+        buffer.extend_from_slice(&line[cut..]);
+        let op = match first {
+            Some(op) => Some(op),
+            None => parser.next(&mut buffer).unwrap(),
+        };
+        assert!(
+            matches!(op, Some(ServerOp::Info(_))),
+            "cut at {cut}: {op:?}"
+        );
+    }
+}
+
+/// The default limit takes what a server really sends: a `MSG` for a publish whose line filled
+/// the server's own 4096-byte limit is longer than 4096 bytes.
+#[test]
+fn a_message_line_longer_than_the_servers_own_limit_parses() {
+    let subject = "s".repeat(4090);
+    let frame = format!("MSG {subject} 12345 _INBOX.reply 2\r\nhi\r\n");
+    assert!(frame.len() > 4096 + 10);
+    let ops = parse_all(frame.as_bytes()).unwrap();
+    assert_eq!(
+        ops,
+        vec![message(&subject, 12345, Some("_INBOX.reply"), None, b"hi")]
+    );
+}
+
+/// A subject that is not UTF-8 (the server does not check) does not break the connection.
+#[test]
+fn a_subject_that_is_not_utf8_arrives_with_replacement_characters() {
+    let ops = parse_all(b"MSG a.\xff 1 2\r\nhi\r\nPING\r\n").unwrap();
+    assert_eq!(
+        ops,
+        vec![message("a.\u{fffd}", 1, None, None, b"hi"), ServerOp::Ping]
+    );
+}
+
+/// Sizes at the edge of `usize` are refused by the cap or waited for, never overflowed.
+#[test]
+fn a_size_at_the_edge_of_usize_is_refused_not_overflowed() {
+    let parser = Parser::new(usize::MAX);
+    let mut buffer = BytesMut::from(&b"MSG a 1 18446744073709551615\r\n"[..]);
+    assert_eq!(parser.next(&mut buffer).unwrap(), None);
+    let error = error_of(b"HMSG a 1 2 18446744073709551615\r\n");
+    assert!(error.contains("more than the 1048576"), "{error}");
 }
 
 /// A tiny deterministic generator (xorshift), so the fuzz cases are the same every run.
@@ -219,6 +280,7 @@ fn random_op(random: &mut Random) -> ServerOp {
         0 => ServerOp::Ping,
         1 => ServerOp::Pong,
         2 => ServerOp::Err(format!("{} {}", random.token(), random.token())),
+        3 if random.below(2) == 0 => ServerOp::Ok,
         3 => ServerOp::Info(format!("{{\"server_id\":\"{}\"}}", random.token())),
         _ => {
             let headers = (random.below(2) == 0).then(|| {
@@ -308,7 +370,7 @@ fn encoded(
 #[test]
 fn client_frames_are_encoded_as_the_protocol_says() {
     let frames = encoded(|e| {
-        e.connect("{\"verbose\":false}");
+        e.connect("{\"verbose\":false}")?;
         e.publish("a.b", None, None, b"hi", LIMIT)?;
         e.publish("a.b", Some("_INBOX.1"), None, b"", LIMIT)?;
         e.publish("a.b", Some("r"), Some(b"NATS/1.0\r\n\r\n"), b"xyz", LIMIT)?;
@@ -370,8 +432,39 @@ fn invalid_subjects_and_oversized_messages_are_refused_with_the_reason() {
             encoded(|e| e.publish("a", Some("r s"), None, b"", LIMIT)),
             "invalid reply subject",
         ),
-        (encoded(|e| e.subscribe("a.>.b", None, 1)), "whole tokens"),
-        (encoded(|e| e.subscribe("a.b*", None, 1)), "whole tokens"),
+        (
+            encoded(|e| e.subscribe("a.>.b", None, 1)),
+            "must be the last token",
+        ),
+        (
+            encoded(|e| e.publish("a", Some("_INBOX.*"), None, b"", LIMIT)),
+            "only allowed when subscribing",
+        ),
+        (
+            encoded(|e| e.connect("{\"pass\":\"x\r\nPUB a 1\"}")),
+            "on one line",
+        ),
+        (encoded(|e| e.connect("")), "on one line"),
+        (
+            encoded(|e| e.publish("a", None, Some(b""), b"", LIMIT)),
+            "invalid header block",
+        ),
+        (
+            encoded(|e| e.publish("a", None, Some(b"HTTP/1.1\r\n\r\n"), b"", LIMIT)),
+            "NATS/1.0",
+        ),
+        (
+            encoded(|e| e.publish("a", None, Some(b"NATS/1.0\r\nno colon\r\n\r\n"), b"", LIMIT)),
+            "name: value",
+        ),
+        (
+            encoded(|e| e.publish("a", None, Some(b"NATS/1.0\r\n\r\nA: b\r\n\r\n"), b"", LIMIT)),
+            "name: value",
+        ),
+        (
+            encoded(|e| e.publish(&"s".repeat(4096), None, None, b"", LIMIT)),
+            "longer than the server's 4096",
+        ),
         (
             encoded(|e| e.subscribe("a", Some(""), 1)),
             "invalid queue group",
@@ -389,9 +482,24 @@ fn invalid_subjects_and_oversized_messages_are_refused_with_the_reason() {
         let error = result.expect_err(expected).to_string();
         assert!(error.contains(expected), "{error}");
     }
-    // Nothing of a refused frame is written.
+    // Nothing of a refused frame is written, whichever check refuses it.
     let mut out = BytesMut::new();
     let mut encoder = Encoder::new(&mut out);
     assert!(encoder.publish("a b", None, None, b"x", LIMIT).is_err());
+    assert!(
+        encoder
+            .publish("a", Some("r s"), None, b"x", LIMIT)
+            .is_err()
+    );
+    assert!(encoder.publish("a", None, None, &[0; 101], 100).is_err());
+    assert!(encoder.publish("a", None, Some(b"x"), b"", LIMIT).is_err());
+    assert!(
+        encoder
+            .publish(&"s".repeat(5000), None, None, b"", LIMIT)
+            .is_err()
+    );
+    assert!(encoder.connect("{\n}").is_err());
     assert!(out.is_empty());
+    // '*' and '>' inside a longer token are literal, as the server reads them.
+    assert!(encoded(|e| e.publish("a.b*.c>", None, None, b"", LIMIT)).is_ok());
 }
