@@ -135,6 +135,13 @@ impl Timeouts {
     }
 }
 
+/// Whether `error` is the timeout of a receive an earlier call started, not of the call whose
+/// deadline is `deadline` (not started yet, or still ahead): such a receive is started again.
+fn earlier_calls_timeout(error: &io::Error, deadline: Option<Instant>) -> bool {
+    error.kind() == io::ErrorKind::TimedOut
+        && deadline.is_none_or(|deadline| Instant::now() < deadline)
+}
+
 /// Polls the operation an earlier call left in `pending`: once it is done, clears the slot
 /// and returns its output; `None` at once if nothing is pending.
 fn finish_pending(
@@ -519,8 +526,7 @@ impl Stream {
                         // The deadline of the call that armed the receive, not this call's,
                         // unless this call's has passed too: arm again.
                         RequestOutput::Received(ReceiveEnd::Failed(error))
-                            if error.kind() == io::ErrorKind::TimedOut
-                                && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
+                            if earlier_calls_timeout(&error, *deadline) => {}
                         // This call's own timeout, unless what arrived meanwhile is enough.
                         RequestOutput::Received(ReceiveEnd::Failed(error))
                             if error.kind() == io::ErrorKind::TimedOut =>
@@ -593,9 +599,7 @@ impl Stream {
                     Ok(_) => {}
                     // A timeout of a receive an earlier, dropped call started is not this
                     // call's, unless this call's own deadline has passed too.
-                    Err(error)
-                        if error.kind() == io::ErrorKind::TimedOut
-                            && deadline.is_none_or(|deadline| Instant::now() < deadline) => {}
+                    Err(error) if earlier_calls_timeout(&error, *deadline) => {}
                     Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
                 }
             }
