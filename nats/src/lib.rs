@@ -1,7 +1,46 @@
-//! A NATS client on the project's io_uring runtime.
+//! A NATS client on the project's io_uring runtime: publish, subscribe (with queue groups),
+//! request-reply and flush over one connection that reconnects by itself.
 //!
-//! This first layer is the wire protocol ([`protocol`]): parsing what a server sends and
-//! encoding what a client sends, with no I/O, so it runs (and is fuzzed) anywhere, Miri
-//! included. The connection, reconnects and subscriptions are built on it.
+//! ```no_run
+//! # async fn example(context: runtime::Context) -> Result<(), nats::Error> {
+//! let client = nats::Client::connect(&context, nats::Options::new(["nats://127.0.0.1:4222"])?)
+//!     .await?;
+//! let mut greetings = client.subscribe("greet.*")?;
+//! client.publish("greet.joe", "hello").await?;
+//! let message = greetings.next().await.expect("subscribed");
+//! assert_eq!(&message.payload[..], b"hello");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The layers, each using only those below it:
+//! - [`protocol`]: the wire protocol as bytes (parsing what a server sends, encoding what a
+//!   client sends), with no I/O, so it runs (and is fuzzed) anywhere, Miri included;
+//!   `json` reads `INFO` and writes `CONNECT`; [`Headers`] is the header block.
+//! - `connection`: one connection's handshake, reader, writer and pinger, and reconnects.
+//! - [`Client`] and [`Subscription`]: what callers use, and the state they share with the
+//!   connection.
+//!
+//! Guarantees: delivery is at most once. Messages from one client to one subscriber arrive
+//! in the order they were published while the connection holds; what was queued but not sent
+//! when a connection drops is lost, and waiting flushes and requests fail at once with
+//! [`Error::Disconnected`]. A subscriber that falls behind has new messages dropped and
+//! counted, never the connection held up. [`server`] starts a `nats-server` for tests and
+//! examples.
 
+mod client;
+mod connection;
+mod error;
+mod headers;
+mod json;
+mod options;
 pub mod protocol;
+pub mod server;
+mod subscription;
+
+pub use client::Client;
+pub use error::Error;
+pub use headers::Headers;
+pub use options::{Event, EventHandler, Options, ServerAddress};
+pub use protocol::Message;
+pub use subscription::Subscription;

@@ -1,0 +1,792 @@
+//! The client: what callers publish, subscribe and request through, and the state it shares
+//! with the connection's tasks (`connection.rs`).
+//!
+//! Invariants (all under the one state lock):
+//! - Frames go out in the order they were queued: every frame is appended whole to one
+//!   buffer (`out`), and the writer takes the whole buffer at once, so frames queued while a
+//!   send is in flight go out together in the next (writes coalesce).
+//! - While connected, a publisher waits (or a `try_` call fails) once `out` holds the
+//!   high-water mark; control frames (`SUB`, `UNSUB`, `PING`, `PONG`) never wait.
+//! - When the connection drops, what `out` holds is dropped with it (at most once: the bytes
+//!   a dead socket had not sent are lost the same way), and everything waiting for the
+//!   server's answer (flushes, requests) fails at once with [`Error::Disconnected`]. So every
+//!   waiting flush's `PING` is in `out` or was sent on the current connection, and `PONG`s
+//!   answer the waiting flushes in order.
+//! - While disconnected, publishes and flushes queue in `out` up to the reconnect buffer;
+//!   `SUB` and `UNSUB` only change the subscription table, which a new connection replays
+//!   (with each subscription's remaining message limit) before what `out` holds.
+//! - A writer serves one connection: each connection has a generation, and a writer of an
+//!   older one never takes frames meant for the next.
+
+use crate::Error;
+use crate::connection::{self, Established, ServerInfo};
+use crate::headers::Headers;
+use crate::options::{Event, Options, ServerAddress};
+use crate::protocol::{Encoder, Message};
+use crate::subscription::{Pushed, Queue, Subscription};
+use bytes::BytesMut;
+use futures::channel::oneshot;
+use parking_lot::{Mutex, MutexGuard};
+use runtime::prelude::*;
+use runtime::{Context, Handle};
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Connected,
+    Reconnecting,
+    Closed,
+}
+
+/// Where a subscription's messages go.
+enum Delivery {
+    Queue(Arc<Queue>),
+    /// The client's own wildcard subscription for request replies.
+    Responses,
+}
+
+struct Subscriber {
+    subject: String,
+    queue_group: Option<String>,
+    delivery: Delivery,
+    /// Messages after which the subscription ends, counted since it started.
+    max: Option<u64>,
+    delivered: u64,
+    /// Messages delivered on the current connection (the server's count for `UNSUB` limits).
+    delivered_here: u64,
+}
+
+struct PendingRequest {
+    subject: String,
+    reply: oneshot::Sender<Result<Message, Error>>,
+}
+
+pub(crate) struct State {
+    pub(crate) status: Status,
+    /// Incremented whenever the connection is lost or the client closes.
+    pub(crate) generation: u64,
+    /// Frames waiting for the writer.
+    out: BytesMut,
+    writer: Option<Waker>,
+    /// Publishers waiting for `out` to drain below the high-water mark.
+    room: Vec<Waker>,
+    /// One entry per `PING` queued or sent on this connection, answered in order by `PONG`s:
+    /// a flush's sender, or `None` for a keepalive ping.
+    pongs: VecDeque<Option<oneshot::Sender<Result<(), Error>>>>,
+    pub(crate) pings_unanswered: usize,
+    next_sid: u64,
+    subscriptions: HashMap<u64, Subscriber>,
+    response_sid: Option<u64>,
+    next_token: u64,
+    requests: HashMap<u64, PendingRequest>,
+    pub(crate) info: ServerInfo,
+    pub(crate) server: String,
+}
+
+/// What the client and its connection's tasks share.
+pub(crate) struct Shared {
+    pub(crate) options: Options,
+    state: Mutex<State>,
+    /// `_INBOX.<random>`: request replies come to `<inbox_prefix>.<token>`.
+    inbox_prefix: String,
+    /// The servers to reconnect to: those of the options, then those the cluster announced.
+    pub(crate) servers: Mutex<Vec<ServerAddress>>,
+}
+
+/// A random 64-bit value (std's hasher keys are random per process).
+pub(crate) fn random_u64() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// Wakes the waker, if any, after the lock is released.
+fn wake(waker: Option<Waker>) {
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+impl Shared {
+    fn new(options: Options) -> Self {
+        let servers = options.servers.clone();
+        Self {
+            options,
+            state: Mutex::new(State {
+                status: Status::Reconnecting,
+                generation: 0,
+                out: BytesMut::with_capacity(64 * 1024),
+                writer: None,
+                room: Vec::new(),
+                pongs: VecDeque::new(),
+                pings_unanswered: 0,
+                next_sid: 1,
+                subscriptions: HashMap::new(),
+                response_sid: None,
+                next_token: 0,
+                requests: HashMap::new(),
+                info: ServerInfo::default(),
+                server: String::new(),
+            }),
+            inbox_prefix: format!("_INBOX.{:016x}", random_u64()),
+            servers: Mutex::new(servers),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        if let Some(handler) = &self.options.event_handler {
+            handler(event);
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().status == Status::Closed
+    }
+
+    /// Queues a control frame written by `encode` and wakes the writer (control frames never
+    /// wait for room).
+    pub(crate) fn queue_control(&self, encode: impl FnOnce(&mut Encoder<'_>)) {
+        let mut state = self.lock();
+        if state.status == Status::Closed {
+            return;
+        }
+        encode(&mut Encoder::new(&mut state.out));
+        wake(state.writer.take());
+    }
+
+    /// Queues a keepalive `PING` unless `max_out` are unanswered already (then false: the
+    /// connection is stale).
+    pub(crate) fn keepalive(&self, max_out: usize) -> bool {
+        let mut state = self.lock();
+        if state.pings_unanswered >= max_out {
+            return false;
+        }
+        state.pings_unanswered += 1;
+        state.pongs.push_back(None);
+        Encoder::new(&mut state.out).ping();
+        wake(state.writer.take());
+        true
+    }
+
+    /// A `PONG` arrived: it answers the oldest `PING`.
+    pub(crate) fn pong(&self) {
+        let mut state = self.lock();
+        state.pings_unanswered = 0;
+        if let Some(Some(flush)) = state.pongs.pop_front() {
+            let _ = flush.send(Ok(()));
+        }
+    }
+
+    /// The writer's next batch: everything queued, swapped with `spare` (an empty buffer
+    /// with capacity) so the next frames need no allocation. `None` once the connection of
+    /// `generation` is gone.
+    pub(crate) fn poll_batch(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        generation: u64,
+        spare: &mut BytesMut,
+    ) -> Poll<Option<BytesMut>> {
+        let mut state = self.lock();
+        if state.generation != generation || state.status != Status::Connected {
+            return Poll::Ready(None);
+        }
+        if state.out.is_empty() {
+            state.writer = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        std::mem::swap(&mut state.out, spare);
+        let room = std::mem::take(&mut state.room);
+        drop(state);
+        for waker in room {
+            waker.wake();
+        }
+        Poll::Ready(Some(std::mem::take(spare)))
+    }
+
+    /// A new connection: replays the subscriptions ahead of what was queued meanwhile.
+    pub(crate) fn install(&self, established: &Established) {
+        let server = established.server.to_string();
+        {
+            let mut state = self.lock();
+            if state.status == Status::Closed {
+                return;
+            }
+            state.status = Status::Connected;
+            state.info = established.info.clone();
+            state.server = server.clone();
+            state.pings_unanswered = 0;
+            let mut fresh = BytesMut::with_capacity(state.out.len() + 4096);
+            let mut sids: Vec<u64> = state.subscriptions.keys().copied().collect();
+            sids.sort_unstable();
+            for sid in sids {
+                let subscriber = state.subscriptions.get_mut(&sid).expect("listed");
+                subscriber.delivered_here = 0;
+                let mut encoder = Encoder::new(&mut fresh);
+                // Checked when the subscription was made.
+                let _ =
+                    encoder.subscribe(&subscriber.subject, subscriber.queue_group.as_deref(), sid);
+                if let Some(max) = subscriber.max {
+                    encoder.unsubscribe(sid, Some(max - subscriber.delivered));
+                }
+            }
+            fresh.extend_from_slice(&state.out);
+            state.out = fresh;
+            wake(state.writer.take());
+        }
+        self.learn_servers(&established.server, &established.info.connect_urls);
+        self.emit(Event::Connected { server });
+    }
+
+    /// Adds the servers a cluster announced (`connect_urls`) to the reconnect list, with the
+    /// credentials of the server that announced them.
+    pub(crate) fn learn_servers(&self, via: &ServerAddress, urls: &[String]) {
+        let mut servers = self.servers.lock();
+        for url in urls {
+            let Ok(mut address) = ServerAddress::parse(url) else {
+                continue;
+            };
+            if servers
+                .iter()
+                .any(|known| known.host == address.host && known.port == address.port)
+            {
+                continue;
+            }
+            address.user.clone_from(&via.user);
+            address.password.clone_from(&via.password);
+            address.token.clone_from(&via.token);
+            servers.push(address);
+        }
+    }
+
+    /// The connection dropped: drops what it had not sent, fails what waited for its
+    /// answers, and keeps what comes next for the next connection.
+    pub(crate) fn lost(&self, reason: &str) {
+        let server = {
+            let mut state = self.lock();
+            if state.status == Status::Closed {
+                return;
+            }
+            state.status = Status::Reconnecting;
+            state.generation += 1;
+            self.fail_waiting(&mut state, || Error::Disconnected);
+            std::mem::take(&mut state.server)
+        };
+        self.emit(Event::Disconnected {
+            server,
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Ends everything: waiting calls fail with `Closed` and subscriptions end.
+    pub(crate) fn close(&self) {
+        let queues = {
+            let mut state = self.lock();
+            if state.status == Status::Closed {
+                return;
+            }
+            state.status = Status::Closed;
+            state.generation += 1;
+            self.fail_waiting(&mut state, || Error::Closed);
+            state.response_sid = None;
+            state
+                .subscriptions
+                .drain()
+                .filter_map(|(_, subscriber)| match subscriber.delivery {
+                    Delivery::Queue(queue) => Some(queue),
+                    Delivery::Responses => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        for queue in queues {
+            queue.close();
+        }
+    }
+
+    fn fail_waiting(&self, state: &mut State, error: impl Fn() -> Error) {
+        state.out.clear();
+        state.pings_unanswered = 0;
+        for flush in state.pongs.drain(..).flatten() {
+            let _ = flush.send(Err(error()));
+        }
+        for (_, request) in state.requests.drain() {
+            let _ = request.reply.send(Err(error()));
+        }
+        wake(state.writer.take());
+        for waker in state.room.drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Hands a message to its subscription (or to the request waiting for it).
+    pub(crate) fn dispatch(&self, message: Message) {
+        let mut state = self.lock();
+        let Some(subscriber) = state.subscriptions.get_mut(&message.sid) else {
+            // A message that crossed an UNSUB on the wire.
+            return;
+        };
+        let queue = match &subscriber.delivery {
+            Delivery::Responses => {
+                let token = message
+                    .subject
+                    .strip_prefix(self.inbox_prefix.as_str())
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .and_then(|token| token.parse::<u64>().ok());
+                if let Some(request) = token.and_then(|token| state.requests.remove(&token)) {
+                    drop(state);
+                    let no_responders = message
+                        .headers
+                        .as_ref()
+                        .is_some_and(|h| h.starts_with(b"NATS/1.0 503"));
+                    let _ = request.reply.send(if no_responders {
+                        Err(Error::NoResponders {
+                            subject: request.subject,
+                        })
+                    } else {
+                        Ok(message)
+                    });
+                }
+                return;
+            }
+            Delivery::Queue(queue) => queue.clone(),
+        };
+        subscriber.delivered += 1;
+        subscriber.delivered_here += 1;
+        let ended = subscriber
+            .max
+            .is_some_and(|max| subscriber.delivered >= max);
+        if ended {
+            // The server ended it too (it was told the same limit).
+            state.subscriptions.remove(&message.sid);
+        }
+        drop(state);
+        let sid = message.sid;
+        let pushed = queue.push(
+            message,
+            self.options.subscription_capacity,
+            self.options.subscription_bytes,
+        );
+        if ended {
+            queue.close();
+        }
+        if pushed == (Pushed::Dropped { first: true }) {
+            // Rare: the subject is looked up again rather than copied for every message.
+            let subject = self
+                .lock()
+                .subscriptions
+                .get(&sid)
+                .map(|s| s.subject.clone());
+            self.emit(Event::SlowConsumer {
+                subject: subject.unwrap_or_default(),
+                sid,
+            });
+        }
+    }
+}
+
+/// A connection to a NATS server (or to the first of a list that answers), which reconnects
+/// by itself. Cheap to clone; the connection closes when the last clone and the last
+/// [`Subscription`] are dropped, or at [`close`](Self::close).
+///
+/// Its tasks run in a child scope of the context given to [`connect`](Self::connect):
+/// when that context's task ends, the connection ends with it.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    context: Context,
+    task: Handle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shared.close();
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.inner.shared.lock();
+        f.debug_struct("Client")
+            .field("status", &state.status)
+            .field("server", &state.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the first server of `options` that answers and completes the handshake
+    /// (`INFO`, `CONNECT`, `PING`/`PONG`, so a refused credential is reported here as
+    /// [`Error::Authorization`]). From then on the client reconnects by itself.
+    pub async fn connect(context: &Context, options: Options) -> Result<Client, Error> {
+        options.validate()?;
+        let shared = Arc::new(Shared::new(options));
+        let established = connection::first(&shared, context).await?;
+        shared.install(&established);
+        let task = {
+            let shared = shared.clone();
+            context
+                .child("nats")
+                .spawn(move |context| connection::run(shared, context, established))
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                shared,
+                context: context.clone(),
+                task,
+            }),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// Whether the client is connected now (it reconnects by itself when not).
+    pub fn is_connected(&self) -> bool {
+        self.shared().lock().status == Status::Connected
+    }
+
+    /// The largest message (headers and payload) the current server accepts.
+    pub fn max_payload(&self) -> usize {
+        self.shared().lock().info.max_payload
+    }
+
+    /// The server the client is connected to, if any.
+    pub fn server(&self) -> Option<String> {
+        let state = self.shared().lock();
+        (state.status == Status::Connected).then(|| state.server.clone())
+    }
+
+    /// A fresh subject under this client's inbox, for replies.
+    pub fn new_inbox(&self) -> String {
+        format!("_INBOX.{:016x}{:016x}", random_u64(), random_u64())
+    }
+
+    /// Queues one message, or says why it cannot. `Err(WouldBlock)` only when connected and
+    /// above the high-water mark.
+    fn enqueue(
+        &self,
+        state: &mut State,
+        subject: &str,
+        reply: Option<&str>,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        let size = headers.map_or(0, <[u8]>::len) + payload.len();
+        match state.status {
+            Status::Closed => return Err(Error::Closed),
+            Status::Connected if state.out.len() >= self.shared().options.write_high_water => {
+                return Err(Error::WouldBlock);
+            }
+            Status::Connected => {}
+            Status::Reconnecting => {
+                let limit = self.shared().options.reconnect_buffer;
+                if state.out.len() + size > limit {
+                    return Err(Error::ReconnectBufferFull { limit });
+                }
+            }
+        }
+        let max_payload = state.info.max_payload;
+        if size > max_payload {
+            return Err(Error::TooLarge { size, max_payload });
+        }
+        if headers.is_some() && !state.info.headers {
+            return Err(Error::Invalid(
+                "the server does not support headers (it predates NATS 2.2)".into(),
+            ));
+        }
+        Encoder::new(&mut state.out).publish(subject, reply, headers, payload, max_payload)?;
+        Ok(())
+    }
+
+    /// Queues a message, waiting while the write buffer is above its high-water mark.
+    async fn send(
+        &self,
+        subject: &str,
+        reply: Option<&str>,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        poll_fn(|cx| {
+            let mut state = self.shared().lock();
+            match self.enqueue(&mut state, subject, reply, headers, payload) {
+                Err(Error::WouldBlock) => {
+                    state.room.push(cx.waker().clone());
+                    Poll::Pending
+                }
+                result => {
+                    if result.is_ok() {
+                        wake(state.writer.take());
+                    }
+                    Poll::Ready(result)
+                }
+            }
+        })
+        .await
+    }
+
+    /// Publishes `payload` to `subject`. It resolves once the message is queued for the
+    /// server (waiting only while the write buffer is above its high-water mark); delivery
+    /// is at most once. A message above the server's `max_payload` is refused with
+    /// [`Error::TooLarge`] and nothing is sent.
+    pub async fn publish(&self, subject: &str, payload: impl AsRef<[u8]>) -> Result<(), Error> {
+        self.send(subject, None, None, payload.as_ref()).await
+    }
+
+    /// Publishes with a reply subject, for a responder to answer to.
+    pub async fn publish_with_reply(
+        &self,
+        subject: &str,
+        reply: &str,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        self.send(subject, Some(reply), None, payload.as_ref())
+            .await
+    }
+
+    /// Publishes with headers (and a reply subject if given).
+    pub async fn publish_with_headers(
+        &self,
+        subject: &str,
+        reply: Option<&str>,
+        headers: &Headers,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        let block = headers.encode()?;
+        self.send(subject, reply, Some(&block), payload.as_ref())
+            .await
+    }
+
+    /// Publishes without waiting: [`Error::WouldBlock`] when the write buffer is above its
+    /// high-water mark.
+    pub fn try_publish(
+        &self,
+        subject: &str,
+        reply: Option<&str>,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        let mut state = self.shared().lock();
+        self.enqueue(&mut state, subject, reply, None, payload.as_ref())?;
+        wake(state.writer.take());
+        Ok(())
+    }
+
+    /// Subscribes to `subject` (wildcards `*` and `>` allowed).
+    pub fn subscribe(&self, subject: &str) -> Result<Subscription, Error> {
+        self.add_subscription(subject, None)
+    }
+
+    /// Subscribes to `subject` in `queue_group`: each message goes to one member of the
+    /// group (across every client subscribed with the same group).
+    pub fn queue_subscribe(&self, subject: &str, queue_group: &str) -> Result<Subscription, Error> {
+        self.add_subscription(subject, Some(queue_group))
+    }
+
+    fn add_subscription(
+        &self,
+        subject: &str,
+        queue_group: Option<&str>,
+    ) -> Result<Subscription, Error> {
+        let queue = Arc::new(Queue::default());
+        let mut state = self.shared().lock();
+        if state.status == Status::Closed {
+            return Err(Error::Closed);
+        }
+        let sid = state.next_sid;
+        // Checked (and written only if valid) before the table changes.
+        let mut frame = BytesMut::new();
+        Encoder::new(&mut frame).subscribe(subject, queue_group, sid)?;
+        state.next_sid += 1;
+        state.subscriptions.insert(
+            sid,
+            Subscriber {
+                subject: subject.to_string(),
+                queue_group: queue_group.map(str::to_string),
+                delivery: Delivery::Queue(queue.clone()),
+                max: None,
+                delivered: 0,
+                delivered_here: 0,
+            },
+        );
+        if state.status == Status::Connected {
+            state.out.extend_from_slice(&frame);
+            wake(state.writer.take());
+        }
+        drop(state);
+        Ok(Subscription::new(sid, queue, self.clone()))
+    }
+
+    pub(crate) fn unsubscribe(&self, sid: u64) {
+        let mut state = self.shared().lock();
+        let Some(subscriber) = state.subscriptions.remove(&sid) else {
+            return;
+        };
+        if state.status == Status::Connected {
+            Encoder::new(&mut state.out).unsubscribe(sid, None);
+            wake(state.writer.take());
+        }
+        drop(state);
+        if let Delivery::Queue(queue) = subscriber.delivery {
+            queue.close();
+        }
+    }
+
+    pub(crate) fn unsubscribe_after(&self, sid: u64, count: u64) -> Result<(), Error> {
+        let mut state = self.shared().lock();
+        let connected = state.status == Status::Connected;
+        let Some(subscriber) = state.subscriptions.get_mut(&sid) else {
+            return Err(Error::Closed);
+        };
+        if count == 0 {
+            drop(state);
+            self.unsubscribe(sid);
+            return Ok(());
+        }
+        subscriber.max = Some(subscriber.delivered + count);
+        // The server counts this connection's deliveries.
+        let limit = subscriber.delivered_here + count;
+        if connected {
+            Encoder::new(&mut state.out).unsubscribe(sid, Some(limit));
+            wake(state.writer.take());
+        }
+        Ok(())
+    }
+
+    /// Resolves once the server has processed everything queued before it (a `PING` answered
+    /// by its `PONG`). Fails with [`Error::Disconnected`] if the connection drops first, and
+    /// with [`Error::Timeout`] after the request timeout.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let answer = {
+            let mut state = self.shared().lock();
+            if state.status == Status::Closed {
+                return Err(Error::Closed);
+            }
+            let (sender, answer) = oneshot::channel();
+            state.pongs.push_back(Some(sender));
+            Encoder::new(&mut state.out).ping();
+            wake(state.writer.take());
+            answer
+        };
+        let timeout = self.shared().options.request_timeout;
+        match self.inner.context.timeout(timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => Err(Error::Timeout(timeout)),
+        }
+    }
+
+    /// Sends a request and waits for the first reply, within the request timeout (default
+    /// 5 s). Fails at once with [`Error::NoResponders`] when nobody subscribes to `subject`,
+    /// and with [`Error::Disconnected`] when the connection drops before the reply.
+    pub async fn request(
+        &self,
+        subject: &str,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<Message, Error> {
+        let timeout = self.shared().options.request_timeout;
+        self.request_with_timeout(subject, payload, timeout).await
+    }
+
+    /// [`request`](Self::request) with its own timeout.
+    pub async fn request_with_timeout(
+        &self,
+        subject: &str,
+        payload: impl AsRef<[u8]>,
+        timeout: Duration,
+    ) -> Result<Message, Error> {
+        let payload = payload.as_ref();
+        let mut waiting = None;
+        let sent = poll_fn(|cx| {
+            let mut state = self.shared().lock();
+            self.ensure_responses(&mut state);
+            let token = state.next_token;
+            let reply = format!("{}.{token}", self.inner.shared.inbox_prefix);
+            match self.enqueue(&mut state, subject, Some(&reply), None, payload) {
+                Err(Error::WouldBlock) => {
+                    state.room.push(cx.waker().clone());
+                    Poll::Pending
+                }
+                Err(error) => Poll::Ready(Err(error)),
+                Ok(()) => {
+                    state.next_token += 1;
+                    let (sender, answer) = oneshot::channel();
+                    state.requests.insert(
+                        token,
+                        PendingRequest {
+                            subject: subject.to_string(),
+                            reply: sender,
+                        },
+                    );
+                    waiting = Some((token, answer));
+                    wake(state.writer.take());
+                    Poll::Ready(Ok(()))
+                }
+            }
+        })
+        .await;
+        sent?;
+        let (token, answer) = waiting.expect("queued");
+        match self.inner.context.timeout(timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => {
+                self.shared().lock().requests.remove(&token);
+                Err(Error::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Subscribes the client's reply inbox once.
+    fn ensure_responses(&self, state: &mut State) {
+        if state.response_sid.is_some() || state.status == Status::Closed {
+            return;
+        }
+        let sid = state.next_sid;
+        state.next_sid += 1;
+        state.response_sid = Some(sid);
+        let subject = format!("{}.*", self.inner.shared.inbox_prefix);
+        if state.status == Status::Connected {
+            let _ = Encoder::new(&mut state.out).subscribe(&subject, None, sid);
+        }
+        state.subscriptions.insert(
+            sid,
+            Subscriber {
+                subject,
+                queue_group: None,
+                delivery: Delivery::Responses,
+                max: None,
+                delivered: 0,
+                delivered_here: 0,
+            },
+        );
+    }
+
+    /// Flushes what is queued (within the request timeout), then closes: subscriptions end,
+    /// and waiting calls fail with [`Error::Closed`].
+    pub async fn close(&self) {
+        let _ = self.flush().await;
+        self.shared().close();
+        self.inner.task.abort();
+    }
+}

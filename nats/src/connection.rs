@@ -1,0 +1,527 @@
+//! One connection's life: dial and handshake, then a reader, a writer and a pinger until it
+//! drops, then reconnects with backoff over the server list.
+//!
+//! Invariants:
+//! - A connection is handed to the client only after the server answered the handshake's
+//!   `PING` with `PONG`, which it does only once it accepted `CONNECT`: so credentials the
+//!   server refuses are an [`Error::Authorization`], never a connection that dies later.
+//! - Bytes the handshake read past its `PONG` go to the reader, so nothing the server sent
+//!   right after is lost.
+//! - The writer runs as its own task (sends do not hold up reads) and serves exactly one
+//!   connection (see `client.rs`); the reader and the pinger run in the connection task, so
+//!   when the connection ends, all three have stopped before the client is told.
+//! - A connection is declared dead when its socket fails, the server closes it, it breaks
+//!   the protocol, or `max_pings_out` keepalive pings go unanswered.
+//! - Reconnecting tries each server once per round, starting after the one that failed, and
+//!   sleeps between rounds (doubling up to the maximum, with jitter). It stops only when the
+//!   client is closed or `max_reconnects` attempts failed, and then closes the client.
+
+use crate::Error;
+use crate::client::{Shared, random_u64};
+use crate::json::{self, Value};
+use crate::options::{Event, Options, ServerAddress};
+use crate::protocol::{Encoder, Parser, ServerOp};
+use bytes::BytesMut;
+use futures::future::{Either, select};
+use runtime::net::{Sink, Stream};
+use runtime::prelude::*;
+use runtime::{Context, IoBuf};
+use std::future::poll_fn;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most one receive asks for.
+const RECEIVE: usize = 64 * 1024;
+
+/// What the server's `INFO` said that the client uses.
+#[derive(Clone, Debug)]
+pub(crate) struct ServerInfo {
+    pub(crate) max_payload: usize,
+    pub(crate) headers: bool,
+    pub(crate) connect_urls: Vec<String>,
+    pub(crate) lame_duck: bool,
+    pub(crate) tls_required: bool,
+}
+
+impl Default for ServerInfo {
+    fn default() -> Self {
+        Self {
+            // The server's default, until a server says otherwise.
+            max_payload: 1 << 20,
+            headers: false,
+            connect_urls: Vec::new(),
+            lame_duck: false,
+            tls_required: false,
+        }
+    }
+}
+
+impl ServerInfo {
+    fn parse(text: &str) -> Result<Self, Error> {
+        let value = json::parse(text)
+            .map_err(|why| Error::Protocol(format!("the server's INFO is not JSON: {why}")))?;
+        let flag = |key| value.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let max_payload = value
+            .get("max_payload")
+            .and_then(Value::as_u64)
+            .map_or(Self::default().max_payload, |max| {
+                usize::try_from(max).unwrap_or(usize::MAX)
+            });
+        Ok(Self {
+            max_payload,
+            headers: flag("headers"),
+            connect_urls: value
+                .get("connect_urls")
+                .map(Value::as_strings)
+                .unwrap_or_default(),
+            lame_duck: flag("ldm"),
+            tls_required: flag("tls_required"),
+        })
+    }
+}
+
+/// A connection that completed its handshake.
+pub(crate) struct Established {
+    pub(crate) server: ServerAddress,
+    pub(crate) info: ServerInfo,
+    sink: Sink,
+    stream: Stream,
+    /// Bytes read past the handshake's `PONG`.
+    buffer: BytesMut,
+}
+
+/// Classifies a `-ERR` that ended a handshake.
+fn refused(text: String) -> Error {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("authorization") || lower.contains("authentication") {
+        Error::Authorization(text)
+    } else {
+        Error::Protocol(format!("the server refused the connection: {text}"))
+    }
+}
+
+/// The `CONNECT` options: credentials from the server's URL, else from the options.
+fn connect_json(options: &Options, server: &ServerAddress, info: &ServerInfo) -> String {
+    let mut fields = vec![
+        r#""verbose":false"#.to_string(),
+        r#""pedantic":false"#.to_string(),
+        r#""lang":"rust""#.to_string(),
+        format!(r#""version":{}"#, json::quote(env!("CARGO_PKG_VERSION"))),
+        r#""protocol":1"#.to_string(),
+        r#""echo":true"#.to_string(),
+        // "No responders" replies need headers; a server before 2.2 has neither.
+        format!(r#""headers":{0},"no_responders":{0}"#, info.headers),
+    ];
+    if let Some(name) = &options.name {
+        fields.push(format!(r#""name":{}"#, json::quote(name)));
+    }
+    let user = match (&server.user, &server.password) {
+        (Some(user), Some(password)) => Some((user.as_str(), password.as_str())),
+        _ if server.token.is_some() => None,
+        _ => options
+            .user
+            .as_ref()
+            .map(|(user, password)| (user.as_str(), password.as_str())),
+    };
+    if let Some((user, password)) = user {
+        fields.push(format!(r#""user":{}"#, json::quote(user)));
+        fields.push(format!(r#""pass":{}"#, json::quote(password)));
+    } else if let Some(token) = server.token.as_ref().or(options.token.as_ref()) {
+        fields.push(format!(r#""auth_token":{}"#, json::quote(token)));
+    }
+    format!("{{{}}}", fields.join(","))
+}
+
+/// Reads the next whole frame of the handshake.
+async fn read_frame(
+    stream: &mut Stream,
+    parser: &Parser,
+    buffer: &mut BytesMut,
+) -> Result<ServerOp, Error> {
+    loop {
+        match parser.next(buffer) {
+            Ok(Some(op)) => return Ok(op),
+            Ok(None) => {}
+            Err(error) => return Err(Error::Protocol(error.to_string())),
+        }
+        let received = stream
+            .recv_some(RECEIVE)
+            .await
+            .map_err(|error| Error::Unreachable(vec![format!("during the handshake: {error}")]))?;
+        for chunk in received.chunks() {
+            buffer.extend_from_slice(chunk);
+        }
+    }
+}
+
+/// Dials `server` (each address its name resolves to, in order) and completes the handshake.
+async fn handshake(
+    context: &Context,
+    options: &Options,
+    server: &ServerAddress,
+) -> Result<Established, Error> {
+    let addresses = match server.host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => context
+            .resolve(&server.host)
+            .await
+            .map_err(|error| Error::Unreachable(vec![format!("{server}: {error}")]))?,
+    };
+    let mut failures = Vec::new();
+    let mut connection = None;
+    for ip in addresses {
+        match context.dial(SocketAddr::new(ip, server.port)).await {
+            Ok(halves) => {
+                connection = Some(halves);
+                break;
+            }
+            Err(error) => failures.push(format!("{server}: {error}")),
+        }
+    }
+    let Some((mut sink, mut stream)) = connection else {
+        return Err(Error::Unreachable(failures));
+    };
+    let parser = Parser::new(options.max_message);
+    let mut buffer = BytesMut::with_capacity(RECEIVE);
+    let mut info = match read_frame(&mut stream, &parser, &mut buffer).await? {
+        ServerOp::Info(text) => ServerInfo::parse(&text)?,
+        other => {
+            return Err(Error::Protocol(format!(
+                "{server} sent {other:?} before INFO: is it a NATS server?"
+            )));
+        }
+    };
+    if info.tls_required {
+        return Err(Error::InvalidOptions(format!(
+            "{server} requires TLS, which this client does not speak; put a TLS-terminating \
+             proxy in front or allow plain connections"
+        )));
+    }
+    let mut out = BytesMut::new();
+    let mut encoder = Encoder::new(&mut out);
+    encoder.connect(&connect_json(options, server, &info))?;
+    encoder.ping();
+    let send_failed =
+        |error: runtime::Error| Error::Unreachable(vec![format!("{server}: {error}")]);
+    sink.send(IoBuf::from(out.freeze()))
+        .await
+        .map_err(send_failed)?;
+    loop {
+        match read_frame(&mut stream, &parser, &mut buffer).await? {
+            ServerOp::Pong => break,
+            ServerOp::Ok => {}
+            ServerOp::Info(text) => info = ServerInfo::parse(&text)?,
+            ServerOp::Ping => {
+                sink.send(IoBuf::from(&b"PONG\r\n"[..]))
+                    .await
+                    .map_err(send_failed)?;
+            }
+            ServerOp::Err(text) => return Err(refused(text)),
+            ServerOp::Msg(_) => {
+                return Err(Error::Protocol(format!(
+                    "{server} sent a message before the handshake ended"
+                )));
+            }
+        }
+    }
+    Ok(Established {
+        server: server.clone(),
+        info,
+        sink,
+        stream,
+        buffer,
+    })
+}
+
+/// [`handshake`] within the connect timeout.
+async fn establish(
+    context: &Context,
+    options: &Options,
+    server: &ServerAddress,
+) -> Result<Established, Error> {
+    let timeout = options.connect_timeout;
+    match context
+        .timeout(timeout, handshake(context, options, server))
+        .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(Error::Unreachable(vec![format!(
+            "{server}: no handshake within {timeout:?}"
+        )])),
+    }
+}
+
+/// The first connection: each server in order, once. A refused credential ends the search
+/// at once (the servers of one cluster share their accounts).
+pub(crate) async fn first(shared: &Shared, context: &Context) -> Result<Established, Error> {
+    let mut failures = Vec::new();
+    for server in &shared.options.servers {
+        match establish(context, &shared.options, server).await {
+            Ok(established) => return Ok(established),
+            Err(Error::Unreachable(why)) => failures.extend(why),
+            Err(error) => return Err(error),
+        }
+    }
+    Err(Error::Unreachable(failures))
+}
+
+/// The connection task: serves each connection until it drops, then reconnects.
+pub(crate) async fn run(shared: Arc<Shared>, context: Context, mut established: Established) {
+    let mut current = shared
+        .servers
+        .lock()
+        .iter()
+        .position(|server| *server == established.server)
+        .unwrap_or(0);
+    loop {
+        let reason = serve(&shared, &context, established).await;
+        shared.lost(&reason);
+        match reconnect(&shared, &context, &mut current).await {
+            Some(next) => {
+                shared.install(&next);
+                established = next;
+            }
+            None => {
+                shared.close();
+                return;
+            }
+        }
+    }
+}
+
+/// Runs one connection until it drops, and says why it dropped.
+async fn serve(shared: &Arc<Shared>, context: &Context, established: Established) -> String {
+    let Established {
+        server,
+        sink,
+        stream,
+        buffer,
+        ..
+    } = established;
+    let generation = shared.lock().generation;
+    let writer = {
+        let shared = shared.clone();
+        context
+            .child("writer")
+            .spawn(move |_| write(shared, sink, generation))
+    };
+    let reader = pin!(read(shared, stream, buffer, &server));
+    let pinger = pin!(ping(shared, context));
+    match select(select(reader, pinger), writer).await {
+        Either::Left((either, writer)) => {
+            writer.abort();
+            either.factor_first().0
+        }
+        Either::Right((written, _)) => match written {
+            Ok(reason) => reason,
+            Err(error) => format!("the writer ended: {error}"),
+        },
+    }
+}
+
+/// Sends what the client queues, one batch per send, until the connection fails or is
+/// replaced.
+async fn write(shared: Arc<Shared>, mut sink: Sink, generation: u64) -> String {
+    let mut spare = BytesMut::with_capacity(RECEIVE);
+    loop {
+        let Some(batch) = poll_fn(|cx| shared.poll_batch(cx, generation, &mut spare)).await else {
+            return "the connection was replaced or closed".into();
+        };
+        let batch = batch.freeze();
+        if let Err(error) = sink.send(IoBuf::from(batch.clone())).await {
+            return format!("sending failed: {error}");
+        }
+        // The send is done with its copy: reuse the buffer when ours is the last reference.
+        spare = batch.try_into_mut().unwrap_or_default();
+        spare.clear();
+    }
+}
+
+/// Reads and handles the server's frames until the connection ends.
+async fn read(
+    shared: &Shared,
+    mut stream: Stream,
+    mut buffer: BytesMut,
+    server: &ServerAddress,
+) -> String {
+    let parser = Parser::new(shared.options.max_message);
+    let mut last_error: Option<String> = None;
+    loop {
+        loop {
+            match parser.next(&mut buffer) {
+                Ok(Some(ServerOp::Msg(message))) => shared.dispatch(message),
+                Ok(Some(ServerOp::Ping)) => shared.queue_control(|encoder| encoder.pong()),
+                Ok(Some(ServerOp::Pong)) => shared.pong(),
+                Ok(Some(ServerOp::Ok)) => {}
+                Ok(Some(ServerOp::Err(text))) => {
+                    shared.emit(Event::ServerError(text.clone()));
+                    last_error = Some(text);
+                }
+                Ok(Some(ServerOp::Info(text))) => match ServerInfo::parse(&text) {
+                    Ok(info) => {
+                        shared.learn_servers(server, &info.connect_urls);
+                        if info.lame_duck {
+                            shared.emit(Event::LameDuck {
+                                server: server.to_string(),
+                            });
+                        }
+                        let mut state = shared.lock();
+                        state.info.max_payload = info.max_payload;
+                        state.info.headers = info.headers;
+                    }
+                    Err(error) => return error.to_string(),
+                },
+                Ok(None) => break,
+                Err(error) => return format!("protocol error: {error}"),
+            }
+        }
+        match stream.recv_some(RECEIVE).await {
+            Ok(received) => {
+                for chunk in received.chunks() {
+                    buffer.extend_from_slice(chunk);
+                }
+            }
+            // A quiet connection: the pinger decides whether it is alive.
+            Err(runtime::Error::RecvFailed(error)) if error.kind() == io::ErrorKind::TimedOut => {}
+            Err(error) => {
+                let closed = matches!(&error, runtime::Error::RecvFailed(e)
+                    if e.kind() == io::ErrorKind::UnexpectedEof);
+                let what = if closed {
+                    "the server closed the connection".to_string()
+                } else {
+                    format!("receiving failed: {error}")
+                };
+                return match last_error {
+                    Some(text) => format!("{what} after -ERR '{text}'"),
+                    None => what,
+                };
+            }
+        }
+    }
+}
+
+/// Pings the server every interval; ends when too many pings went unanswered.
+async fn ping(shared: &Shared, context: &Context) -> String {
+    let interval = shared.options.ping_interval;
+    let max_out = shared.options.max_pings_out;
+    loop {
+        context.sleep(interval).await;
+        if !shared.keepalive(max_out) {
+            return format!(
+                "the server did not answer {max_out} pings sent {interval:?} apart: the \
+                 connection is stale"
+            );
+        }
+    }
+}
+
+/// `delay` plus up to a quarter of it at random.
+fn jittered(delay: Duration) -> Duration {
+    let quarter = delay.as_nanos() as u64 / 4;
+    delay
+        + Duration::from_nanos(if quarter == 0 {
+            0
+        } else {
+            random_u64() % quarter
+        })
+}
+
+/// Tries the servers round-robin from the one after `current`, sleeping between rounds,
+/// until one answers (`Some`), or the client is closed or out of attempts (`None`).
+async fn reconnect(shared: &Shared, context: &Context, current: &mut usize) -> Option<Established> {
+    let options = &shared.options;
+    let mut delay = options.reconnect_delay;
+    let mut attempts: u64 = 0;
+    loop {
+        let servers = shared.servers.lock().clone();
+        for offset in 1..=servers.len() {
+            if shared.is_closed() {
+                return None;
+            }
+            let index = (*current + offset) % servers.len();
+            match establish(context, options, &servers[index]).await {
+                Ok(established) => {
+                    *current = index;
+                    return Some(established);
+                }
+                Err(error @ (Error::Authorization(_) | Error::Protocol(_))) => {
+                    shared.emit(Event::ServerError(error.to_string()));
+                }
+                Err(_) => {}
+            }
+            attempts += 1;
+            if options.max_reconnects.is_some_and(|max| attempts >= max) {
+                return None;
+            }
+        }
+        context.sleep(jittered(delay)).await;
+        delay = (delay * 2).min(options.max_reconnect_delay);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_is_read_with_defaults_for_what_it_omits() {
+        let info = ServerInfo::parse(
+            r#"{"server_id":"X","max_payload":4096,"headers":true,"connect_urls":["a:1"],"ldm":true}"#,
+        )
+        .unwrap();
+        assert_eq!(info.max_payload, 4096);
+        assert!(info.headers && info.lame_duck && !info.tls_required);
+        assert_eq!(info.connect_urls, ["a:1"]);
+        let info = ServerInfo::parse("{}").unwrap();
+        assert_eq!(info.max_payload, 1 << 20);
+        assert!(ServerInfo::parse("{nope").is_err());
+    }
+
+    #[test]
+    fn connect_carries_the_url_credentials_before_the_options_and_escapes_them() {
+        let info = ServerInfo {
+            headers: true,
+            ..ServerInfo::default()
+        };
+        let options = Options::new(["nats://a"])
+            .unwrap()
+            .with_user("opt", "x")
+            .with_name("node \"1\"\n");
+        let server = ServerAddress::parse("nats://u:p\"w@h:1").unwrap();
+        let text = connect_json(&options, &server, &info);
+        let value = json::parse(&text).unwrap();
+        assert_eq!(value.get("user").and_then(Value::as_str), Some("u"));
+        assert_eq!(value.get("pass").and_then(Value::as_str), Some("p\"w"));
+        assert_eq!(
+            value.get("name").and_then(Value::as_str),
+            Some("node \"1\"\n")
+        );
+        assert_eq!(
+            value.get("no_responders").and_then(Value::as_bool),
+            Some(true)
+        );
+        assert!(!text.chars().any(char::is_control));
+        let plain = ServerAddress::parse("h").unwrap();
+        let value = json::parse(&connect_json(&options, &plain, &info)).unwrap();
+        assert_eq!(value.get("user").and_then(Value::as_str), Some("opt"));
+        let token = ServerAddress::parse("tok@h").unwrap();
+        let value = json::parse(&connect_json(&options, &token, &info)).unwrap();
+        assert_eq!(value.get("auth_token").and_then(Value::as_str), Some("tok"));
+        assert_eq!(value.get("user"), None);
+    }
+
+    #[test]
+    fn a_refusal_that_names_authorization_is_an_authorization_error() {
+        assert!(matches!(
+            refused("Authorization Violation".into()),
+            Error::Authorization(_)
+        ));
+        assert!(matches!(
+            refused("Unknown Protocol".into()),
+            Error::Protocol(_)
+        ));
+    }
+}

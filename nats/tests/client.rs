@@ -1,0 +1,417 @@
+//! The client against a real `nats-server` on a free loopback port: publish and subscribe,
+//! queue groups, request-reply, limits, credentials, and what happens when the server dies.
+
+mod common;
+
+use common::{options, server};
+use futures::StreamExt;
+use nats::server::Server;
+use nats::{Client, Error, Event, Headers};
+use runtime::prelude::*;
+use std::time::Duration;
+
+#[runtime::test(timeout = "60s")]
+async fn messages_from_one_publisher_arrive_whole_and_in_order(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let (options, _events) = options(&server.url());
+    let client = Client::connect(&context, options).await.unwrap();
+    let mut subscription = client.subscribe("orders.*").unwrap();
+    client.flush().await.unwrap();
+    let publisher = Client::connect(&context, common::options(&server.url()).0)
+        .await
+        .unwrap();
+    // Many small messages, queued without waiting for each other, then a large binary one.
+    for index in 0..10_000u32 {
+        publisher
+            .publish(&format!("orders.{}", index % 7), index.to_le_bytes())
+            .await
+            .unwrap();
+    }
+    let large: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    publisher.publish("orders.large", &large).await.unwrap();
+    for index in 0..10_000u32 {
+        let message = subscription.next().await.unwrap();
+        assert_eq!(message.subject, format!("orders.{}", index % 7));
+        assert_eq!(&message.payload[..], index.to_le_bytes());
+    }
+    let message = subscription.next().await.unwrap();
+    assert_eq!(message.payload, large);
+    assert_eq!(subscription.dropped(), 0);
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_queue_group_shares_messages_between_its_members_without_duplicates(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let first = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let second = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let [a, b] = [
+        first.queue_subscribe("work", "workers").unwrap(),
+        second.queue_subscribe("work", "workers").unwrap(),
+    ];
+    first.flush().await.unwrap();
+    second.flush().await.unwrap();
+    for index in 0..1000u32 {
+        first.publish("work", index.to_le_bytes()).await.unwrap();
+    }
+    let mut both = futures::stream::select(a.map(|m| (0, m)), b.map(|m| (1, m)));
+    let mut seen = vec![0u8; 1000];
+    let mut counts = [0usize; 2];
+    for _ in 0..1000 {
+        let (member, message) = both.next().await.unwrap();
+        let index = u32::from_le_bytes(message.payload[..].try_into().unwrap());
+        seen[index as usize] += 1;
+        counts[member] += 1;
+    }
+    assert!(seen.iter().all(|&n| n == 1), "every message exactly once");
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "both members got work: {counts:?}"
+    );
+}
+
+#[runtime::test(timeout = "60s")]
+async fn requests_get_their_reply_and_no_responders_fail_at_once(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut service = client.subscribe("double").unwrap();
+    let responder = client.clone();
+    let _responder = context.clone().spawn(move |_| async move {
+        while let Some(request) = service.next().await {
+            let value = u64::from_le_bytes(request.payload[..].try_into().unwrap());
+            let reply = request.reply.unwrap();
+            responder
+                .publish(&reply, (value * 2).to_le_bytes())
+                .await
+                .unwrap();
+        }
+    });
+    client.flush().await.unwrap();
+    for value in [1u64, 21, 1 << 40] {
+        let answer = client.request("double", value.to_le_bytes()).await.unwrap();
+        assert_eq!(&answer.payload[..], (value * 2).to_le_bytes());
+    }
+    // Nobody listens: the server says so at once, long before the 30 s timeout.
+    let started = std::time::Instant::now();
+    let error = client
+        .request_with_timeout("nobody.home", b"?", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::NoResponders {
+            subject: "nobody.home".into()
+        }
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // A responder that never answers: the request times out, and nothing leaks.
+    let _silent = client.subscribe("silent").unwrap();
+    client.flush().await.unwrap();
+    let error = client
+        .request_with_timeout("silent", b"?", Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!(error, Error::Timeout(Duration::from_millis(50)));
+}
+
+#[runtime::test(timeout = "60s")]
+async fn headers_travel_with_the_message(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut subscription = client.subscribe("traced").unwrap();
+    let mut headers = Headers::new();
+    headers.insert("Trace-Id", "abc 123").insert("Node", "n1");
+    client
+        .publish_with_headers("traced", Some("answer.here"), &headers, b"body")
+        .await
+        .unwrap();
+    let message = subscription.next().await.unwrap();
+    assert_eq!(&message.payload[..], b"body");
+    assert_eq!(message.reply.as_deref(), Some("answer.here"));
+    let received = Headers::parse(message.headers.as_ref().unwrap()).unwrap();
+    assert_eq!(received.get("Trace-Id"), Some("abc 123"));
+    assert_eq!(received.get("Node"), Some("n1"));
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_message_above_the_servers_max_payload_is_refused_and_the_connection_goes_on(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder().max_payload(1024)) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    assert_eq!(client.max_payload(), 1024);
+    let mut subscription = client.subscribe("limits").unwrap();
+    let error = client.publish("limits", vec![0u8; 1025]).await.unwrap_err();
+    assert_eq!(
+        error,
+        Error::TooLarge {
+            size: 1025,
+            max_payload: 1024
+        }
+    );
+    assert!(error.to_string().contains("max_payload of 1024"), "{error}");
+    // Headers count towards the limit too.
+    let mut headers = Headers::new();
+    headers.insert("K", "v");
+    let error = client
+        .publish_with_headers("limits", None, &headers, vec![0u8; 1020])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::TooLarge {
+                max_payload: 1024,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    client.publish("limits", vec![7u8; 1024]).await.unwrap();
+    let message = subscription.next().await.unwrap();
+    assert_eq!(message.payload.len(), 1024);
+    assert!(client.is_connected());
+}
+
+#[runtime::test(timeout = "60s")]
+async fn wrong_credentials_are_reported_as_an_authorization_error(context: runtime::Context) {
+    let Some(server) = server(Server::builder().user("alice", "s3cret")) else {
+        return;
+    };
+    let port = server.port();
+    let wrong = format!("nats://alice:wrong@127.0.0.1:{port}");
+    let error = Client::connect(&context, options(&wrong).0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::Authorization(text) if text.contains("Authorization")),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("check the user and password"),
+        "{error}"
+    );
+    let none = format!("nats://127.0.0.1:{port}");
+    let error = Client::connect(&context, options(&none).0)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Authorization(_)), "{error}");
+    // The same credentials from the URL and from the options both work.
+    let right = format!("nats://alice:s3cret@127.0.0.1:{port}");
+    let client = Client::connect(&context, options(&right).0).await.unwrap();
+    client.flush().await.unwrap();
+    let client = Client::connect(&context, options(&none).0.with_user("alice", "s3cret"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    drop(server);
+    let Some(server) = common::server(Server::builder().token("t0ken")) else {
+        return;
+    };
+    let error = Client::connect(&context, options(&server.url()).0.with_token("nope"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Authorization(_)), "{error}");
+    let client = Client::connect(&context, options(&server.url()).0.with_token("t0ken"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+}
+
+#[runtime::test(timeout = "60s")]
+async fn the_first_server_that_answers_is_used_and_none_answering_lists_each_failure(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    // A port nothing listens on: bound, then closed.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let dead_url = format!("nats://127.0.0.1:{dead_port}");
+    let list = format!("{dead_url},{}", server.url());
+    let client = Client::connect(&context, options(&list).0).await.unwrap();
+    assert_eq!(client.server(), Some(server.url()));
+    let error = Client::connect(&context, options(&dead_url).0)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::Unreachable(failures) if failures.len() == 1),
+        "{error}"
+    );
+    assert!(error.to_string().contains(&dead_url), "{error}");
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_slow_subscriber_loses_new_messages_counted_and_reported_once(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let (options, mut events) = options(&server.url());
+    let client = Client::connect(&context, options.with_subscription_capacity(10, 1 << 20))
+        .await
+        .unwrap();
+    let mut slow = client.subscribe("firehose").unwrap();
+    let mut other = client.subscribe("other").unwrap();
+    client.flush().await.unwrap();
+    for index in 0..100u32 {
+        client
+            .publish("firehose", index.to_le_bytes())
+            .await
+            .unwrap();
+    }
+    client.publish("other", b"still flowing").await.unwrap();
+    // The other subscription is not held up by the full one.
+    assert_eq!(&other.next().await.unwrap().payload[..], b"still flowing");
+    assert_eq!(slow.dropped(), 90);
+    for index in 0..10u32 {
+        assert_eq!(&slow.next().await.unwrap().payload[..], index.to_le_bytes());
+    }
+    let reports: Vec<_> = events
+        .drain()
+        .into_iter()
+        .filter(|event| matches!(event, Event::SlowConsumer { .. }))
+        .collect();
+    assert_eq!(
+        reports,
+        [Event::SlowConsumer {
+            subject: "firehose".into(),
+            sid: slow.sid()
+        }]
+    );
+}
+
+#[runtime::test(timeout = "60s")]
+async fn unsubscribing_ends_the_subscription_now_or_after_a_count(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut counted = client.subscribe("ticks").unwrap();
+    counted.unsubscribe_after(3).unwrap();
+    let watcher = client.subscribe("ticks").unwrap();
+    watcher.unsubscribe();
+    let mut everything = client.subscribe("ticks").unwrap();
+    client.flush().await.unwrap();
+    for index in 0..5u8 {
+        client.publish("ticks", [index]).await.unwrap();
+    }
+    for index in 0..5u8 {
+        assert_eq!(&everything.next().await.unwrap().payload[..], [index]);
+    }
+    for index in 0..3u8 {
+        assert_eq!(&counted.next().await.unwrap().payload[..], [index]);
+    }
+    assert!(counted.next().await.is_none());
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_killed_and_restarted_server_gets_the_subscriptions_back(context: runtime::Context) {
+    let Some(mut server) = server(Server::builder()) else {
+        return;
+    };
+    let (options, mut events) = options(&server.url());
+    let client = Client::connect(&context, options).await.unwrap();
+    let mut subscription = client.subscribe("survives").unwrap();
+    let mut grouped = client.queue_subscribe("grouped", "g").unwrap();
+    client.flush().await.unwrap();
+    // A request in flight when the server dies fails at once, not at its deadline.
+    let _silent = client.subscribe("silent").unwrap();
+    client.flush().await.unwrap();
+    let mut pending =
+        std::pin::pin!(client.request_with_timeout("silent", b"?", Duration::from_secs(50)));
+    // Its first poll queues the request; the flush after it proves it reached the server.
+    assert!(futures::poll!(pending.as_mut()).is_pending());
+    client.flush().await.unwrap();
+    server.kill();
+    events
+        .wait_for(&context, "disconnected", |e| {
+            matches!(e, Event::Disconnected { .. })
+        })
+        .await;
+    assert_eq!(pending.await.unwrap_err(), Error::Disconnected);
+    assert!(!client.is_connected());
+    // Published while the server is down: kept and sent after the reconnect.
+    client
+        .publish("survives", b"queued while down")
+        .await
+        .unwrap();
+    server.restart().unwrap();
+    events
+        .wait_for(&context, "connected", |e| {
+            matches!(e, Event::Connected { .. })
+        })
+        .await;
+    assert_eq!(
+        &subscription.next().await.unwrap().payload[..],
+        b"queued while down"
+    );
+    let other = Client::connect(&context, common::options(&server.url()).0)
+        .await
+        .unwrap();
+    other.publish("survives", b"after").await.unwrap();
+    other.publish("grouped", b"to the group").await.unwrap();
+    assert_eq!(&subscription.next().await.unwrap().payload[..], b"after");
+    assert_eq!(&grouped.next().await.unwrap().payload[..], b"to the group");
+}
+
+#[runtime::test(timeout = "60s")]
+async fn closing_ends_subscriptions_and_refuses_further_calls(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut subscription = client.subscribe("s").unwrap();
+    client.publish("s", b"last").await.unwrap();
+    client.close().await;
+    // What arrived before the close still comes out, then the end.
+    assert_eq!(&subscription.next().await.unwrap().payload[..], b"last");
+    assert!(subscription.next().await.is_none());
+    assert_eq!(client.publish("s", b"x").await.unwrap_err(), Error::Closed);
+    assert_eq!(client.subscribe("s").unwrap_err(), Error::Closed);
+    assert_eq!(client.flush().await.unwrap_err(), Error::Closed);
+}
+
+#[runtime::test(timeout = "60s")]
+async fn invalid_subjects_are_refused_with_the_reason(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    for subject in ["", "a b", "a..b", "wild.*"] {
+        let error = client.publish(subject, b"x").await.unwrap_err();
+        assert!(matches!(error, Error::Invalid(_)), "{subject:?}: {error}");
+    }
+    let error = client.subscribe("a\r\nPUB x 1").unwrap_err();
+    assert!(matches!(error, Error::Invalid(_)), "{error}");
+    // The connection is untouched.
+    client.flush().await.unwrap();
+}
