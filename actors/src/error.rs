@@ -48,6 +48,22 @@ pub enum Error {
         /// The id asked for.
         id: ActorId,
     },
+    /// A remote ask's node died or was cut off (it missed its heartbeats, or left) before it
+    /// replied: the message may or may not have been handled.
+    NodeDown {
+        /// The node's name.
+        node: Box<str>,
+    },
+    /// No node exposes the remote actor's name (NATS found no subscriber): nothing was
+    /// handled.
+    NotExposed {
+        /// The name asked for.
+        name: Box<str>,
+    },
+    /// A remote message could not be sent or its reply read, and why (the NATS connection
+    /// is down, the message is larger than the server accepts, or the two nodes disagree on
+    /// the handler's types).
+    Remote(Box<str>),
 }
 
 impl std::fmt::Display for Error {
@@ -81,6 +97,18 @@ impl std::fmt::Display for Error {
                 "{id} is not a child of the supervisor `{supervisor}` (it never was, or it \
                  already ended)"
             ),
+            Error::NodeDown { node } => write!(
+                f,
+                "the node `{node}` went down before it replied (the message may or may not \
+                 have been handled)"
+            ),
+            Error::NotExposed { name } => {
+                write!(
+                    f,
+                    "no node exposes the actor name `{name}`: nothing was sent"
+                )
+            }
+            Error::Remote(why) => write!(f, "remote message failed: {why}"),
         }
     }
 }

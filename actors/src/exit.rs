@@ -30,6 +30,12 @@ pub enum ExitReason {
         /// Why that actor ended.
         reason: Box<ExitReason>,
     },
+    /// A remote actor's node died, left, or was cut off from this one (it missed its
+    /// heartbeats): what a monitor of a remote actor reports then.
+    NodeDown {
+        /// The node's name.
+        node: String,
+    },
 }
 
 impl ExitReason {
@@ -38,8 +44,8 @@ impl ExitReason {
         matches!(self, ExitReason::Normal | ExitReason::Stopped)
     }
 
-    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown` or
-    /// `linked`.
+    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown`, `linked`
+    /// or `node_down`.
     pub fn kind(&self) -> &'static str {
         match self {
             ExitReason::Normal => "normal",
@@ -47,6 +53,7 @@ impl ExitReason {
             ExitReason::Panicked(_) => "panicked",
             ExitReason::Shutdown => "shutdown",
             ExitReason::Linked { .. } => "linked",
+            ExitReason::NodeDown { .. } => "node_down",
         }
     }
 
@@ -73,6 +80,7 @@ impl std::fmt::Display for ExitReason {
             ExitReason::Linked { partner, reason } => {
                 write!(f, "its linked actor {partner} ended ({reason})")
             }
+            ExitReason::NodeDown { node } => write!(f, "its node `{node}` went down"),
         }
     }
 }

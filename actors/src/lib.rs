@@ -101,6 +101,8 @@ mod oneshot;
 pub mod pool;
 mod refs;
 pub mod registry;
+#[cfg(feature = "remote")]
+pub mod remote;
 mod spawn;
 pub mod supervisor;
 mod sync;
@@ -148,4 +150,30 @@ pub mod __private {
     pub use crate::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
     pub use crate::timer::Call;
     pub use runtime;
+    #[cfg(feature = "remote")]
+    pub use serde;
+
+    /// What `#[actor(remote)]` expands to first: nothing with the `remote` feature, a clear
+    /// error without it.
+    #[cfg(feature = "remote")]
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __remote_enabled {
+        () => {};
+    }
+
+    /// What `#[actor(remote)]` expands to first: nothing with the `remote` feature, a clear
+    /// error without it.
+    #[cfg(not(feature = "remote"))]
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __remote_enabled {
+        () => {
+            ::core::compile_error!(
+                "#[actor(remote)] needs the `remote` feature of actors: write `actors = { \
+                 ..., features = [\"remote\"] }` in Cargo.toml"
+            );
+        };
+    }
+    pub use __remote_enabled as remote_enabled;
 }

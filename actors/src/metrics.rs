@@ -55,7 +55,7 @@ struct Handles {
 }
 
 /// `ExitReason`'s kinds.
-const EXIT_KINDS: usize = 5;
+const EXIT_KINDS: usize = 6;
 
 /// Where `reason`'s kind is counted in `Handles::exit_counters`.
 fn exit_index(reason: &ExitReason) -> usize {
@@ -65,6 +65,7 @@ fn exit_index(reason: &ExitReason) -> usize {
         ExitReason::Panicked(_) => 2,
         ExitReason::Shutdown => 3,
         ExitReason::Linked { .. } => 4,
+        ExitReason::NodeDown { .. } => 5,
     }
 }
 

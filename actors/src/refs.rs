@@ -472,6 +472,16 @@ impl<R> Reply<R> {
         Reply { sender: None }
     }
 
+    /// A reply whose answer comes out of the receiver (what a remote ask's server awaits).
+    #[cfg(feature = "remote")]
+    pub(crate) fn channel() -> (Self, oneshot::Receiver<Result<R, Panicked>>) {
+        let (sender, receiver) = oneshot::channel();
+        let reply = Reply {
+            sender: Some(sender),
+        };
+        (reply, receiver)
+    }
+
     /// Answers the ask. An asker that gave up is not an error.
     pub fn send(mut self, value: R) {
         if let Some(sender) = self.sender.take() {

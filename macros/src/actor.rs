@@ -53,11 +53,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         Item::Impl(impl_block) => {
             // A bad list is reported with the expansion, made without it: nothing else
             // then fails for want of the actor's impl.
-            let (implements, error) = match implements(args) {
-                Ok(implements) => (implements, None),
-                Err(error) => (Vec::new(), Some(error.into_compile_error())),
+            let (implements, remote, error) = match impl_options(args) {
+                Ok((implements, remote)) => (implements, remote, None),
+                Err(error) => (Vec::new(), None, Some(error.into_compile_error())),
             };
-            let mut expanded = expand_impl(impl_block, &implements)?;
+            let mut expanded = expand_impl(impl_block, &implements, remote)?;
             expanded.extend(error);
             Ok(expanded)
         }
@@ -605,26 +605,48 @@ struct Hook {
     cfgs: Vec<syn::Attribute>,
 }
 
-/// The interfaces `#[actor(implements(A, path::B))]` on an inherent impl lists: the only
-/// option an impl block takes.
-fn implements(args: TokenStream) -> syn::Result<Vec<syn::Path>> {
+/// The options an inherent impl takes: `remote` (its span) and the interfaces
+/// `implements(A, path::B)` lists.
+fn impl_options(args: TokenStream) -> syn::Result<(Vec<syn::Path>, Option<Span>)> {
     if args.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let misplaced = |span: Span| {
         syn::Error::new(
             span,
-            "#[actor] on an `impl` block takes only `implements(Interface, ..)`: put the \
-             placement and options on the struct, as `#[actor(dedicated, mailbox = 128)]`",
+            "#[actor] on an `impl` block takes only `remote` and `implements(Interface, ..)`: \
+             put the placement and options on the struct, as `#[actor(dedicated, mailbox = \
+             128)]`",
         )
     };
-    let meta: Meta = syn::parse2(args.clone()).map_err(|_| misplaced(args.span()))?;
-    let Meta::List(list) = &meta else {
-        return Err(misplaced(meta.span()));
-    };
-    if !list.path.is_ident("implements") {
-        return Err(misplaced(list.path.span()));
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated
+        .parse2(args.clone())
+        .map_err(|_| misplaced(args.span()))?;
+    let mut implements = None;
+    let mut remote = None;
+    for meta in &metas {
+        match meta {
+            Meta::Path(path) if path.is_ident("remote") => {
+                if remote.is_some() {
+                    return Err(duplicate(path.span(), "remote"));
+                }
+                remote = Some(path.span());
+            }
+            Meta::List(list) if list.path.is_ident("implements") => {
+                if implements.is_some() {
+                    return Err(duplicate(list.path.span(), "implements"));
+                }
+                implements = Some(interfaces(list)?);
+            }
+            Meta::List(list) => return Err(misplaced(list.path.span())),
+            other => return Err(misplaced(other.span())),
+        }
     }
+    Ok((implements.unwrap_or_default(), remote))
+}
+
+/// The interfaces `implements(A, path::B)` lists.
+fn interfaces(list: &syn::MetaList) -> syn::Result<Vec<syn::Path>> {
     let paths = Punctuated::<syn::Path, Token![,]>::parse_terminated.parse2(list.tokens.clone())?;
     if paths.is_empty() {
         return Err(syn::Error::new(
@@ -731,7 +753,11 @@ fn expand_interface_impl(item: ItemImpl) -> syn::Result<TokenStream> {
     })
 }
 
-fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStream> {
+fn expand_impl(
+    item: ItemImpl,
+    implements: &[syn::Path],
+    remote: Option<Span>,
+) -> syn::Result<TokenStream> {
     if let Some(lifetime) = item.generics.lifetimes().next() {
         return Err(syn::Error::new(lifetime.span(), BORROWING_ACTOR));
     }
@@ -929,6 +955,15 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
             }
         })
     });
+    let remote = match remote {
+        Some(span) => {
+            match crate::remote::expand(&handlers, &name, self_ty, &generics, &message, span) {
+                Ok(tokens) => tokens,
+                Err(error) => error.into_compile_error(),
+            }
+        }
+        None => quote!(),
+    };
     let message_doc = format!("The messages of [`{name}`]'s handlers (generated).");
     Ok(quote! {
         #errors
@@ -980,6 +1015,8 @@ fn expand_impl(item: ItemImpl, implements: &[syn::Path]) -> syn::Result<TokenStr
 
             #(#hook_methods)*
         }
+
+        #remote
 
         #[allow(private_interfaces)]
         impl #impl_generics #ref_ty #actor_where {

@@ -17,6 +17,7 @@ mod interface;
 #[path = "main.rs"]
 mod main_attribute;
 mod options;
+mod remote;
 mod signature;
 mod test;
 

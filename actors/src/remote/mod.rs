@@ -1,0 +1,102 @@
+//! Remote actors over NATS (feature `remote`): the same asks, tells and `try_` sends to actors
+//! on other processes and machines.
+//!
+//! ```ignore
+//! #[actor]
+//! struct Counter { total: u64 }
+//!
+//! #[actor(remote)]
+//! impl Counter {
+//!     fn add(&mut self, by: u64) -> u64 { self.total += by; self.total }
+//! }
+//!
+//! // On one node:
+//! let node = Node::join(&context, ["nats://127.0.0.1:4222"], "node-a").await?;
+//! node.expose("counter", &Counter { total: 0 }.spawn(&context)).await?;
+//! // On another:
+//! let node = Node::join(&context, ["nats://127.0.0.1:4222"], "node-b").await?;
+//! let counter: CounterRemoteRef = node.lookup("counter");
+//! assert_eq!(counter.add(2).await?, 2);
+//! ```
+//!
+//! - `#[actor(remote)]` on an actor's handler impl generates, besides the local ref,
+//!   `<Name>RemoteRef`, with the same `handler(args)` asks, `tell_handler(args)` and
+//!   `try_handler(args)` sends and the same [`Error`](crate::Error)s. Handler arguments and
+//!   replies travel serialized with serde in postcard's compact binary format, so they must
+//!   be `Serialize + DeserializeOwned` (both nodes must agree on the types: a mismatch is an
+//!   [`Error::Remote`](crate::Error::Remote), never a wrong value silently accepted when the
+//!   bytes do not parse).
+//! - [`Node::join`] connects a node (one NATS connection) under a name unique in the cluster.
+//!   [`Node::expose`] serves a local actor under a name: every node exposing one name shares
+//!   its load through a NATS queue group. [`Node::lookup`] gives a remote ref to a name
+//!   (whichever node takes each message), [`Node::lookup_on`] to the actor one node
+//!   exposes.
+//!
+//! Guarantees, exactly:
+//! - **At most once.** A message is handled once or not at all; nothing is retried. A tell
+//!   that NATS or a full mailbox drops is lost, counted (`dropped()`, metric
+//!   `remote_dropped_total`), and not reported to the sender.
+//! - **FIFO per sender and target while the connection holds.** Messages one node sends to
+//!   one exposed actor reach its mailbox in the order sent, as long as neither node's NATS
+//!   connection drops in between (NATS keeps order per publisher and subscription).
+//!   Messages to a name served by several nodes are ordered per serving node only.
+//! - **A full remote mailbox never blocks the node.** The serving side puts each message in
+//!   the mailbox without waiting: when it is full, a tell is dropped and counted and an ask
+//!   answers [`Error::Full`](crate::Error::Full) at once. Each exposed actor has its own
+//!   subscription, so one slow actor does not hold up the others or the connection.
+//! - **Asks always have a deadline**: 5 s unless `.timeout(d)` or the node's option says
+//!   otherwise. The deadline travels with the ask, and the serving node drops a reply whose
+//!   asker has given up. An ask to a name nobody exposes fails at once with
+//!   [`Error::NotExposed`](crate::Error::NotExposed).
+//! - **Failure is visible.** Nodes announce themselves and heartbeat every
+//!   `heartbeat_interval` (500 ms by default); a node missing `heartbeat_misses` (3) in a
+//!   row, or leaving, is down. Asks pending on a down node fail at once with
+//!   [`Error::NodeDown`](crate::Error::NodeDown), and [`RemoteRef::monitor`]s resolve with
+//!   [`ExitReason::NodeDown`](crate::ExitReason::NodeDown): for a ref to one node's actor
+//!   when that node is down; for a ref to a name, when no node that exposed it is left. An
+//!   ask to a name served by several nodes, taken by one that dies, waits for its deadline
+//!   (NATS does not say which member of a queue group took a message).
+//! - Tells need no reply, so a tell to a name nobody exposes is dropped by NATS unseen.
+
+mod codec;
+mod node;
+mod remote_ref;
+mod serve;
+mod topic;
+
+pub use node::{JoinError, Node, NodeOptions};
+pub use remote_ref::{RemoteAsk, RemoteMonitor, RemoteRef, Target};
+pub use serve::Responder;
+pub use topic::RemoteTopic;
+
+/// The NATS client a node uses, for what the node does not wrap.
+pub use nats;
+
+use crate::{Actor, WeakRef};
+
+/// An actor whose handlers can be reached from other nodes: implemented by `#[actor(remote)]`.
+pub trait Remote: Actor {
+    /// The handlers' messages as they travel (generated).
+    #[doc(hidden)]
+    type Wire: serde::Serialize + serde::de::DeserializeOwned + Send + 'static;
+
+    /// The message for the local mailbox, with replies that `responder` sends back.
+    #[doc(hidden)]
+    fn __message(wire: Self::Wire, responder: &mut Responder) -> Self::Message;
+}
+
+/// A local ref that [`Node::expose`] can serve: the generated `<Name>Ref` of a remote actor.
+pub trait Exposable {
+    /// The actor behind it.
+    type Actor: Remote;
+
+    #[doc(hidden)]
+    fn __weak(&self) -> WeakRef<Self::Actor>;
+}
+
+/// A remote ref type that [`Node::lookup`] can make: the generated `<Name>RemoteRef`.
+pub trait RemoteHandle: Sized {
+    /// The ref to `target` through `node` (generated).
+    #[doc(hidden)]
+    fn __new(node: &Node, target: Target) -> Self;
+}

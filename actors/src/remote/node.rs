@@ -1,0 +1,807 @@
+//! A node: one NATS connection, the names it exposes, what it knows of its peers from their
+//! heartbeats, and the asks and monitors that wait on them.
+//!
+//! Subjects, under a prefix (`actors` unless set):
+//! - `<prefix>.a.<name>`: messages to a name, subscribed by every node that exposes it in the
+//!   queue group of the same name (one of them takes each message);
+//! - `<prefix>.n.<node>.<name>`: messages to the actor one node exposes;
+//! - `<prefix>.node.<node>`: answered by the node, so a second node joining under its name
+//!   is refused;
+//! - `<prefix>.announce`: heartbeats, departures and ended exposures ([`Announcement`]);
+//! - `<prefix>.t.<topic>`: a topic spanning nodes.
+//!
+//! Invariants:
+//! - A peer is up from its first heartbeat until it misses `misses` in a row (by its own
+//!   announced interval), leaves, or comes back as a new incarnation (it restarted: the old
+//!   one is down). Being cut off from NATS makes every peer miss its heartbeats: a
+//!   partitioned node sees the others down, as they see it.
+//! - When a peer goes down, every waiting ask and monitor whose target can no longer answer
+//!   is resolved at once (one node's actor: that node is down; a name: no live node, this
+//!   one included, exposes it any more), each exactly once, outside the state lock.
+//! - An exposure ends when its actor ends, when it is withdrawn, or when the node leaves;
+//!   its end is announced so that monitors elsewhere resolve with the actor's exit reason.
+
+use super::codec::{self, Announcement, Exit};
+use super::remote_ref::Target;
+use super::serve;
+use super::{Exposable, RemoteHandle};
+use crate::{ActorId, Error, ExitReason};
+use futures::StreamExt;
+use futures::channel::oneshot;
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use runtime::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// How a node joins and behaves. Build it with [`NodeOptions::new`] and the `with_` methods.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    pub(crate) name: String,
+    pub(crate) nats: nats::Options,
+    pub(crate) prefix: String,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) heartbeat_misses: u32,
+    pub(crate) ask_timeout: Duration,
+    pub(crate) max_in_flight: usize,
+}
+
+/// Why a node could not join.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// The node name or a subject prefix that cannot be used, and what is allowed.
+    Invalid(String),
+    /// A node of that name is in the cluster already.
+    NameTaken(String),
+    /// NATS refused or could not be reached.
+    Nats(nats::Error),
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Invalid(why) => write!(f, "cannot join: {why}"),
+            JoinError::NameTaken(name) => write!(
+                f,
+                "cannot join: a node named `{name}` is in the cluster already; node names are \
+                 unique"
+            ),
+            JoinError::Nats(error) => write!(f, "cannot join: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+impl From<nats::Error> for JoinError {
+    fn from(error: nats::Error) -> Self {
+        JoinError::Nats(error)
+    }
+}
+
+/// Whether `text` is one subject token: letters, digits, `_` and `-`.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `name` is an actor or topic name: tokens joined by dots, at most 128 bytes.
+pub(crate) fn check_name(name: &str, what: &str) -> Result<(), Error> {
+    if name.len() <= 128 && name.split('.').all(is_token) {
+        return Ok(());
+    }
+    Err(Error::Remote(
+        format!(
+            "`{name}` is not a valid {what} name: use letters, digits, `_` and `-`, in tokens \
+             joined by `.`, at most 128 bytes"
+        )
+        .into(),
+    ))
+}
+
+impl NodeOptions {
+    /// Options for the node `name` (letters, digits, `_` and `-`), connecting to the NATS
+    /// servers of `servers` (`nats://[user:password@]host:port`, see [`nats::Options::new`]).
+    pub fn new<I, S>(servers: I, name: &str) -> Result<Self, JoinError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        if !is_token(name) || name.len() > 64 {
+            return Err(JoinError::Invalid(format!(
+                "`{name}` is not a valid node name: use 1 to 64 letters, digits, `_` and `-`"
+            )));
+        }
+        let nats = nats::Options::new(servers)?.with_name(format!("actors node {name}"));
+        Ok(Self {
+            name: name.to_string(),
+            nats,
+            prefix: "actors".into(),
+            heartbeat_interval: Duration::from_millis(500),
+            heartbeat_misses: 3,
+            ask_timeout: Duration::from_secs(5),
+            max_in_flight: 4096,
+        })
+    }
+
+    /// Changes the NATS options (credentials, reconnects, limits).
+    pub fn with_nats(mut self, change: impl FnOnce(nats::Options) -> nats::Options) -> Self {
+        self.nats = change(self.nats);
+        self
+    }
+
+    /// How often the node heartbeats (default 500 ms), and how many heartbeats in a row a
+    /// peer may miss before it is down (default 3).
+    pub fn with_heartbeat(mut self, interval: Duration, misses: u32) -> Self {
+        self.heartbeat_interval = interval;
+        self.heartbeat_misses = misses;
+        self
+    }
+
+    /// The deadline of asks that set none (default 5 s).
+    pub fn with_ask_timeout(mut self, timeout: Duration) -> Self {
+        self.ask_timeout = timeout;
+        self
+    }
+
+    /// The subject prefix (default `actors`): clusters with different prefixes share a NATS
+    /// server without seeing each other.
+    pub fn with_subject_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_string();
+        self
+    }
+
+    /// The asks an exposed actor may have in flight (default 4096): beyond, new ones are
+    /// answered [`Error::Full`].
+    pub fn with_max_in_flight(mut self, asks: usize) -> Self {
+        self.max_in_flight = asks;
+        self
+    }
+
+    fn validate(&self) -> Result<(), JoinError> {
+        if check_name(&self.prefix, "subject prefix").is_err() {
+            return Err(JoinError::Invalid(format!(
+                "`{}` is not a valid subject prefix: use letters, digits, `_` and `-`, in \
+                 tokens joined by `.`",
+                self.prefix
+            )));
+        }
+        if self.heartbeat_interval < Duration::from_millis(10) || self.heartbeat_misses == 0 {
+            return Err(JoinError::Invalid(
+                "the heartbeat interval must be at least 10 ms and misses at least 1".into(),
+            ));
+        }
+        if self.ask_timeout.is_zero() || self.max_in_flight == 0 {
+            return Err(JoinError::Invalid(
+                "the ask timeout and max_in_flight must be above zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a node knows of a peer.
+struct Peer {
+    incarnation: u64,
+    last_seen: Instant,
+    /// Down once unheard for this long (its interval times its misses).
+    silence: Duration,
+    exposed: HashSet<String>,
+}
+
+/// An ask or a monitor waiting on a target.
+enum Waiter {
+    Ask(oneshot::Sender<Error>),
+    Monitor(oneshot::Sender<ExitReason>),
+}
+
+struct Exposure {
+    id: ActorId,
+    task: runtime::Handle<()>,
+}
+
+#[derive(Default)]
+struct State {
+    peers: HashMap<String, Peer>,
+    exposed: HashMap<String, Exposure>,
+    waiting: HashMap<u64, (Target, Waiter)>,
+    next_waiter: u64,
+    left: bool,
+}
+
+impl State {
+    /// Whether a live node (this one included) exposes `name`.
+    fn exposed_anywhere(&self, name: &str) -> bool {
+        self.exposed.contains_key(name) || self.peers.values().any(|p| p.exposed.contains(name))
+    }
+}
+
+/// Metrics of the remote layer, one family per runtime.
+#[derive(Clone, Default)]
+struct Metrics {
+    dropped: Family<[(&'static str, String); 2], Counter>,
+}
+
+pub(crate) struct NodeInner {
+    pub(crate) name: String,
+    incarnation: u64,
+    pub(crate) options: NodeOptions,
+    pub(crate) client: nats::Client,
+    /// The node's scope: its tasks run here.
+    pub(crate) context: runtime::Context,
+    state: Mutex<State>,
+    metrics: Metrics,
+}
+
+/// A member of a cluster of nodes that reach each other's actors over NATS. Cheap to clone.
+///
+/// Its tasks (heartbeats, serving exposed actors) run in a child scope of the context given
+/// to [`join`](Self::join): they end when that context's task ends, or at
+/// [`leave`](Self::leave).
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Arc<NodeInner>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.inner.name)
+            .field("peers", &self.peers())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Joins the cluster reachable through the NATS servers `servers` as `name`: one call,
+    /// with the defaults of [`NodeOptions`].
+    pub async fn join<I, S>(
+        context: &runtime::Context,
+        servers: I,
+        name: &str,
+    ) -> Result<Node, JoinError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::join_with(context, NodeOptions::new(servers, name)?).await
+    }
+
+    /// Joins with options.
+    pub async fn join_with(
+        context: &runtime::Context,
+        options: NodeOptions,
+    ) -> Result<Node, JoinError> {
+        options.validate()?;
+        let scope = context.child("node");
+        let client = nats::Client::connect(&scope, options.nats.clone()).await?;
+        let control = format!("{}.node.{}", options.prefix, options.name);
+        // Whoever answers on the name's control subject holds it.
+        match client
+            .request_with_timeout(&control, b"", Duration::from_secs(1))
+            .await
+        {
+            Err(nats::Error::NoResponders { .. }) => {}
+            Ok(_) | Err(nats::Error::Timeout(_)) => {
+                return Err(JoinError::NameTaken(options.name));
+            }
+            Err(error) => return Err(JoinError::Nats(error)),
+        }
+        let control = client.subscribe(&control)?;
+        let announcements = client.subscribe(&format!("{}.announce", options.prefix))?;
+        let metrics = scope.__extension(|registry| {
+            let metrics = Metrics::default();
+            registry.register(
+                "remote_dropped",
+                "Remote messages dropped by the serving node, by node and reason (full, busy, decode)",
+                metrics.dropped.clone(),
+            );
+            metrics
+        });
+        let inner = Arc::new(NodeInner {
+            name: options.name.clone(),
+            incarnation: nats_random(),
+            options,
+            client,
+            context: scope.clone(),
+            state: Mutex::new(State::default()),
+            metrics: (*metrics).clone(),
+        });
+        let node = Node {
+            inner: inner.clone(),
+        };
+        inner.announce_heartbeat().await;
+        scope
+            .child("heartbeat")
+            .spawn(move |context| run(inner, context, control, announcements));
+        Ok(node)
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The peers up now, by name.
+    pub fn peers(&self) -> Vec<String> {
+        let mut peers: Vec<_> = self.inner.state.lock().peers.keys().cloned().collect();
+        peers.sort();
+        peers
+    }
+
+    /// The names this node exposes now.
+    pub fn exposed(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.inner.state.lock().exposed.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Remote messages this node dropped for `reason` (`full`: the mailbox had no room;
+    /// `busy`: too many asks in flight; `decode`: bytes that are not the actor's message).
+    pub fn dropped(&self, reason: &'static str) -> u64 {
+        self.inner.count(reason, 0)
+    }
+
+    /// The NATS client the node uses.
+    pub fn client(&self) -> &nats::Client {
+        &self.inner.client
+    }
+
+    /// Serves `actor` under `name` (tokens of letters, digits, `_` and `-` joined by `.`)
+    /// until it ends, [`withdraw`](Self::withdraw) or [`leave`](Self::leave). Nodes
+    /// exposing one name share its messages. The exposure holds a ref, so the actor runs
+    /// while exposed even when no local ref is left. Fails if this node exposes `name`
+    /// already, or the actor has ended. Once it returns, the NATS server routes the name's
+    /// messages here.
+    pub async fn expose<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
+        self.start_exposing(name, actor)?;
+        // The subscriptions are in place once the server answered a ping sent after them.
+        self.inner.client.flush().await.map_err(remote_error)
+    }
+
+    fn start_exposing<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
+        check_name(name, "actor")?;
+        let weak = actor.__weak();
+        let Some(local) = weak.__upgrade_ref() else {
+            return Err(Error::Closed);
+        };
+        let inner = &self.inner;
+        let prefix = &inner.options.prefix;
+        let mut state = inner.state.lock();
+        if state.left {
+            return Err(Error::Closed);
+        }
+        if let Some(exposure) = state.exposed.get(name) {
+            return Err(Error::NameTaken {
+                name: name.into(),
+                holder: exposure.id,
+            });
+        }
+        let shared_subject = format!("{prefix}.a.{name}");
+        let shared = inner
+            .client
+            .queue_subscribe(&shared_subject, &shared_subject)
+            .map_err(remote_error)?;
+        let direct = inner
+            .client
+            .subscribe(&format!("{prefix}.n.{}.{name}", inner.name))
+            .map_err(remote_error)?;
+        let join = local.join();
+        let task = {
+            let inner = inner.clone();
+            let name = name.to_string();
+            inner
+                .context
+                .child("exposed")
+                .spawn(move |_| serve::run::<R::Actor>(inner, name, local, join, shared, direct))
+        };
+        state.exposed.insert(
+            name.to_string(),
+            Exposure {
+                id: weak.id(),
+                task,
+            },
+        );
+        drop(state);
+        // Peers learn of the name with the next heartbeat; send it now.
+        let heartbeat = codec::announcement(&inner.heartbeat());
+        let _ = inner
+            .client
+            .try_publish(&inner.announce_subject(), None, heartbeat);
+        Ok(())
+    }
+
+    /// Stops serving `name` (messages already taken are still handled); false if this node
+    /// did not expose it.
+    pub fn withdraw(&self, name: &str) -> bool {
+        let removed = self.inner.state.lock().exposed.remove(name);
+        let Some(exposure) = removed else {
+            return false;
+        };
+        exposure.task.abort();
+        self.inner.announce_exit(name, Exit::Shutdown);
+        true
+    }
+
+    /// A ref to the actor exposed as `name` on any node (each message goes to one of them).
+    pub fn lookup<H: RemoteHandle>(&self, name: &str) -> H {
+        H::__new(self, Target::Name(name.to_string()))
+    }
+
+    /// A ref to the actor the node `node` exposes as `name`.
+    pub fn lookup_on<H: RemoteHandle>(&self, node: &str, name: &str) -> H {
+        H::__new(
+            self,
+            Target::Node {
+                node: node.to_string(),
+                name: name.to_string(),
+            },
+        )
+    }
+
+    /// Leaves the cluster: peers see this node down at once, exposures end, and the NATS
+    /// connection closes after what was queued is sent.
+    pub async fn leave(self) {
+        let inner = &self.inner;
+        let exposures: Vec<_> = {
+            let mut state = inner.state.lock();
+            state.left = true;
+            state.exposed.drain().map(|(_, e)| e.task).collect()
+        };
+        for task in exposures {
+            task.abort();
+        }
+        let leaving = Announcement::Leaving {
+            node: inner.name.clone(),
+            incarnation: inner.incarnation,
+        };
+        let _ = inner
+            .client
+            .publish(&inner.announce_subject(), codec::announcement(&leaving))
+            .await;
+        inner.client.close().await;
+    }
+
+    /// Waits until `node` is up (its heartbeat was heard), for at most `timeout`.
+    pub async fn wait_for_peer(&self, node: &str, timeout: Duration) -> Result<(), Error> {
+        let started = Instant::now();
+        loop {
+            if self.inner.state.lock().peers.contains_key(node) {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(Error::Timeout);
+            }
+            // Heartbeats come every interval: look again after a fraction of one.
+            self.inner
+                .context
+                .sleep(self.inner.options.heartbeat_interval / 4)
+                .await;
+        }
+    }
+}
+
+/// A random incarnation number.
+fn nats_random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
+}
+
+/// A NATS error as an actor error.
+pub(crate) fn remote_error(error: nats::Error) -> Error {
+    match error {
+        nats::Error::Closed => Error::Closed,
+        nats::Error::WouldBlock => Error::Full,
+        nats::Error::Timeout(_) => Error::Timeout,
+        nats::Error::Disconnected => Error::Remote(
+            "the NATS connection dropped before the reply came; the message may or may not \
+             have been handled"
+                .into(),
+        ),
+        other => Error::Remote(other.to_string().into()),
+    }
+}
+
+impl NodeInner {
+    pub(crate) fn announce_subject(&self) -> String {
+        format!("{}.announce", self.options.prefix)
+    }
+
+    /// Counts `add` drops for `reason` and returns the total.
+    pub(crate) fn count(&self, reason: &'static str, add: u64) -> u64 {
+        let counter = self
+            .metrics
+            .dropped
+            .get_or_create(&[("node", self.name.clone()), ("reason", reason.to_string())]);
+        counter.inc_by(add) + add
+    }
+
+    fn heartbeat(&self) -> Announcement {
+        let mut exposed: Vec<_> = self.state.lock().exposed.keys().cloned().collect();
+        exposed.sort();
+        Announcement::Heartbeat {
+            node: self.name.clone(),
+            incarnation: self.incarnation,
+            interval_ms: self.options.heartbeat_interval.as_millis() as u32,
+            misses: self.options.heartbeat_misses,
+            exposed,
+        }
+    }
+
+    async fn announce_heartbeat(&self) {
+        let heartbeat = codec::announcement(&self.heartbeat());
+        let _ = self
+            .client
+            .publish(&self.announce_subject(), heartbeat)
+            .await;
+    }
+
+    fn announce_exit(&self, name: &str, exit: Exit) {
+        let exited = Announcement::Exited {
+            node: self.name.clone(),
+            name: name.to_string(),
+            exit,
+        };
+        let _ =
+            self.client
+                .try_publish(&self.announce_subject(), None, codec::announcement(&exited));
+    }
+
+    /// The exposure of `name` ended because its actor ended with `reason`.
+    pub(crate) fn exposure_ended(&self, name: &str, reason: &ExitReason) {
+        self.state.lock().exposed.remove(name);
+        self.announce_exit(name, Exit::from(reason));
+    }
+
+    /// Registers an ask or monitor on `target`; the guard withdraws it when dropped.
+    fn watch(self: &Arc<Self>, target: &Target, waiter: Waiter) -> WatchGuard {
+        let mut state = self.state.lock();
+        state.next_waiter += 1;
+        let id = state.next_waiter;
+        state.waiting.insert(id, (target.clone(), waiter));
+        WatchGuard {
+            node: self.clone(),
+            id,
+        }
+    }
+
+    /// Resolves the waiters `matches` picks, outside the lock.
+    fn resolve(
+        &self,
+        mut state: parking_lot::MutexGuard<'_, State>,
+        matches: impl Fn(&State, &Target) -> bool,
+        ask: impl Fn() -> Error,
+        monitor: impl Fn() -> ExitReason,
+    ) {
+        let ids: Vec<u64> = state
+            .waiting
+            .iter()
+            .filter(|(_, (target, _))| matches(&state, target))
+            .map(|(id, _)| *id)
+            .collect();
+        let resolved: Vec<_> = ids
+            .into_iter()
+            .filter_map(|id| state.waiting.remove(&id))
+            .collect();
+        drop(state);
+        for (_, waiter) in resolved {
+            match waiter {
+                Waiter::Ask(sender) => {
+                    let _ = sender.send(ask());
+                }
+                Waiter::Monitor(sender) => {
+                    let _ = sender.send(monitor());
+                }
+            }
+        }
+    }
+
+    /// `node` is down: what waited on it resolves.
+    fn node_down(&self, mut state: parking_lot::MutexGuard<'_, State>, node: &str) {
+        let Some(peer) = state.peers.remove(node) else {
+            return;
+        };
+        self.resolve(
+            state,
+            |state, target| match target {
+                Target::Node { node: on, .. } => on == node,
+                Target::Name(name) => peer.exposed.contains(name) && !state.exposed_anywhere(name),
+            },
+            || Error::NodeDown { node: node.into() },
+            || ExitReason::NodeDown {
+                node: node.to_string(),
+            },
+        );
+    }
+
+    fn on_announcement(&self, announcement: Announcement) {
+        match announcement {
+            Announcement::Heartbeat {
+                node,
+                incarnation,
+                interval_ms,
+                misses,
+                exposed,
+            } => {
+                if node == self.name {
+                    return;
+                }
+                let mut state = self.state.lock();
+                if state
+                    .peers
+                    .get(&node)
+                    .is_some_and(|peer| peer.incarnation != incarnation)
+                {
+                    // It restarted: the incarnation we knew is gone.
+                    self.node_down(state, &node);
+                    state = self.state.lock();
+                }
+                let silence = Duration::from_millis(u64::from(interval_ms.max(1))) * misses.max(1)
+                    + Duration::from_millis(u64::from(interval_ms.max(1)) / 2);
+                let peer = state.peers.entry(node.clone()).or_insert_with(|| Peer {
+                    incarnation,
+                    last_seen: Instant::now(),
+                    silence,
+                    exposed: HashSet::new(),
+                });
+                peer.last_seen = Instant::now();
+                peer.silence = silence;
+                let before = std::mem::replace(&mut peer.exposed, exposed.into_iter().collect());
+                // Names it stopped exposing without an `Exited` (lost): monitors of names
+                // nobody exposes any more resolve.
+                let gone: Vec<String> = before
+                    .into_iter()
+                    .filter(|name| !state.exposed_anywhere(name))
+                    .collect();
+                if !gone.is_empty() {
+                    self.resolve(
+                        state,
+                        |_, target| matches!(target, Target::Name(name) if gone.contains(name)),
+                        || Error::Closed,
+                        || ExitReason::Shutdown,
+                    );
+                }
+            }
+            Announcement::Leaving { node, incarnation } => {
+                let state = self.state.lock();
+                if state
+                    .peers
+                    .get(&node)
+                    .is_some_and(|peer| peer.incarnation == incarnation)
+                {
+                    self.node_down(state, &node);
+                }
+            }
+            Announcement::Exited { node, name, exit } => {
+                let mut state = self.state.lock();
+                if let Some(peer) = state.peers.get_mut(&node) {
+                    peer.exposed.remove(&name);
+                }
+                let reason = ExitReason::from(exit);
+                let anywhere = state.exposed_anywhere(&name);
+                self.resolve(
+                    state,
+                    |_, target| match target {
+                        Target::Node { node: on, name: of } => *on == node && *of == name,
+                        Target::Name(of) => *of == name && !anywhere,
+                    },
+                    || Error::Closed,
+                    || reason.clone(),
+                );
+            }
+        }
+    }
+
+    /// Peers unheard for longer than their silence are down.
+    fn check_peers(&self) {
+        let now = Instant::now();
+        loop {
+            let state = self.state.lock();
+            let silent = state
+                .peers
+                .iter()
+                .find(|(_, peer)| now.duration_since(peer.last_seen) > peer.silence)
+                .map(|(name, _)| name.clone());
+            match silent {
+                Some(node) => self.node_down(state, &node),
+                None => return,
+            }
+        }
+    }
+
+    /// Whether this node is known to be down or gone from `target`'s point of view now.
+    pub(crate) fn watch_ask(
+        self: &Arc<Self>,
+        target: &Target,
+    ) -> (WatchGuard, oneshot::Receiver<Error>) {
+        let (sender, receiver) = oneshot::channel();
+        (self.watch(target, Waiter::Ask(sender)), receiver)
+    }
+
+    pub(crate) fn watch_monitor(
+        self: &Arc<Self>,
+        target: &Target,
+    ) -> (WatchGuard, oneshot::Receiver<ExitReason>) {
+        let (sender, receiver) = oneshot::channel();
+        (self.watch(target, Waiter::Monitor(sender)), receiver)
+    }
+}
+
+/// Withdraws an ask's or monitor's registration when dropped.
+pub(crate) struct WatchGuard {
+    node: Arc<NodeInner>,
+    id: u64,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.node.state.lock().waiting.remove(&self.id);
+    }
+}
+
+/// The node's own task: heartbeats out, announcements in, peers checked, and its name's
+/// control subject answered.
+async fn run(
+    inner: Arc<NodeInner>,
+    context: runtime::Context,
+    mut control: nats::Subscription,
+    mut announcements: nats::Subscription,
+) {
+    let interval = inner.options.heartbeat_interval;
+    let mut tick = Box::pin(context.sleep(interval));
+    enum Next {
+        Tick,
+        Control(Option<nats::Message>),
+        Announcement(Option<nats::Message>),
+    }
+    loop {
+        let next = poll_fn(|cx| {
+            if tick.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Next::Tick);
+            }
+            if let Poll::Ready(message) = control.poll_next_unpin(cx) {
+                return Poll::Ready(Next::Control(message));
+            }
+            if let Poll::Ready(message) = announcements.poll_next_unpin(cx) {
+                return Poll::Ready(Next::Announcement(message));
+            }
+            Poll::Pending
+        })
+        .await;
+        match next {
+            Next::Tick => {
+                tick = Box::pin(context.sleep(interval));
+                inner.announce_heartbeat().await;
+                inner.check_peers();
+            }
+            Next::Control(Some(message)) => {
+                if let Some(reply) = message.reply {
+                    let _ = inner
+                        .client
+                        .try_publish(&reply, None, inner.name.as_bytes());
+                }
+            }
+            Next::Announcement(Some(message)) => {
+                if let Some(announcement) = codec::decode_announcement(&message.payload) {
+                    inner.on_announcement(announcement);
+                }
+            }
+            // The client closed: the node has left.
+            Next::Control(None) | Next::Announcement(None) => return,
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! [`RemoteRef`]: what a generated `<Name>RemoteRef` wraps; [`RemoteAsk`]: an ask over NATS;
+//! [`RemoteMonitor`]: waiting for a remote actor's end.
+//!
+//! An ask is one NATS request: the message goes to the target's subject with the client's
+//! reply inbox, and the first reply answers it. While it waits, it is registered with the
+//! node, which fails it at once when the target's node goes down; its registration is
+//! withdrawn however the ask ends (answered, timed out, dropped).
+
+use super::Remote;
+use super::codec;
+use super::node::{Node, WatchGuard, check_name, remote_error};
+use crate::{Error, ExitReason};
+use futures::future::{Either, select};
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// What a remote ref reaches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// Whichever node exposing the name takes the message.
+    Name(String),
+    /// The actor one node exposes under the name.
+    Node { node: String, name: String },
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Name(name) => write!(f, "`{name}`"),
+            Target::Node { node, name } => write!(f, "`{name}` on node `{node}`"),
+        }
+    }
+}
+
+struct Inner {
+    node: Node,
+    target: Target,
+    subject: String,
+    /// Why the target cannot be reached at all (a malformed name).
+    invalid: Option<Error>,
+}
+
+/// A ref to an actor that another node (or this one) exposes. Cheap to clone.
+pub struct RemoteRef<A> {
+    inner: Arc<Inner>,
+    _actor: PhantomData<fn() -> A>,
+}
+
+impl<A> Clone for RemoteRef<A> {
+    fn clone(&self) -> Self {
+        RemoteRef {
+            inner: self.inner.clone(),
+            _actor: PhantomData,
+        }
+    }
+}
+
+impl<A> fmt::Debug for RemoteRef<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteRef")
+            .field("target", &self.inner.target)
+            .field("via", &self.inner.node.name())
+            .finish()
+    }
+}
+
+impl<A: Remote> RemoteRef<A> {
+    /// A ref to `target` through `node` (what a generated `RemoteHandle::__new` makes).
+    #[doc(hidden)]
+    pub fn __new(node: &Node, target: Target) -> Self {
+        let node = node.clone();
+        let prefix = &node.inner.options.prefix;
+        let (subject, invalid) = match &target {
+            Target::Name(name) => (
+                format!("{prefix}.a.{name}"),
+                check_name(name, "actor").err(),
+            ),
+            Target::Node { node: on, name } => (
+                format!("{prefix}.n.{on}.{name}"),
+                check_name(name, "actor")
+                    .and_then(|()| check_name(on, "node"))
+                    .err(),
+            ),
+        };
+        RemoteRef {
+            inner: Arc::new(Inner {
+                node,
+                target,
+                subject,
+                invalid,
+            }),
+            _actor: PhantomData,
+        }
+    }
+
+    /// What the ref reaches.
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// An ask of `wire` (what a generated ask method calls).
+    #[doc(hidden)]
+    pub fn __ask<R: DeserializeOwned + Send + 'static>(&self, wire: &A::Wire) -> RemoteAsk<R> {
+        let payload = match &self.inner.invalid {
+            Some(error) => Err(error.clone()),
+            None => codec::request(wire),
+        };
+        RemoteAsk {
+            reference: self.inner.clone(),
+            payload: Some(payload),
+            timeout: self.inner.node.inner.options.ask_timeout,
+            running: None,
+            _reply: PhantomData,
+        }
+    }
+
+    /// A tell of `wire`, waiting while the node's NATS write buffer is full.
+    #[doc(hidden)]
+    pub async fn __tell(&self, wire: &A::Wire) -> Result<(), Error> {
+        if let Some(error) = &self.inner.invalid {
+            return Err(error.clone());
+        }
+        let bytes = codec::request(wire)?;
+        self.inner
+            .node
+            .inner
+            .client
+            .publish(&self.inner.subject, bytes)
+            .await
+            .map_err(remote_error)
+    }
+
+    /// A tell of `wire` that does not wait: [`Error::Full`] when the node's NATS write
+    /// buffer is full.
+    #[doc(hidden)]
+    pub fn __try_tell(&self, wire: &A::Wire) -> Result<(), Error> {
+        if let Some(error) = &self.inner.invalid {
+            return Err(error.clone());
+        }
+        let bytes = codec::request(wire)?;
+        self.inner
+            .node
+            .inner
+            .client
+            .try_publish(&self.inner.subject, None, bytes)
+            .map_err(remote_error)
+    }
+
+    /// Resolves with the remote actor's exit reason: the reason it ended with, or
+    /// [`ExitReason::NodeDown`] when its node went down (for a name: when no node exposing it
+    /// is left). It does not resolve while the target runs.
+    pub fn monitor(&self) -> RemoteMonitor {
+        let (guard, receiver) = self.inner.node.inner.watch_monitor(&self.inner.target);
+        RemoteMonitor {
+            _guard: guard,
+            receiver,
+        }
+    }
+}
+
+/// A remote ask once sent.
+type Running<R> = Pin<Box<dyn Future<Output = Result<R, Error>> + Send>>;
+
+/// A remote ask: resolves to the handler's reply, or why there is none. Its deadline (the
+/// node's ask timeout, 5 s by default, unless [`timeout`](Self::timeout) sets one) runs from
+/// its first poll, when the message is sent.
+#[must_use = "an ask does nothing unless awaited"]
+pub struct RemoteAsk<R> {
+    reference: Arc<Inner>,
+    payload: Option<Result<Vec<u8>, Error>>,
+    timeout: Duration,
+    running: Option<Running<R>>,
+    _reply: PhantomData<fn() -> R>,
+}
+
+impl<R> RemoteAsk<R> {
+    /// Gives the ask a deadline of `timeout` (at most about 49 days) in place of the node's
+    /// ask timeout. Only before the first poll.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.clamp(
+            Duration::from_millis(1),
+            Duration::from_millis(u32::MAX.into()),
+        );
+        self
+    }
+}
+
+impl<R> fmt::Debug for RemoteAsk<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteAsk")
+            .field("target", &self.reference.target)
+            .field("sent", &self.running.is_some())
+            .finish()
+    }
+}
+
+impl<R: DeserializeOwned + Send + 'static> Future for RemoteAsk<R> {
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.running.is_none() {
+            let payload = self
+                .payload
+                .take()
+                .expect("a remote ask polled after it resolved");
+            let bytes = match payload {
+                Ok(bytes) => bytes,
+                Err(error) => return Poll::Ready(Err(error)),
+            };
+            let running = ask::<R>(self.reference.clone(), bytes, self.timeout);
+            self.running = Some(Box::pin(running));
+        }
+        let running = self.running.as_mut().expect("running");
+        let output = std::task::ready!(running.as_mut().poll(cx));
+        self.running = None;
+        Poll::Ready(output)
+    }
+}
+
+async fn ask<R: DeserializeOwned>(
+    reference: Arc<Inner>,
+    mut bytes: Vec<u8>,
+    timeout: Duration,
+) -> Result<R, Error> {
+    codec::set_deadline(&mut bytes, timeout);
+    let node = &reference.node.inner;
+    let (_guard, down): (WatchGuard, _) = node.watch_ask(&reference.target);
+    let request = pin!(
+        node.client
+            .request_with_timeout(&reference.subject, &bytes, timeout)
+    );
+    match select(request, down).await {
+        Either::Left((Ok(reply), _)) => codec::decode_reply(&reply.payload),
+        Either::Left((Err(nats::Error::NoResponders { .. }), _)) => Err(match &reference.target {
+            Target::Name(name) => Error::NotExposed {
+                name: name.as_str().into(),
+            },
+            Target::Node { node, name } => Error::NotExposed {
+                name: format!("{name} on node {node}").into(),
+            },
+        }),
+        Either::Left((Err(error), _)) => Err(remote_error(error)),
+        Either::Right((Ok(error), _)) => Err(error),
+        // The node's registry is gone: the node left.
+        Either::Right((Err(_), _)) => Err(Error::Closed),
+    }
+}
+
+/// A remote actor's end, as [`RemoteRef::monitor`] waits for it.
+#[must_use = "a monitor does nothing unless awaited"]
+pub struct RemoteMonitor {
+    _guard: WatchGuard,
+    receiver: futures::channel::oneshot::Receiver<ExitReason>,
+}
+
+impl Future for RemoteMonitor {
+    type Output = ExitReason;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ExitReason> {
+        Pin::new(&mut self.receiver)
+            .poll(cx)
+            .map(|reason| reason.unwrap_or(ExitReason::Shutdown))
+    }
+}

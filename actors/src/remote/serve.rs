@@ -1,0 +1,153 @@
+//! Serving an exposed actor: messages from its NATS subscriptions into its mailbox, replies
+//! back to the askers.
+//!
+//! Invariants:
+//! - The loop never waits on the actor: each message is put in the mailbox with `try_send`,
+//!   in the order NATS delivered it; when the mailbox is full a tell is dropped and counted
+//!   and an ask is answered `Full` at once. So one exposed actor never holds up another, or
+//!   the connection (each has its own subscription).
+//! - An ask's reply is awaited beside the loop (not in it), for at most the ask's deadline:
+//!   past it the asker has given up and the reply is dropped. At most `max_in_flight` asks
+//!   wait at once; beyond, new ones are answered `Full`.
+//! - The loop holds a ref: an exposed actor runs while exposed. When the actor ends
+//!   otherwise (it stops, panics unsupervised, or its scope ends), the loop ends, the
+//!   subscriptions go, and the end is announced.
+
+use super::Remote;
+use super::codec::{self, Failure};
+use super::node::NodeInner;
+use crate::oneshot::Canceled;
+use crate::refs::Panicked;
+use crate::{Error, ExitReason, Join, Ref, Reply};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use runtime::prelude::*;
+use serde::Serialize;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::Poll;
+
+type Pending = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
+
+/// Makes the replies of one remote message: real ones for an ask, none for a tell (what a
+/// generated `Remote::__message` calls for its handler's reply).
+pub struct Responder {
+    ask: bool,
+    label: &'static str,
+    pending: Option<Pending>,
+}
+
+impl Responder {
+    /// The reply of the handler the message is for.
+    pub fn reply<R: Serialize + Send + 'static>(&mut self) -> Reply<R> {
+        if !self.ask {
+            return Reply::none();
+        }
+        let (reply, receiver) = Reply::channel();
+        let label = self.label;
+        self.pending = Some(Box::pin(async move {
+            match receiver.await {
+                Ok(Ok(value)) => codec::reply::<R>(Ok(value)),
+                Ok(Err(Panicked)) => codec::reply::<R>(Err(Failure::Panicked(label.into()))),
+                Err(Canceled) => codec::reply::<R>(Err(Failure::Closed)),
+            }
+        }));
+        reply
+    }
+}
+
+/// A failure's reply bytes (the reply type does not matter: `Err` encodes the same).
+fn failure(failure: Failure) -> Vec<u8> {
+    codec::reply::<()>(Err(failure))
+}
+
+pub(crate) async fn run<A: Remote>(
+    node: Arc<NodeInner>,
+    name: String,
+    local: Ref<A>,
+    join: Join,
+    shared: nats::Subscription,
+    direct: nats::Subscription,
+) {
+    let mut incoming = futures::stream::select(shared, direct);
+    let mut in_flight = FuturesUnordered::<Pin<Box<dyn Future<Output = ()> + Send>>>::new();
+    let mut join = pin!(join);
+    let max_in_flight = node.options.max_in_flight;
+    enum Next {
+        Message(nats::Message),
+        Ended(ExitReason),
+    }
+    let reason = loop {
+        let next = poll_fn(|cx| {
+            if let Poll::Ready(reason) = join.as_mut().poll(cx) {
+                return Poll::Ready(Next::Ended(reason));
+            }
+            while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
+            match incoming.poll_next_unpin(cx) {
+                Poll::Ready(Some(message)) => Poll::Ready(Next::Message(message)),
+                // The client closed: the node is leaving.
+                Poll::Ready(None) => Poll::Ready(Next::Ended(ExitReason::Shutdown)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        let message = match next {
+            Next::Message(message) => message,
+            Next::Ended(reason) => break reason,
+        };
+        let reply_to = message.reply;
+        let answer = |bytes: Vec<u8>| {
+            if let Some(reply_to) = &reply_to {
+                // Never waits: a congested connection drops the answer, as it would a tell.
+                let _ = node.client.try_publish(reply_to, None, bytes);
+            }
+        };
+        let (deadline, wire) = match codec::decode_request::<A::Wire>(&message.payload) {
+            Ok(decoded) => decoded,
+            Err(why) => {
+                node.count("decode", 1);
+                answer(failure(Failure::Decode(why)));
+                continue;
+            }
+        };
+        if reply_to.is_some() && in_flight.len() >= max_in_flight {
+            node.count("busy", 1);
+            answer(failure(Failure::Full));
+            continue;
+        }
+        let mut responder = Responder {
+            ask: reply_to.is_some(),
+            label: A::LABEL,
+            pending: None,
+        };
+        let sent = local.try_send(A::__message(wire, &mut responder));
+        match sent {
+            Ok(()) => {
+                if let (Some(reply_to), Some(pending)) = (reply_to, responder.pending) {
+                    let client = node.client.clone();
+                    let context = node.context.clone();
+                    in_flight.push(Box::pin(async move {
+                        let bytes = match deadline {
+                            Some(deadline) => match context.timeout(deadline, pending).await {
+                                Ok(bytes) => bytes,
+                                // The asker has given up.
+                                Err(_) => return,
+                            },
+                            None => pending.await,
+                        };
+                        let _ = client.publish(&reply_to, bytes).await;
+                    }));
+                }
+            }
+            Err(Error::Full) => {
+                node.count("full", 1);
+                answer(failure(Failure::Full));
+            }
+            Err(_) => answer(failure(Failure::Closed)),
+        }
+    };
+    // Replies already on their way still go out, within their deadlines.
+    while in_flight.next().await.is_some() {}
+    node.exposure_ended(&name, &reason);
+}
