@@ -88,6 +88,40 @@ pub(crate) struct State {
     pub(crate) server: String,
 }
 
+/// Everything waiting on a connection that ended, taken under the lock (which also drops
+/// what `out` held) and failed after it is released.
+struct Waiting {
+    flushes: Vec<oneshot::Sender<Result<(), Error>>>,
+    requests: Vec<PendingRequest>,
+    wakers: Vec<Waker>,
+}
+
+impl Waiting {
+    fn take(state: &mut State) -> Self {
+        state.out.clear();
+        state.pings_unanswered = 0;
+        let mut wakers: Vec<Waker> = state.room.drain(..).collect();
+        wakers.extend(state.writer.take());
+        Waiting {
+            flushes: state.pongs.drain(..).flatten().collect(),
+            requests: state.requests.drain().map(|(_, request)| request).collect(),
+            wakers,
+        }
+    }
+
+    fn fail(self, error: impl Fn() -> Error) {
+        for flush in self.flushes {
+            let _ = flush.send(Err(error()));
+        }
+        for request in self.requests {
+            let _ = request.reply.send(Err(error()));
+        }
+        for waker in self.wakers {
+            waker.wake();
+        }
+    }
+}
+
 /// What the client and its connection's tasks share.
 pub(crate) struct Shared {
     pub(crate) options: Options,
@@ -113,7 +147,16 @@ pub(crate) fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// Wakes the waker, if any, after the lock is released.
+/// Registers a publisher waiting for room, once.
+fn wait_for_room(state: &mut State, waker: &Waker) {
+    if !state.room.iter().any(|known| known.will_wake(waker)) {
+        state.room.push(waker.clone());
+    }
+}
+
+/// Wakes the waker, if any. A wake only queues the task, so it may happen under the state
+/// lock; the senders of oneshot channels, which run no code either, are still fired after
+/// it is released where they come in bulk (`Waiting`).
 fn wake(waker: Option<Waker>) {
     if let Some(waker) = waker {
         waker.wake();
@@ -187,9 +230,12 @@ impl Shared {
 
     /// A `PONG` arrived: it answers the oldest `PING`.
     pub(crate) fn pong(&self) {
-        let mut state = self.lock();
-        state.pings_unanswered = 0;
-        if let Some(Some(flush)) = state.pongs.pop_front() {
+        let flush = {
+            let mut state = self.lock();
+            state.pings_unanswered = 0;
+            state.pongs.pop_front().flatten()
+        };
+        if let Some(flush) = flush {
             let _ = flush.send(Ok(()));
         }
     }
@@ -278,16 +324,16 @@ impl Shared {
     /// The connection dropped: drops what it had not sent, fails what waited for its
     /// answers, and keeps what comes next for the next connection.
     pub(crate) fn lost(&self, reason: &str) {
-        let server = {
+        let (server, waiting) = {
             let mut state = self.lock();
             if state.status == Status::Closed {
                 return;
             }
             state.status = Status::Reconnecting;
             state.generation += 1;
-            self.fail_waiting(&mut state, || Error::Disconnected);
-            std::mem::take(&mut state.server)
+            (std::mem::take(&mut state.server), Waiting::take(&mut state))
         };
+        waiting.fail(|| Error::Disconnected);
         self.emit(Event::Disconnected {
             server,
             reason: reason.to_string(),
@@ -296,41 +342,27 @@ impl Shared {
 
     /// Ends everything: waiting calls fail with `Closed` and subscriptions end.
     pub(crate) fn close(&self) {
-        let queues = {
+        let (queues, waiting) = {
             let mut state = self.lock();
             if state.status == Status::Closed {
                 return;
             }
             state.status = Status::Closed;
             state.generation += 1;
-            self.fail_waiting(&mut state, || Error::Closed);
             state.response_sid = None;
-            state
+            let queues = state
                 .subscriptions
                 .drain()
                 .filter_map(|(_, subscriber)| match subscriber.delivery {
                     Delivery::Queue(queue) => Some(queue),
                     Delivery::Responses => None,
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (queues, Waiting::take(&mut state))
         };
+        waiting.fail(|| Error::Closed);
         for queue in queues {
             queue.close();
-        }
-    }
-
-    fn fail_waiting(&self, state: &mut State, error: impl Fn() -> Error) {
-        state.out.clear();
-        state.pings_unanswered = 0;
-        for flush in state.pongs.drain(..).flatten() {
-            let _ = flush.send(Err(error()));
-        }
-        for (_, request) in state.requests.drain() {
-            let _ = request.reply.send(Err(error()));
-        }
-        wake(state.writer.take());
-        for waker in state.room.drain(..) {
-            waker.wake();
         }
     }
 
@@ -444,11 +476,16 @@ impl Client {
         let established = connection::first(&shared, context).await?;
         shared.install(&established);
         let task = {
-            let shared = shared.clone();
+            // Closes the client however the connection task ends: returned, aborted (its
+            // scope ended), panicked, or never started (a refused spawn drops it).
+            let guard = CloseOnDrop(shared.clone());
             context
                 .child("nats")
-                .spawn(move |context| connection::run(shared, context, established))
+                .spawn(move |context| connection::run(guard, context, established))
         };
+        if shared.is_closed() {
+            return Err(Error::Closed);
+        }
         Ok(Client {
             inner: Arc::new(Inner {
                 shared,
@@ -532,7 +569,7 @@ impl Client {
             let mut state = self.shared().lock();
             match self.enqueue(&mut state, subject, reply, headers, payload) {
                 Err(Error::WouldBlock) => {
-                    state.room.push(cx.waker().clone());
+                    wait_for_room(&mut state, cx.waker());
                     Poll::Pending
                 }
                 result => {
@@ -663,9 +700,9 @@ impl Client {
             self.unsubscribe(sid);
             return Ok(());
         }
-        subscriber.max = Some(subscriber.delivered + count);
+        subscriber.max = Some(subscriber.delivered.saturating_add(count));
         // The server counts this connection's deliveries.
-        let limit = subscriber.delivered_here + count;
+        let limit = subscriber.delivered_here.saturating_add(count);
         if connected {
             Encoder::new(&mut state.out).unsubscribe(sid, Some(limit));
             wake(state.writer.take());
@@ -708,23 +745,31 @@ impl Client {
         self.request_with_timeout(subject, payload, timeout).await
     }
 
-    /// [`request`](Self::request) with its own timeout.
+    /// [`request`](Self::request) with its own timeout, which covers the wait for room in
+    /// the write buffer too.
     pub async fn request_with_timeout(
         &self,
         subject: &str,
         payload: impl AsRef<[u8]>,
         timeout: Duration,
     ) -> Result<Message, Error> {
-        let payload = payload.as_ref();
+        let request = self.request_within(subject, payload.as_ref());
+        match self.inner.context.timeout(timeout, request).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout(timeout)),
+        }
+    }
+
+    async fn request_within(&self, subject: &str, payload: &[u8]) -> Result<Message, Error> {
         let mut waiting = None;
-        let sent = poll_fn(|cx| {
+        poll_fn(|cx| {
             let mut state = self.shared().lock();
             self.ensure_responses(&mut state);
             let token = state.next_token;
             let reply = format!("{}.{token}", self.inner.shared.inbox_prefix);
             match self.enqueue(&mut state, subject, Some(&reply), None, payload) {
                 Err(Error::WouldBlock) => {
-                    state.room.push(cx.waker().clone());
+                    wait_for_room(&mut state, cx.waker());
                     Poll::Pending
                 }
                 Err(error) => Poll::Ready(Err(error)),
@@ -744,17 +789,23 @@ impl Client {
                 }
             }
         })
-        .await;
-        sent?;
+        .await?;
         let (token, answer) = waiting.expect("queued");
-        match self.inner.context.timeout(timeout, answer).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(Error::Closed),
-            Err(_) => {
-                self.shared().lock().requests.remove(&token);
-                Err(Error::Timeout(timeout))
-            }
-        }
+        // However this future ends (answered, timed out, dropped), the entry goes.
+        let mut forget = ForgetRequest {
+            shared: self.shared(),
+            token,
+            answered: false,
+        };
+        let answer = answer.await;
+        forget.answered = true;
+        answer.unwrap_or(Err(Error::Closed))
+    }
+
+    /// Requests waiting for their reply now (for tests that check nothing leaks).
+    #[doc(hidden)]
+    pub fn __pending_requests(&self) -> usize {
+        self.shared().lock().requests.len()
     }
 
     /// Subscribes the client's reply inbox once.
@@ -782,11 +833,39 @@ impl Client {
         );
     }
 
-    /// Flushes what is queued (within the request timeout), then closes: subscriptions end,
-    /// and waiting calls fail with [`Error::Closed`].
+    /// Flushes what is queued (within the request timeout) if connected, then closes:
+    /// subscriptions end, and waiting calls fail with [`Error::Closed`].
     pub async fn close(&self) {
-        let _ = self.flush().await;
+        // While disconnected there is no server to confirm anything: close at once.
+        if self.is_connected() {
+            let _ = self.flush().await;
+        }
         self.shared().close();
         self.inner.task.abort();
+    }
+}
+
+/// Removes a request's entry when its future ends without the answer (timed out, dropped).
+struct ForgetRequest<'a> {
+    shared: &'a Shared,
+    token: u64,
+    answered: bool,
+}
+
+impl Drop for ForgetRequest<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.shared.lock().requests.remove(&self.token);
+        }
+    }
+}
+
+/// Closes the client when dropped: held by the connection task.
+pub(crate) struct CloseOnDrop(pub(crate) Arc<Shared>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+        self.0.emit(Event::Closed);
     }
 }

@@ -8,8 +8,13 @@
 //! - Bytes the handshake read past its `PONG` go to the reader, so nothing the server sent
 //!   right after is lost.
 //! - The writer runs as its own task (sends do not hold up reads) and serves exactly one
-//!   connection (see `client.rs`); the reader and the pinger run in the connection task, so
-//!   when the connection ends, all three have stopped before the client is told.
+//!   connection (see `client.rs`): when the connection ends it is aborted, and should it
+//!   run once more first, the connection's generation stops it from taking anything. The
+//!   reader and the pinger run in the connection task, so they have stopped before the
+//!   client is told.
+//! - However the connection task ends (returns, is aborted with its scope, panics in an
+//!   event handler, or never starts), the client is closed: no client looks connected
+//!   without a task behind it.
 //! - A connection is declared dead when its socket fails, the server closes it, it breaks
 //!   the protocol, or `max_pings_out` keepalive pings go unanswered.
 //! - Reconnecting tries each server once per round, starting after the one that failed, and
@@ -17,7 +22,7 @@
 //!   client is closed or `max_reconnects` attempts failed, and then closes the client.
 
 use crate::Error;
-use crate::client::{Shared, random_u64};
+use crate::client::{CloseOnDrop, Shared, random_u64};
 use crate::json::{self, Value};
 use crate::options::{Event, Options, ServerAddress};
 use crate::protocol::{Encoder, Parser, ServerOp};
@@ -31,7 +36,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most one receive asks for.
 const RECEIVE: usize = 64 * 1024;
@@ -269,25 +274,39 @@ pub(crate) async fn first(shared: &Shared, context: &Context) -> Result<Establis
 }
 
 /// The connection task: serves each connection until it drops, then reconnects.
-pub(crate) async fn run(shared: Arc<Shared>, context: Context, mut established: Established) {
+pub(crate) async fn run(guard: CloseOnDrop, context: Context, mut established: Established) {
+    let shared = &guard.0;
     let mut current = shared
         .servers
         .lock()
         .iter()
         .position(|server| *server == established.server)
         .unwrap_or(0);
+    // Connections in a row that dropped within a second of their handshake: a server (or
+    // a proxy) that accepts and then drops gets a growing pause, not a tight loop.
+    let mut short_lived: u32 = 0;
     loop {
-        let reason = serve(&shared, &context, established).await;
+        let started = Instant::now();
+        let reason = serve(shared, &context, established).await;
         shared.lost(&reason);
-        match reconnect(&shared, &context, &mut current).await {
+        if started.elapsed() < Duration::from_secs(1) {
+            short_lived = short_lived.saturating_add(1);
+            let pause = shared
+                .options
+                .reconnect_delay
+                .saturating_mul(1 << short_lived.min(16))
+                .min(shared.options.max_reconnect_delay);
+            context.sleep(jittered(pause)).await;
+        } else {
+            short_lived = 0;
+        }
+        match reconnect(shared, &context, &mut current).await {
             Some(next) => {
                 shared.install(&next);
                 established = next;
             }
-            None => {
-                shared.close();
-                return;
-            }
+            // The guard closes the client.
+            None => return,
         }
     }
 }
@@ -352,7 +371,7 @@ async fn read(
     loop {
         loop {
             match parser.next(&mut buffer) {
-                Ok(Some(ServerOp::Msg(message))) => shared.dispatch(message),
+                Ok(Some(ServerOp::Msg(message))) => shared.dispatch(unpinned(message)),
                 Ok(Some(ServerOp::Ping)) => shared.queue_control(|encoder| encoder.pong()),
                 Ok(Some(ServerOp::Pong)) => shared.pong(),
                 Ok(Some(ServerOp::Ok)) => {}
@@ -401,6 +420,23 @@ async fn read(
             }
         }
     }
+}
+
+/// Messages below this size are copied out of the read buffer: a small message kept in a
+/// subscription's queue would otherwise keep the whole 64 KiB buffer it arrived in.
+const COPY_BELOW: usize = 8 * 1024;
+
+/// `message` with its bytes in an allocation of their own when it is small (so at most
+/// `RECEIVE / COPY_BELOW` times a retained message's size stays pinned).
+fn unpinned(mut message: crate::Message) -> crate::Message {
+    let size = message.payload.len() + message.headers.as_ref().map_or(0, |h| h.len());
+    if size < COPY_BELOW {
+        message.payload = bytes::Bytes::copy_from_slice(&message.payload);
+        if let Some(headers) = &mut message.headers {
+            *headers = bytes::Bytes::copy_from_slice(headers);
+        }
+    }
+    message
 }
 
 /// Pings the server every interval; ends when too many pings went unanswered.

@@ -24,6 +24,9 @@ pub enum Event {
     /// The server is shutting down gracefully (lame duck mode); the client will move to
     /// another server when it closes.
     LameDuck { server: String },
+    /// The client closed: by `close`, by its last handle's drop, because its connection
+    /// task's scope ended, or after `max_reconnects` failed attempts. Nothing more comes.
+    Closed,
 }
 
 /// A handler of [`Event`]s. It runs on the client's own tasks: it must not block.
