@@ -30,7 +30,10 @@ pub(crate) fn request<W: Serialize>(wire: &W) -> Result<Vec<u8>, Error> {
 /// Writes the deadline into a request's header (rounded up to a millisecond; at most
 /// `u32::MAX` ms, about 50 days).
 pub(crate) fn set_deadline(bytes: &mut [u8], deadline: Duration) {
-    let millis = deadline.as_millis().clamp(1, u32::MAX as u128) as u32;
+    let millis = deadline
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, u32::MAX as u128) as u32;
     bytes[..HEADER].copy_from_slice(&millis.to_le_bytes());
 }
 

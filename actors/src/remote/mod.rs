@@ -1,22 +1,34 @@
 //! Remote actors over NATS (feature `remote`): the same asks, tells and `try_` sends to actors
 //! on other processes and machines.
 //!
-//! ```ignore
+//! ```no_run
+//! use actors::prelude::*;
+//! use actors::remote::Node;
+//!
 //! #[actor]
-//! struct Counter { total: u64 }
+//! struct Counter {
+//!     total: u64,
+//! }
 //!
 //! #[actor(remote)]
 //! impl Counter {
-//!     fn add(&mut self, by: u64) -> u64 { self.total += by; self.total }
+//!     fn add(&mut self, by: u64) -> u64 {
+//!         self.total += by;
+//!         self.total
+//!     }
 //! }
 //!
+//! # async fn nodes(context: runtime::Context) -> Result<(), Box<dyn std::error::Error>> {
 //! // On one node:
 //! let node = Node::join(&context, ["nats://127.0.0.1:4222"], "node-a").await?;
-//! node.expose("counter", &Counter { total: 0 }.spawn(&context)).await?;
+//! node.expose("counter", &Counter { total: 0 }.spawn(&context))
+//!     .await?;
 //! // On another:
 //! let node = Node::join(&context, ["nats://127.0.0.1:4222"], "node-b").await?;
 //! let counter: CounterRemoteRef = node.lookup("counter");
 //! assert_eq!(counter.add(2).await?, 2);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! - `#[actor(remote)]` on an actor's handler impl generates, besides the local ref,
