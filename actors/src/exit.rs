@@ -36,6 +36,9 @@ pub enum ExitReason {
         /// The node's name.
         node: String,
     },
+    /// A monitored remote actor was not there: no node exposed its name (or its node was
+    /// unknown) for a whole heartbeat silence after the monitor began (OTP's `noproc`).
+    NotFound,
 }
 
 impl ExitReason {
@@ -44,8 +47,8 @@ impl ExitReason {
         matches!(self, ExitReason::Normal | ExitReason::Stopped)
     }
 
-    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown`, `linked`
-    /// or `node_down`.
+    /// The reason's name in metrics: `normal`, `stopped`, `panicked`, `shutdown`, `linked`,
+    /// `node_down` or `not_found`.
     pub fn kind(&self) -> &'static str {
         match self {
             ExitReason::Normal => "normal",
@@ -54,6 +57,7 @@ impl ExitReason {
             ExitReason::Shutdown => "shutdown",
             ExitReason::Linked { .. } => "linked",
             ExitReason::NodeDown { .. } => "node_down",
+            ExitReason::NotFound => "not_found",
         }
     }
 
@@ -81,6 +85,7 @@ impl std::fmt::Display for ExitReason {
                 write!(f, "its linked actor {partner} ended ({reason})")
             }
             ExitReason::NodeDown { node } => write!(f, "its node `{node}` went down"),
+            ExitReason::NotFound => write!(f, "it was not found on any node"),
         }
     }
 }

@@ -55,7 +55,7 @@ struct Handles {
 }
 
 /// `ExitReason`'s kinds.
-const EXIT_KINDS: usize = 6;
+const EXIT_KINDS: usize = 7;
 
 /// Where `reason`'s kind is counted in `Handles::exit_counters`.
 fn exit_index(reason: &ExitReason) -> usize {
@@ -66,6 +66,7 @@ fn exit_index(reason: &ExitReason) -> usize {
         ExitReason::Shutdown => 3,
         ExitReason::Linked { .. } => 4,
         ExitReason::NodeDown { .. } => 5,
+        ExitReason::NotFound => 6,
     }
 }
 

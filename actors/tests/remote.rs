@@ -24,11 +24,12 @@ fn server(builder: ServerBuilder) -> Option<Server> {
     Some(builder.start().expect("nats-server starts"))
 }
 
-/// Quick heartbeats, so that a silent node is down within a fraction of a second.
+/// Quick heartbeats, so that a silent node is down within about half a second, with room for
+/// a loaded machine's scheduling delays (five may be missed).
 fn options(server: &Server, name: &str) -> NodeOptions {
     NodeOptions::new([server.url()], name)
         .unwrap()
-        .with_heartbeat(Duration::from_millis(50), 3)
+        .with_heartbeat(Duration::from_millis(100), 5)
         .with_nats(|nats| {
             nats.with_reconnect_delay(Duration::from_millis(5), Duration::from_millis(50))
         })
@@ -292,7 +293,7 @@ async fn a_node_that_goes_silent_fails_pending_asks_and_fires_monitors(context: 
     let serving_task = context.clone().spawn(move |context| async move {
         let options = NodeOptions::new([url], "doomed")
             .unwrap()
-            .with_heartbeat(Duration::from_millis(50), 3);
+            .with_heartbeat(Duration::from_millis(100), 5);
         let node = Node::join_with(&context, options).await.unwrap();
         node.expose("doomed", &Counter::new("doomed").spawn(&context))
             .await
@@ -456,8 +457,147 @@ async fn asks_in_flight_across_a_server_restart_fail_clearly_and_later_ones_succ
                 assert!(total >= 2);
                 break;
             }
-            Err(Error::NotExposed { .. } | Error::Remote(_)) => runtime::reschedule().await,
+            // The nodes may also have judged each other down while reconnecting.
+            Err(Error::NotExposed { .. } | Error::Remote(_) | Error::NodeDown { .. }) => {
+                runtime::reschedule().await
+            }
             Err(other) => panic!("{other}"),
         }
     }
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_node_that_leaves_is_down_for_its_peers_at_once(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let serving = Node::join_with(&context, options(&server, "leaving"))
+        .await
+        .unwrap();
+    serving
+        .expose("counter", &Counter::new("leaving").spawn(&context))
+        .await
+        .unwrap();
+    let asking = Node::join_with(&context, options(&server, "staying"))
+        .await
+        .unwrap();
+    asking
+        .wait_for_peer("leaving", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let remote: CounterRemoteRef = asking.lookup_on("leaving", "counter");
+    let monitor = remote.monitor();
+    let mut pending = std::pin::pin!(remote.hold().timeout(Duration::from_secs(50)));
+    assert!(futures::poll!(pending.as_mut()).is_pending());
+    assert_eq!(remote.add(1).await, Ok(1));
+    // The leaving node's own waiters end too.
+    let own: CounterRemoteRef = serving.lookup_on("staying", "nothing");
+    let own_monitor = own.monitor();
+    serving.clone().leave().await;
+    assert_eq!(own_monitor.await, ExitReason::Shutdown);
+    let down = Error::NodeDown {
+        node: "leaving".into(),
+    };
+    assert_eq!(pending.await, Err(down));
+    assert_eq!(
+        monitor.await,
+        ExitReason::NodeDown {
+            node: "leaving".into()
+        }
+    );
+    assert!(asking.peers().is_empty());
+    // Asks from a node that has left fail at once.
+    let gone: CounterRemoteRef = serving.lookup("counter");
+    assert_eq!(gone.add(1).await, Err(Error::Closed));
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let serving = Node::join_with(&context, options(&server, "serving"))
+        .await
+        .unwrap();
+    let counter = Counter::new("serving").spawn(&context);
+    serving.expose("counter", &counter).await.unwrap();
+    let asking = Node::join_with(&context, options(&server, "asking"))
+        .await
+        .unwrap();
+    asking
+        .wait_for_peer("serving", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let remote: CounterRemoteRef = asking.lookup("counter");
+    assert_eq!(remote.add(1).await, Ok(1));
+    let monitor = remote.monitor();
+    assert!(serving.withdraw("counter"));
+    assert!(!serving.withdraw("counter"));
+    assert_eq!(monitor.await, ExitReason::Shutdown);
+    // The subscriptions go with the exposure's task.
+    loop {
+        match remote.add(1).await {
+            Err(Error::NotExposed { .. }) => break,
+            Ok(_) => runtime::reschedule().await,
+            other => panic!("{other:?}"),
+        }
+    }
+    // Exposed again, under the same name: served again.
+    serving.expose("counter", &counter).await.unwrap();
+    assert!(remote.add(1).await.unwrap() >= 2);
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_monitor_of_nothing_resolves_not_found(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let node = Node::join_with(&context, options(&server, "alone"))
+        .await
+        .unwrap();
+    let by_name: CounterRemoteRef = node.lookup("nobody");
+    let by_node: CounterRemoteRef = node.lookup_on("nowhere", "nobody");
+    assert_eq!(by_name.monitor().await, ExitReason::NotFound);
+    assert_eq!(by_node.monitor().await, ExitReason::NotFound);
+    // A node name with a dot would address another node's actor: refused.
+    let dotted: CounterRemoteRef = node.lookup_on("a.b", "c");
+    let error = dotted.add(1).await.unwrap_err();
+    assert!(matches!(&error, Error::Remote(why) if why.contains("not a valid node name")), "{error}");
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_node_with_other_handlers_refuses_messages_rather_than_run_the_wrong_one(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    // Another actor under the same name stands for another version of `Counter`.
+    #[actor]
+    struct Impostor;
+    #[actor(remote)]
+    impl Impostor {
+        fn add(&mut self, by: u64) -> u64 {
+            by * 1000
+        }
+    }
+    let serving = Node::join_with(&context, options(&server, "serving"))
+        .await
+        .unwrap();
+    serving
+        .expose("counter", &Impostor.spawn(&context))
+        .await
+        .unwrap();
+    let asking = Node::join_with(&context, options(&server, "asking"))
+        .await
+        .unwrap();
+    let remote: CounterRemoteRef = asking.lookup("counter");
+    let error = remote.add(1).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Remote(why) if why.contains("other handlers")),
+        "{error}"
+    );
+    assert_eq!(serving.dropped("decode"), 1);
 }

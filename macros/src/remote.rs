@@ -33,6 +33,18 @@ pub(crate) fn expand(
              take `remote` off, or make the actor concrete",
         ));
     }
+    for handler in handlers {
+        let plain = handler.name.unraw().to_string();
+        if plain == "monitor" || plain == "target" {
+            return Err(syn::Error::new(
+                handler.name.span(),
+                format!(
+                    "a remote actor's handler cannot be named `{plain}`: its remote ref has a \
+                     method of that name; rename the handler"
+                ),
+            ));
+        }
+    }
     let wire = format_ident!("__{}Wire", name);
     let local_ref = format_ident!("{}Ref", name);
     let remote_ref = format_ident!("{}RemoteRef", name);
@@ -41,6 +53,27 @@ pub(crate) fn expand(
         let cfgs = &handler.cfgs;
         let types = handler.arguments.iter().map(|(_, ty)| ty);
         quote!(#(#cfgs)* #variant(#(#types),*))
+    });
+    let schema = handlers.iter().map(|handler| {
+        let cfgs = &handler.cfgs;
+        let types: Vec<String> = handler
+            .arguments
+            .iter()
+            .map(|(_, ty)| quote!(#ty).to_string())
+            .collect();
+        let reply = &handler.reply;
+        let signature = format!(
+            "{}({})->{}",
+            handler.variant,
+            types.join(","),
+            quote!(#reply)
+        );
+        quote! {
+            #(#cfgs)*
+            {
+                hash = ::actors::remote::__schema_mix(hash, #signature);
+            }
+        }
     });
     let arms = handlers.iter().map(|handler| {
         let variant = &handler.variant;
@@ -106,7 +139,7 @@ pub(crate) fn expand(
         ::actors::__private::remote_enabled!();
 
         #[doc(hidden)]
-        #[allow(non_camel_case_types)]
+        #[allow(non_camel_case_types, private_interfaces)]
         #[derive(::actors::__private::serde::Serialize, ::actors::__private::serde::Deserialize)]
         #[serde(crate = "::actors::__private::serde")]
         pub enum #wire {
@@ -115,6 +148,12 @@ pub(crate) fn expand(
 
         impl ::actors::remote::Remote for #self_ty {
             type Wire = #wire;
+
+            const SCHEMA: u32 = {
+                let mut hash: u32 = 0x811c_9dc5;
+                #(#schema)*
+                hash
+            };
 
             #[allow(unreachable_code, unused_variables)]
             fn __message(

@@ -530,10 +530,25 @@ impl Client {
         headers: Option<&[u8]>,
         payload: &[u8],
     ) -> Result<(), Error> {
+        self.enqueue_within(state, subject, reply, headers, payload, true)
+    }
+
+    /// [`enqueue`](Self::enqueue), ignoring the high-water mark unless `bounded`.
+    fn enqueue_within(
+        &self,
+        state: &mut State,
+        subject: &str,
+        reply: Option<&str>,
+        headers: Option<&[u8]>,
+        payload: &[u8],
+        bounded: bool,
+    ) -> Result<(), Error> {
         let size = headers.map_or(0, <[u8]>::len) + payload.len();
         match state.status {
             Status::Closed => return Err(Error::Closed),
-            Status::Connected if state.out.len() >= self.shared().options.write_high_water => {
+            Status::Connected
+                if bounded && state.out.len() >= self.shared().options.write_high_water =>
+            {
                 return Err(Error::WouldBlock);
             }
             Status::Connected => {}
@@ -625,6 +640,16 @@ impl Client {
     ) -> Result<(), Error> {
         let mut state = self.shared().lock();
         self.enqueue(&mut state, subject, reply, None, payload.as_ref())?;
+        wake(state.writer.take());
+        Ok(())
+    }
+
+    /// Publishes at once, past the write buffer's high-water mark (the reconnect buffer's
+    /// limit still applies): for small messages that must not wait behind a burst, such as
+    /// heartbeats. Everything queued before it still goes out first.
+    pub fn publish_urgent(&self, subject: &str, payload: impl AsRef<[u8]>) -> Result<(), Error> {
+        let mut state = self.shared().lock();
+        self.enqueue_within(&mut state, subject, None, None, payload.as_ref(), false)?;
         wake(state.writer.take());
         Ok(())
     }

@@ -1,7 +1,10 @@
 //! The bytes of remote messages: requests, replies and the nodes' announcements.
 //!
-//! A request is a 4-byte little-endian deadline in milliseconds (0 for none: a tell) and then
-//! the handler's message in postcard. A reply is postcard's `Result<R, Failure>`. postcard
+//! A request is a 4-byte little-endian deadline in milliseconds (0 for none: a tell), the
+//! 4-byte schema of the actor's handlers (a hash of their names, argument and reply types, in
+//! order, as compiled: two nodes built from different versions or features of an actor refuse
+//! each other's messages rather than run the wrong handler), and then the handler's message
+//! in postcard (which names a variant by its index). A reply is postcard's `Result<R, Failure>`. postcard
 //! was chosen for its documented, stable wire format, its varint integers (a message of a
 //! few small numbers is a few bytes), serde support with no schema to keep in step, and its
 //! small dependency tree.
@@ -16,13 +19,15 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The request header: the deadline in milliseconds.
-pub(crate) const HEADER: usize = 4;
+/// The request header: the deadline in milliseconds, and the handlers' schema.
+pub(crate) const HEADER: usize = 8;
 
-/// `wire` as a request, with no deadline yet (see [`set_deadline`]).
-pub(crate) fn request<W: Serialize>(wire: &W) -> Result<Vec<u8>, Error> {
+/// `wire` as a request to handlers of `schema`, with no deadline yet (see
+/// [`set_deadline`]).
+pub(crate) fn request<W: Serialize>(wire: &W, schema: u32) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::with_capacity(32);
-    bytes.extend_from_slice(&[0; HEADER]);
+    bytes.extend_from_slice(&[0; 4]);
+    bytes.extend_from_slice(&schema.to_le_bytes());
     postcard::to_extend(wire, bytes)
         .map_err(|error| Error::Remote(format!("the message could not be encoded: {error}").into()))
 }
@@ -34,12 +39,13 @@ pub(crate) fn set_deadline(bytes: &mut [u8], deadline: Duration) {
         .as_nanos()
         .div_ceil(1_000_000)
         .clamp(1, u32::MAX as u128) as u32;
-    bytes[..HEADER].copy_from_slice(&millis.to_le_bytes());
+    bytes[..4].copy_from_slice(&millis.to_le_bytes());
 }
 
-/// A request's deadline (`None` for a tell) and message.
+/// A request's deadline (`None` for a tell) and message, for handlers of `schema`.
 pub(crate) fn decode_request<W: DeserializeOwned>(
     bytes: &[u8],
+    schema: u32,
 ) -> Result<(Option<Duration>, W), String> {
     if bytes.len() < HEADER {
         return Err(format!(
@@ -47,7 +53,16 @@ pub(crate) fn decode_request<W: DeserializeOwned>(
             bytes.len()
         ));
     }
-    let millis = u32::from_le_bytes(bytes[..HEADER].try_into().expect("four bytes"));
+    let millis = u32::from_le_bytes(bytes[..4].try_into().expect("four bytes"));
+    let theirs = u32::from_le_bytes(bytes[4..HEADER].try_into().expect("four bytes"));
+    if theirs != schema {
+        return Err(format!(
+            "the sender's `{}` has other handlers than this node's (schema {theirs:08x}, here \
+             {schema:08x}): both nodes must run the same version of the actor, with the same \
+             features",
+            std::any::type_name::<W>()
+        ));
+    }
     let deadline = (millis > 0).then(|| Duration::from_millis(millis.into()));
     let wire = postcard::from_bytes(&bytes[HEADER..]).map_err(|error| {
         format!(
@@ -105,6 +120,8 @@ pub(crate) fn decode_reply<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, Error
 /// A label as `&'static str`, each distinct one leaked once (labels are type names: few).
 fn intern(label: &str) -> &'static str {
     static LABELS: OnceLock<parking_lot::Mutex<HashSet<&'static str>>> = OnceLock::new();
+    // Labels are type names: a longer one is not a label.
+    let label = &label[..label.floor_char_boundary(64)];
     let mut labels = LABELS.get_or_init(Default::default).lock();
     if let Some(known) = labels.get(label) {
         return known;
@@ -168,6 +185,7 @@ pub(crate) enum Announcement {
     /// An actor a node exposed ended; the node no longer exposes `name`.
     Exited {
         node: String,
+        incarnation: u64,
         name: String,
         exit: Exit,
     },
@@ -195,7 +213,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip_with_their_deadline_and_are_compact() {
-        let mut bytes = request(&Wire::add(5)).unwrap();
+        let mut bytes = request(&Wire::add(5), 7).unwrap();
         assert_eq!(
             bytes.len(),
             HEADER + 2,
@@ -206,16 +224,16 @@ mod tests {
             (None, Wire::add(5))
         );
         set_deadline(&mut bytes, Duration::from_micros(1500));
-        let (deadline, wire) = decode_request::<Wire>(&bytes).unwrap();
+        let (deadline, wire) = decode_request::<Wire>(&bytes, 7).unwrap();
         assert_eq!(deadline, Some(Duration::from_millis(2)));
         assert_eq!(wire, Wire::add(5));
-        let bytes = request(&Wire::name("é".into(), vec![0, 255])).unwrap();
+        let bytes = request(&Wire::name("é".into(), vec![0, 255]), 7).unwrap();
         assert_eq!(
-            decode_request::<Wire>(&bytes).unwrap().1,
+            decode_request::<Wire>(&bytes, 7).unwrap().1,
             Wire::name("é".into(), vec![0, 255])
         );
         assert_eq!(
-            decode_request::<Wire>(&request(&Wire::total()).unwrap())
+            decode_request::<Wire>(&request(&Wire::total(), 7).unwrap(), 7)
                 .unwrap()
                 .1,
             Wire::total()
@@ -233,15 +251,15 @@ mod tests {
         assert!(error.contains("Wire"), "{error}");
         // Every prefix and every byte flip of a valid request: an error or a value, never a
         // panic.
-        let valid = request(&Wire::name("abc".into(), vec![1, 2, 3])).unwrap();
+        let valid = request(&Wire::name("abc".into(), vec![1, 2, 3]), 0).unwrap();
         for end in 0..valid.len() {
-            let _ = decode_request::<Wire>(&valid[..end]);
+            let _ = decode_request::<Wire>(&valid[..end], 0);
         }
         for at in 0..valid.len() {
             for bit in 0..8 {
                 let mut flipped = valid.clone();
                 flipped[at] ^= 1 << bit;
-                let _ = decode_request::<Wire>(&flipped);
+                let _ = decode_request::<Wire>(&flipped, 0);
             }
         }
     }

@@ -35,9 +35,10 @@
 //!   `<Name>RemoteRef`, with the same `handler(args)` asks, `tell_handler(args)` and
 //!   `try_handler(args)` sends and the same [`Error`](crate::Error)s. Handler arguments and
 //!   replies travel serialized with serde in postcard's compact binary format, so they must
-//!   be `Serialize + DeserializeOwned` (both nodes must agree on the types: a mismatch is an
-//!   [`Error::Remote`](crate::Error::Remote), never a wrong value silently accepted when the
-//!   bytes do not parse).
+//!   be `Serialize + DeserializeOwned`. Both nodes must run the same handlers: every request
+//!   carries a hash of the actor's handler names and types, and a node whose handlers differ
+//!   (another version, other features) refuses it with
+//!   [`Error::Remote`](crate::Error::Remote) rather than run the wrong one.
 //! - [`Node::join`] connects a node (one NATS connection) under a name unique in the cluster.
 //!   [`Node::expose`] serves a local actor under a name: every node exposing one name shares
 //!   its load through a NATS queue group. [`Node::lookup`] gives a remote ref to a name
@@ -46,8 +47,10 @@
 //!
 //! Guarantees, exactly:
 //! - **At most once.** A message is handled once or not at all; nothing is retried. A tell
-//!   that NATS or a full mailbox drops is lost, counted (`dropped()`, metric
-//!   `remote_dropped_total`), and not reported to the sender.
+//!   that NATS or a full mailbox drops is lost and not reported to the sender; the serving
+//!   node counts what it drops (`Node::dropped`, metric `remote_dropped_total`: a full
+//!   mailbox, too many asks in flight, bytes that are not the actor's message), and NATS
+//!   reports what a slow subscription drops as a slow-consumer event.
 //! - **FIFO per sender and target while the connection holds.** Messages one node sends to
 //!   one exposed actor reach its mailbox in the order sent, as long as neither node's NATS
 //!   connection drops in between (NATS keeps order per publisher and subscription).
@@ -92,9 +95,30 @@ pub trait Remote: Actor {
     #[doc(hidden)]
     type Wire: serde::Serialize + serde::de::DeserializeOwned + Send + 'static;
 
+    /// A hash of the handlers' names, argument and reply types, in order, as compiled
+    /// (generated): requests carry it, so nodes running other handlers refuse them.
+    #[doc(hidden)]
+    const SCHEMA: u32;
+
     /// The message for the local mailbox, with replies that `responder` sends back.
     #[doc(hidden)]
     fn __message(wire: Self::Wire, responder: &mut Responder) -> Self::Message;
+}
+
+/// One step of the handlers' schema hash (FNV-1a over `signature`'s bytes), for generated
+/// code.
+#[doc(hidden)]
+pub const fn __schema_mix(mut hash: u32, signature: &str) -> u32 {
+    let bytes = signature.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        hash ^= bytes[at] as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+        at += 1;
+    }
+    // A separator, so that ("ab", "c") and ("a", "bc") differ.
+    hash ^= 0xff;
+    hash.wrapping_mul(0x0100_0193)
 }
 
 /// A local ref that [`Node::expose`] can serve: the generated `<Name>Ref` of a remote actor.

@@ -93,6 +93,18 @@ fn is_token(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Whether `name` is a node name: one token of at most 64 bytes (a dot would make
+/// `<prefix>.n.<node>.<name>` another node's subject).
+pub(crate) fn check_node_name(name: &str) -> Result<(), Error> {
+    if is_token(name) && name.len() <= 64 {
+        return Ok(());
+    }
+    Err(Error::Remote(
+        format!("`{name}` is not a valid node name: use 1 to 64 letters, digits, `_` and `-`")
+            .into(),
+    ))
+}
+
 /// Whether `name` is an actor or topic name: tokens joined by dots, at most 128 bytes.
 pub(crate) fn check_name(name: &str, what: &str) -> Result<(), Error> {
     if name.len() <= 128 && name.split('.').all(is_token) {
@@ -152,8 +164,8 @@ impl NodeOptions {
         self
     }
 
-    /// The subject prefix (default `actors`): clusters with different prefixes share a NATS
-    /// server without seeing each other.
+    /// The subject prefix (default `actors`; one token): clusters with different prefixes
+    /// share a NATS server without seeing each other.
     pub fn with_subject_prefix(mut self, prefix: &str) -> Self {
         self.prefix = prefix.to_string();
         self
@@ -167,10 +179,11 @@ impl NodeOptions {
     }
 
     fn validate(&self) -> Result<(), JoinError> {
-        if check_name(&self.prefix, "subject prefix").is_err() {
+        // One token: with dots, one cluster's prefix could be another's actor subject.
+        if !is_token(&self.prefix) {
             return Err(JoinError::Invalid(format!(
-                "`{}` is not a valid subject prefix: use letters, digits, `_` and `-`, in \
-                 tokens joined by `.`",
+                "`{}` is not a valid subject prefix: use one token of letters, digits, `_` \
+                 and `-`",
                 self.prefix
             )));
         }
@@ -200,11 +213,28 @@ struct Peer {
 /// An ask or a monitor waiting on a target.
 enum Waiter {
     Ask(oneshot::Sender<Error>),
-    Monitor(oneshot::Sender<ExitReason>),
+    /// A monitor, and when it began.
+    Monitor(oneshot::Sender<ExitReason>, Instant),
+}
+
+impl Waiter {
+    /// Resolves it: an ask with `ask`, a monitor with `monitor`.
+    fn resolve(self, ask: impl FnOnce() -> Error, monitor: impl FnOnce() -> ExitReason) {
+        match self {
+            Waiter::Ask(sender) => {
+                let _ = sender.send(ask());
+            }
+            Waiter::Monitor(sender, _) => {
+                let _ = sender.send(monitor());
+            }
+        }
+    }
 }
 
 struct Exposure {
     id: ActorId,
+    /// Tells this exposure from a later one of the same name.
+    token: u64,
     task: runtime::Handle<()>,
 }
 
@@ -212,15 +242,30 @@ struct Exposure {
 struct State {
     peers: HashMap<String, Peer>,
     exposed: HashMap<String, Exposure>,
+    next_exposure: u64,
+    spanned: HashSet<String>,
     waiting: HashMap<u64, (Target, Waiter)>,
     next_waiter: u64,
     left: bool,
+    heartbeat: Option<runtime::Handle<()>>,
 }
 
 impl State {
     /// Whether a live node (this one included) exposes `name`.
     fn exposed_anywhere(&self, name: &str) -> bool {
         self.exposed.contains_key(name) || self.peers.values().any(|p| p.exposed.contains(name))
+    }
+
+    /// Whether `target` is known to run now: its node is up (or is `me`) and exposes it.
+    fn alive(&self, me: &str, target: &Target) -> bool {
+        match target {
+            Target::Name(name) => self.exposed_anywhere(name),
+            Target::Node { node, name } if node == me => self.exposed.contains_key(name),
+            Target::Node { node, name } => self
+                .peers
+                .get(node)
+                .is_some_and(|peer| peer.exposed.contains(name)),
+        }
     }
 }
 
@@ -308,7 +353,7 @@ impl Node {
         });
         let inner = Arc::new(NodeInner {
             name: options.name.clone(),
-            incarnation: nats_random(),
+            incarnation: incarnation(),
             options,
             client,
             context: scope.clone(),
@@ -318,10 +363,14 @@ impl Node {
         let node = Node {
             inner: inner.clone(),
         };
-        inner.announce_heartbeat().await;
-        scope
-            .child("heartbeat")
-            .spawn(move |context| run(inner, context, control, announcements));
+        inner.announce_heartbeat();
+        let heartbeat = {
+            let inner = inner.clone();
+            scope
+                .child("heartbeat")
+                .spawn(move |context| run(inner, context, control, announcements))
+        };
+        node.inner.state.lock().heartbeat = Some(heartbeat);
         Ok(node)
     }
 
@@ -364,7 +413,12 @@ impl Node {
     pub async fn expose<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
         self.start_exposing(name, actor)?;
         // The subscriptions are in place once the server answered a ping sent after them.
-        self.inner.client.flush().await.map_err(remote_error)
+        if let Err(error) = self.inner.client.flush().await {
+            // Not known to be served: not exposed.
+            self.withdraw(name);
+            return Err(remote_error(error));
+        }
+        Ok(())
     }
 
     fn start_exposing<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
@@ -395,27 +449,26 @@ impl Node {
             .subscribe(&format!("{prefix}.n.{}.{name}", inner.name))
             .map_err(remote_error)?;
         let join = local.join();
+        state.next_exposure += 1;
+        let token = state.next_exposure;
         let task = {
             let inner = inner.clone();
             let name = name.to_string();
-            inner
-                .context
-                .child("exposed")
-                .spawn(move |_| serve::run::<R::Actor>(inner, name, local, join, shared, direct))
+            inner.context.child("exposed").spawn(move |_| {
+                serve::run::<R::Actor>(inner, name, token, local, join, shared, direct)
+            })
         };
         state.exposed.insert(
             name.to_string(),
             Exposure {
                 id: weak.id(),
+                token,
                 task,
             },
         );
         drop(state);
         // Peers learn of the name with the next heartbeat; send it now.
-        let heartbeat = codec::announcement(&inner.heartbeat());
-        let _ = inner
-            .client
-            .try_publish(&inner.announce_subject(), None, heartbeat);
+        inner.announce_heartbeat();
         Ok(())
     }
 
@@ -447,17 +500,25 @@ impl Node {
         )
     }
 
-    /// Leaves the cluster: peers see this node down at once, exposures end, and the NATS
-    /// connection closes after what was queued is sent.
+    /// Leaves the cluster: peers see this node down at once, exposures end, this node's
+    /// waiting asks fail with [`Error::Closed`] and its monitors resolve with
+    /// [`ExitReason::Shutdown`], and the NATS connection closes after what was queued is
+    /// sent.
     pub async fn leave(self) {
         let inner = &self.inner;
-        let exposures: Vec<_> = {
+        let (tasks, waiting) = {
             let mut state = inner.state.lock();
             state.left = true;
-            state.exposed.drain().map(|(_, e)| e.task).collect()
+            let mut tasks: Vec<_> = state.exposed.drain().map(|(_, e)| e.task).collect();
+            tasks.extend(state.heartbeat.take());
+            let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
+            (tasks, waiting)
         };
-        for task in exposures {
+        for task in tasks {
             task.abort();
+        }
+        for waiter in waiting {
+            waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
         }
         let leaving = Announcement::Leaving {
             node: inner.name.clone(),
@@ -489,16 +550,18 @@ impl Node {
     }
 }
 
-/// A random incarnation number.
-fn nats_random() -> u64 {
+/// This node's incarnation: its start time in milliseconds, with 16 random bits below, so a
+/// node restarted under its name has a larger one (clocks permitting) and a late heartbeat
+/// of the old one is recognised as stale.
+fn incarnation() -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (millis << 16) | (random & 0xffff)
 }
 
 /// A NATS error as an actor error.
@@ -542,37 +605,60 @@ impl NodeInner {
         }
     }
 
-    async fn announce_heartbeat(&self) {
+    /// Sends a heartbeat now, past a congested write buffer (a node that could not heartbeat
+    /// under load would look dead), unless the node has left.
+    fn announce_heartbeat(&self) {
+        if self.state.lock().left {
+            return;
+        }
         let heartbeat = codec::announcement(&self.heartbeat());
         let _ = self
             .client
-            .publish(&self.announce_subject(), heartbeat)
-            .await;
+            .publish_urgent(&self.announce_subject(), heartbeat);
     }
 
     fn announce_exit(&self, name: &str, exit: Exit) {
         let exited = Announcement::Exited {
             node: self.name.clone(),
+            incarnation: self.incarnation,
             name: name.to_string(),
             exit,
         };
-        let _ =
-            self.client
-                .try_publish(&self.announce_subject(), None, codec::announcement(&exited));
+        let _ = self
+            .client
+            .publish_urgent(&self.announce_subject(), codec::announcement(&exited));
     }
 
-    /// The exposure of `name` ended because its actor ended with `reason`.
-    pub(crate) fn exposure_ended(&self, name: &str, reason: &ExitReason) {
-        self.state.lock().exposed.remove(name);
+    /// The exposure `token` of `name` ended because its actor ended with `reason` (unless it
+    /// was withdrawn and the name exposed again meanwhile).
+    pub(crate) fn exposure_ended(&self, name: &str, token: u64, reason: &ExitReason) {
+        {
+            let mut state = self.state.lock();
+            if state.exposed.get(name).is_none_or(|e| e.token != token) {
+                return;
+            }
+            state.exposed.remove(name);
+        }
         self.announce_exit(name, Exit::from(reason));
     }
 
-    /// Registers an ask or monitor on `target`; the guard withdraws it when dropped.
+    /// Marks `name` spanned here; false if it was already.
+    pub(crate) fn span(&self, name: &str) -> bool {
+        self.state.lock().spanned.insert(name.to_string())
+    }
+
+    /// Registers an ask or monitor on `target`; the guard withdraws it when dropped. On a
+    /// node that has left it resolves at once.
     fn watch(self: &Arc<Self>, target: &Target, waiter: Waiter) -> WatchGuard {
         let mut state = self.state.lock();
         state.next_waiter += 1;
         let id = state.next_waiter;
-        state.waiting.insert(id, (target.clone(), waiter));
+        if state.left {
+            drop(state);
+            waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
+        } else {
+            state.waiting.insert(id, (target.clone(), waiter));
+        }
         WatchGuard {
             node: self.clone(),
             id,
@@ -599,14 +685,7 @@ impl NodeInner {
             .collect();
         drop(state);
         for (_, waiter) in resolved {
-            match waiter {
-                Waiter::Ask(sender) => {
-                    let _ = sender.send(ask());
-                }
-                Waiter::Monitor(sender) => {
-                    let _ = sender.send(monitor());
-                }
-            }
+            waiter.resolve(&ask, &monitor);
         }
     }
 
@@ -641,14 +720,15 @@ impl NodeInner {
                     return;
                 }
                 let mut state = self.state.lock();
-                if state
-                    .peers
-                    .get(&node)
-                    .is_some_and(|peer| peer.incarnation != incarnation)
-                {
+                match state.peers.get(&node).map(|peer| peer.incarnation) {
+                    // A late heartbeat of an incarnation that has restarted since.
+                    Some(known) if incarnation < known => return,
                     // It restarted: the incarnation we knew is gone.
-                    self.node_down(state, &node);
-                    state = self.state.lock();
+                    Some(known) if incarnation > known => {
+                        self.node_down(state, &node);
+                        state = self.state.lock();
+                    }
+                    _ => {}
                 }
                 let silence = Duration::from_millis(u64::from(interval_ms.max(1))) * misses.max(1)
                     + Duration::from_millis(u64::from(interval_ms.max(1)) / 2);
@@ -661,16 +741,22 @@ impl NodeInner {
                 peer.last_seen = Instant::now();
                 peer.silence = silence;
                 let before = std::mem::replace(&mut peer.exposed, exposed.into_iter().collect());
-                // Names it stopped exposing without an `Exited` (lost): monitors of names
-                // nobody exposes any more resolve.
+                // Names it stopped exposing without an `Exited` (lost on the way): its actor
+                // there ended, for a reason lost with it; a name nobody exposes any more ended
+                // everywhere.
                 let gone: Vec<String> = before
                     .into_iter()
-                    .filter(|name| !state.exposed_anywhere(name))
+                    .filter(|name| !peer.exposed.contains(name))
                     .collect();
                 if !gone.is_empty() {
                     self.resolve(
                         state,
-                        |_, target| matches!(target, Target::Name(name) if gone.contains(name)),
+                        |state, target| match target {
+                            Target::Node { node: on, name } => *on == node && gone.contains(name),
+                            Target::Name(name) => {
+                                gone.contains(name) && !state.exposed_anywhere(name)
+                            }
+                        },
                         || Error::Closed,
                         || ExitReason::Shutdown,
                     );
@@ -686,9 +772,18 @@ impl NodeInner {
                     self.node_down(state, &node);
                 }
             }
-            Announcement::Exited { node, name, exit } => {
+            Announcement::Exited {
+                node,
+                incarnation,
+                name,
+                exit,
+            } => {
                 let mut state = self.state.lock();
                 if let Some(peer) = state.peers.get_mut(&node) {
+                    if peer.incarnation != incarnation {
+                        // Of an incarnation that is gone.
+                        return;
+                    }
                     peer.exposed.remove(&name);
                 }
                 let reason = ExitReason::from(exit);
@@ -706,7 +801,8 @@ impl NodeInner {
         }
     }
 
-    /// Peers unheard for longer than their silence are down.
+    /// Peers unheard for longer than their silence are down; monitors whose target has not
+    /// been seen running for a whole silence of this node's resolve `NotFound`.
     fn check_peers(&self) {
         let now = Instant::now();
         loop {
@@ -718,12 +814,32 @@ impl NodeInner {
                 .map(|(name, _)| name.clone());
             match silent {
                 Some(node) => self.node_down(state, &node),
-                None => return,
+                None => break,
             }
+        }
+        let grace = self.options.heartbeat_interval * self.options.heartbeat_misses
+            + self.options.heartbeat_interval / 2;
+        let mut state = self.state.lock();
+        let missing: Vec<u64> = state
+            .waiting
+            .iter()
+            .filter(|(_, (target, waiter))| {
+                matches!(waiter, Waiter::Monitor(_, since) if now.duration_since(*since) > grace)
+                    && !state.alive(&self.name, target)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let resolved: Vec<_> = missing
+            .into_iter()
+            .filter_map(|id| state.waiting.remove(&id))
+            .collect();
+        drop(state);
+        for (_, waiter) in resolved {
+            waiter.resolve(|| Error::Closed, || ExitReason::NotFound);
         }
     }
 
-    /// Whether this node is known to be down or gone from `target`'s point of view now.
+    /// Registers a pending ask on `target`: the receiver gets why it will not be answered.
     pub(crate) fn watch_ask(
         self: &Arc<Self>,
         target: &Target,
@@ -737,7 +853,10 @@ impl NodeInner {
         target: &Target,
     ) -> (WatchGuard, oneshot::Receiver<ExitReason>) {
         let (sender, receiver) = oneshot::channel();
-        (self.watch(target, Waiter::Monitor(sender)), receiver)
+        (
+            self.watch(target, Waiter::Monitor(sender, Instant::now())),
+            receiver,
+        )
     }
 }
 
@@ -785,7 +904,14 @@ async fn run(
         match next {
             Next::Tick => {
                 tick = Box::pin(context.sleep(interval));
-                inner.announce_heartbeat().await;
+                inner.announce_heartbeat();
+                // Heartbeats that arrived while this task waited count before any peer is
+                // judged silent.
+                while let Some(message) = announcements.try_next() {
+                    if let Some(announcement) = codec::decode_announcement(&message.payload) {
+                        inner.on_announcement(announcement);
+                    }
+                }
                 inner.check_peers();
             }
             Next::Control(Some(message)) => {

@@ -8,7 +8,7 @@
 
 use super::Remote;
 use super::codec;
-use super::node::{Node, WatchGuard, check_name, remote_error};
+use super::node::{Node, WatchGuard, check_name, check_node_name, remote_error};
 use crate::{Error, ExitReason};
 use futures::future::{Either, select};
 use serde::de::DeserializeOwned;
@@ -84,7 +84,7 @@ impl<A: Remote> RemoteRef<A> {
             Target::Node { node: on, name } => (
                 format!("{prefix}.n.{on}.{name}"),
                 check_name(name, "actor")
-                    .and_then(|()| check_name(on, "node"))
+                    .and_then(|()| check_node_name(on))
                     .err(),
             ),
         };
@@ -109,7 +109,7 @@ impl<A: Remote> RemoteRef<A> {
     pub fn __ask<R: DeserializeOwned + Send + 'static>(&self, wire: &A::Wire) -> RemoteAsk<R> {
         let payload = match &self.inner.invalid {
             Some(error) => Err(error.clone()),
-            None => codec::request(wire),
+            None => codec::request(wire, A::SCHEMA),
         };
         RemoteAsk {
             reference: self.inner.clone(),
@@ -126,7 +126,7 @@ impl<A: Remote> RemoteRef<A> {
         if let Some(error) = &self.inner.invalid {
             return Err(error.clone());
         }
-        let bytes = codec::request(wire)?;
+        let bytes = codec::request(wire, A::SCHEMA)?;
         self.inner
             .node
             .inner
@@ -143,7 +143,7 @@ impl<A: Remote> RemoteRef<A> {
         if let Some(error) = &self.inner.invalid {
             return Err(error.clone());
         }
-        let bytes = codec::request(wire)?;
+        let bytes = codec::request(wire, A::SCHEMA)?;
         self.inner
             .node
             .inner

@@ -65,6 +65,7 @@ fn failure(failure: Failure) -> Vec<u8> {
 pub(crate) async fn run<A: Remote>(
     node: Arc<NodeInner>,
     name: String,
+    token: u64,
     local: Ref<A>,
     join: Join,
     shared: nats::Subscription,
@@ -103,7 +104,7 @@ pub(crate) async fn run<A: Remote>(
                 let _ = node.client.try_publish(reply_to, None, bytes);
             }
         };
-        let (deadline, wire) = match codec::decode_request::<A::Wire>(&message.payload) {
+        let (deadline, wire) = match codec::decode_request::<A::Wire>(&message.payload, A::SCHEMA) {
             Ok(decoded) => decoded,
             Err(why) => {
                 node.count("decode", 1);
@@ -136,7 +137,17 @@ pub(crate) async fn run<A: Remote>(
                             },
                             None => pending.await,
                         };
-                        let _ = client.publish(&reply_to, bytes).await;
+                        if let Err(nats::Error::TooLarge { size, max_payload }) =
+                            client.publish(&reply_to, bytes).await
+                        {
+                            // Tell the asker now rather than let it wait for its deadline.
+                            let why = format!(
+                                "the reply of {size} bytes is larger than the server's \
+                                 max_payload of {max_payload}"
+                            );
+                            let _ =
+                                client.try_publish(&reply_to, None, failure(Failure::Decode(why)));
+                        }
                     }));
                 }
             }
@@ -147,7 +158,9 @@ pub(crate) async fn run<A: Remote>(
             Err(_) => answer(failure(Failure::Closed)),
         }
     };
+    // No more messages: the name's queue group routes to the other members from now on.
+    drop(incoming);
     // Replies already on their way still go out, within their deadlines.
     while in_flight.next().await.is_some() {}
-    node.exposure_ended(&name, &reason);
+    node.exposure_ended(&name, token, &reason);
 }

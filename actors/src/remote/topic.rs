@@ -52,12 +52,19 @@ impl Node {
     /// Spans `local` across the nodes under `name`: what any node publishes with the returned
     /// [`RemoteTopic`] reaches `local`'s subscribers here, and theirs. Items that do not
     /// decode as `M` are dropped and counted (`decode`). Once it returns, the NATS server
-    /// routes the topic's messages here.
+    /// routes the topic's messages here. A topic is spanned at most once per node; the span
+    /// lasts as long as the node.
     pub async fn span_topic<M>(&self, name: &str, local: &Topic<M>) -> Result<RemoteTopic<M>, Error>
     where
         M: Serialize + DeserializeOwned + Clone + Send + 'static,
     {
         check_name(name, "topic")?;
+        // A second bridge would deliver every message twice here.
+        if !self.inner.span(name) {
+            return Err(Error::Remote(
+                format!("the topic `{name}` is spanned on this node already").into(),
+            ));
+        }
         let subject = format!("{}.t.{name}", self.inner.options.prefix);
         let mut subscription = self
             .inner
