@@ -512,9 +512,7 @@ async fn a_node_that_leaves_is_down_for_its_peers_at_once(context: runtime::Cont
 }
 
 #[runtime::test(timeout = "60s")]
-async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(
-    context: runtime::Context,
-) {
+async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(context: runtime::Context) {
     let Some(server) = server(Server::builder()) else {
         return;
     };
@@ -564,7 +562,10 @@ async fn a_monitor_of_nothing_resolves_not_found(context: runtime::Context) {
     // A node name with a dot would address another node's actor: refused.
     let dotted: CounterRemoteRef = node.lookup_on("a.b", "c");
     let error = dotted.add(1).await.unwrap_err();
-    assert!(matches!(&error, Error::Remote(why) if why.contains("not a valid node name")), "{error}");
+    assert!(
+        matches!(&error, Error::Remote(why) if why.contains("not a valid node name")),
+        "{error}"
+    );
 }
 
 #[runtime::test(timeout = "60s")]

@@ -220,9 +220,12 @@ mod tests {
             "a variant index and a one-byte varint"
         );
         assert_eq!(
-            decode_request::<Wire>(&bytes).unwrap(),
+            decode_request::<Wire>(&bytes, 7).unwrap(),
             (None, Wire::add(5))
         );
+        // Other handlers (another version of the actor): refused, saying why.
+        let error = decode_request::<Wire>(&bytes, 8).unwrap_err();
+        assert!(error.contains("other handlers"), "{error}");
         set_deadline(&mut bytes, Duration::from_micros(1500));
         let (deadline, wire) = decode_request::<Wire>(&bytes, 7).unwrap();
         assert_eq!(deadline, Some(Duration::from_millis(2)));
@@ -243,11 +246,11 @@ mod tests {
     #[test]
     fn bytes_that_are_not_a_request_are_an_error_that_names_the_type() {
         assert!(
-            decode_request::<Wire>(b"ab")
+            decode_request::<Wire>(b"ab", 0)
                 .unwrap_err()
                 .contains("header")
         );
-        let error = decode_request::<Wire>(&[0, 0, 0, 0, 9]).unwrap_err();
+        let error = decode_request::<Wire>(&[0, 0, 0, 0, 0, 0, 0, 0, 9], 0).unwrap_err();
         assert!(error.contains("Wire"), "{error}");
         // Every prefix and every byte flip of a valid request: an error or a value, never a
         // panic.
