@@ -23,7 +23,7 @@ impl Process {
     fn start(role: &str, node: &str, url: &str) -> Process {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cluster"))
             .args([role, node, url])
-            .env("CLUSTER_HEARTBEAT_MS", "100")
+            .env("CLUSTER_HEARTBEAT_MS", "200")
             .env("CLUSTER_ASKS_PER_SECOND", "200")
             .stdout(Stdio::piped())
             .spawn()
@@ -104,13 +104,13 @@ fn the_client_notices_a_killed_worker_and_goes_on_with_the_other() {
     client.until("answers from both workers and w1 up", |line| {
         seen[0] |= line.ends_with(" words on w1");
         seen[1] |= line.ends_with(" words on w2");
-        seen[2] |= line == "peer up w1";
+        seen[2] |= line == "worker up w1";
         seen == [true, true, true]
     });
     // Killed: no goodbye, its heartbeats just stop.
     first.child.kill().unwrap();
     first.child.wait().unwrap();
-    let before = client.until("w1 down", |line| line.starts_with("peer down w1: "));
+    let before = client.until("w1 down", |line| line.starts_with("worker down w1: "));
     assert!(
         before.last().unwrap().contains("went down"),
         "{:?}",

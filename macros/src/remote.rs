@@ -13,7 +13,7 @@
 //! `remote` feature is on.
 
 use crate::handler::Handler;
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 use syn::ext::IdentExt as _;
 use syn::{Generics, Ident, Type};
@@ -59,14 +59,14 @@ pub(crate) fn expand(
         let types: Vec<String> = handler
             .arguments
             .iter()
-            .map(|(_, ty)| quote!(#ty).to_string())
+            .map(|(_, ty)| canonical(quote!(#ty)))
             .collect();
         let reply = &handler.reply;
         let signature = format!(
             "{}({})->{}",
             handler.variant,
             types.join(","),
-            quote!(#reply)
+            canonical(quote!(#reply))
         );
         quote! {
             #(#cfgs)*
@@ -201,4 +201,32 @@ pub(crate) fn expand(
             #(#methods)*
         }
     })
+}
+
+/// The text of `tokens`, one space apart, groups walked: the same for the same source on
+/// every toolchain (rustc's own printer has changed its spacing between releases), so two
+/// builds of one actor agree on its schema.
+fn canonical(tokens: TokenStream) -> String {
+    let mut out = String::new();
+    for tree in tokens {
+        match tree {
+            TokenTree::Group(group) => {
+                let (open, close) = match group.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Brace => ("{", "}"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::None => ("", ""),
+                };
+                out.push_str(open);
+                out.push(' ');
+                out.push_str(&canonical(group.stream()));
+                out.push_str(close);
+            }
+            TokenTree::Ident(ident) => out.push_str(&ident.to_string()),
+            TokenTree::Punct(punct) => out.push(punct.as_char()),
+            TokenTree::Literal(literal) => out.push_str(&literal.to_string()),
+        }
+        out.push(' ');
+    }
+    out
 }

@@ -147,6 +147,9 @@ pub(crate) fn random_u64() -> u64 {
     hasher.finish()
 }
 
+/// What [`Client::publish_urgent`] may queue past the high-water mark.
+const URGENT_RESERVE: usize = 64 * 1024;
+
 /// Registers a publisher waiting for room, once.
 fn wait_for_room(state: &mut State, waker: &Waker) {
     if !state.room.iter().any(|known| known.will_wake(waker)) {
@@ -547,7 +550,9 @@ impl Client {
         match state.status {
             Status::Closed => return Err(Error::Closed),
             Status::Connected
-                if bounded && state.out.len() >= self.shared().options.write_high_water =>
+                if state.out.len()
+                    >= self.shared().options.write_high_water
+                        + if bounded { 0 } else { URGENT_RESERVE } =>
             {
                 return Err(Error::WouldBlock);
             }
@@ -644,9 +649,10 @@ impl Client {
         Ok(())
     }
 
-    /// Publishes at once, past the write buffer's high-water mark (the reconnect buffer's
-    /// limit still applies): for small messages that must not wait behind a burst, such as
-    /// heartbeats. Everything queued before it still goes out first.
+    /// Publishes at once, into a reserve of 64 KiB past the write buffer's high-water mark
+    /// ([`Error::WouldBlock`] beyond it; the reconnect buffer's limit still applies): for
+    /// small messages that must not be refused behind a burst, such as heartbeats.
+    /// Everything queued before it still goes out first.
     pub fn publish_urgent(&self, subject: &str, payload: impl AsRef<[u8]>) -> Result<(), Error> {
         let mut state = self.shared().lock();
         self.enqueue_within(&mut state, subject, None, None, payload.as_ref(), false)?;
@@ -891,6 +897,10 @@ pub(crate) struct CloseOnDrop(pub(crate) Arc<Shared>);
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
         self.0.close();
-        self.0.emit(Event::Closed);
+        // Not while unwinding: the handler itself may be what panicked, and a second panic
+        // in a destructor aborts the process.
+        if !std::thread::panicking() {
+            self.0.emit(Event::Closed);
+        }
     }
 }

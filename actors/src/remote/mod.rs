@@ -36,9 +36,12 @@
 //!   `try_handler(args)` sends and the same [`Error`](crate::Error)s. Handler arguments and
 //!   replies travel serialized with serde in postcard's compact binary format, so they must
 //!   be `Serialize + DeserializeOwned`. Both nodes must run the same handlers: every request
-//!   carries a hash of the actor's handler names and types, and a node whose handlers differ
-//!   (another version, other features) refuses it with
-//!   [`Error::Remote`](crate::Error::Remote) rather than run the wrong one.
+//!   carries a hash of the actor's handler names, and argument and reply types as written, in
+//!   order, and a node whose handlers differ that way (added, removed, reordered, renamed,
+//!   retyped, or compiled out by other features) refuses it with
+//!   [`Error::Remote`](crate::Error::Remote) rather than run the wrong one. What the hash
+//!   cannot see (a type alias's target, a struct's fields, serde attributes) must agree by
+//!   deployment; bytes that then do not parse are an `Error::Remote` too.
 //! - [`Node::join`] connects a node (one NATS connection) under a name unique in the cluster.
 //!   [`Node::expose`] serves a local actor under a name: every node exposing one name shares
 //!   its load through a NATS queue group. [`Node::lookup`] gives a remote ref to a name

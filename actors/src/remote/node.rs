@@ -280,6 +280,8 @@ pub(crate) struct NodeInner {
     incarnation: u64,
     pub(crate) options: NodeOptions,
     pub(crate) client: nats::Client,
+    /// When the node joined: peers are heard from only after.
+    joined: Instant,
     /// The node's scope: its tasks run here.
     pub(crate) context: runtime::Context,
     state: Mutex<State>,
@@ -354,6 +356,7 @@ impl Node {
         let inner = Arc::new(NodeInner {
             name: options.name.clone(),
             incarnation: incarnation(),
+            joined: Instant::now(),
             options,
             client,
             context: scope.clone(),
@@ -386,6 +389,22 @@ impl Node {
         peers
     }
 
+    /// The live nodes (this one included) that expose `name` now, by name.
+    pub fn exposed_by(&self, name: &str) -> Vec<String> {
+        let state = self.inner.state.lock();
+        let mut nodes: Vec<_> = state
+            .peers
+            .iter()
+            .filter(|(_, peer)| peer.exposed.contains(name))
+            .map(|(node, _)| node.clone())
+            .collect();
+        if state.exposed.contains_key(name) {
+            nodes.push(self.inner.name.clone());
+        }
+        nodes.sort();
+        nodes
+    }
+
     /// The names this node exposes now.
     pub fn exposed(&self) -> Vec<String> {
         let mut names: Vec<_> = self.inner.state.lock().exposed.keys().cloned().collect();
@@ -394,7 +413,8 @@ impl Node {
     }
 
     /// Remote messages this node dropped for `reason` (`full`: the mailbox had no room;
-    /// `busy`: too many asks in flight; `decode`: bytes that are not the actor's message).
+    /// `busy`: too many asks in flight; `decode`: bytes that are not the actor's message;
+    /// `heartbeat`: its own heartbeats it could not queue).
     pub fn dropped(&self, reason: &'static str) -> u64 {
         self.inner.count(reason, 0)
     }
@@ -411,17 +431,28 @@ impl Node {
     /// already, or the actor has ended. Once it returns, the NATS server routes the name's
     /// messages here.
     pub async fn expose<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
-        self.start_exposing(name, actor)?;
+        let token = self.start_exposing(name, actor)?;
         // The subscriptions are in place once the server answered a ping sent after them.
         if let Err(error) = self.inner.client.flush().await {
-            // Not known to be served: not exposed.
-            self.withdraw(name);
+            // Not known to be served: not exposed (unless exposed again meanwhile).
+            let removed = {
+                let mut state = self.inner.state.lock();
+                match state.exposed.get(name) {
+                    Some(exposure) if exposure.token == token => state.exposed.remove(name),
+                    _ => None,
+                }
+            };
+            if let Some(exposure) = removed {
+                exposure.task.abort();
+                self.inner.announce_exit(name, Exit::Shutdown);
+            }
             return Err(remote_error(error));
         }
         Ok(())
     }
 
-    fn start_exposing<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
+    /// Subscribes and starts serving; the exposure's token.
+    fn start_exposing<R: Exposable>(&self, name: &str, actor: &R) -> Result<u64, Error> {
         check_name(name, "actor")?;
         let weak = actor.__weak();
         let Some(local) = weak.__upgrade_ref() else {
@@ -438,6 +469,18 @@ impl Node {
                 name: name.into(),
                 holder: exposure.id,
             });
+        }
+        // Heartbeats list every exposed name: they must stay within the server's limit.
+        let listed: usize = state.exposed.keys().map(|name| name.len() + 2).sum();
+        if listed + name.len() + 256 > inner.client.max_payload() {
+            return Err(Error::Remote(
+                format!(
+                    "this node exposes too many names for its heartbeat to fit the server's \
+                     max_payload of {} bytes",
+                    inner.client.max_payload()
+                )
+                .into(),
+            ));
         }
         let shared_subject = format!("{prefix}.a.{name}");
         let shared = inner
@@ -469,7 +512,7 @@ impl Node {
         drop(state);
         // Peers learn of the name with the next heartbeat; send it now.
         inner.announce_heartbeat();
-        Ok(())
+        Ok(token)
     }
 
     /// Stops serving `name` (messages already taken are still handled); false if this node
@@ -512,6 +555,14 @@ impl Node {
             let mut tasks: Vec<_> = state.exposed.drain().map(|(_, e)| e.task).collect();
             tasks.extend(state.heartbeat.take());
             let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
+            // Queued under the lock that `left` was set under: no heartbeat follows it.
+            let leaving = Announcement::Leaving {
+                node: inner.name.clone(),
+                incarnation: inner.incarnation,
+            };
+            let _ = inner
+                .client
+                .publish_urgent(&inner.announce_subject(), codec::announcement(&leaving));
             (tasks, waiting)
         };
         for task in tasks {
@@ -520,14 +571,6 @@ impl Node {
         for waiter in waiting {
             waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
         }
-        let leaving = Announcement::Leaving {
-            node: inner.name.clone(),
-            incarnation: inner.incarnation,
-        };
-        let _ = inner
-            .client
-            .publish(&inner.announce_subject(), codec::announcement(&leaving))
-            .await;
         inner.client.close().await;
     }
 
@@ -593,8 +636,8 @@ impl NodeInner {
         counter.inc_by(add) + add
     }
 
-    fn heartbeat(&self) -> Announcement {
-        let mut exposed: Vec<_> = self.state.lock().exposed.keys().cloned().collect();
+    fn heartbeat(&self, state: &State) -> Announcement {
+        let mut exposed: Vec<_> = state.exposed.keys().cloned().collect();
         exposed.sort();
         Announcement::Heartbeat {
             node: self.name.clone(),
@@ -606,15 +649,22 @@ impl NodeInner {
     }
 
     /// Sends a heartbeat now, past a congested write buffer (a node that could not heartbeat
-    /// under load would look dead), unless the node has left.
+    /// under load would look dead), unless the node has left. The list of names is taken
+    /// and the heartbeat queued under one hold of the state lock (then the client's), so
+    /// heartbeats go out in the order their lists were taken, and none after `Leaving`.
     fn announce_heartbeat(&self) {
-        if self.state.lock().left {
+        let state = self.state.lock();
+        if state.left {
             return;
         }
-        let heartbeat = codec::announcement(&self.heartbeat());
-        let _ = self
+        let heartbeat = codec::announcement(&self.heartbeat(&state));
+        if self
             .client
-            .publish_urgent(&self.announce_subject(), heartbeat);
+            .publish_urgent(&self.announce_subject(), heartbeat)
+            .is_err()
+        {
+            self.count("heartbeat", 1);
+        }
     }
 
     fn announce_exit(&self, name: &str, exit: Exit) {
@@ -630,7 +680,7 @@ impl NodeInner {
     }
 
     /// The exposure `token` of `name` ended because its actor ended with `reason` (unless it
-    /// was withdrawn and the name exposed again meanwhile).
+    /// was withdrawn and the name exposed again meanwhile): no longer listed or announced.
     pub(crate) fn exposure_ended(&self, name: &str, token: u64, reason: &ExitReason) {
         {
             let mut state = self.state.lock();
@@ -645,6 +695,11 @@ impl NodeInner {
     /// Marks `name` spanned here; false if it was already.
     pub(crate) fn span(&self, name: &str) -> bool {
         self.state.lock().spanned.insert(name.to_string())
+    }
+
+    /// Unmarks `name` (its span failed).
+    pub(crate) fn unspan(&self, name: &str) {
+        self.state.lock().spanned.remove(name);
     }
 
     /// Registers an ask or monitor on `target`; the guard withdraws it when dropped. On a
@@ -817,14 +872,21 @@ impl NodeInner {
                 None => break,
             }
         }
-        let grace = self.options.heartbeat_interval * self.options.heartbeat_misses
-            + self.options.heartbeat_interval / 2;
         let mut state = self.state.lock();
+        // Long enough for every known peer (and one of this node's own settings) to have
+        // heartbeated, counted from the later of the monitor and this node's join.
+        let grace = state.peers.values().map(|peer| peer.silence).fold(
+            self.options.heartbeat_interval * self.options.heartbeat_misses
+                + self.options.heartbeat_interval / 2,
+            Duration::max,
+        );
+        let joined = self.joined;
         let missing: Vec<u64> = state
             .waiting
             .iter()
             .filter(|(_, (target, waiter))| {
-                matches!(waiter, Waiter::Monitor(_, since) if now.duration_since(*since) > grace)
+                matches!(waiter, Waiter::Monitor(_, since)
+                    if now.duration_since((*since).max(joined)) > grace)
                     && !state.alive(&self.name, target)
             })
             .map(|(id, _)| *id)
@@ -907,7 +969,10 @@ async fn run(
                 inner.announce_heartbeat();
                 // Heartbeats that arrived while this task waited count before any peer is
                 // judged silent.
-                while let Some(message) = announcements.try_next() {
+                for _ in 0..4096 {
+                    let Some(message) = announcements.try_next() else {
+                        break;
+                    };
                     if let Some(announcement) = codec::decode_announcement(&message.payload) {
                         inner.on_announcement(announcement);
                     }

@@ -154,7 +154,9 @@ impl<A: Remote> RemoteRef<A> {
 
     /// Resolves with the remote actor's exit reason: the reason it ended with, or
     /// [`ExitReason::NodeDown`] when its node went down (for a name: when no node exposing it
-    /// is left). It does not resolve while the target runs.
+    /// is left), or [`ExitReason::NotFound`] when no node was heard to expose it within the
+    /// longest heartbeat silence known after the monitor began (OTP's `noproc`). It does not
+    /// resolve while the target runs.
     pub fn monitor(&self) -> RemoteMonitor {
         let (guard, receiver) = self.inner.node.inner.watch_monitor(&self.inner.target);
         RemoteMonitor {

@@ -158,9 +158,10 @@ pub(crate) async fn run<A: Remote>(
             Err(_) => answer(failure(Failure::Closed)),
         }
     };
-    // No more messages: the name's queue group routes to the other members from now on.
+    // No more messages: the name's queue group routes to the other members from now on,
+    // and the name is no longer listed here or by peers.
     drop(incoming);
+    node.exposure_ended(&name, token, &reason);
     // Replies already on their way still go out, within their deadlines.
     while in_flight.next().await.is_some() {}
-    node.exposure_ended(&name, token, &reason);
 }

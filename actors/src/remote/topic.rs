@@ -66,11 +66,20 @@ impl Node {
             ));
         }
         let subject = format!("{}.t.{name}", self.inner.options.prefix);
-        let mut subscription = self
-            .inner
-            .client
-            .subscribe(&subject)
-            .map_err(remote_error)?;
+        let mut subscription = match self.inner.client.subscribe(&subject) {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                self.inner.unspan(name);
+                return Err(remote_error(error));
+            }
+        };
+        if let Err(error) = self.inner.client.flush().await {
+            // Not known to be in place: the subscription goes (dropped) and a retry may span
+            // again.
+            drop(subscription);
+            self.inner.unspan(name);
+            return Err(remote_error(error));
+        }
         let local = local.clone();
         let inner = self.inner.clone();
         self.inner
@@ -88,7 +97,6 @@ impl Node {
                     }
                 }
             });
-        self.inner.client.flush().await.map_err(remote_error)?;
         Ok(RemoteTopic {
             node: self.clone(),
             subject,

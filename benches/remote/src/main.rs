@@ -10,8 +10,8 @@
 //!   a subscriber), timed until an ask sent after them (FIFO) sees them all, as messages per
 //!   second.
 //!
-//! Each round runs every side once; the table gives each ratio's median and range over the
-//! rounds (`BENCH_ROUNDS`, default 3). `BENCH_ASKS` and `BENCH_TELLS` change the counts.
+//! Each round runs every side once; the table gives each value's median over the rounds and
+//! each ratio's median and range of the per-round ratios (`BENCH_ROUNDS`, default 5). `BENCH_ASKS` and `BENCH_TELLS` change the counts.
 //! Without `nats-server` on this machine, it says so and exits.
 
 mod ractor_side;
@@ -23,7 +23,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[actor(mailbox = 65536)]
+/// A mailbox as large as allowed, beyond any tell burst the rows send: a full mailbox would
+/// drop tells (at most once), and the row refuses to time a run that lost any.
+#[actor(mailbox = 1048576)]
 struct Echo {
     notes: u64,
 }
@@ -326,7 +328,7 @@ fn main() {
     }
     let asks = count("BENCH_ASKS", 20_000);
     let tells = count("BENCH_TELLS", 100_000);
-    let rounds = count("BENCH_ROUNDS", 3);
+    let rounds = count("BENCH_ROUNDS", 5);
     let nats = NatsServer::start().expect("nats-server starts");
     let url = nats.url();
     let _ours = ServerProcess::start(&["serve-ours", &url]);
@@ -365,7 +367,7 @@ fn main() {
     println!(
         "remote_actors: {asks} asks and {tells} tells per round, {rounds} rounds, two processes on loopback\n"
     );
-    println!("Each ratio: the median over {rounds} rounds, and their range.\n");
+    println!("Each value: the median over {rounds} rounds; each ratio: the median of the per-round ratios, and their range.\n");
     println!(
         "| row | ours | NATS floor | ractor_cluster | ractor_cluster / ours (above 1: we are faster) | ours / floor |"
     );

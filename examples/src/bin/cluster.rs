@@ -159,26 +159,26 @@ async fn main(context: runtime::Context) {
 }
 
 /// Asks the workers to count sentences, one at a time, until the runtime is stopped;
-/// prints the peers that come and go.
+/// prints the workers that come and go.
 async fn ask_until_stopped(context: &runtime::Context, node: &Node, interval: Duration) {
     let words: WordCounterRemoteRef = node.lookup("words");
     let mut known: HashSet<String> = HashSet::new();
     let stopped = context.stopped();
     for round in 0u64.. {
-        let peers: HashSet<String> = node.peers().into_iter().collect();
-        for peer in peers.difference(&known) {
-            examples::say!("peer up {peer}");
+        let workers: HashSet<String> = node.exposed_by("words").into_iter().collect();
+        for worker in workers.difference(&known) {
+            examples::say!("worker up {worker}");
             let monitor = node
-                .lookup_on::<WordCounterRemoteRef>(peer, "words")
+                .lookup_on::<WordCounterRemoteRef>(worker, "words")
                 .monitor();
-            let peer = peer.clone();
+            let worker = worker.clone();
             drop(context.clone().spawn(move |_| async move {
                 let reason = monitor.await;
-                examples::say!("peer down {peer}: {reason}");
+                examples::say!("worker down {worker}: {reason}");
             }));
         }
-        // A peer that went down and comes back is announced again.
-        known = peers;
+        // A worker that went down and comes back is announced again.
+        known = workers;
         let text = format!("round {round} of counting words across the nodes");
         match words.count(text).timeout(Duration::from_secs(2)).await {
             Ok(Ok(counted)) => {
