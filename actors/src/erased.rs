@@ -172,6 +172,11 @@ impl<I: Send + 'static> ErasedRef<I> {
         self.mailbox.id()
     }
 
+    /// The actor's label (what generated remote interfaces report a panic with).
+    pub fn __label(&self) -> &'static str {
+        self.mailbox.label()
+    }
+
     /// Asks the actor to stop after what is queued ([`Ref::stop`]).
     pub fn stop(&self) -> Join {
         let peer = self.mailbox.peer();

@@ -602,3 +602,87 @@ async fn a_node_with_other_handlers_refuses_messages_rather_than_run_the_wrong_o
     );
     assert_eq!(serving.dropped("decode"), 1);
 }
+
+#[interface(remote)]
+pub trait Greeter {
+    fn greet(&mut self, name: String) -> String;
+    fn greeted(&self) -> u64;
+}
+
+#[actor]
+pub struct English {
+    greeted: u64,
+}
+
+#[actor(implements(Greeter))]
+impl English {}
+
+#[actor]
+impl Greeter for English {
+    fn greet(&mut self, name: String) -> String {
+        self.greeted += 1;
+        format!("hello {name}")
+    }
+
+    fn greeted(&self) -> u64 {
+        self.greeted
+    }
+}
+
+#[actor]
+pub struct French;
+
+#[actor(implements(Greeter))]
+impl French {}
+
+#[actor]
+impl Greeter for French {
+    fn greet(&mut self, name: String) -> String {
+        format!("bonjour {name}")
+    }
+
+    fn greeted(&self) -> u64 {
+        0
+    }
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_remote_interface_reaches_whichever_actor_stands_behind_it(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let london = Node::join_with(&context, options(&server, "london"))
+        .await
+        .unwrap();
+    let paris = Node::join_with(&context, options(&server, "paris"))
+        .await
+        .unwrap();
+    let english: GreeterRef = English { greeted: 0 }.spawn(&context).into();
+    let french: GreeterRef = French.spawn(&context).into();
+    london.expose("greeter", &english).await.unwrap();
+    paris.expose("greeter", &french).await.unwrap();
+    let asking = Node::join_with(&context, options(&server, "asking"))
+        .await
+        .unwrap();
+    // One node's: the same methods as the local interface ref.
+    let in_london: GreeterRemoteRef = asking.lookup_on("london", "greeter");
+    assert_eq!(in_london.greet("Ann".into()).await, Ok("hello Ann".into()));
+    in_london.tell_greet("Bob".into()).await.unwrap();
+    in_london.try_greet("Cid".into()).unwrap();
+    assert_eq!(in_london.greeted().await, Ok(3));
+    let in_paris: GreeterRemoteRef = asking.lookup_on("paris", "greeter");
+    assert_eq!(in_paris.greet("Ann".into()).await, Ok("bonjour Ann".into()));
+    // The shared name: both implementations answer, each message once.
+    let anywhere: GreeterRemoteRef = asking.lookup("greeter");
+    let mut answers = std::collections::HashSet::new();
+    for _ in 0..200 {
+        answers.insert(anywhere.greet("Eve".into()).await.unwrap());
+    }
+    assert_eq!(
+        answers,
+        ["hello Eve".to_string(), "bonjour Eve".to_string()].into()
+    );
+    // A remote actor ref of another protocol under the name is refused, not misread.
+    let wrong: CounterRemoteRef = asking.lookup_on("london", "greeter");
+    assert!(matches!(wrong.add(1).await, Err(Error::Remote(_))));
+}

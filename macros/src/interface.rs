@@ -12,6 +12,9 @@
 //!   `GreeterMessage` to the trait's methods (async ones become `-> impl Future` in the
 //!   trait; an impl may still write them `async fn`).
 //!
+//! With `#[interface(remote)]` it also generates `<Trait>RemoteRef` and what a node needs to
+//! expose an interface ref (see `remote.rs`).
+//!
 //! The trait may not be generic, have supertraits or items other than handlers: each is a
 //! compile error saying so.
 
@@ -22,12 +25,22 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ItemTrait, TraitItem, Type};
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
-    if !args.is_empty() {
-        return Err(syn::Error::new(
-            args.span(),
-            "#[interface] takes no options: the actors that implement it bring theirs",
-        ));
-    }
+    // `remote` is the one option: the interface's handlers reach other nodes too.
+    let remote = if args.is_empty() {
+        None
+    } else {
+        let path: syn::Path = syn::parse2(args.clone())
+            .ok()
+            .filter(|p: &syn::Path| p.is_ident("remote"))
+            .ok_or_else(|| {
+                syn::Error::new(
+                    args.span(),
+                    "#[interface] takes only `remote`: the actors that implement it bring their \
+                 other options",
+                )
+            })?;
+        Some(path)
+    };
     let mut item: ItemTrait = syn::parse2(item.clone()).map_err(|_| {
         syn::Error::new(
             item.span(),
@@ -226,6 +239,13 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
             message = #unimplemented,
             note = #unimplemented_note
         )]));
+    let remote = match remote {
+        Some(_) => match crate::remote::expand_interface(&handlers, &name, vis, &message) {
+            Ok(tokens) => tokens,
+            Err(error) => error.into_compile_error(),
+        },
+        None => quote!(),
+    };
     let message_doc = format!("The messages of the interface [`{name}`] (generated).");
     let ref_doc = format!(
         "A ref to any actor that implements the interface [`{name}`]: one method per \
@@ -307,6 +327,8 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
                 weak.upgrade().map(Self)
             }
         }
+
+        #remote
 
         impl ::actors::ActorHandle for #ref_name {
             fn actor_id(&self) -> ::actors::ActorId {

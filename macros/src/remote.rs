@@ -1,10 +1,13 @@
-//! `#[actor(remote)]` on an actor's handler impl: what other nodes need to reach it.
+//! `remote` on `#[actor(remote)]` (an actor's handler impl) and `#[interface(remote)]` (an
+//! interface): what other nodes need to reach the handlers.
 //!
-//! Generates, for an actor `Name` whose handlers `handlers` are:
-//! - `__<Name>Wire`: one serde variant per handler, holding its arguments (what travels);
-//! - `impl actors::remote::Remote for Name`: a wire message into the local message, with
-//!   replies a `Responder` sends back;
-//! - `impl actors::remote::Exposable for <Name>Ref`, so a node can expose the actor;
+//! For a set of handlers under a name `Name` it generates:
+//! - `__<Name>Wire`: one serde variant per handler, holding its arguments (what travels),
+//!   and an `actors::remote::Protocol` impl naming it with the handlers' schema hash (on the
+//!   actor type; on a generated marker `__<Name>Remote` for an interface);
+//! - the serving half: for an actor, `impl Remote` (a wire message into the local message)
+//!   and `impl Exposable for <Name>Ref` (serving its `actors::Ref`); for an interface,
+//!   `impl Served` and `impl Exposable` for `<Name>Ref`, the interface ref;
 //! - `<Name>RemoteRef`: per handler the same ask, `tell_` and `try_` methods as the local
 //!   ref, plus `monitor()` and `target()`.
 //!
@@ -16,8 +19,9 @@ use crate::handler::Handler;
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 use syn::ext::IdentExt as _;
-use syn::{Generics, Ident, Type};
+use syn::{Generics, Ident, Type, Visibility};
 
+/// `#[actor(remote)]` on the handler impl of the actor `name`.
 pub(crate) fn expand(
     handlers: &[Handler],
     name: &Ident,
@@ -33,21 +37,139 @@ pub(crate) fn expand(
              take `remote` off, or make the actor concrete",
         ));
     }
+    check_names(handlers)?;
+    let vis: Visibility = syn::parse_quote!(pub);
+    let wire = format_ident!("__{}Wire", name);
+    let local_ref = format_ident!("{}Ref", name);
+    let common = common(handlers, name, &vis, &quote!(#self_ty), &wire);
+    let arms = arms(handlers, &wire, &quote!(#message));
+    Ok(quote! {
+        #common
+
+        impl ::actors::remote::Remote for #self_ty {
+            #[allow(unreachable_code, unused_variables)]
+            fn __message(
+                wire: #wire,
+                responder: &mut ::actors::remote::Responder,
+            ) -> <Self as ::actors::Actor>::Message {
+                match wire {
+                    #(#arms,)*
+                }
+            }
+        }
+
+        impl ::actors::remote::Exposable for #local_ref {
+            type Served = ::actors::Ref<#self_ty>;
+
+            fn __served(&self) -> ::actors::Ref<#self_ty> {
+                ::core::clone::Clone::clone(self.inner())
+            }
+        }
+    })
+}
+
+/// `#[interface(remote)]` on the interface `name` (visibility `vis`), whose messages are
+/// `message` and whose local ref is `<name>Ref`.
+pub(crate) fn expand_interface(
+    handlers: &[Handler],
+    name: &Ident,
+    vis: &Visibility,
+    message: &Ident,
+) -> syn::Result<TokenStream> {
+    check_names(handlers)?;
+    let wire = format_ident!("__{}Wire", name);
+    let marker = format_ident!("__{}Remote", name);
+    let local_ref = format_ident!("{}Ref", name);
+    let common = common(handlers, name, vis, &quote!(#marker), &wire);
+    let arms = arms(handlers, &wire, &quote!(#message));
+    let marker_doc = format!("The handlers of the interface `{name}` as they travel (generated).");
+    Ok(quote! {
+        #[doc = #marker_doc]
+        #[doc(hidden)]
+        #vis struct #marker;
+
+        #common
+
+        impl ::actors::remote::Served for #local_ref {
+            type Protocol = #marker;
+
+            #[allow(unreachable_code, unused_variables)]
+            fn __deliver(
+                &self,
+                wire: #wire,
+                responder: &mut ::actors::remote::Responder,
+            ) -> ::core::result::Result<(), ::actors::Error> {
+                self.0.try_send(match wire {
+                    #(#arms,)*
+                })
+            }
+
+            fn __label(&self) -> &'static str {
+                self.0.__label()
+            }
+
+            fn __is_closed(&self) -> bool {
+                self.0.is_closed()
+            }
+        }
+
+        impl ::actors::remote::Exposable for #local_ref {
+            type Served = #local_ref;
+
+            fn __served(&self) -> #local_ref {
+                ::core::clone::Clone::clone(self)
+            }
+        }
+    })
+}
+
+/// A handler named like a remote ref's own method would not compile: say so.
+fn check_names(handlers: &[Handler]) -> syn::Result<()> {
     for handler in handlers {
         let plain = handler.name.unraw().to_string();
         if plain == "monitor" || plain == "target" {
             return Err(syn::Error::new(
                 handler.name.span(),
                 format!(
-                    "a remote actor's handler cannot be named `{plain}`: its remote ref has a \
-                     method of that name; rename the handler"
+                    "a remote handler cannot be named `{plain}`: its remote ref has a method \
+                     of that name; rename the handler"
                 ),
             ));
         }
     }
-    let wire = format_ident!("__{}Wire", name);
-    let local_ref = format_ident!("{}Ref", name);
+    Ok(())
+}
+
+/// The match arms that turn a wire message into `message`'s variant, with replies from
+/// `responder`.
+fn arms(handlers: &[Handler], wire: &Ident, message: &TokenStream) -> Vec<TokenStream> {
+    handlers
+        .iter()
+        .map(|handler| {
+            let variant = &handler.variant;
+            let cfgs = &handler.cfgs;
+            let names: Vec<_> = (0..handler.arguments.len())
+                .map(|index| format_ident!("__argument_{}", index))
+                .collect();
+            quote! {
+                #(#cfgs)*
+                #wire::#variant(#(#names),*) => #message::#variant(#(#names,)* responder.reply())
+            }
+        })
+        .collect()
+}
+
+/// What actors and interfaces share: the wire enum, the `Protocol` impl on `protocol`, and
+/// `<name>RemoteRef` speaking it.
+fn common(
+    handlers: &[Handler],
+    name: &Ident,
+    vis: &Visibility,
+    protocol: &TokenStream,
+    wire: &Ident,
+) -> TokenStream {
     let remote_ref = format_ident!("{}RemoteRef", name);
+    let local_ref = format_ident!("{}Ref", name);
     let variants = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let cfgs = &handler.cfgs;
@@ -75,17 +197,6 @@ pub(crate) fn expand(
             }
         }
     });
-    let arms = handlers.iter().map(|handler| {
-        let variant = &handler.variant;
-        let cfgs = &handler.cfgs;
-        let names: Vec<_> = (0..handler.arguments.len())
-            .map(|index| format_ident!("__argument_{}", index))
-            .collect();
-        quote! {
-            #(#cfgs)*
-            #wire::#variant(#(#names),*) => #message::#variant(#(#names,)* responder.reply())
-        }
-    });
     let methods = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let method = &handler.name;
@@ -94,11 +205,11 @@ pub(crate) fn expand(
         let attempt = format_ident!("try_{}", plain);
         let reply = &handler.reply;
         let names: Vec<_> = handler.arguments.iter().map(|(name, _)| name).collect();
-        let parameters = handler
+        let parameters: Vec<_> = handler
             .arguments
             .iter()
-            .map(|(name, ty)| quote!(#name: #ty));
-        let parameters: Vec<_> = parameters.collect();
+            .map(|(name, ty)| quote!(#name: #ty))
+            .collect();
         let docs = &handler.docs;
         let cfgs = &handler.cfgs;
         let vis = &handler.vis;
@@ -131,22 +242,22 @@ pub(crate) fn expand(
         }
     });
     let remote_doc = format!(
-        "A ref to a [`{name}`] another node exposes (or this one), from \
+        "A ref to a `{name}` another node exposes (or this one), from \
          [`Node::lookup`](::actors::remote::Node::lookup): the same asks, `tell_` and `try_` \
-         sends as [`{local_ref}`], over NATS (generated by `#[actor(remote)]`)."
+         sends as [`{local_ref}`], over NATS (generated by `remote`)."
     );
-    Ok(quote! {
+    quote! {
         ::actors::__private::remote_enabled!();
 
         #[doc(hidden)]
         #[allow(non_camel_case_types, private_interfaces)]
         #[derive(::actors::__private::serde::Serialize, ::actors::__private::serde::Deserialize)]
         #[serde(crate = "::actors::__private::serde")]
-        pub enum #wire {
+        #vis enum #wire {
             #(#variants,)*
         }
 
-        impl ::actors::remote::Remote for #self_ty {
+        impl ::actors::remote::Protocol for #protocol {
             type Wire = #wire;
 
             const SCHEMA: u32 = {
@@ -154,33 +265,15 @@ pub(crate) fn expand(
                 #(#schema)*
                 hash
             };
-
-            #[allow(unreachable_code, unused_variables)]
-            fn __message(
-                wire: #wire,
-                responder: &mut ::actors::remote::Responder,
-            ) -> <Self as ::actors::Actor>::Message {
-                match wire {
-                    #(#arms,)*
-                }
-            }
-        }
-
-        impl ::actors::remote::Exposable for #local_ref {
-            type Actor = #self_ty;
-
-            fn __weak(&self) -> ::actors::WeakRef<#self_ty> {
-                self.downgrade()
-            }
         }
 
         #[doc = #remote_doc]
         #[derive(Clone, Debug)]
-        pub struct #remote_ref(::actors::remote::RemoteRef<#self_ty>);
+        #vis struct #remote_ref(::actors::remote::RemoteRef<#protocol>);
 
         impl ::actors::remote::RemoteHandle for #remote_ref {
             fn __new(node: &::actors::remote::Node, target: ::actors::remote::Target) -> Self {
-                Self(::actors::remote::RemoteRef::<#self_ty>::__new(node, target))
+                Self(::actors::remote::RemoteRef::<#protocol>::__new(node, target))
             }
         }
 
@@ -200,7 +293,7 @@ pub(crate) fn expand(
 
             #(#methods)*
         }
-    })
+    }
 }
 
 /// The text of `tokens`, one space apart, groups walked: the same for the same source on

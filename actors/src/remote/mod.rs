@@ -42,6 +42,9 @@
 //!   [`Error::Remote`](crate::Error::Remote) rather than run the wrong one. What the hash
 //!   cannot see (a type alias's target, a struct's fields, serde attributes) must agree by
 //!   deployment; bytes that then do not parse are an `Error::Remote` too.
+//! - `#[interface(remote)]` does the same for an interface: `<Trait>RemoteRef`, and any
+//!   implementing actor's interface ref (`<Trait>Ref`) can be exposed, so nodes may serve one
+//!   name with different actor types behind it.
 //! - [`Node::join`] connects a node (one NATS connection) under a name unique in the cluster.
 //!   [`Node::expose`] serves a local actor under a name: every node exposing one name shares
 //!   its load through a NATS queue group. [`Node::lookup`] gives a remote ref to a name
@@ -90,10 +93,12 @@ pub use topic::RemoteTopic;
 /// The NATS client a node uses, for what the node does not wrap.
 pub use nats;
 
-use crate::{Actor, WeakRef};
+use crate::{Actor, ActorHandle, ActorId, Error, Join, Ref};
 
-/// An actor whose handlers can be reached from other nodes: implemented by `#[actor(remote)]`.
-pub trait Remote: Actor {
+/// A set of handlers as they travel: a remote actor's (the actor type itself), or a remote
+/// interface's (a generated marker type). Implemented by `#[actor(remote)]` and
+/// `#[interface(remote)]`.
+pub trait Protocol: 'static {
     /// The handlers' messages as they travel (generated).
     #[doc(hidden)]
     type Wire: serde::Serialize + serde::de::DeserializeOwned + Send + 'static;
@@ -102,10 +107,56 @@ pub trait Remote: Actor {
     /// (generated): requests carry it, so nodes running other handlers refuse them.
     #[doc(hidden)]
     const SCHEMA: u32;
+}
 
+/// An actor whose handlers can be reached from other nodes: implemented by `#[actor(remote)]`.
+pub trait Remote: Actor + Protocol {
     /// The message for the local mailbox, with replies that `responder` sends back.
     #[doc(hidden)]
     fn __message(wire: Self::Wire, responder: &mut Responder) -> Self::Message;
+}
+
+/// What an exposure serves: a local actor's ref, or an interface ref (generated), which
+/// takes the handlers' messages as they travel and puts them in the actor's mailbox without
+/// waiting.
+#[doc(hidden)]
+pub trait Served: ActorHandle + Send + Sync + 'static {
+    /// The handlers it serves.
+    type Protocol: Protocol;
+
+    /// Puts `wire` in the mailbox if it has room now, with replies `responder` sends back.
+    fn __deliver(
+        &self,
+        wire: <Self::Protocol as Protocol>::Wire,
+        responder: &mut Responder,
+    ) -> Result<(), Error>;
+
+    /// The actor's label (for `Error::Panicked`).
+    fn __label(&self) -> &'static str;
+
+    /// Whether the actor has stopped for good.
+    fn __is_closed(&self) -> bool;
+}
+
+impl<A: Remote> Served for Ref<A> {
+    type Protocol = A;
+
+    fn __deliver(&self, wire: A::Wire, responder: &mut Responder) -> Result<(), Error> {
+        self.try_send(A::__message(wire, responder))
+    }
+
+    fn __label(&self) -> &'static str {
+        A::LABEL
+    }
+
+    fn __is_closed(&self) -> bool {
+        self.is_closed()
+    }
+}
+
+/// The end of what `served` serves.
+pub(crate) fn join_of(served: &impl Served) -> (ActorId, Join) {
+    (served.actor_id(), Join::on(served.__peer().0))
 }
 
 /// One step of the handlers' schema hash (FNV-1a over `signature`'s bytes), for generated
@@ -124,13 +175,15 @@ pub const fn __schema_mix(mut hash: u32, signature: &str) -> u32 {
     hash.wrapping_mul(0x0100_0193)
 }
 
-/// A local ref that [`Node::expose`] can serve: the generated `<Name>Ref` of a remote actor.
+/// A local ref that [`Node::expose`] can serve: the generated `<Name>Ref` of a remote actor,
+/// or `<Trait>Ref` of a remote interface.
 pub trait Exposable {
-    /// The actor behind it.
-    type Actor: Remote;
+    /// What the exposure holds.
+    #[doc(hidden)]
+    type Served: Served;
 
     #[doc(hidden)]
-    fn __weak(&self) -> WeakRef<Self::Actor>;
+    fn __served(&self) -> Self::Served;
 }
 
 /// A remote ref type that [`Node::lookup`] can make: the generated `<Name>RemoteRef`.

@@ -24,7 +24,7 @@
 use super::codec::{self, Announcement, Exit};
 use super::remote_ref::Target;
 use super::serve;
-use super::{Exposable, RemoteHandle};
+use super::{Exposable, RemoteHandle, Served};
 use crate::{ActorId, Error, ExitReason};
 use futures::StreamExt;
 use futures::channel::oneshot;
@@ -454,10 +454,10 @@ impl Node {
     /// Subscribes and starts serving; the exposure's token.
     fn start_exposing<R: Exposable>(&self, name: &str, actor: &R) -> Result<u64, Error> {
         check_name(name, "actor")?;
-        let weak = actor.__weak();
-        let Some(local) = weak.__upgrade_ref() else {
+        let served = actor.__served();
+        if served.__is_closed() {
             return Err(Error::Closed);
-        };
+        }
         let inner = &self.inner;
         let prefix = &inner.options.prefix;
         let mut state = inner.state.lock();
@@ -491,24 +491,20 @@ impl Node {
             .client
             .subscribe(&format!("{prefix}.n.{}.{name}", inner.name))
             .map_err(remote_error)?;
-        let join = local.join();
+        let (id, join) = super::join_of(&served);
         state.next_exposure += 1;
         let token = state.next_exposure;
         let task = {
             let inner = inner.clone();
             let name = name.to_string();
-            inner.context.child("exposed").spawn(move |_| {
-                serve::run::<R::Actor>(inner, name, token, local, join, shared, direct)
-            })
+            inner
+                .context
+                .child("exposed")
+                .spawn(move |_| serve::run(inner, name, token, served, join, shared, direct))
         };
-        state.exposed.insert(
-            name.to_string(),
-            Exposure {
-                id: weak.id(),
-                token,
-                task,
-            },
-        );
+        state
+            .exposed
+            .insert(name.to_string(), Exposure { id, token, task });
         drop(state);
         // Peers learn of the name with the next heartbeat; send it now.
         inner.announce_heartbeat();

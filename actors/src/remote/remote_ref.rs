@@ -6,7 +6,7 @@
 //! node, which fails it at once when the target's node goes down; its registration is
 //! withdrawn however the ask ends (answered, timed out, dropped).
 
-use super::Remote;
+use super::Protocol;
 use super::codec;
 use super::node::{Node, WatchGuard, check_name, check_node_name, remote_error};
 use crate::{Error, ExitReason};
@@ -46,7 +46,8 @@ struct Inner {
     invalid: Option<Error>,
 }
 
-/// A ref to an actor that another node (or this one) exposes. Cheap to clone.
+/// A ref to an actor that another node (or this one) exposes, speaking the handlers of `A`
+/// (a remote actor's type, or a remote interface's protocol). Cheap to clone.
 pub struct RemoteRef<A> {
     inner: Arc<Inner>,
     _actor: PhantomData<fn() -> A>,
@@ -70,7 +71,7 @@ impl<A> fmt::Debug for RemoteRef<A> {
     }
 }
 
-impl<A: Remote> RemoteRef<A> {
+impl<A: Protocol> RemoteRef<A> {
     /// A ref to `target` through `node` (what a generated `RemoteHandle::__new` makes).
     #[doc(hidden)]
     pub fn __new(node: &Node, target: Target) -> Self {

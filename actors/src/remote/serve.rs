@@ -13,12 +13,12 @@
 //!   otherwise (it stops, panics unsupervised, or its scope ends), the loop ends, the
 //!   subscriptions go, and the end is announced.
 
-use super::Remote;
 use super::codec::{self, Failure};
 use super::node::NodeInner;
+use super::{Protocol, Served};
 use crate::oneshot::Canceled;
 use crate::refs::Panicked;
-use crate::{Error, ExitReason, Join, Ref, Reply};
+use crate::{Error, ExitReason, Join, Reply};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use runtime::prelude::*;
@@ -62,11 +62,11 @@ fn failure(failure: Failure) -> Vec<u8> {
     codec::reply::<()>(Err(failure))
 }
 
-pub(crate) async fn run<A: Remote>(
+pub(crate) async fn run<S: Served>(
     node: Arc<NodeInner>,
     name: String,
     token: u64,
-    local: Ref<A>,
+    served: S,
     join: Join,
     shared: nats::Subscription,
     direct: nats::Subscription,
@@ -104,7 +104,10 @@ pub(crate) async fn run<A: Remote>(
                 let _ = node.client.try_publish(reply_to, None, bytes);
             }
         };
-        let (deadline, wire) = match codec::decode_request::<A::Wire>(&message.payload, A::SCHEMA) {
+        let (deadline, wire) = match codec::decode_request::<<S::Protocol as Protocol>::Wire>(
+            &message.payload,
+            <S::Protocol as Protocol>::SCHEMA,
+        ) {
             Ok(decoded) => decoded,
             Err(why) => {
                 node.count("decode", 1);
@@ -119,10 +122,10 @@ pub(crate) async fn run<A: Remote>(
         }
         let mut responder = Responder {
             ask: reply_to.is_some(),
-            label: A::LABEL,
+            label: served.__label(),
             pending: None,
         };
-        let sent = local.try_send(A::__message(wire, &mut responder));
+        let sent = served.__deliver(wire, &mut responder);
         match sent {
             Ok(()) => {
                 if let (Some(reply_to), Some(pending)) = (reply_to, responder.pending) {

@@ -1,12 +1,13 @@
 //! `#[actor(remote)]` alone and with `implements(..)`, with every handler form: sync and
-//! async, with and without the context, a delegated reply, and no arguments.
+//! async, with and without the context, a delegated reply, and no arguments; and
+//! `#[interface(remote)]`.
 
 use actors::prelude::*;
 use actors::remote::{Node, Target};
 use actors::Reply;
 
-#[interface]
-trait Named {
+#[interface(remote)]
+pub trait Named {
     fn name(&self) -> String;
 }
 
@@ -56,6 +57,14 @@ async fn uses(node: Node, local: StoreRef) -> Result<(), actors::Error> {
     let _: Option<u64> = remote.later().await?;
     let _ = remote.monitor();
     let _: StoreRemoteRef = node.lookup_on("other", "store");
+    // The interface, remote too.
+    let named: NamedRef = local.into();
+    node.expose("named", &named).await?;
+    let remote: NamedRemoteRef = node.lookup("named");
+    let _: String = remote.name().await?;
+    remote.tell_name().await?;
+    remote.try_name()?;
+    let _ = remote.monitor();
     Ok(())
 }
 

@@ -1,0 +1,8 @@
+use actors::prelude::*;
+
+#[interface(remote, dedicated)]
+trait Named {
+    fn name(&self) -> String;
+}
+
+fn main() {}
