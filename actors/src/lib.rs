@@ -170,8 +170,8 @@ pub mod __private {
     macro_rules! __remote_enabled {
         () => {
             ::core::compile_error!(
-                "#[actor(remote)] needs the `remote` feature of actors: write `actors = { \
-                 ..., features = [\"remote\"] }` in Cargo.toml"
+                "#[actor(remote)] and #[interface(remote)] need the `remote` feature of actors: \
+                 write `actors = { ..., features = [\"remote\"] }` in Cargo.toml"
             );
         };
     }

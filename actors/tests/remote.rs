@@ -531,17 +531,16 @@ async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(context: 
     let remote: CounterRemoteRef = asking.lookup("counter");
     assert_eq!(remote.add(1).await, Ok(1));
     let monitor = remote.monitor();
-    assert!(serving.withdraw("counter"));
-    assert!(!serving.withdraw("counter"));
+    assert!(serving.withdraw("counter").await);
+    assert!(!serving.withdraw("counter").await);
     assert_eq!(monitor.await, ExitReason::Shutdown);
-    // The subscriptions go with the exposure's task.
-    loop {
-        match remote.add(1).await {
-            Err(Error::NotExposed { .. }) => break,
-            Ok(_) => runtime::reschedule().await,
-            other => panic!("{other:?}"),
-        }
-    }
+    // Once withdrawn, the name is served nowhere.
+    assert_eq!(
+        remote.add(1).await,
+        Err(Error::NotExposed {
+            name: "counter".into()
+        })
+    );
     // Exposed again, under the same name: served again.
     serving.expose("counter", &counter).await.unwrap();
     assert!(remote.add(1).await.unwrap() >= 2);
@@ -684,5 +683,54 @@ async fn a_remote_interface_reaches_whichever_actor_stands_behind_it(context: ru
     );
     // A remote actor ref of another protocol under the name is refused, not misread.
     let wrong: CounterRemoteRef = asking.lookup_on("london", "greeter");
-    assert!(matches!(wrong.add(1).await, Err(Error::Remote(_))));
+    let error = wrong.add(1).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Remote(why) if why.contains("other handlers")),
+        "{error}"
+    );
+    assert_eq!(london.dropped("decode"), 1);
+    // The exposure ends with the actor behind the interface ref.
+    asking
+        .wait_for_peer("paris", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let monitor = in_london.monitor();
+    assert_eq!(english.stop().await, ExitReason::Stopped);
+    assert_eq!(monitor.await, ExitReason::Stopped);
+    assert!(london.exposed().is_empty());
+    assert_eq!(asking.exposed_by("greeter"), ["paris"]);
+}
+
+#[runtime::test(timeout = "60s")]
+async fn a_reply_sent_as_the_actor_stops_reaches_the_asker_before_its_end(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    #[actor]
+    struct Once;
+    #[actor(remote)]
+    impl Once {
+        fn finish(&mut self, ctx: &mut actors::Context<Self>) -> u64 {
+            ctx.stop();
+            7
+        }
+    }
+    let serving = Node::join_with(&context, options(&server, "serving"))
+        .await
+        .unwrap();
+    let asking = Node::join_with(&context, options(&server, "asking"))
+        .await
+        .unwrap();
+    asking
+        .wait_for_peer("serving", Duration::from_secs(10))
+        .await
+        .unwrap();
+    for round in 0..20 {
+        let name = format!("once{round}");
+        serving.expose(&name, &Once.spawn(&context)).await.unwrap();
+        let once: OnceRemoteRef = asking.lookup_on("serving", &name);
+        assert_eq!(once.finish().await, Ok(7), "round {round}");
+    }
 }

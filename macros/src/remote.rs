@@ -170,6 +170,7 @@ fn common(
 ) -> TokenStream {
     let remote_ref = format_ident!("{}RemoteRef", name);
     let local_ref = format_ident!("{}Ref", name);
+    let protocol_name = name.to_string();
     let variants = handlers.iter().map(|handler| {
         let variant = &handler.variant;
         let cfgs = &handler.cfgs;
@@ -261,7 +262,9 @@ fn common(
             type Wire = #wire;
 
             const SCHEMA: u32 = {
-                let mut hash: u32 = 0x811c_9dc5;
+                // The actor's or interface's name first: two protocols that happen to share
+                // their handlers' signatures still refuse each other.
+                let mut hash = ::actors::remote::__schema_mix(0x811c_9dc5, #protocol_name);
                 #(#schema)*
                 hash
             };

@@ -17,6 +17,10 @@
 //!   (with each subscription's remaining message limit) before what `out` holds.
 //! - A writer serves one connection: each connection has a generation, and a writer of an
 //!   older one never takes frames meant for the next.
+//! - Nothing outside the client runs under its lock: events, wakes of other tasks' futures
+//!   and request replies are sent after it is released. So callers may hold locks of their
+//!   own while they call in (the remote-actor node queues heartbeats under its state lock).
+//!   The one exception is waking a waker under the lock where it only queues a task.
 
 use crate::Error;
 use crate::connection::{self, Established, ServerInfo};

@@ -43,4 +43,4 @@ pub use error::Error;
 pub use headers::Headers;
 pub use options::{Event, EventHandler, Options, ServerAddress};
 pub use protocol::Message;
-pub use subscription::Subscription;
+pub use subscription::{Subscription, Unsubscriber};

@@ -177,9 +177,34 @@ impl Subscription {
         self.client.unsubscribe_after(self.sid, count)
     }
 
+    /// A handle that unsubscribes this subscription from elsewhere (say, while a task owns
+    /// it): its queue ends, and the `UNSUB` is queued at once.
+    pub fn unsubscriber(&self) -> Unsubscriber {
+        Unsubscriber {
+            sid: self.sid,
+            client: self.client.clone(),
+        }
+    }
+
     /// Unsubscribes now; messages already queued are dropped with the subscription.
     pub fn unsubscribe(mut self) {
         self.done = true;
+        self.client.unsubscribe(self.sid);
+    }
+}
+
+/// Unsubscribes a [`Subscription`] that something else owns: see
+/// [`Subscription::unsubscriber`].
+#[derive(Clone, Debug)]
+pub struct Unsubscriber {
+    sid: u64,
+    client: Client,
+}
+
+impl Unsubscriber {
+    /// Unsubscribes (nothing if it was already): the subscription's queue hands out what it
+    /// holds and ends.
+    pub fn unsubscribe(&self) {
         self.client.unsubscribe(self.sid);
     }
 }

@@ -33,13 +33,13 @@
 //!
 //! - `#[actor(remote)]` on an actor's handler impl generates, besides the local ref,
 //!   `<Name>RemoteRef`, with the same `handler(args)` asks, `tell_handler(args)` and
-//!   `try_handler(args)` sends and the same [`Error`](crate::Error)s. Handler arguments and
+//!   `try_handler(args)` sends and the same [`Error`]s. Handler arguments and
 //!   replies travel serialized with serde in postcard's compact binary format, so they must
 //!   be `Serialize + DeserializeOwned`. Both nodes must run the same handlers: every request
-//!   carries a hash of the actor's handler names, and argument and reply types as written, in
-//!   order, and a node whose handlers differ that way (added, removed, reordered, renamed,
+//!   carries a hash of the actor's (or interface's) name and its handlers' names, argument
+//!   and reply types as written, in order, and a node whose handlers differ that way (added, removed, reordered, renamed,
 //!   retyped, or compiled out by other features) refuses it with
-//!   [`Error::Remote`](crate::Error::Remote) rather than run the wrong one. What the hash
+//!   [`Error::Remote`] rather than run the wrong one. What the hash
 //!   cannot see (a type alias's target, a struct's fields, serde attributes) must agree by
 //!   deployment; bytes that then do not parse are an `Error::Remote` too.
 //! - `#[interface(remote)]` does the same for an interface: `<Trait>RemoteRef`, and any
@@ -63,16 +63,16 @@
 //!   Messages to a name served by several nodes are ordered per serving node only.
 //! - **A full remote mailbox never blocks the node.** The serving side puts each message in
 //!   the mailbox without waiting: when it is full, a tell is dropped and counted and an ask
-//!   answers [`Error::Full`](crate::Error::Full) at once. Each exposed actor has its own
+//!   answers [`Error::Full`] at once. Each exposed actor has its own
 //!   subscription, so one slow actor does not hold up the others or the connection.
 //! - **Asks always have a deadline**: 5 s unless `.timeout(d)` or the node's option says
 //!   otherwise. The deadline travels with the ask, and the serving node drops a reply whose
 //!   asker has given up. An ask to a name nobody exposes fails at once with
-//!   [`Error::NotExposed`](crate::Error::NotExposed).
+//!   [`Error::NotExposed`].
 //! - **Failure is visible.** Nodes announce themselves and heartbeat every
 //!   `heartbeat_interval` (500 ms by default); a node missing `heartbeat_misses` (3) in a
 //!   row, or leaving, is down. Asks pending on a down node fail at once with
-//!   [`Error::NodeDown`](crate::Error::NodeDown), and [`RemoteRef::monitor`]s resolve with
+//!   [`Error::NodeDown`], and [`RemoteRef::monitor`]s resolve with
 //!   [`ExitReason::NodeDown`](crate::ExitReason::NodeDown): for a ref to one node's actor
 //!   when that node is down; for a ref to a name, when no node that exposed it is left. An
 //!   ask to a name served by several nodes, taken by one that dies, waits for its deadline

@@ -236,6 +236,18 @@ struct Exposure {
     /// Tells this exposure from a later one of the same name.
     token: u64,
     task: runtime::Handle<()>,
+    /// Its two subscriptions', ended at once on withdrawal (the task's end may come later).
+    unsubscribers: [nats::Unsubscriber; 2],
+}
+
+impl Exposure {
+    /// Stops serving: no more messages are taken, and the task ends.
+    fn end(self) {
+        for unsubscriber in &self.unsubscribers {
+            unsubscriber.unsubscribe();
+        }
+        self.task.abort();
+    }
 }
 
 #[derive(Default)]
@@ -438,13 +450,16 @@ impl Node {
             let removed = {
                 let mut state = self.inner.state.lock();
                 match state.exposed.get(name) {
-                    Some(exposure) if exposure.token == token => state.exposed.remove(name),
+                    Some(exposure) if exposure.token == token => {
+                        let removed = state.exposed.remove(name);
+                        self.inner.announce_exit(&state, name, Exit::Shutdown);
+                        removed
+                    }
                     _ => None,
                 }
             };
             if let Some(exposure) = removed {
-                exposure.task.abort();
-                self.inner.announce_exit(name, Exit::Shutdown);
+                exposure.end();
             }
             return Err(remote_error(error));
         }
@@ -492,6 +507,7 @@ impl Node {
             .subscribe(&format!("{prefix}.n.{}.{name}", inner.name))
             .map_err(remote_error)?;
         let (id, join) = super::join_of(&served);
+        let unsubscribers = [shared.unsubscriber(), direct.unsubscriber()];
         state.next_exposure += 1;
         let token = state.next_exposure;
         let task = {
@@ -502,24 +518,40 @@ impl Node {
                 .child("exposed")
                 .spawn(move |_| serve::run(inner, name, token, served, join, shared, direct))
         };
-        state
-            .exposed
-            .insert(name.to_string(), Exposure { id, token, task });
+        state.exposed.insert(
+            name.to_string(),
+            Exposure {
+                id,
+                token,
+                task,
+                unsubscribers,
+            },
+        );
         drop(state);
         // Peers learn of the name with the next heartbeat; send it now.
         inner.announce_heartbeat();
         Ok(token)
     }
 
-    /// Stops serving `name` (messages already taken are still handled); false if this node
-    /// did not expose it.
-    pub fn withdraw(&self, name: &str) -> bool {
-        let removed = self.inner.state.lock().exposed.remove(name);
+    /// Stops serving `name` (messages already put in the mailbox are still handled); false
+    /// if this node did not expose it. Once it returns, the NATS server routes the name's
+    /// messages here no more.
+    pub async fn withdraw(&self, name: &str) -> bool {
+        let removed = {
+            let mut state = self.inner.state.lock();
+            let removed = state.exposed.remove(name);
+            if removed.is_some() {
+                self.inner.announce_exit(&state, name, Exit::Shutdown);
+            }
+            removed
+        };
         let Some(exposure) = removed else {
             return false;
         };
-        exposure.task.abort();
-        self.inner.announce_exit(name, Exit::Shutdown);
+        exposure.end();
+        // The UNSUBs are processed once the server answers a ping sent after them (a dropped
+        // connection forgets the subscriptions anyway).
+        let _ = self.inner.client.flush().await;
         true
     }
 
@@ -548,7 +580,11 @@ impl Node {
         let (tasks, waiting) = {
             let mut state = inner.state.lock();
             state.left = true;
-            let mut tasks: Vec<_> = state.exposed.drain().map(|(_, e)| e.task).collect();
+            let exposures: Vec<_> = state.exposed.drain().map(|(_, e)| e).collect();
+            let mut tasks: Vec<_> = Vec::new();
+            for exposure in exposures {
+                exposure.end();
+            }
             tasks.extend(state.heartbeat.take());
             let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
             // Queued under the lock that `left` was set under: no heartbeat follows it.
@@ -556,9 +592,14 @@ impl Node {
                 node: inner.name.clone(),
                 incarnation: inner.incarnation,
             };
-            let _ = inner
+            if inner
                 .client
-                .publish_urgent(&inner.announce_subject(), codec::announcement(&leaving));
+                .publish_urgent(&inner.announce_subject(), codec::announcement(&leaving))
+                .is_err()
+            {
+                // Peers then see this node down when its heartbeats stop instead.
+                inner.count("heartbeat", 1);
+            }
             (tasks, waiting)
         };
         for task in tasks {
@@ -663,7 +704,10 @@ impl NodeInner {
         }
     }
 
-    fn announce_exit(&self, name: &str, exit: Exit) {
+    /// Announces that `name`'s exposure ended. Called with the state lock held (`_state`), so
+    /// that it is ordered with the heartbeats (queued under the same lock): a heartbeat of a
+    /// later exposure of the name never goes out before it.
+    fn announce_exit(&self, _state: &State, name: &str, exit: Exit) {
         let exited = Announcement::Exited {
             node: self.name.clone(),
             incarnation: self.incarnation,
@@ -678,14 +722,12 @@ impl NodeInner {
     /// The exposure `token` of `name` ended because its actor ended with `reason` (unless it
     /// was withdrawn and the name exposed again meanwhile): no longer listed or announced.
     pub(crate) fn exposure_ended(&self, name: &str, token: u64, reason: &ExitReason) {
-        {
-            let mut state = self.state.lock();
-            if state.exposed.get(name).is_none_or(|e| e.token != token) {
-                return;
-            }
-            state.exposed.remove(name);
+        let mut state = self.state.lock();
+        if state.exposed.get(name).is_none_or(|e| e.token != token) {
+            return;
         }
-        self.announce_exit(name, Exit::from(reason));
+        state.exposed.remove(name);
+        self.announce_exit(&state, name, Exit::from(reason));
     }
 
     /// Marks `name` spanned here; false if it was already.

@@ -81,10 +81,12 @@ pub(crate) async fn run<S: Served>(
     }
     let reason = loop {
         let next = poll_fn(|cx| {
+            // Replies first: one answered just before the actor ended goes out before the
+            // end is announced.
+            while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
             if let Poll::Ready(reason) = join.as_mut().poll(cx) {
                 return Poll::Ready(Next::Ended(reason));
             }
-            while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
             match incoming.poll_next_unpin(cx) {
                 Poll::Ready(Some(message)) => Poll::Ready(Next::Message(message)),
                 // The client closed: the node is leaving.
@@ -164,6 +166,13 @@ pub(crate) async fn run<S: Served>(
     // No more messages: the name's queue group routes to the other members from now on,
     // and the name is no longer listed here or by peers.
     drop(incoming);
+    // Replies the actor sent before it ended are queued before its end is announced (a peer
+    // that reads the end first would fail the asks they answer).
+    poll_fn(|cx| {
+        while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
+        Poll::Ready(())
+    })
+    .await;
     node.exposure_ended(&name, token, &reason);
     // Replies already on their way still go out, within their deadlines.
     while in_flight.next().await.is_some() {}
