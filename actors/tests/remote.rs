@@ -13,15 +13,7 @@ use std::time::Duration;
 /// A started server, or `None` (the test skips) when `nats-server` is not installed and
 /// `.ci/run` did not require it.
 fn server(builder: ServerBuilder) -> Option<Server> {
-    if !Server::available() {
-        assert!(
-            std::env::var_os("REQUIRE_NATS_SERVER").is_none(),
-            "nats-server is required (REQUIRE_NATS_SERVER is set) but not installed"
-        );
-        println!("SKIPPED: nats-server is not installed (see .ci/tools)");
-        return None;
-    }
-    Some(builder.start().expect("nats-server starts"))
+    builder.start_or_skip()
 }
 
 /// Quick heartbeats, so that a silent node is down within about half a second, with room for

@@ -83,15 +83,9 @@ fn last(lines: &[String]) -> &[String] {
 
 #[test]
 fn the_client_notices_a_killed_worker_and_goes_on_with_the_other() {
-    if !NatsServer::available() {
-        assert!(
-            std::env::var_os("REQUIRE_NATS_SERVER").is_none(),
-            "nats-server is required (REQUIRE_NATS_SERVER is set) but not installed"
-        );
-        println!("cluster test SKIPPED: nats-server is not installed (see .ci/tools)");
+    let Some(nats) = NatsServer::builder().start_or_skip() else {
         return;
-    }
-    let nats = NatsServer::start().expect("nats-server starts");
+    };
     let url = nats.url();
     let mut first = Process::start("worker", "w1", &url);
     first.until("w1 serving", |line| line == "worker w1 serving \"words\"");

@@ -53,6 +53,22 @@ impl ServerBuilder {
     pub fn start(self) -> io::Result<Server> {
         Server::launch(self)
     }
+
+    /// For tests: the started server, or `None` (the test should return, skipped) when
+    /// `nats-server` is not installed, saying so. Where `REQUIRE_NATS_SERVER` is set (as
+    /// `.ci/run` does once it has installed the server), a missing server fails the test
+    /// instead, so that a test cannot skip on a machine that has the tool.
+    pub fn start_or_skip(self) -> Option<Server> {
+        if !Server::available() {
+            assert!(
+                std::env::var_os("REQUIRE_NATS_SERVER").is_none(),
+                "nats-server is required (REQUIRE_NATS_SERVER is set) but not installed"
+            );
+            println!("SKIPPED: {PROGRAM} is not installed (see .ci/tools)");
+            return None;
+        }
+        Some(self.start().expect("nats-server starts"))
+    }
 }
 
 /// A running `nats-server`.

@@ -108,26 +108,27 @@ impl<A: Protocol> RemoteRef<A> {
     /// An ask of `wire` (what a generated ask method calls).
     #[doc(hidden)]
     pub fn __ask<R: DeserializeOwned + Send + 'static>(&self, wire: &A::Wire) -> RemoteAsk<R> {
-        let payload = match &self.inner.invalid {
-            Some(error) => Err(error.clone()),
-            None => codec::request(wire, A::SCHEMA),
-        };
         RemoteAsk {
             reference: self.inner.clone(),
-            payload: Some(payload),
+            payload: Some(self.request(wire)),
             timeout: self.inner.node.inner.options.ask_timeout,
             running: None,
             _reply: PhantomData,
         }
     }
 
+    /// `wire` as a request's bytes, or why the target cannot be sent to.
+    fn request(&self, wire: &A::Wire) -> Result<Vec<u8>, Error> {
+        match &self.inner.invalid {
+            Some(error) => Err(error.clone()),
+            None => codec::request(wire, A::SCHEMA),
+        }
+    }
+
     /// A tell of `wire`, waiting while the node's NATS write buffer is full.
     #[doc(hidden)]
     pub async fn __tell(&self, wire: &A::Wire) -> Result<(), Error> {
-        if let Some(error) = &self.inner.invalid {
-            return Err(error.clone());
-        }
-        let bytes = codec::request(wire, A::SCHEMA)?;
+        let bytes = self.request(wire)?;
         self.inner
             .node
             .inner
@@ -141,10 +142,7 @@ impl<A: Protocol> RemoteRef<A> {
     /// buffer is full.
     #[doc(hidden)]
     pub fn __try_tell(&self, wire: &A::Wire) -> Result<(), Error> {
-        if let Some(error) = &self.inner.invalid {
-            return Err(error.clone());
-        }
-        let bytes = codec::request(wire, A::SCHEMA)?;
+        let bytes = self.request(wire)?;
         self.inner
             .node
             .inner

@@ -14,15 +14,7 @@ use std::time::Duration;
 /// A started server, or `None` (the test skips) when `nats-server` is not installed and
 /// `.ci/run` did not require it (`REQUIRE_NATS_SERVER`).
 pub fn server(builder: ServerBuilder) -> Option<Server> {
-    if !Server::available() {
-        assert!(
-            std::env::var_os("REQUIRE_NATS_SERVER").is_none(),
-            "nats-server is required (REQUIRE_NATS_SERVER is set) but not installed"
-        );
-        println!("SKIPPED: nats-server is not installed (see .ci/tools)");
-        return None;
-    }
-    Some(builder.start().expect("nats-server starts"))
+    builder.start_or_skip()
 }
 
 /// The client's events, in order.
