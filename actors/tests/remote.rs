@@ -27,6 +27,13 @@ fn options(server: &Server, name: &str) -> NodeOptions {
         })
 }
 
+/// A node named `name` joined through `server`, with the quick heartbeats of [`options`].
+async fn join(context: &runtime::Context, server: &Server, name: &str) -> Node {
+    Node::join_with(context, options(server, name))
+        .await
+        .expect("the node joins")
+}
+
 #[actor(mailbox = 4)]
 struct Counter {
     total: u64,
@@ -90,14 +97,10 @@ async fn asks_tells_and_try_sends_reach_an_actor_on_another_node(context: runtim
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     let counter = Counter::new("serving").spawn(&context);
     serving.expose("counter", &counter).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let remote: CounterRemoteRef = asking.lookup("counter");
     assert_eq!(remote.target(), &Target::Name("counter".into()));
     assert_eq!(remote.add(2).await, Ok(2));
@@ -119,9 +122,7 @@ async fn messages_from_one_node_reach_the_actor_in_the_order_sent(context: runti
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     #[actor(mailbox = 4096)]
     struct Log {
         seen: Vec<u64>,
@@ -139,9 +140,7 @@ async fn messages_from_one_node_reach_the_actor_in_the_order_sent(context: runti
         .expose("log", &Log { seen: Vec::new() }.spawn(&context))
         .await
         .unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let log: LogRemoteRef = asking.lookup("log");
     for value in 0..2000 {
         log.tell_record(value).await.unwrap();
@@ -156,14 +155,10 @@ async fn remote_asks_fail_with_the_same_errors_as_local_ones(context: runtime::C
     let Some(server) = server(Server::builder().max_payload(64 * 1024)) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     let counter = Counter::new("serving").spawn(&context);
     serving.expose("counter", &counter).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let remote: CounterRemoteRef = asking.lookup("counter");
     // A deadline that passes.
     assert_eq!(
@@ -214,16 +209,12 @@ async fn a_full_remote_mailbox_drops_and_counts_without_blocking_other_actors(
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     let busy = Counter::new("serving").spawn(&context);
     let free = Counter::new("serving").spawn(&context);
     serving.expose("busy", &busy).await.unwrap();
     serving.expose("free", &free).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let busy_remote: CounterRemoteRef = asking.lookup("busy");
     let free_remote: CounterRemoteRef = asking.lookup("free");
     // Blocks the actor, then fills its mailbox of 4 and more.
@@ -243,12 +234,8 @@ async fn nodes_exposing_one_name_share_its_messages(context: runtime::Context) {
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let first = Node::join_with(&context, options(&server, "first"))
-        .await
-        .unwrap();
-    let second = Node::join_with(&context, options(&server, "second"))
-        .await
-        .unwrap();
+    let first = join(&context, &server, "first").await;
+    let second = join(&context, &server, "second").await;
     first
         .expose("worker", &Counter::new("first").spawn(&context))
         .await
@@ -257,9 +244,7 @@ async fn nodes_exposing_one_name_share_its_messages(context: runtime::Context) {
         .expose("worker", &Counter::new("second").spawn(&context))
         .await
         .unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let worker: CounterRemoteRef = asking.lookup("worker");
     let mut served = std::collections::HashMap::new();
     for _ in 0..400 {
@@ -274,9 +259,7 @@ async fn a_node_that_goes_silent_fails_pending_asks_and_fires_monitors(context: 
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     // The serving node lives in a task of its own: when the task ends, its connection and
     // heartbeats stop without a goodbye, as a killed process's would.
     let (exposed, wait_exposed) = oneshot::channel();
@@ -327,14 +310,10 @@ async fn a_monitor_reports_the_remote_actors_exit_reason(context: runtime::Conte
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     let counter = Counter::new("serving").spawn(&context);
     serving.expose("counter", &counter).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     asking
         .wait_for_peer("serving", Duration::from_secs(10))
         .await
@@ -352,9 +331,7 @@ async fn a_node_name_is_unique_in_the_cluster(context: runtime::Context) {
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let _first = Node::join_with(&context, options(&server, "only"))
-        .await
-        .unwrap();
+    let _first = join(&context, &server, "only").await;
     let error = Node::join_with(&context, options(&server, "only"))
         .await
         .unwrap_err();
@@ -387,9 +364,7 @@ async fn a_spanning_topic_reaches_subscribers_on_every_node(context: runtime::Co
     let mut inboxes = Vec::new();
     let mut spans = Vec::new();
     for name in ["a", "b"] {
-        let node = Node::join_with(&context, options(&server, name))
-            .await
-            .unwrap();
+        let node = join(&context, &server, name).await;
         let topic = Topic::<String>::new(&context, "room", WhenFull::Wait);
         let inbox = Inbox { got: Vec::new() }.spawn(&context);
         topic.subscribe(inbox.deliver_recipient());
@@ -420,16 +395,12 @@ async fn asks_in_flight_across_a_server_restart_fail_clearly_and_later_ones_succ
     let Some(mut server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     serving
         .expose("counter", &Counter::new("serving").spawn(&context))
         .await
         .unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let remote: CounterRemoteRef = asking.lookup("counter");
     assert_eq!(remote.add(1).await, Ok(1));
     let mut pending = std::pin::pin!(remote.hold().timeout(Duration::from_secs(50)));
@@ -463,16 +434,12 @@ async fn a_node_that_leaves_is_down_for_its_peers_at_once(context: runtime::Cont
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "leaving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "leaving").await;
     serving
         .expose("counter", &Counter::new("leaving").spawn(&context))
         .await
         .unwrap();
-    let asking = Node::join_with(&context, options(&server, "staying"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "staying").await;
     asking
         .wait_for_peer("leaving", Duration::from_secs(10))
         .await
@@ -508,14 +475,10 @@ async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(context: 
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     let counter = Counter::new("serving").spawn(&context);
     serving.expose("counter", &counter).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     asking
         .wait_for_peer("serving", Duration::from_secs(10))
         .await
@@ -543,9 +506,7 @@ async fn a_monitor_of_nothing_resolves_not_found(context: runtime::Context) {
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let node = Node::join_with(&context, options(&server, "alone"))
-        .await
-        .unwrap();
+    let node = join(&context, &server, "alone").await;
     let by_name: CounterRemoteRef = node.lookup("nobody");
     let by_node: CounterRemoteRef = node.lookup_on("nowhere", "nobody");
     assert_eq!(by_name.monitor().await, ExitReason::NotFound);
@@ -575,16 +536,12 @@ async fn a_node_with_other_handlers_refuses_messages_rather_than_run_the_wrong_o
             by * 1000
         }
     }
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
     serving
         .expose("counter", &Impostor.spawn(&context))
         .await
         .unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     let remote: CounterRemoteRef = asking.lookup("counter");
     let error = remote.add(1).await.unwrap_err();
     assert!(
@@ -642,19 +599,13 @@ async fn a_remote_interface_reaches_whichever_actor_stands_behind_it(context: ru
     let Some(server) = server(Server::builder()) else {
         return;
     };
-    let london = Node::join_with(&context, options(&server, "london"))
-        .await
-        .unwrap();
-    let paris = Node::join_with(&context, options(&server, "paris"))
-        .await
-        .unwrap();
+    let london = join(&context, &server, "london").await;
+    let paris = join(&context, &server, "paris").await;
     let english: GreeterRef = English { greeted: 0 }.spawn(&context).into();
     let french: GreeterRef = French.spawn(&context).into();
     london.expose("greeter", &english).await.unwrap();
     paris.expose("greeter", &french).await.unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let asking = join(&context, &server, "asking").await;
     // One node's: the same methods as the local interface ref.
     let in_london: GreeterRemoteRef = asking.lookup_on("london", "greeter");
     assert_eq!(in_london.greet("Ann".into()).await, Ok("hello Ann".into()));
@@ -709,12 +660,8 @@ async fn a_reply_sent_as_the_actor_stops_reaches_the_asker_before_its_end(
             7
         }
     }
-    let serving = Node::join_with(&context, options(&server, "serving"))
-        .await
-        .unwrap();
-    let asking = Node::join_with(&context, options(&server, "asking"))
-        .await
-        .unwrap();
+    let serving = join(&context, &server, "serving").await;
+    let asking = join(&context, &server, "asking").await;
     asking
         .wait_for_peer("serving", Duration::from_secs(10))
         .await
