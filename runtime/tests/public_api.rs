@@ -882,8 +882,9 @@ fn context_of_a_finished_runner_refuses_spawns() {
     assert!(!called.load(Ordering::SeqCst));
 }
 
-/// Every invalid setting makes `start` panic before it calls the root builder and before it
-/// creates the storage directory.
+/// Every invalid setting makes `validate` panic with a message naming what is allowed, and
+/// `start` panic before it calls the root builder and before it creates the storage
+/// directory. Each timeout is refused one nanosecond past `MAX_TIMEOUT`.
 #[test]
 fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
     let spinner = SpinnerConfig {
@@ -974,7 +975,7 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
             c.with_read_write_timeout(Duration::ZERO)
         }),
         ("read/write timeout above max", |c| {
-            c.with_read_write_timeout(TimeoutWheel::MAX_TIMEOUT + Duration::from_secs(1))
+            c.with_read_write_timeout(TimeoutWheel::MAX_TIMEOUT + Duration::from_nanos(1))
         }),
     ];
     let mut cases: Vec<(String, Config)> = invalid
@@ -986,6 +987,18 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
         config(1).0.with_idle_spinner(spinner),
     ));
     for (name, cfg) in cases {
+        // `validate` itself refuses the setting, with a message that says so ...
+        let mut direct = cfg.clone();
+        let refused = catch_unwind(AssertUnwindSafe(|| direct.validate()));
+        let message = refused
+            .err()
+            .and_then(|payload| payload.downcast::<String>().ok())
+            .unwrap_or_else(|| panic!("{name}: validate accepted an invalid config"));
+        assert!(
+            message.starts_with("invalid runtime configuration:") && message.contains("allowed"),
+            "{name}: the message says what was wrong and what is allowed: {message}"
+        );
+        // ... and `start` refuses it before anything runs or touches the disk.
         let directory = cfg.storage_directory().clone();
         let _storage = Storage(directory.clone());
         let called = Arc::new(AtomicBool::new(false));
@@ -1002,8 +1015,9 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
     }
 }
 
-/// Boundary values are accepted: both I/O timeouts at exactly `MAX_TIMEOUT` with a one-hour
-/// tick, a ring size rounded up to a power of two, and a global queue interval of 1.
+/// Boundary values are accepted, by `start` and by `validate` itself: both I/O timeouts at
+/// exactly `MAX_TIMEOUT` with a one-hour tick, a ring size rounded up to a power of two, and a
+/// global queue interval of 1. The defaults (two workers, interval 31) validate too.
 #[test]
 fn boundary_config_values_start() {
     let (cfg, _storage) = config(2);
@@ -1028,10 +1042,22 @@ fn boundary_config_values_start() {
     });
     assert_eq!(output, 3);
 
-    let defaults = Config::default();
+    let mut defaults = Config::default();
     assert_eq!(defaults.worker_threads(), 2);
     assert_eq!(defaults.global_queue_interval(), 31);
     assert!(!defaults.catch_panics());
+    defaults.validate();
+
+    // The same boundary values pass `validate` itself, not only `start`.
+    let mut boundary = config(1)
+        .0
+        .with_connect_timeout(TimeoutWheel::MAX_TIMEOUT)
+        .with_read_write_timeout(TimeoutWheel::MAX_TIMEOUT)
+        .with_ring_config(RingConfig {
+            timeout_wheel_tick: Duration::from_secs(3600),
+            ..RingConfig::default()
+        });
+    boundary.validate();
 }
 
 /// A second runner using the storage directory of a running one panics before calling its

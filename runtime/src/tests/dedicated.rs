@@ -11,9 +11,6 @@ use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::task::Wake;
 
-/// How long a test waits for progress that must come.
-const PROGRESS: Duration = Duration::from_secs(10);
-
 /// Waits, yielding to the runtime, until no dedicated or blocking lease is outstanding. A
 /// handle resolves inside the task's final poll, before its worker has cleaned up.
 async fn leases_released(context: &Context) {
@@ -77,7 +74,7 @@ fn dedicated_reservation_covers_factory_construction_through_shutdown() {
                 let publisher = thread::spawn(move || {
                     child.spawn(move |_| {
                         entered.send(()).unwrap();
-                        released.recv_timeout(PROGRESS).unwrap();
+                        released.recv_timeout(TEST_TIMEOUT).unwrap();
                         async move {
                             let _payload = payload;
                             future_polled.store(true, Ordering::SeqCst);
@@ -89,8 +86,8 @@ fn dedicated_reservation_covers_factory_construction_through_shutdown() {
             })
         });
 
-        let (registry, publisher) = received.recv_timeout(PROGRESS).unwrap();
-        closed.recv_timeout(PROGRESS).unwrap();
+        let (registry, publisher) = received.recv_timeout(TEST_TIMEOUT).unwrap();
+        closed.recv_timeout(TEST_TIMEOUT).unwrap();
         assert!(registry.state.lock().closed);
         assert_eq!(registry.state.lock().active, 1);
         assert!(!runner.is_finished(), "shutdown waits for the lease");
@@ -302,7 +299,7 @@ fn worker_closure_wakes_shared_observers_before_forwarding() {
                     if let Some(entered) = entered.take() {
                         assert!(result.is_pending());
                         entered.send(()).unwrap();
-                        let _ = wait.recv_timeout(PROGRESS);
+                        let _ = wait.recv_timeout(TEST_TIMEOUT);
                     }
                     result
                 })
@@ -382,7 +379,7 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
                     AFTER_RELEASE.with(|hook| {
                         *hook.borrow_mut() = Some(Box::new(move || {
                             released.send(()).unwrap();
-                            let _ = finished.recv_timeout(PROGRESS);
+                            let _ = finished.recv_timeout(TEST_TIMEOUT);
                         }))
                     });
                     let file = Arc::new(OwnedFd::from(File::create(&path).unwrap()));
@@ -407,7 +404,7 @@ fn worker_releases_the_runner_and_durable_io_before_tracking_ends() {
     // `start` waited for the lease: the writes are done and the runner is gone already.
     assert_eq!(std::fs::read(&path).unwrap(), b"abcdefgh");
     assert!(shared.upgrade().is_none(), "the worker released the runner");
-    after_release.recv_timeout(PROGRESS).unwrap();
+    after_release.recv_timeout(TEST_TIMEOUT).unwrap();
     assert_eq!(registry.state.lock().active, 0);
     assert!(shared.upgrade().is_none(), "the worker released the runner");
     let contender = assert_storage_lock_free(&directory);

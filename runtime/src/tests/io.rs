@@ -14,9 +14,6 @@ use futures::future::pending;
 use std::net::IpAddr;
 use std::pin::pin;
 
-/// How long a test waits for progress that must come.
-const PROGRESS: Duration = Duration::from_secs(10);
-
 /// A client on worker one pings a server task over TCP, stores the echo in a blob, syncs it
 /// and reads it back: network and storage work on a worker other than worker zero.
 #[test]
@@ -292,7 +289,7 @@ fn worker_releases_storage_and_durable_io_before_tracking_ends() {
                     AFTER_RELEASE.with(|hook| {
                         *hook.borrow_mut() = Some(Box::new(move || {
                             released.send(()).unwrap();
-                            let _ = finished.recv_timeout(PROGRESS);
+                            let _ = finished.recv_timeout(TEST_TIMEOUT);
                         }))
                     });
                     let (blob, _) = context.open("partition", b"retained").await.unwrap();
@@ -304,7 +301,7 @@ fn worker_releases_storage_and_durable_io_before_tracking_ends() {
                 .unwrap();
             (shared, registry)
         });
-    after_release.recv_timeout(PROGRESS).unwrap();
+    after_release.recv_timeout(TEST_TIMEOUT).unwrap();
     assert_eq!(registry.state.lock().active, 0);
     assert!(shared.upgrade().is_none(), "the worker released the runner");
     let contender = assert_storage_lock_free(&directory);
@@ -420,7 +417,7 @@ async fn armed_until(
     stream: &crate::net::Stream,
     mut done: impl FnMut(usize, Option<&str>) -> bool,
 ) -> Option<String> {
-    let limit = std::time::Instant::now() + PROGRESS;
+    let limit = std::time::Instant::now() + TEST_TIMEOUT;
     loop {
         let (held, end) = stream.armed_state().expect("a receive is armed");
         if done(held, end.as_deref()) {

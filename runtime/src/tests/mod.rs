@@ -41,6 +41,52 @@ fn threaded() -> [fn(Context) -> Context; 2] {
     [|c| c.dedicated(), |c| c.shared(true)]
 }
 
+/// How long a wait that must make progress may take before the test fails instead of hanging.
+const TEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Spins on the calling thread until `done` holds, failing with `what` after the timeout.
+/// Spinning (rather than yielding to the runtime) keeps the calling worker busy.
+fn spin_until(done: impl Fn() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + TEST_TIMEOUT;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::hint::spin_loop();
+    }
+}
+
+/// Every way a spawn can be placed, with the default told apart from an explicit
+/// `shared(false)`: both are ordinary and must behave alike.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Default,
+    Ordinary,
+    Dedicated,
+    Blocking,
+}
+
+impl Mode {
+    const ALL: [Mode; 4] = [
+        Mode::Default,
+        Mode::Ordinary,
+        Mode::Dedicated,
+        Mode::Blocking,
+    ];
+
+    fn place(self, context: Context) -> Context {
+        match self {
+            Mode::Default => context,
+            Mode::Ordinary => context.shared(false),
+            Mode::Dedicated => context.dedicated(),
+            Mode::Blocking => context.shared(true),
+        }
+    }
+
+    /// Whether a task placed this way runs on the pool.
+    fn is_ordinary(self) -> bool {
+        matches!(self, Mode::Default | Mode::Ordinary)
+    }
+}
+
 /// A pipe: its read end, shareable with registrations, and its write end.
 fn pipe() -> (Arc<OwnedFd>, OwnedFd) {
     let mut fds = [0; 2];
@@ -154,9 +200,17 @@ impl Drops {
         DropGuard(self.clone(), true)
     }
 }
+/// Counts its drop; a bomb then panics. A bomb first borrows the state of the worker it is
+/// dropped on, so a disposal that runs while that state is borrowed panics before counting
+/// (and the containment it relies on would hide that double borrow if it counted first).
 struct DropGuard(Drops, bool);
 impl Drop for DropGuard {
     fn drop(&mut self) {
+        if self.1
+            && let Some(local) = Local::current()
+        {
+            drop(local.state().borrow_mut());
+        }
         (self.0).0.fetch_add(1, Ordering::SeqCst);
         if self.1 {
             panic!("destructor failure");
@@ -286,51 +340,60 @@ fn root_poll_or_drop_panic_clears_scope() {
     assert!(tls_cleared());
 }
 
-/// A root's `Drop` runs before shutdown closes spawning: a spawn from it calls its factory,
-/// and shutdown then cancels that child and drops its captures once.
+/// A root's `Drop` runs before shutdown closes spawning: a spawn from it, through a context
+/// the root owns (ordinary or dedicated), calls its factory, and shutdown then cancels that
+/// child and drops its captures once. The root is a future that is `Ready` at its first poll
+/// and spawns only in its destructor, after the runner has taken its output.
 #[test]
 fn root_destruction_can_spawn_work_before_shutdown() {
-    for dedicated in [false, true] {
-        struct SpawnOnDrop {
-            context: Option<Context>,
-            dedicated: bool,
-            factory: Arc<AtomicBool>,
-            drops: Drops,
+    struct SpawnOnDrop {
+        context: Option<Context>,
+        factory: Arc<AtomicBool>,
+        drops: Drops,
+    }
+    impl std::future::Future for SpawnOnDrop {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<()> {
+            Poll::Ready(())
         }
-        impl Drop for SpawnOnDrop {
-            fn drop(&mut self) {
-                let mut context = self.context.take().unwrap();
-                if self.dedicated {
-                    context = context.dedicated();
+    }
+    impl Drop for SpawnOnDrop {
+        fn drop(&mut self) {
+            let factory = self.factory.clone();
+            let guard = self.drops.guard();
+            drop(self.context.take().unwrap().spawn(move |_| {
+                factory.store(true, Ordering::SeqCst);
+                async move {
+                    let _guard = guard;
+                    futures::future::pending::<()>().await;
                 }
-                let factory = self.factory.clone();
-                let guard = self.drops.guard();
-                drop(context.spawn(move |_| {
-                    factory.store(true, Ordering::SeqCst);
-                    async move {
-                        let _guard = guard;
-                        futures::future::pending::<()>().await;
-                    }
-                }));
-            }
+            }));
         }
+    }
+    for dedicated in [false, true] {
         let factory = Arc::new(AtomicBool::new(false));
         let drops = Drops::default();
-        let root = SpawnOnDrop {
-            context: None,
-            dedicated,
-            factory: factory.clone(),
-            drops: drops.clone(),
-        };
-        Runner::new(config()).start(move |context| {
-            let mut root = root;
-            root.context = Some(context);
-            async move {
-                let _root = root;
+        Runner::new(config()).start(|context| {
+            let context = context.child("root_drop");
+            SpawnOnDrop {
+                context: Some(if dedicated {
+                    context.dedicated()
+                } else {
+                    context
+                }),
+                factory: factory.clone(),
+                drops: drops.clone(),
             }
         });
-        assert!(factory.load(Ordering::SeqCst));
-        assert_eq!(drops.count(), 1);
+        assert!(
+            factory.load(Ordering::SeqCst),
+            "dedicated {dedicated}: the destructor's spawn was accepted"
+        );
+        assert_eq!(
+            drops.count(),
+            1,
+            "dedicated {dedicated}: shutdown dropped the child once"
+        );
         assert!(tls_cleared());
     }
 }
@@ -378,86 +441,139 @@ fn task_panic_during_root_destruction_is_not_observed() {
     }
 }
 
-/// Factories run synchronously on the calling thread for every placement and caller; a
-/// factory panic unwinds into the caller, which can keep spawning.
+/// Factories run synchronously on the calling thread, for every placement of the spawn and
+/// from a parent of every placement, with panics caught or not. A factory panic unwinds into
+/// the caller, which can keep spawning.
 #[test]
 fn factories_execute_synchronously_on_the_caller() {
     for catch in [false, true] {
         Runner::new(config().with_catch_panics(catch)).start(|context| async move {
-            for place in placements() {
-                let caller = thread::current().id();
-                let (tx, rx) = mpsc::channel();
-                let handle = place(context.clone()).spawn(move |_| {
-                    tx.send(thread::current().id()).unwrap();
-                    async { 1 }
-                });
-                assert_eq!(
-                    rx.try_recv().unwrap(),
-                    caller,
-                    "the factory ran before spawn returned"
-                );
-                assert_eq!(handle.await, Ok(1));
+            for parent in Mode::ALL {
+                parent
+                    .place(context.child("parent"))
+                    .spawn(move |context| async move {
+                        let caller = thread::current().id();
+                        for mode in Mode::ALL {
+                            let invoked = Arc::new(AtomicBool::new(false));
+                            let observed = invoked.clone();
+                            let handle = mode.place(context.child("factory")).spawn(move |_| {
+                                assert_eq!(thread::current().id(), caller, "factory thread");
+                                invoked.store(true, Ordering::SeqCst);
+                                async { 1 }
+                            });
+                            assert!(
+                                observed.load(Ordering::SeqCst),
+                                "{parent:?} parent, {mode:?} child: the factory ran before spawn returned"
+                            );
+                            assert_eq!(handle.await, Ok(1));
 
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    place(context.clone())
-                        .spawn(|_| -> std::future::Ready<()> { panic!("factory failed") })
-                }));
-                assert_eq!(panic_text(result), "factory failed");
-                assert_eq!(place(context.clone()).spawn(|_| async { 7 }).await, Ok(7));
+                            let result = catch_unwind(AssertUnwindSafe(|| {
+                                mode.place(context.child("panic")).spawn(
+                                    |_| -> std::future::Ready<()> { panic!("factory failed") },
+                                )
+                            }));
+                            assert_eq!(panic_text(result), "factory failed");
+                            assert_eq!(
+                                context.child("sibling").spawn(|_| async { 7 }).await,
+                                Ok(7),
+                                "{parent:?} parent, {mode:?} child: the caller still spawns"
+                            );
+                        }
+                    })
+                    .await
+                    .unwrap();
             }
         });
     }
 }
 
-/// Placement is per spawn and not inherited: dedicated and blocking tasks get their own
-/// threads, their ordinary children run on the pool (here the runner's thread).
+/// Placement is per spawn and not inherited. From a parent of every placement, ordinary
+/// children (default or explicit `shared(false)`) run on the pool, here the runner's thread;
+/// dedicated and blocking children each get a thread other than the pool's and their
+/// parent's, and their own ordinary children run on the pool again. Only ordinary parents
+/// run on the pool.
 #[test]
 fn execution_modes_share_ordinary_descendants() {
+    let pool = thread::current().id();
     Runner::new(config()).start(|context| async move {
-        let pool_thread = thread::current().id();
-        for place in threaded() {
-            let (parent_thread, child_thread) = place(context.clone())
-                .spawn(|context| async move {
-                    let own = thread::current().id();
-                    let child = context
-                        .spawn(|_| async { thread::current().id() })
-                        .await
-                        .unwrap();
-                    (own, child)
+        for mode in Mode::ALL {
+            let parent = mode
+                .place(context.child("mode"))
+                .spawn(move |context| async move {
+                    let parent = thread::current().id();
+                    for child in [Mode::Default, Mode::Ordinary] {
+                        let ran_on = child
+                            .place(context.child("ordinary_child"))
+                            .spawn(|_| async { thread::current().id() })
+                            .await
+                            .unwrap();
+                        assert_eq!(ran_on, pool, "{mode:?} parent, {child:?} child");
+                    }
+                    for nested in [Mode::Dedicated, Mode::Blocking] {
+                        nested
+                            .place(context.child("threaded"))
+                            .spawn(move |context| async move {
+                                let own = thread::current().id();
+                                assert_ne!(own, pool, "{mode:?} parent, {nested:?} child");
+                                assert_ne!(own, parent, "{mode:?} parent, {nested:?} child");
+                                let grandchild = context
+                                    .child("ordinary")
+                                    .spawn(|_| async { thread::current().id() })
+                                    .await
+                                    .unwrap();
+                                assert_eq!(grandchild, pool, "{mode:?}, {nested:?}, grandchild");
+                            })
+                            .await
+                            .unwrap();
+                    }
+                    parent
                 })
                 .await
                 .unwrap();
-            assert_ne!(parent_thread, pool_thread);
-            assert_eq!(child_thread, pool_thread);
+            assert_eq!(
+                parent == pool,
+                mode.is_ordinary(),
+                "{mode:?} parent's thread"
+            );
         }
-        let ordinary = context
-            .clone()
-            .shared(false)
-            .spawn(|_| async { thread::current().id() })
-            .await
-            .unwrap();
-        assert_eq!(ordinary, pool_thread);
     });
 }
 
-/// A dedicated or blocking task may block its thread on an ordinary child, which runs on the
-/// pool meanwhile.
+/// A dedicated or blocking task may block its thread on an ordinary child (default or
+/// explicit `shared(false)`), which runs on the pool meanwhile: the parent runs off the
+/// runner's thread and the child on it. The wait is bounded, so a deadlock fails the test.
 #[test]
 fn blocking_parents_can_wait_for_ordinary_descendants() {
+    let pool = thread::current().id();
     Runner::new(config()).start(|context| async move {
-        for place in threaded() {
-            let result = place(context.clone())
-                .spawn(|context| async move {
-                    let (tx, rx) = mpsc::channel();
-                    drop(context.spawn(move |_| async move { tx.send(5).unwrap() }));
-                    rx.recv().unwrap()
+        for parent in [Mode::Dedicated, Mode::Blocking] {
+            parent
+                .place(context.child("parent"))
+                .spawn(move |context| async move {
+                    assert_ne!(thread::current().id(), pool, "{parent:?} parent's thread");
+                    for child in [Mode::Default, Mode::Ordinary] {
+                        let (sender, receiver) = mpsc::channel();
+                        drop(
+                            child
+                                .place(context.child("child"))
+                                .spawn(move |_| async move {
+                                    sender.send(thread::current().id()).unwrap();
+                                }),
+                        );
+                        // The root awaits this parent without blocking, so the pool's only
+                        // worker is free to run the child while this thread blocks.
+                        assert_eq!(
+                            receiver.recv_timeout(TEST_TIMEOUT).unwrap(),
+                            pool,
+                            "{parent:?} parent, {child:?} child"
+                        );
+                    }
                 })
-                .await;
-            assert_eq!(result, Ok(5));
+                .await
+                .unwrap();
         }
     });
 }
-
 /// After an abort of the context's node, spawn returns an immediately closed handle for every
 /// placement and never calls the factory.
 #[test]
@@ -672,7 +788,7 @@ fn shutdown_cancels_tasks_before_destruction() {
                                 // The pool is closed: worker one leaves its loop, discards its
                                 // queue and cleans up, then closes its mailbox, which from then
                                 // on refuses messages (a message before that is harmless).
-                                pool::spin_until(
+                                spin_until(
                                     || {
                                         thread::yield_now();
                                         shared_pool.mailbox(1).send(Message::WakeRoot).is_err()
@@ -856,42 +972,54 @@ fn teardown_drops_every_future_before_clearing_timers() {
     drop(escaped.lock().unwrap().take());
 }
 
-/// A task left unpolled at shutdown whose future panics on drop: the panic is contained and
-/// `start` returns normally.
+/// A task left unpolled at shutdown whose future panics on drop: shutdown drops it without
+/// polling it, with its worker's state unborrowed, the panic is contained and `start` returns
+/// normally.
 #[test]
 fn unpolled_task_disposal_is_contained() {
     for catch in [false, true] {
         let drops = Drops::default();
+        let polled = Arc::new(AtomicBool::new(false));
         let output = Runner::new(Config::default().with_catch_panics(catch)).start(|context| {
             let bomb = drops.bomb();
+            let polled = polled.clone();
             async move {
-                drop(context.spawn(move |_| async move {
+                // The root returns without yielding, so the task is never polled.
+                drop(context.child("unpolled").spawn(move |_| async move {
                     let _bomb = bomb;
+                    polled.store(true, Ordering::SeqCst);
                     futures::future::pending::<()>().await
                 }));
                 5
             }
         });
         assert_eq!(output, 5);
-        assert_eq!(drops.count(), 1);
+        assert!(
+            !polled.load(Ordering::SeqCst),
+            "catch {catch}: never polled"
+        );
+        assert_eq!(drops.count(), 1, "catch {catch}: dropped once");
     }
 }
 
-/// Aborting a task whose future panics on drop: the handle is `Closed`, the panic never fails
-/// the runner, and the task's subtree is closed first.
+/// Aborting a suspended task whose future panics on drop, for every placement: the handle
+/// is `Closed`, the task's subtree is closed before the handle resolves, the panic never
+/// fails the runner, which keeps spawning, and the destructor runs once with its worker's
+/// state unborrowed.
 #[test]
 fn cancelled_task_disposal_is_contained() {
     for catch in [false, true] {
         for place in placements() {
+            let drops = Drops::default();
+            let bomb = drops.bomb();
             Runner::new(Config::default().with_catch_panics(catch)).start(|context| async move {
-                let drops = Drops::default();
-                let bomb = drops.bomb();
                 let (tx, rx) = oneshot::channel();
-                let handle = place(context.clone()).spawn(move |context| async move {
+                let handle = place(context.child("cancelled")).spawn(move |context| async move {
                     let _bomb = bomb;
                     tx.send(context.child("retained")).ok().unwrap();
                     futures::future::pending::<()>().await
                 });
+                // Abort once the task holds its bomb and is suspended.
                 let retained = rx.await.unwrap();
                 handle.abort();
                 assert_eq!(handle.await, Err(Error::Closed));
@@ -903,12 +1031,12 @@ fn cancelled_task_disposal_is_contained() {
                 });
                 assert_eq!(late.now_or_never(), Some(Err(Error::Closed)));
                 assert!(!called.load(Ordering::SeqCst));
-                // The destructor runs once, by the task's next poll or its worker's cleanup.
-                while drops.count() == 0 {
-                    context.sleep(Duration::from_millis(1)).await;
-                }
-                assert_eq!(drops.count(), 1);
+                assert_eq!(
+                    context.child("survivor").spawn(|_| async { 3 }).await,
+                    Ok(3)
+                );
             });
+            assert_eq!(drops.count(), 1, "catch {catch}: dropped once");
         }
     }
 }
@@ -1389,7 +1517,7 @@ fn tasks_spread_across_workers_and_complete() {
                 if workers > 1 {
                     // The root holds worker zero: only the other workers can start the
                     // globally queued spawns.
-                    pool::spin_until(
+                    spin_until(
                         || started.load(Ordering::SeqCst) >= 3 * workers - 1,
                         "the globally queued spawns must start on the other workers",
                     );

@@ -16,19 +16,6 @@ use std::task::Wake;
 use std::thread::ThreadId;
 use std::time::Instant;
 
-/// How long a test waits for something that must happen before it fails.
-const TEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Spins on the calling thread until `done` holds, failing with `what` after the timeout.
-/// Spinning (rather than yielding to the runtime) keeps the calling worker busy.
-pub(super) fn spin_until(done: impl Fn() -> bool, what: &str) {
-    let deadline = Instant::now() + TEST_TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::hint::spin_loop();
-    }
-}
-
 /// Returns `Pending` once without waking the task, then `Ready`: only someone else's wake
 /// (the one a test is about) polls the task again.
 pub(super) async fn pending_once_unwoken() {

@@ -2,40 +2,57 @@
 
 use super::*;
 
-/// Shutdown waits for a cancelled dedicated task's destructor: while it blocks, the registry
-/// is closed and still counts the worker; `start` returns after it, with nothing counted.
+/// Shutdown cancels a suspended dedicated task and waits for its destructor: while that
+/// blocks, shutdown is waiting in the closed registry, which still counts the worker, and
+/// `start` has not returned; it returns after the destructor, with nothing counted.
 #[test]
 fn shutdown_waits_for_dedicated_task_destruction() {
-    struct Blocker(mpsc::Sender<()>, Arc<Mutex<mpsc::Receiver<()>>>);
-    impl Drop for Blocker {
+    /// Holds its drop open until the test lets it finish.
+    struct HeldDestructor {
+        entered: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    }
+    impl Drop for HeldDestructor {
         fn drop(&mut self) {
-            self.0.send(()).unwrap();
-            self.1.lock().unwrap().recv().unwrap();
+            let _ = self.entered.send(());
+            let _ = self.release.recv_timeout(TEST_TIMEOUT);
         }
     }
-    let (entered, entered_rx) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel();
-    let release_rx = Arc::new(Mutex::new(release_rx));
-    let workers = Arc::new(Mutex::new(None));
-    let runner = {
-        let workers = workers.clone();
-        thread::spawn(move || {
-            Runner::new(config()).start(|context| async move {
-                *workers.lock().unwrap() = Some(context.runtime().workers.clone());
-                let blocker = Blocker(entered, release_rx);
-                drop(context.dedicated().spawn(move |_| async move {
-                    let _blocker = blocker;
-                    futures::future::pending::<()>().await
-                }));
-            })
+    let (metadata, received) = mpsc::channel();
+    let (entered, entering) = mpsc::channel();
+    let (release, released) = mpsc::channel();
+    let runner = thread::spawn(move || {
+        Runner::new(config()).start(|context| async move {
+            metadata.send(context.runtime().workers.clone()).unwrap();
+            let (started, starting) = oneshot::channel();
+            drop(
+                context
+                    .child("cancelled_worker")
+                    .dedicated()
+                    .spawn(move |_| async move {
+                        let _held = HeldDestructor {
+                            entered,
+                            release: released,
+                        };
+                        started.send(()).unwrap();
+                        futures::future::pending::<()>().await
+                    }),
+            );
+            // Shutdown then cancels a task suspended in its first poll, not a future never
+            // polled.
+            starting.await.unwrap();
         })
-    };
-    entered_rx.recv().unwrap();
-    let registry = workers.lock().unwrap().clone().unwrap();
+    });
+    let registry = received.recv_timeout(TEST_TIMEOUT).unwrap();
+    entering.recv_timeout(TEST_TIMEOUT).unwrap();
+    spin_until(
+        || registry.state.lock().waiters == 1,
+        "shutdown waits in the registry",
+    );
     {
         let state = registry.state.lock();
         assert!(state.closed);
-        assert_eq!(state.active, 1);
+        assert_eq!(state.active, 1, "the destructor's worker is still counted");
     }
     assert!(!runner.is_finished());
     release.send(()).unwrap();
@@ -43,35 +60,75 @@ fn shutdown_waits_for_dedicated_task_destruction() {
     assert_eq!(registry.state.lock().active, 0);
 }
 
-/// Shutdown waits for a raw lease held by a foreign thread, and a failure that thread
-/// publishes after the root ended does not replace the result.
+/// Shutdown waits for a lease held by a foreign thread, and a failure that thread publishes
+/// after the root ended does not replace the result: `start` returns the root's output, or
+/// fails with the root's own panic when the root failed. Nothing is counted afterwards.
 #[test]
 fn shutdown_waits_for_workers_without_observing_late_panics() {
-    let (leased, leased_rx) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let runner = thread::spawn(move || {
-        Runner::new(config()).start(|context| {
-            let lease = context.runtime().workers.reserve().unwrap();
-            let panicker = context.runtime().panicker.clone();
-            let registry = context.runtime().workers.clone();
-            thread::spawn(move || {
-                leased.send(registry).unwrap();
-                release_rx.recv().unwrap();
-                panicker.notify(Box::new("late failure"));
-                drop(lease);
-            });
-            async { 7 }
-        })
-    });
-    let registry = leased_rx.recv().unwrap();
-    // The root has returned; shutdown waits on the lease.
-    while !registry.state.lock().closed {
-        thread::yield_now();
+    /// A root that is ready (or panics) at its first poll and tells the publisher when it is
+    /// dropped, which is when the root's execution has ended.
+    struct RootWithLatePublisher {
+        dropped: Option<mpsc::Sender<()>>,
+        fails: bool,
     }
-    assert_eq!(registry.state.lock().active, 1);
-    assert!(!runner.is_finished());
-    release.send(()).unwrap();
-    assert_eq!(runner.join().unwrap(), 7);
+    impl std::future::Future for RootWithLatePublisher {
+        type Output = u8;
+        fn poll(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<u8> {
+            assert!(!self.fails, "primary root failure");
+            Poll::Ready(7)
+        }
+    }
+    impl Drop for RootWithLatePublisher {
+        fn drop(&mut self) {
+            self.dropped.take().unwrap().send(()).unwrap();
+        }
+    }
+    for root_fails in [false, true] {
+        let (metadata, received) = mpsc::channel();
+        let (publishing, publication) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let runner = thread::spawn(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                Runner::new(config().with_catch_panics(false)).start(move |context| {
+                    let registry = context.runtime().workers.clone();
+                    let lease = registry.reserve().unwrap();
+                    let panicker = context.runtime().panicker.clone();
+                    let (dropped, root_dropped) = mpsc::channel();
+                    let publisher = thread::spawn(move || {
+                        root_dropped.recv_timeout(TEST_TIMEOUT).unwrap();
+                        publishing.send(()).unwrap();
+                        released.recv_timeout(TEST_TIMEOUT).unwrap();
+                        panicker.notify(Box::new("delayed worker failure"));
+                        drop(lease);
+                    });
+                    metadata.send((registry, publisher)).unwrap();
+                    RootWithLatePublisher {
+                        dropped: Some(dropped),
+                        fails: root_fails,
+                    }
+                })
+            }));
+            result.map_err(|payload| message(&*payload))
+        });
+        let (registry, publisher) = received.recv_timeout(TEST_TIMEOUT).unwrap();
+        publication.recv_timeout(TEST_TIMEOUT).unwrap();
+        // The root has ended; shutdown waits on the foreign lease.
+        spin_until(
+            || registry.state.lock().waiters == 1,
+            "shutdown waits in the registry",
+        );
+        assert_eq!(registry.state.lock().active, 1);
+        assert!(!runner.is_finished());
+        release.send(()).unwrap();
+        publisher.join().unwrap();
+        let expected = if root_fails {
+            Err("primary root failure".to_string())
+        } else {
+            Ok(7)
+        };
+        assert_eq!(runner.join().unwrap(), expected, "root fails {root_fails}");
+        assert_eq!(registry.state.lock().active, 0);
+    }
 }
 
 /// A foreign spawn paused between the set's insert and the delivery of its first runnable
@@ -280,23 +337,36 @@ fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
     }
 }
 
-/// A foreign spawn whose runnable is still queued at shutdown is dropped unpolled; its
-/// destructor's panic is contained and the handle is `Closed`.
+/// A foreign spawn whose runnable is still queued at shutdown is dropped unpolled, with its
+/// worker's state unborrowed; its destructor's panic is contained and the handle is `Closed`.
 #[test]
 #[allow(clippy::async_yields_async)] // the root returns the handle on purpose: it escapes
 fn queued_foreign_task_disposal_is_contained_at_shutdown() {
     for catch in [false, true] {
         let drops = Drops::default();
+        let polled = Arc::new(AtomicBool::new(false));
         let handle = Runner::new(config().with_catch_panics(catch)).start(|context| {
-            let drops = drops.clone();
+            let bomb = drops.bomb();
+            let polled = polled.clone();
             async move {
-                let bomb = drops.bomb();
-                thread::spawn(move || context.spawn(move |_| async move { drop(bomb) }))
-                    .join()
-                    .unwrap()
+                // Joining only the publisher leaves the runnable in the global queue when
+                // the root finishes its first poll.
+                let remote = context.child("queued_foreign");
+                thread::spawn(move || {
+                    remote.spawn(move |_| async move {
+                        let _bomb = bomb;
+                        polled.store(true, Ordering::SeqCst);
+                    })
+                })
+                .join()
+                .unwrap()
             }
         });
-        assert_eq!(drops.count(), 1);
+        assert!(
+            !polled.load(Ordering::SeqCst),
+            "catch {catch}: never polled"
+        );
+        assert_eq!(drops.count(), 1, "catch {catch}: dropped once");
         assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
     }
 }
@@ -429,7 +499,8 @@ fn foreign_tls_destructor_can_wake_after_current_key_destruction() {
 }
 
 /// Whether the root returns or panics, shutdown drops every task future on a runtime worker
-/// thread, and `start` fails exactly when the root panicked.
+/// thread, each one suspended on a pending sleep, and `start` fails exactly when the root
+/// panicked.
 #[test]
 fn shutdown_destroys_tasks_on_a_worker() {
     struct OnWorker(Arc<AtomicUsize>, Arc<AtomicUsize>);
@@ -449,29 +520,32 @@ fn shutdown_destroys_tasks_on_a_worker() {
             Runner::new(config().with_worker_threads(4)).start(|context| {
                 let (on_worker, elsewhere) = (on_worker.clone(), elsewhere.clone());
                 async move {
-                    let (started, all_started) = mpsc::channel();
+                    let mut ready = Vec::new();
                     for _ in 0..12 {
                         let guard = OnWorker(on_worker.clone(), elsewhere.clone());
-                        let started = started.clone();
-                        drop(context.clone().spawn(move |context| async move {
+                        let (started, receiver) = oneshot::channel();
+                        ready.push(receiver);
+                        drop(context.child("pending").spawn(move |context| async move {
                             let _guard = guard;
-                            let sleep = context.sleep(Duration::from_secs(3600));
+                            let mut sleep =
+                                std::pin::pin!(context.sleep(Duration::from_secs(3600)));
+                            // Registered and pending before the root may end.
+                            assert!(futures::poll!(&mut sleep).is_pending());
                             started.send(()).unwrap();
                             sleep.await
                         }));
                     }
-                    for _ in 0..12 {
-                        while all_started.try_recv().is_err() {
-                            reschedule().await;
-                        }
+                    for receiver in ready {
+                        receiver.await.unwrap();
                     }
-                    if root_panics {
-                        panic!("root failure");
-                    }
+                    assert!(!root_panics, "root failure");
                 }
             })
         }));
-        assert_eq!(result.is_err(), root_panics);
+        match result {
+            Ok(()) => assert!(!root_panics, "start returned though the root panicked"),
+            Err(payload) => assert_eq!(message(&*payload), "root failure"),
+        }
         assert_eq!(on_worker.load(Ordering::SeqCst), 12);
         assert_eq!(elsewhere.load(Ordering::SeqCst), 0);
     }

@@ -35,6 +35,9 @@ pub struct State {
     idle_threads: usize,
     /// How long a parked blocking thread waits for a task before it exits.
     keep_alive: Duration,
+    /// Threads blocked in `wait`, so a test can tell that shutdown is waiting.
+    #[cfg(test)]
+    pub(crate) waiters: usize,
 }
 
 impl Default for State {
@@ -45,6 +48,8 @@ impl Default for State {
             parked: Vec::new(),
             idle_threads: 0,
             keep_alive: BLOCKING_KEEP_ALIVE,
+            #[cfg(test)]
+            waiters: 0,
         }
     }
 }
@@ -116,8 +121,16 @@ impl ThreadRegistry {
     /// Blocks until every lease is released and every parked blocking thread has left.
     pub fn wait(&self) {
         let mut state = self.state.lock();
+        #[cfg(test)]
+        {
+            state.waiters += 1;
+        }
         while state.active > 0 || state.idle_threads > 0 {
             self.released.wait(&mut state);
+        }
+        #[cfg(test)]
+        {
+            state.waiters -= 1;
         }
     }
 
