@@ -882,7 +882,8 @@ fn context_of_a_finished_runner_refuses_spawns() {
     assert!(!called.load(Ordering::SeqCst));
 }
 
-/// Every invalid setting makes `validate` panic with a message naming what is allowed, and
+/// Every invalid setting makes `validate` panic with a message that names the setting first
+/// and says what is allowed, and
 /// `start` panic before it calls the root builder and before it creates the storage
 /// directory. Each timeout is refused one nanosecond past `MAX_TIMEOUT`.
 #[test]
@@ -893,100 +894,121 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
         quick_wake_us: 0,
     };
     type Invalidate = fn(Config) -> Config;
-    let invalid: Vec<(&str, Invalidate)> = vec![
-        ("zero workers", |c| c.with_worker_threads(0)),
-        ("too many workers", |c| {
+    let invalid: Vec<(&str, &str, Invalidate)> = vec![
+        ("zero workers", "worker_threads", |c| {
+            c.with_worker_threads(0)
+        }),
+        ("too many workers", "worker_threads", |c| {
             c.with_worker_threads(MAX_WORKERS + 1)
         }),
-        ("zero queue interval", |c| c.with_global_queue_interval(0)),
-        ("ring size 0", |c| {
+        ("zero queue interval", "global_queue_interval", |c| {
+            c.with_global_queue_interval(0)
+        }),
+        ("ring size 0", "ring_config.size", |c| {
             c.with_ring_config(RingConfig {
                 size: 0,
                 ..RingConfig::default()
             })
         }),
-        ("ring size 32769", |c| {
+        ("ring size 32769", "ring_config.size", |c| {
             c.with_ring_config(RingConfig {
                 size: 32_769,
                 ..RingConfig::default()
             })
         }),
-        ("ring size max", |c| {
+        ("ring size max", "ring_config.size", |c| {
             c.with_ring_config(RingConfig {
                 size: u32::MAX,
                 ..RingConfig::default()
             })
         }),
-        ("zero tick", |c| {
+        ("zero tick", "ring_config.timeout_wheel_tick", |c| {
             c.with_ring_config(RingConfig {
                 timeout_wheel_tick: Duration::ZERO,
                 ..RingConfig::default()
             })
         }),
-        ("1ns tick", |c| {
+        ("1ns tick", "ring_config.timeout_wheel_tick", |c| {
             c.with_ring_config(RingConfig {
                 timeout_wheel_tick: Duration::from_nanos(1),
                 ..RingConfig::default()
             })
         }),
-        ("max tick", |c| {
+        ("max tick", "ring_config.timeout_wheel_tick", |c| {
             c.with_ring_config(RingConfig {
                 timeout_wheel_tick: Duration::MAX,
                 ..RingConfig::default()
             })
         }),
-        ("receive buffers not a power of two", |c| {
-            c.with_ring_config(RingConfig {
-                receive_buffers: 3,
-                ..RingConfig::default()
-            })
-        }),
-        ("receive buffers max", |c| {
+        (
+            "receive buffers not a power of two",
+            "ring_config.receive_buffers",
+            |c| {
+                c.with_ring_config(RingConfig {
+                    receive_buffers: 3,
+                    ..RingConfig::default()
+                })
+            },
+        ),
+        ("receive buffers max", "ring_config.receive_buffers", |c| {
             c.with_ring_config(RingConfig {
                 receive_buffers: u16::MAX,
                 ..RingConfig::default()
             })
         }),
-        ("receive buffer size 0", |c| {
-            c.with_ring_config(RingConfig {
-                receive_buffer_size: 0,
-                ..RingConfig::default()
-            })
-        }),
-        ("receive buffer size 63", |c| {
-            c.with_ring_config(RingConfig {
-                receive_buffer_size: 63,
-                ..RingConfig::default()
-            })
-        }),
-        ("receive buffer size above 1 MiB", |c| {
-            c.with_ring_config(RingConfig {
-                receive_buffer_size: (1 << 20) + 1,
-                ..RingConfig::default()
-            })
-        }),
-        ("zero connect timeout", |c| {
+        (
+            "receive buffer size 0",
+            "ring_config.receive_buffer_size",
+            |c| {
+                c.with_ring_config(RingConfig {
+                    receive_buffer_size: 0,
+                    ..RingConfig::default()
+                })
+            },
+        ),
+        (
+            "receive buffer size 63",
+            "ring_config.receive_buffer_size",
+            |c| {
+                c.with_ring_config(RingConfig {
+                    receive_buffer_size: 63,
+                    ..RingConfig::default()
+                })
+            },
+        ),
+        (
+            "receive buffer size above 1 MiB",
+            "ring_config.receive_buffer_size",
+            |c| {
+                c.with_ring_config(RingConfig {
+                    receive_buffer_size: (1 << 20) + 1,
+                    ..RingConfig::default()
+                })
+            },
+        ),
+        ("zero connect timeout", "connect_timeout", |c| {
             c.with_connect_timeout(Duration::ZERO)
         }),
-        ("connect timeout above max", |c| {
+        ("connect timeout above max", "connect_timeout", |c| {
             c.with_connect_timeout(TimeoutWheel::MAX_TIMEOUT + Duration::from_nanos(1))
         }),
-        ("zero read/write timeout", |c| {
+        ("zero read/write timeout", "read_write_timeout", |c| {
             c.with_read_write_timeout(Duration::ZERO)
         }),
-        ("read/write timeout above max", |c| {
+        ("read/write timeout above max", "read_write_timeout", |c| {
             c.with_read_write_timeout(TimeoutWheel::MAX_TIMEOUT + Duration::from_nanos(1))
         }),
     ];
-    let mut cases: Vec<(String, Config)> = invalid
+    let mut cases: Vec<(String, &str, Config)> = invalid
         .into_iter()
-        .map(|(name, apply)| (name.to_string(), apply(config(1).0)))
+        .map(|(name, field, apply)| (name.to_string(), field, apply(config(1).0)))
         .collect();
     cases.push((
         "spinner budget above max".into(),
+        "idle_spinner.budget_us",
         config(1).0.with_idle_spinner(spinner),
     ));
-    for (name, cfg) in cases {
+    for (name, field, cfg) in cases {
         // `validate` itself refuses the setting, with a message that says so ...
         let mut direct = cfg.clone();
         let refused = catch_unwind(AssertUnwindSafe(|| direct.validate()));
@@ -995,7 +1017,8 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
             .and_then(|payload| payload.downcast::<String>().ok())
             .unwrap_or_else(|| panic!("{name}: validate accepted an invalid config"));
         assert!(
-            message.starts_with("invalid runtime configuration:") && message.contains("allowed"),
+            message.starts_with(&format!("invalid runtime configuration: {field}"))
+                && message.contains("allowed"),
             "{name}: the message says what was wrong and what is allowed: {message}"
         );
         // ... and `start` refuses it before anything runs or touches the disk.
