@@ -779,7 +779,8 @@ fn register_prefixes_user_metrics_with_the_label_path() {
 
 /// A `Context` moved to a foreign thread can spawn ordinary tasks that run on the pool (with one
 /// worker: the root's thread); their handles can be awaited with `block_on`, and an aborted
-/// pending task's handle resolves to `Err(Error::Closed)`.
+/// pending task's handle resolves to `Err(Error::Closed)`, whether it was aborted while
+/// suspended or before its first poll (then it is never polled).
 #[test]
 fn foreign_thread_context_spawns_awaits_and_aborts() {
     for workers in [1, 2] {
@@ -788,8 +789,20 @@ fn foreign_thread_context_spawns_awaits_and_aborts() {
             let root = thread::current().id();
             let foreign_context = context.clone();
             let (done_tx, done) = oneshot::channel();
+            let (aborted_tx, aborted_rx) = mpsc::channel();
+            let polled = Arc::new(AtomicBool::new(false));
+            let early_polled = polled.clone();
             let foreign = thread::spawn(move || {
                 let foreign = thread::current().id();
+                // Aborted at once, before any worker could poll it when the only worker is
+                // held by the root below: its handle still resolves to `Closed`.
+                let early = foreign_context.child("aborted").spawn(move |_| async move {
+                    early_polled.store(true, Ordering::SeqCst);
+                    futures::future::pending::<()>().await
+                });
+                early.abort();
+                aborted_tx.send(()).unwrap();
+                let early = futures::executor::block_on(early);
                 let handle = foreign_context
                     .clone()
                     .spawn(|_| async move { (thread::current().id(), 21) });
@@ -802,9 +815,14 @@ fn foreign_thread_context_spawns_awaits_and_aborts() {
                 futures::executor::block_on(started).unwrap();
                 pending.abort();
                 let aborted = futures::executor::block_on(pending);
-                done_tx.send((foreign, ran_on, value, aborted)).unwrap();
+                done_tx
+                    .send((foreign, ran_on, value, aborted, early))
+                    .unwrap();
             });
-            let (foreign_id, ran_on, value, aborted) = context
+            // Held synchronously: with one worker nothing polls the early task before its
+            // abort.
+            aborted_rx.recv_timeout(PROGRESS).unwrap();
+            let (foreign_id, ran_on, value, aborted, early) = context
                 .timeout(PROGRESS, done)
                 .await
                 .expect("the foreign thread made no progress")
@@ -819,6 +837,10 @@ fn foreign_thread_context_spawns_awaits_and_aborts() {
                 assert_eq!(ran_on, root);
             }
             assert_eq!(aborted.unwrap_err(), Error::Closed);
+            assert_eq!(early, Err(Error::Closed));
+            if workers == 1 {
+                assert!(!polled.load(Ordering::SeqCst), "the aborted task never ran");
+            }
         });
     }
 }

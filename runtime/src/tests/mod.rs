@@ -539,43 +539,10 @@ fn execution_modes_share_ordinary_descendants() {
     });
 }
 
-/// A dedicated or blocking task may block its thread on an ordinary child (default or
-/// explicit `shared(false)`), which runs on the pool meanwhile: the parent runs off the
-/// runner's thread and the child on it. The wait is bounded, so a deadlock fails the test.
-#[test]
-fn blocking_parents_can_wait_for_ordinary_descendants() {
-    let pool = thread::current().id();
-    Runner::new(config()).start(|context| async move {
-        for parent in [Mode::Dedicated, Mode::Blocking] {
-            parent
-                .place(context.child("parent"))
-                .spawn(move |context| async move {
-                    assert_ne!(thread::current().id(), pool, "{parent:?} parent's thread");
-                    for child in [Mode::Default, Mode::Ordinary] {
-                        let (sender, receiver) = mpsc::channel();
-                        drop(
-                            child
-                                .place(context.child("child"))
-                                .spawn(move |_| async move {
-                                    sender.send(thread::current().id()).unwrap();
-                                }),
-                        );
-                        // The root awaits this parent without blocking, so the pool's only
-                        // worker is free to run the child while this thread blocks.
-                        assert_eq!(
-                            receiver.recv_timeout(TEST_TIMEOUT).unwrap(),
-                            pool,
-                            "{parent:?} parent, {child:?} child"
-                        );
-                    }
-                })
-                .await
-                .unwrap();
-        }
-    });
-}
-/// After an abort of the context's node, spawn returns an immediately closed handle for every
-/// placement and never calls the factory.
+/// After an abort of a context's node, spawn returns an immediately closed handle for every
+/// placement and never calls the factory: from the aborted node itself, and from a child
+/// made after the abort. With the root's own node aborted, the root keeps running and the
+/// runner shuts down normally; no dedicated or blocking lease was taken.
 #[test]
 fn aborted_context_skips_factories_for_every_placement() {
     Runner::new(config()).start(|context| async move {
@@ -583,6 +550,11 @@ fn aborted_context_skips_factories_for_every_placement() {
         scope.tree.abort();
         for place in placements() {
             assert_refused(place(scope.clone()));
+            assert_refused(place(scope.child("late")));
+        }
+        context.tree.abort();
+        for mode in Mode::ALL {
+            assert_refused(mode.place(context.child("rejected")));
         }
         assert_eq!(context.runtime().workers.state.lock().active, 0);
     });
@@ -614,23 +586,51 @@ fn closed_task_set_skips_local_and_foreign_factories() {
     });
 }
 
-/// A factory that closes the task set gets its future refused: it is dropped on the calling
-/// thread before `spawn` returns and the handle is immediately `Closed`.
+/// A spawn whose factory closes the task set is refused by it: the set is closed, the handle
+/// is `Closed` at once, and the future is dropped exactly once, on the caller's thread,
+/// before `spawn` returns, whether the caller is a worker or a foreign thread.
 #[test]
 fn spawn_refused_by_the_closed_task_set_is_disposed_on_its_caller() {
-    Runner::new(config()).start(|context| async move {
-        let drops = Drops::default();
-        let guard = drops.guard();
-        let shared = context.runtime().clone();
-        let handle = context.clone().spawn(move |_| {
-            shared.tasks.close();
+    struct DroppedOn(Arc<Mutex<Vec<thread::ThreadId>>>);
+    impl Drop for DroppedOn {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(thread::current().id());
+        }
+    }
+    for foreign in [false, true] {
+        let dropped_on = Arc::new(Mutex::new(Vec::new()));
+        Runner::new(config()).start(|context| {
+            let dropped_on = dropped_on.clone();
             async move {
-                let _guard = guard;
+                let shared = context.runtime().clone();
+                let spawner = context.child("refused");
+                let spawn = move || {
+                    let payload = DroppedOn(dropped_on.clone());
+                    let closing = shared.clone();
+                    let handle = spawner.spawn(move |_| {
+                        closing.tasks.close();
+                        async move {
+                            let _payload = payload;
+                            futures::future::pending::<()>().await
+                        }
+                    });
+                    assert!(shared.tasks.is_closed());
+                    assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
+                    assert_eq!(
+                        *dropped_on.lock().unwrap(),
+                        [thread::current().id()],
+                        "foreign {foreign}: dropped once, on the caller, before spawn returned"
+                    );
+                };
+                if foreign {
+                    thread::spawn(spawn).join().unwrap();
+                } else {
+                    spawn();
+                }
             }
         });
-        assert_eq!(drops.count(), 1, "dropped before spawn returned");
-        assert_eq!(handle.now_or_never(), Some(Err(Error::Closed)));
-    });
+        assert_eq!(dropped_on.lock().unwrap().len(), 1, "foreign {foreign}");
+    }
 }
 
 /// A context that escaped a finished runner refuses spawns: the factory is not called and
@@ -706,25 +706,48 @@ fn dedicated_completion_cancels_local_and_remote_descendants() {
     });
 }
 
-/// Handles that escaped a runner are closed when `start` returns.
+/// The root's end cancels a dedicated task and its descendants wherever they run: an
+/// ordinary child (on worker zero with one worker, usually on another worker with two) and a
+/// blocking child. Every handle is `Closed` once `start` returns.
 #[test]
 fn root_shutdown_cancels_descendants_across_workers() {
-    let handles = Runner::new(config().with_worker_threads(2)).start(|context| async move {
-        let (tx, rx) = oneshot::channel();
-        let parent = context.clone().dedicated().spawn(|context| async move {
-            let ordinary = context.clone().spawn(|_| futures::future::pending::<()>());
-            let blocking = context
-                .shared(true)
-                .spawn(|_| futures::future::pending::<()>());
-            tx.send((ordinary, blocking)).ok().unwrap();
-            futures::future::pending::<()>().await
-        });
-        let (ordinary, blocking) = rx.await.unwrap();
-        (parent, ordinary, blocking)
-    });
-    assert_eq!(handles.0.now_or_never(), Some(Err(Error::Closed)));
-    assert_eq!(handles.1.now_or_never(), Some(Err(Error::Closed)));
-    assert_eq!(handles.2.now_or_never(), Some(Err(Error::Closed)));
+    for workers in [1, 2] {
+        let handles =
+            Runner::new(config().with_worker_threads(workers)).start(|context| async move {
+                let (tx, rx) = oneshot::channel();
+                let parent = context
+                    .child("parent")
+                    .dedicated()
+                    .spawn(|context| async move {
+                        let ordinary = context
+                            .child("ordinary")
+                            .spawn(|_| futures::future::pending::<()>());
+                        let blocking = context
+                            .child("blocking")
+                            .shared(true)
+                            .spawn(|_| futures::future::pending::<()>());
+                        tx.send((ordinary, blocking)).ok().unwrap();
+                        futures::future::pending::<()>().await
+                    });
+                let (ordinary, blocking) = rx.await.unwrap();
+                (parent, ordinary, blocking)
+            });
+        assert_eq!(
+            handles.0.now_or_never(),
+            Some(Err(Error::Closed)),
+            "{workers}: parent"
+        );
+        assert_eq!(
+            handles.1.now_or_never(),
+            Some(Err(Error::Closed)),
+            "{workers}: ordinary"
+        );
+        assert_eq!(
+            handles.2.now_or_never(),
+            Some(Err(Error::Closed)),
+            "{workers}: blocking"
+        );
+    }
 }
 
 /// Shutdown aborts the whole tree and finishes every running metric before it drops any
@@ -1204,9 +1227,11 @@ fn callback_generated_work_prevents_parking() {
     }
 }
 
-/// Worker zero's final cleanup runs the callbacks of timers still registered, with `Local`
-/// installed, not borrowed and closing; a new sleep polled there panics; the callback's own
-/// panic fails the runner and the root's output is dropped, its drop panic contained.
+/// Worker zero's final timer callbacks run before its TLS is removed, whether the root
+/// returned or panicked: a timer's waker dropped at the table's close finds `Local`
+/// installed, closing and unborrowed, and a sleep polled there is refused. The callback's
+/// panic fails the runner only when the root returned (its output is then dropped once);
+/// a root panic stays the result, with no output to drop.
 #[test]
 fn final_callbacks_finish_before_tls_removal() {
     struct Callback(Arc<AtomicUsize>);
@@ -1238,33 +1263,43 @@ fn final_callbacks_finish_before_tls_removal() {
             panic!("root output drop panic");
         }
     }
-    let calls = Arc::new(AtomicUsize::new(0));
-    let output_drops = Drops::default();
-    let escaped = Arc::new(Mutex::new(None));
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        Runner::new(config()).start(|_| {
-            let calls = calls.clone();
-            let escaped = escaped.clone();
-            let output = Output(output_drops.clone());
-            async move {
-                let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
-                let waker = Waker::from(Arc::new(Callback(calls)));
-                assert!(
-                    sleep
-                        .poll_unpin(&mut TaskContext::from_waker(&waker))
-                        .is_pending()
-                );
-                drop(waker);
-                *escaped.lock().unwrap() = Some(sleep);
-                output
-            }
-        })
-    }));
-    assert_eq!(panic_text(result), "terminal callback panic");
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    assert_eq!(output_drops.count(), 1);
-    drop(escaped.lock().unwrap().take());
-    assert!(tls_cleared());
+    for root_panics in [true, false] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let output_drops = Drops::default();
+        let escaped = Arc::new(Mutex::new(None));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            Runner::new(config()).start(|_| {
+                let calls = calls.clone();
+                let escaped = escaped.clone();
+                let output_drops = output_drops.clone();
+                async move {
+                    let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
+                    let waker = Waker::from(Arc::new(Callback(calls)));
+                    assert!(
+                        sleep
+                            .poll_unpin(&mut TaskContext::from_waker(&waker))
+                            .is_pending()
+                    );
+                    drop(waker);
+                    *escaped.lock().unwrap() = Some(sleep);
+                    if root_panics {
+                        panic!("primary root panic");
+                    }
+                    Output(output_drops)
+                }
+            })
+        }));
+        let expected = if root_panics {
+            "primary root panic"
+        } else {
+            "terminal callback panic"
+        };
+        assert_eq!(panic_text(result), expected);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "root panics {root_panics}");
+        assert_eq!(output_drops.count(), usize::from(!root_panics));
+        drop(escaped.lock().unwrap().take());
+        assert!(tls_cleared());
+    }
 }
 
 /// A sleep registered on a worker that closed panics when polled again.
@@ -1286,20 +1321,33 @@ fn sleep_polled_after_its_worker_closed_panics() {
     assert_eq!(text, "io_uring sleep polled after its worker closed");
 }
 
-/// A shutdown whose `before_abort` hook panics still stops and joins the pool workers.
+/// An unwind between the root and the tree's abort (the `BEFORE_ABORT` hook panics) still
+/// stops the pool workers: `start` fails with that panic within the test's timeout instead
+/// of waiting for them forever, and the pool ends clean.
 #[test]
 fn unwind_before_shutdown_stops_the_pool() {
     let kept = Arc::new(Mutex::new(None));
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        Runner::new(config().with_worker_threads(2)).start(|context| {
-            *kept.lock().unwrap() = Some(context.runtime().pool.clone());
-            BEFORE_ABORT.with(|hook| {
-                *hook.borrow_mut() = Some(Box::new(|| panic!("injected abort failure")))
-            });
-            async {}
-        })
-    }));
-    assert_eq!(panic_text(result), "injected abort failure");
+    let (finished, result) = mpsc::channel();
+    {
+        let kept = kept.clone();
+        // The runner runs on a thread of its own so that a hang fails the test below.
+        thread::spawn(move || {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                Runner::new(config().with_worker_threads(2)).start(|context| {
+                    *kept.lock().unwrap() = Some(context.runtime().pool.clone());
+                    BEFORE_ABORT.with(|hook| {
+                        *hook.borrow_mut() = Some(Box::new(|| panic!("injected abort failure")))
+                    });
+                    async {}
+                })
+            }));
+            let _ = finished.send(panic_text(outcome));
+        });
+    }
+    let text = result
+        .recv_timeout(TEST_TIMEOUT)
+        .expect("worker zero stops the pool workers");
+    assert_eq!(text, "injected abort failure");
     let pool = kept.lock().unwrap().take().unwrap();
     assert!(pool.is_clean());
     assert_eq!(

@@ -145,11 +145,15 @@ fn shutdown_between_registration_and_first_runnable_clears_the_task() {
         let drops = drops.clone();
         let polled = polled.clone();
         thread::spawn(move || {
-            let context = context_rx.recv().unwrap();
+            let context = context_rx.recv_timeout(TEST_TIMEOUT).unwrap();
             crate::task::set::tests::AFTER_INSERT.with(|hook| {
                 hook.set(Some(Box::new(move || {
                     inserted.send(()).unwrap();
-                    resume_rx.recv().unwrap();
+                    // Bounded: a shutdown that waited for this registration fails the test
+                    // below instead of hanging it.
+                    resume_rx
+                        .recv_timeout(TEST_TIMEOUT)
+                        .expect("the test resumes the registration");
                 })))
             });
             let guard = drops.guard();
@@ -161,7 +165,7 @@ fn shutdown_between_registration_and_first_runnable_clears_the_task() {
     };
     Runner::new(config()).start(|context| async move {
         context_tx.send(context).unwrap();
-        inserted_rx.recv().unwrap();
+        inserted_rx.recv_timeout(TEST_TIMEOUT).unwrap();
     });
     assert_eq!(drops.count(), 1, "teardown dropped the future");
     resume.send(()).unwrap();
@@ -184,11 +188,15 @@ fn shutdown_does_not_wait_for_an_unpublished_ordinary_factory() {
         let drops = drops.clone();
         let polled = polled.clone();
         thread::spawn(move || {
-            let context = context_rx.recv().unwrap();
+            let context = context_rx.recv_timeout(TEST_TIMEOUT).unwrap();
             context.spawn(move |_| {
                 let guard = drops.guard();
                 in_factory.send(()).unwrap();
-                finish_rx.recv().unwrap();
+                // Bounded: a shutdown that waited for this factory fails the test below
+                // instead of hanging it.
+                finish_rx
+                    .recv_timeout(TEST_TIMEOUT)
+                    .expect("the test lets the factory finish");
                 async move {
                     polled.store(true, Ordering::SeqCst);
                     drop(guard);
@@ -198,7 +206,7 @@ fn shutdown_does_not_wait_for_an_unpublished_ordinary_factory() {
     };
     Runner::new(config()).start(|context| async move {
         context_tx.send(context).unwrap();
-        in_factory_rx.recv().unwrap();
+        in_factory_rx.recv_timeout(TEST_TIMEOUT).unwrap();
     });
     assert_eq!(drops.count(), 0, "the factory still holds its captures");
     finish.send(()).unwrap();
@@ -296,43 +304,64 @@ fn a_dropped_handle_takes_its_waker_back() {
     });
 }
 
-/// Two idle tasks whose destructors wake each other: during teardown those wakes reach the
-/// closed global queue and are discarded; nothing hangs and no cell is left behind.
+/// Two idle tasks, each holding a destructor that wakes the other, on one and two workers.
+/// They are registered without supervision, so the tree's abort does not wake them first:
+/// teardown's drop of one wakes the other while it is still idle, on a closing worker, and
+/// the runnable that wake makes is discarded. Both destructors find a waker to wake, and the
+/// pool ends clean (no runnable or cell outlives the runner).
 #[test]
 fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
-    for workers in [1, 2] {
-        struct WakeOther(Arc<Mutex<Option<Waker>>>);
-        impl Drop for WakeOther {
-            fn drop(&mut self) {
-                if let Some(waker) = self.0.lock().unwrap().take() {
-                    waker.wake();
-                }
+    use crate::context::LabelPath;
+    use crate::pool::Home;
+    use crate::supervision::TaskNode;
+    use crate::task::cell::{Runnable, Task};
+    struct WakeOther(Arc<Mutex<Option<Waker>>>, Arc<AtomicUsize>);
+    impl Drop for WakeOther {
+        fn drop(&mut self) {
+            if let Some(waker) = self.0.lock().unwrap().take() {
+                self.1.fetch_add(1, Ordering::SeqCst);
+                waker.wake();
             }
         }
-        let pool = Runner::new(config().with_worker_threads(workers)).start(|context| async move {
-            let slots = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
-            for index in 0..2 {
-                let own = slots[index].clone();
-                let other = WakeOther(slots[1 - index].clone());
-                drop(context.clone().spawn(move |_| async move {
-                    let _other = other;
-                    futures::future::poll_fn(|cx| {
+    }
+    for workers in [1, 2] {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let pool = Runner::new(config().with_worker_threads(workers)).start(|context| {
+            let woken = woken.clone();
+            async move {
+                let shared = context.runtime().clone();
+                let slots = [(); 2].map(|_| Arc::new(Mutex::new(None::<Waker>)));
+                for (own, other) in [(0, 1), (1, 0)] {
+                    let own = slots[own].clone();
+                    let guard = WakeOther(slots[other].clone(), woken.clone());
+                    let future = futures::future::poll_fn(move |cx| {
+                        let _ = &guard;
                         *own.lock().unwrap() = Some(cx.waker().clone());
                         Poll::<()>::Pending
-                    })
-                    .await
-                }));
+                    });
+                    let owner = TaskNode::<LabelPath>::unsupervised(Home::Pool(Arc::downgrade(
+                        &shared.pool,
+                    )));
+                    let (task, runnable) = Task::new(future, owner);
+                    assert!(shared.tasks.admit(task, runnable, Runnable::spawn).is_ok());
+                }
+                while slots.iter().any(|slot| slot.lock().unwrap().is_none()) {
+                    reschedule().await;
+                }
+                shared.pool.clone()
             }
-            while slots.iter().any(|slot| slot.lock().unwrap().is_none()) {
-                reschedule().await;
-            }
-            context.runtime().pool.clone()
         });
+        assert_eq!(
+            woken.load(Ordering::SeqCst),
+            2,
+            "{workers} workers: each destructor woke the other task"
+        );
         assert!(pool.is_clean());
+        assert_eq!(Arc::strong_count(&pool), 1);
         assert_eq!(
             Arc::weak_count(&pool),
             0,
-            "no runnable or cell outlived the runner"
+            "{workers} workers: no runnable or cell outlived the runner"
         );
     }
 }
@@ -406,7 +435,7 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
                     std::mem::forget(sleep);
                     tx.send(()).unwrap();
                 });
-                rx.recv().unwrap();
+                rx.recv_timeout(TEST_TIMEOUT).unwrap();
             }
         })
     }));
@@ -420,25 +449,37 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
     assert_eq!(Arc::weak_count(&pool), 0, "every task cell was freed");
 }
 
-/// Dedicated and blocking workers release their leases when they finish; a finished worker
-/// does not close the registry for its siblings.
+/// Completed dedicated and blocking workers release their leases, eight in a row each, and
+/// leave the registry open: every later launch, a nested dedicated one included, is accepted
+/// and releases its lease too. A dedicated spawn always launches a new thread; a blocking
+/// one may reuse a parked thread (our design), which must release the lease just the same.
 #[test]
 fn completed_workers_release_tracking_and_leave_the_registry_open() {
     Runner::new(config()).start(|context| async move {
-        for _ in 0..8 {
-            let handle = context.clone().shared(true).spawn(|_| async { 1 });
-            assert_eq!(handle.await, Ok(1));
-            // The handle may resolve before the worker's cleanup: wait for the lease.
-            yield_until(|| context.runtime().workers.state.lock().active == 0).await;
+        let released = || context.runtime().workers.state.lock().active == 0;
+        for place in threaded() {
+            for _ in 0..8 {
+                let handle = place(context.child("completed")).spawn(|_| async { 1 });
+                assert_eq!(handle.await, Ok(1));
+                // The handle may resolve before the worker's cleanup: wait for the lease.
+                yield_until(released).await;
+                assert!(!context.runtime().workers.state.lock().closed);
+            }
         }
         let nested = context
-            .clone()
+            .child("outer")
             .dedicated()
-            .spawn(
-                |context| async move { context.dedicated().spawn(|_| async { 11 }).await.unwrap() },
-            )
+            .spawn(|context| async move {
+                context
+                    .child("inner")
+                    .dedicated()
+                    .spawn(|_| async { 11 })
+                    .await
+                    .unwrap()
+            })
             .await;
         assert_eq!(nested, Ok(11));
+        yield_until(released).await;
         assert!(!context.runtime().workers.state.lock().closed);
     });
 }
@@ -456,23 +497,52 @@ fn closed_registry_skips_dedicated_factories() {
     });
 }
 
-/// A foreign thread's TLS destructor may wake a task after the runtime's own thread-local was
-/// destroyed: the wake takes the foreign path instead of panicking.
+/// A foreign thread's TLS destructor that runs after the runtime's own TLS key was destroyed
+/// on that thread can still wake the root and a task: neither wake panics (caught inside the
+/// destructor, so a regression fails the test instead of aborting the process), and both
+/// woken futures finish.
 #[test]
 fn foreign_tls_destructor_can_wake_after_current_key_destruction() {
-    struct WakeOnDrop(Waker, mpsc::Sender<()>);
-    impl Drop for WakeOnDrop {
+    struct OnExit {
+        waker: Waker,
+        result: mpsc::Sender<bool>,
+    }
+    impl Drop for OnExit {
         fn drop(&mut self) {
-            self.0.wake_by_ref();
-            let _ = self.1.send(());
+            let panicked = catch_unwind(AssertUnwindSafe(|| self.waker.wake_by_ref())).is_err();
+            let _ = self.result.send(panicked);
         }
     }
     thread_local! {
-        static HELD: std::cell::RefCell<Option<WakeOnDrop>> = const { std::cell::RefCell::new(None) };
+        static EXIT: std::cell::RefCell<Option<OnExit>> = const { std::cell::RefCell::new(None) };
     }
+    /// Wakes `waker` from a foreign thread whose TLS is then destroyed, the runtime's key
+    /// (initialized by the first wake) before `EXIT` (initialized before it). Returns whether
+    /// the wake in `EXIT`'s destructor panicked.
+    fn wake_from_exiting_thread(waker: Waker) -> bool {
+        let (result, received) = mpsc::channel();
+        thread::spawn(move || {
+            EXIT.with(|slot| {
+                *slot.borrow_mut() = Some(OnExit {
+                    waker: waker.clone(),
+                    result,
+                })
+            });
+            waker.wake_by_ref();
+        })
+        .join()
+        .unwrap();
+        received.recv_timeout(TEST_TIMEOUT).unwrap()
+    }
+    // The root's waker: the runner stays alive through the thread's TLS destruction.
+    let root_panicked = Runner::new(config()).start(|_| {
+        futures::future::poll_fn(|cx| Poll::Ready(wake_from_exiting_thread(cx.waker().clone())))
+    });
+    assert!(!root_panicked, "a root wake touched destroyed runtime TLS");
+    // A task's waker.
     Runner::new(config()).start(|context| async move {
         let (task_waker_tx, task_waker_rx) = oneshot::channel();
-        let task = context.clone().spawn(move |_| async move {
+        let task = context.child("woken").spawn(move |_| async move {
             let mut tx = Some(task_waker_tx);
             futures::future::poll_fn(|cx| match tx.take() {
                 Some(tx) => {
@@ -484,16 +554,10 @@ fn foreign_tls_destructor_can_wake_after_current_key_destruction() {
             .await
         });
         let waker = task_waker_rx.await.unwrap();
-        let (dropped, dropped_rx) = mpsc::channel();
-        thread::spawn(move || {
-            // The user's key is initialized first, so the runtime's key (initialized by the
-            // wake below) is destroyed before it.
-            HELD.with(|held| *held.borrow_mut() = Some(WakeOnDrop(waker.clone(), dropped)));
-            waker.wake_by_ref();
-        })
-        .join()
-        .unwrap();
-        dropped_rx.recv().unwrap();
+        assert!(
+            !wake_from_exiting_thread(waker),
+            "a task wake touched destroyed runtime TLS"
+        );
         assert_eq!(task.await, Ok(()));
     });
 }
@@ -581,7 +645,7 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
                             })
                         }));
                         reschedule().await;
-                        let a_waker = a_waker_rx.recv().unwrap();
+                        let a_waker = a_waker_rx.recv_timeout(TEST_TIMEOUT).unwrap();
                         let mut sleep = crate::worker::Sleep::new(Duration::from_millis(1));
                         let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
                         assert!(
@@ -595,7 +659,7 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
                         futures::future::pending::<()>().await;
                     });
                     // Worker zero stays busy here so that the spawn goes to worker one.
-                    armed_rx.recv().unwrap();
+                    armed_rx.recv_timeout(TEST_TIMEOUT).unwrap();
                     futures::future::pending::<()>().await
                 }
             })

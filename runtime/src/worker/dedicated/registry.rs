@@ -240,18 +240,48 @@ mod tests {
 
     #[test]
     fn a_lease_taken_before_close_stays_counted_until_released() {
+        const TIMEOUT: Duration = Duration::from_secs(10);
         let workers = Arc::new(ThreadRegistry::default());
-        let lease = workers.reserve().expect("open registry");
+        // The lease is taken on a thread of its own, as a dedicated worker takes it.
+        let (reserved, reservation) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let workers = workers.clone();
+            std::thread::spawn(move || {
+                let lease = workers.reserve().expect("open registry");
+                reserved.send(()).unwrap();
+                released.recv_timeout(TIMEOUT).unwrap();
+                drop(lease);
+            })
+        };
+        reservation.recv_timeout(TIMEOUT).unwrap();
         workers.close();
         assert_eq!(workers.state.lock().active, 1);
         assert!(workers.reserve().is_none());
+        let (finished, completion) = std::sync::mpsc::channel();
         let waiter = {
             let workers = workers.clone();
-            std::thread::spawn(move || workers.wait())
+            std::thread::spawn(move || {
+                workers.wait();
+                finished.send(()).unwrap();
+            })
         };
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!waiter.is_finished(), "wait blocks while a lease is out");
-        drop(lease);
+        // The waiter is blocked in `wait`, not merely not yet started.
+        let deadline = Instant::now() + TIMEOUT;
+        while workers.state.lock().waiters == 0 {
+            assert!(Instant::now() < deadline, "the waiter must reach wait");
+            std::thread::yield_now();
+        }
+        assert!(
+            completion.try_recv().is_err(),
+            "wait blocks while a lease is out"
+        );
+        release.send(()).unwrap();
+        // Bounded: a release that never wakes the waiter fails instead of hanging.
+        completion
+            .recv_timeout(TIMEOUT)
+            .expect("wait returns once the lease is released");
+        holder.join().unwrap();
         waiter.join().unwrap();
         assert_eq!(workers.state.lock().active, 0);
     }
