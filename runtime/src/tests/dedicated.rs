@@ -129,9 +129,9 @@ fn factory_panic_finishes_metrics_and_releases_reservation() {
                     })
                 }));
                 // The caller gets the factory's own payload, not a copy re-raised as text.
-                let payload = result
-                    .err()
-                    .expect("the factory's panic reaches the caller");
+                let Err(payload) = result else {
+                    panic!("the factory's panic reaches the caller")
+                };
                 assert_eq!(payload.downcast_ref::<&str>(), Some(&"factory failed"));
                 let running =
                     format!("runtime_tasks_running{{name=\"factory\",placement=\"{placement}\"}}");

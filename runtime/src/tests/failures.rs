@@ -4,8 +4,10 @@ use super::*;
 use crate::hooks::{Fault, STARTUP_FAILURE, inject};
 use crate::runner::{POOL_LAUNCH, POOL_LAUNCH_FAILURE, PoolLaunch};
 
-/// A dedicated or blocking worker whose ring cannot be created: its handle is `Closed`;
-/// caught, the runner carries on; uncaught, the failure interrupts the root with the io error.
+/// A dedicated or blocking worker whose ring cannot be created: its handle is `Closed` and its
+/// payload is dropped once, never polled. Caught, the runner carries on: a sibling spawned
+/// after the failure runs and its output (11) is the root's. Uncaught, the failure interrupts
+/// the root (left pending for it) with the io error.
 #[test]
 fn worker_startup_failure_uses_configured_panic_policy() {
     for catch in [true, false] {
@@ -13,24 +15,33 @@ fn worker_startup_failure_uses_configured_panic_policy() {
             let config = config().with_catch_panics(catch);
             inject(config.storage_directory(), Fault::DedicatedStartup);
             let drops = Drops::default();
+            let polled = Arc::new(AtomicBool::new(false));
             let result = catch_unwind(AssertUnwindSafe(|| {
                 Runner::new(config).start(|context| {
-                    let drops = drops.clone();
+                    let (drops, polled) = (drops.clone(), polled.clone());
                     async move {
                         let guard = drops.guard();
                         let handle = place(context.clone()).spawn(move |_| async move {
+                            polled.store(true, Ordering::SeqCst);
                             let _guard = guard;
                         });
                         assert_eq!(handle.await, Err(Error::Closed));
-                        context.sleep(Duration::from_millis(1)).await;
-                        11
+                        if !catch {
+                            // Only the failure can end the root now.
+                            futures::future::pending::<()>().await;
+                        }
+                        context
+                            .child("sibling")
+                            .spawn(|_| async { 11 })
+                            .await
+                            .unwrap()
                     }
                 })
             }));
-            assert_eq!(
-                drops.count(),
-                1,
-                "the payload is dropped once, never polled"
+            assert_eq!(drops.count(), 1, "the payload is dropped once");
+            assert!(
+                !polled.load(Ordering::SeqCst),
+                "the payload is never polled"
             );
             if catch {
                 assert_eq!(result.ok(), Some(11));
@@ -113,8 +124,8 @@ fn partial_startup_failure_releases_all_workers() {
 }
 
 /// A thread that cannot be created for a dedicated or blocking spawn: the payload is dropped
-/// once while the reservation is still counted and the registry unlocked, then the
-/// reservation is released, and `spawn` panics in its caller. A payload destructor that
+/// once, never polled, while the reservation is still counted and the registry unlocked, then
+/// the reservation is released, and `spawn` panics in its caller. A payload destructor that
 /// panics too still yields a single panic, and the runner keeps running.
 #[test]
 fn creation_failure_destroys_payload_before_releasing_tracking() {
@@ -144,15 +155,22 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
             }
             let drops = Drops::default();
             let payload = Payload(context.runtime().workers.clone(), drops.clone(), explode);
+            let polled = Arc::new(AtomicBool::new(false));
             inject(&directory, Fault::Launch);
             let result = catch_unwind(AssertUnwindSafe(|| {
+                let polled = polled.clone();
                 place(context.clone()).spawn(move |_| async move {
+                    polled.store(true, Ordering::SeqCst);
                     let _payload = payload;
                 })
             }));
             let text = panic_text(result);
             assert!(text.contains("failed to spawn thread"), "{text}");
             assert_eq!(drops.count(), 1);
+            assert!(
+                !polled.load(Ordering::SeqCst),
+                "a payload whose thread never started is never polled"
+            );
             assert_eq!(context.runtime().workers.state.lock().active, 0);
             assert_eq!(context.clone().spawn(|_| async { 7 }).await, Ok(7));
         });
@@ -178,7 +196,9 @@ fn creation_failure_in_caught_task_leaves_runner_usable() {
 }
 
 /// A failure of worker zero's ring service fails `start` with "io_uring driver service
-/// failed" and the cause; an operation that escaped is safe to drop afterwards.
+/// failed" and the cause, before the root sees the completion that service reaped: the root
+/// polls an operation that escapes into the test with its own waker on every poll, and every
+/// such poll is `Pending`. The escaped operation is safe to drop afterwards.
 #[test]
 fn service_error_preserves_completions_before_cleanup() {
     let (read, write) = pipe();
@@ -187,20 +207,26 @@ fn service_error_preserves_completions_before_cleanup() {
         Runner::new(config()).start(|_| {
             let escaped = escaped.clone();
             async move {
-                let mut pending = Operation::register(Request::Read {
+                *escaped.lock().unwrap() = Some(Operation::register(Request::Read {
                     fd: read.clone(),
                     len: 4,
-                });
-                assert!(
-                    pending
-                        .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
-                        .is_pending()
-                );
-                *escaped.lock().unwrap() = Some(pending);
+                }));
                 fail_next_service();
-                // A completion for the next service to reap.
+                // A completion for the next service to reap: the read is registered at the
+                // first poll below, and the bytes are already there.
                 write_ping(&write);
-                futures::future::pending::<()>().await
+                // Had the failed service delivered the completion, its wake would poll the
+                // root again and that poll would find the read ready.
+                futures::future::poll_fn(|cx| {
+                    let mut escaped = escaped.lock().unwrap();
+                    let operation = escaped.as_mut().expect("the operation escaped");
+                    assert!(
+                        operation.poll_unpin(cx).is_pending(),
+                        "the root never sees the completion of the failed service"
+                    );
+                    Poll::<()>::Pending
+                })
+                .await
             }
         })
     }));
@@ -237,7 +263,8 @@ fn remote_driver_failure_interrupts_root_even_when_task_panics_are_caught() {
                     tx.send(()).unwrap();
                     drop(operation.await);
                 });
-                rx.recv().unwrap();
+                rx.recv_timeout(TEST_TIMEOUT)
+                    .expect("worker one must register its read");
                 write_ping(&write);
                 // Pending once without waking itself: only the failure polls the root again,
                 // and that poll must end it before the code below runs.

@@ -165,8 +165,18 @@ fn direct_reads_outlive_their_origin_worker() {
 /// A paged replay keeps reads in flight between fills. The task that issued them may close its
 /// worker before they are observed, which discards them whether they are still pending or
 /// have landed unobserved; the replay then reads those pages again on demand, so a partly
-/// consumed replay handed to another task still yields every byte. Cases: the origin worker is
+/// read replay handed to another task still yields every byte. Cases: the origin worker is
 /// dedicated or blocking, and the reads have landed or not when it closes.
+///
+/// After its first fill the child asks for the whole blob once and lets the future go (the
+/// replay keeps its state): that issues the reads for the rest of the blob on the child's
+/// worker, and the test asserts they are registered there and not yet reaped, so the case of
+/// pending reads is really exercised. With `landed`, the child then waits until every one of
+/// them has been reaped, unobserved. Only then does the child hand the replay back.
+///
+/// The replay bypasses the page cache (`DONT_CACHE`): with nothing in flight, a default replay
+/// reads the pages the page cache holds (all of them, just written) on the calling thread and
+/// leaves nothing in flight on the ring.
 #[rstest::rstest]
 fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
     #[values(false, true)] dedicated: bool,
@@ -177,16 +187,14 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
     use std::num::{NonZeroU16, NonZeroUsize};
 
     Runner::new(config()).start(|context| async move {
-        // A sixteen page replay buffer over sixty-four pages reads in batches of four pages,
-        // so the child's first fill leaves three batches in flight on its worker. The replay
-        // bypasses the page cache: a cached one reads on the calling thread, leaving nothing
-        // in flight.
+        // A sixteen page replay buffer over sixty-four pages reads in batches of four pages.
         const PAGE: u16 = 64;
         let physical = usize::from(PAGE) + usize::from(CHECKSUM_SIZE);
         let buffer = 16 * physical;
         let data: Vec<u8> = (0..64 * usize::from(PAGE))
             .map(|i| (i % 251) as u8)
             .collect();
+        let total = data.len();
         let (blob, size) = context.open("partition", b"replay").await.unwrap();
         let cache = CacheRef::new(
             NonZeroU16::new(PAGE).unwrap(),
@@ -209,8 +217,19 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
                     .replay(NonZeroUsize::new(buffer).unwrap(), ReadOptions::DONT_CACHE)
                     .unwrap();
                 assert!(replay.ensure(1).await.unwrap());
+                // One poll registers the reads for the rest of the blob and waits on the
+                // first of them, which no service of this worker has submitted yet.
+                let first =
+                    pin!(replay.ensure(total)).poll(&mut TaskContext::from_waker(Waker::noop()));
+                assert!(first.is_pending(), "the replay waits for reads in flight");
+                let pending = || context.runtime().metrics.pending_operations.get();
+                assert!(
+                    pending() > 0,
+                    "the replay's reads are in flight on the child's worker"
+                );
                 if landed {
-                    context.sleep(Duration::from_millis(50)).await;
+                    // This worker's services reap them while the child yields.
+                    yield_until(|| pending() == 0).await;
                 }
                 replay
             })
@@ -221,8 +240,8 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
         // registrations are gone before the replay is driven again.
         yield_until(|| context.runtime().workers.state.lock().active == 0).await;
 
-        assert!(replay.ensure(data.len()).await.unwrap());
-        assert_eq!(replay.copy_to_bytes(data.len()).as_ref(), data);
+        assert!(replay.ensure(total).await.unwrap());
+        assert_eq!(replay.copy_to_bytes(total).as_ref(), data);
         assert!(!replay.ensure(1).await.unwrap());
         context.remove("partition", None).await.unwrap();
     });

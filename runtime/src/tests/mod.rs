@@ -539,6 +539,42 @@ fn execution_modes_share_ordinary_descendants() {
     });
 }
 
+/// A dedicated or blocking task may block its thread on an ordinary child (default or
+/// explicit `shared(false)`), which runs on the pool meanwhile: the parent runs off the
+/// runner's thread and the child on it. The wait is bounded, so a deadlock fails the test.
+#[test]
+fn blocking_parents_can_wait_for_ordinary_descendants() {
+    let pool = thread::current().id();
+    Runner::new(config()).start(|context| async move {
+        for parent in [Mode::Dedicated, Mode::Blocking] {
+            parent
+                .place(context.child("parent"))
+                .spawn(move |context| async move {
+                    assert_ne!(thread::current().id(), pool, "{parent:?} parent's thread");
+                    for child in [Mode::Default, Mode::Ordinary] {
+                        let (sender, receiver) = mpsc::channel();
+                        drop(
+                            child
+                                .place(context.child("child"))
+                                .spawn(move |_| async move {
+                                    sender.send(thread::current().id()).unwrap();
+                                }),
+                        );
+                        // The root awaits this parent without blocking, so the pool's only
+                        // worker is free to run the child while this thread blocks.
+                        assert_eq!(
+                            receiver.recv_timeout(TEST_TIMEOUT).unwrap(),
+                            pool,
+                            "{parent:?} parent, {child:?} child"
+                        );
+                    }
+                })
+                .await
+                .unwrap();
+        }
+    });
+}
+
 /// After an abort of a context's node, spawn returns an immediately closed handle for every
 /// placement and never calls the factory: from the aborted node itself, and from a child
 /// made after the abort. With the root's own node aborted, the root keeps running and the

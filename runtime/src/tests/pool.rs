@@ -338,7 +338,9 @@ fn wake_from_another_runtime_stays_in_its_own_pool() {
     let (waker_tx, waker_rx) = mpsc::channel::<Waker>();
     let other = thread::spawn(move || {
         Runner::new(config().with_worker_threads(2)).start(|context| async move {
-            let waker = waker_rx.recv().unwrap();
+            let waker = waker_rx
+                .recv_timeout(TEST_TIMEOUT)
+                .expect("the first runtime's task must send its waker");
             let other_pool = Arc::as_ptr(&pool_of(&context)) as usize;
             // The wake comes from inside a poll on one of this runtime's workers.
             context
@@ -453,10 +455,11 @@ fn requeuer(context: &Context, polls: &Arc<AtomicUsize>, stop: &Arc<AtomicBool>)
 }
 
 /// L: a busy worker takes from the global queue on exactly every `interval`-th poll, so
-/// consecutive chain tasks are separated by exactly `interval - 1` polls of the requeuer.
+/// consecutive chain tasks are separated by exactly `interval - 1` polls of the requeuer; for
+/// intervals of 1, 2 and 4 and for the configuration's default.
 #[test]
 fn busy_worker_checks_the_global_queue_every_interval() {
-    for interval in [1, 2, 4, 31] {
+    for interval in [1, 2, 4, config().global_queue_interval()] {
         Runner::new(config().with_global_queue_interval(interval)).start(|context| async move {
             let polls = Arc::new(AtomicUsize::new(0));
             let stop = Arc::new(AtomicBool::new(false));
@@ -481,7 +484,8 @@ fn busy_worker_checks_the_global_queue_every_interval() {
 #[test]
 fn busy_worker_takes_a_share_of_the_global_queue_every_interval() {
     const WAITERS: usize = 64;
-    for (requeuers, interval) in [(1, 31), (1, 4), (200, 31), (200, 4)] {
+    let default = config().global_queue_interval();
+    for (requeuers, interval) in [(1, default), (1, 4), (200, default), (200, 4)] {
         Runner::new(config().with_global_queue_interval(interval)).start(|context| async move {
             let interval = interval as usize;
             let polls = Arc::new(AtomicUsize::new(0));
@@ -1110,9 +1114,17 @@ fn push_ends_a_spin_through_the_wake_signal() {
 }
 
 /// N: a worker whose spin ended on a push's signal consumes it: idle again, it spins out its
-/// budget and then sleeps on its futex instead of spinning on a stale signal.
+/// budget and then sleeps on its futex instead of spinning on a stale signal. Each round
+/// forces a signalled spin: a hook at worker one's next wait (published idle, just before the
+/// spin) makes a foreign push, which claims worker one and sets its wake signal, so the spin
+/// that follows sees the signal at once. The root holds worker zero meanwhile, so the push can
+/// claim no other worker. The round then asserts that the pushed task ran on worker one and
+/// that worker one goes on to sleep on its futex, published idle.
 #[test]
 fn spinning_worker_sleeps_after_a_signalled_spin() {
+    /// The wake-state bits of a futex sleep and of a pending wake.
+    const FUTEX: u32 = 0b001;
+    const SIGNAL: u32 = 0b100;
     let spinner = SpinnerConfig {
         budget_us: 1_000,
         max_budget_us: 1_000,
@@ -1121,23 +1133,45 @@ fn spinning_worker_sleeps_after_a_signalled_spin() {
     Runner::new(config().with_worker_threads(2).with_idle_spinner(spinner)).start(
         |context| async move {
             let pool = pool_of(&context);
-            for _ in 0..3 {
-                let (task, _) = spawn_elsewhere(&context, async {});
-                task.await.unwrap();
-                let watcher = {
-                    let pool = pool.clone();
-                    thread::spawn(move || {
-                        spin_until(
-                            || pool.idle().is_idle(1) && pool.mailbox(1).waker.bits() & 1 != 0,
-                            "worker one must sleep on its futex",
-                        )
-                    })
-                };
-                // The watcher runs on its own thread; the root waits for it without polling.
-                while !watcher.is_finished() {
-                    reschedule().await;
-                }
-                watcher.join().unwrap();
+            for round in 0..3 {
+                let ran = Arc::new(Mutex::new(None));
+                on_next_park(&pool, 1, ParkPoint::BeforeWait, {
+                    let (child, pool, ran) =
+                        (context.child("signalled"), pool.clone(), ran.clone());
+                    move || {
+                        thread::spawn(move || {
+                            drop(child.spawn(move |_| async move {
+                                *ran.lock().unwrap() = Some(thread::current().id());
+                            }))
+                        })
+                        .join()
+                        .unwrap();
+                        assert!(!pool.idle().is_idle(1), "the push claims worker one");
+                        assert_ne!(
+                            pool.mailbox(1).waker.bits() & SIGNAL,
+                            0,
+                            "the push signals worker one before its spin"
+                        );
+                    }
+                });
+                // Start worker one's next park: a foreign spawn claims it while the root holds
+                // worker zero.
+                let (_, worker_one) = spawn_elsewhere(&context, async {});
+                spin_until(
+                    || ran.lock().unwrap().is_some(),
+                    "the push made before the spin must run",
+                );
+                assert_eq!(
+                    *ran.lock().unwrap(),
+                    Some(worker_one),
+                    "round {round}: the signalled spin ended and worker one ran the push"
+                );
+                // A stale signal would end every later spin at once, and worker one would
+                // never reach its futex.
+                spin_until(
+                    || pool.idle().is_idle(1) && pool.mailbox(1).waker.bits() & FUTEX != 0,
+                    "worker one must sleep on its futex after a signalled spin",
+                );
             }
         },
     );
