@@ -1034,10 +1034,13 @@ fn invalid_config_panics_before_the_closure_and_the_storage_directory() {
         // `validate` itself refuses the setting, with a message that says so ...
         let mut direct = cfg.clone();
         let refused = catch_unwind(AssertUnwindSafe(|| direct.validate()));
-        let message = refused
-            .err()
-            .and_then(|payload| payload.downcast::<String>().ok())
-            .unwrap_or_else(|| panic!("{name}: validate accepted an invalid config"));
+        let Err(payload) = refused else {
+            panic!("{name}: validate accepted an invalid config")
+        };
+        let message = payload
+            .downcast::<String>()
+            .map(|message| *message)
+            .unwrap_or_else(|_| panic!("{name}: validate's panic carries no formatted message"));
         assert!(
             message.starts_with(&format!("invalid runtime configuration: {field}"))
                 && message.contains("allowed"),

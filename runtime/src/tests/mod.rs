@@ -169,12 +169,18 @@ fn assert_refused(context: Context) {
 }
 
 /// Yields to the runtime until `done` holds (for states that change on other threads without
-/// waking anyone, such as the registry's counts).
+/// waking anyone, such as the registry's counts). Fails the test after [`TEST_TIMEOUT`], so a
+/// state that never comes fails instead of hanging.
 async fn yield_until(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + TEST_TIMEOUT;
     futures::future::poll_fn(|cx| {
         if done() {
             Poll::Ready(())
         } else {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the awaited state never came"
+            );
             cx.waker().wake_by_ref();
             Poll::Pending
         }

@@ -307,8 +307,9 @@ fn a_dropped_handle_takes_its_waker_back() {
 /// Two idle tasks, each holding a destructor that wakes the other, on one and two workers.
 /// They are registered without supervision, so the tree's abort does not wake them first:
 /// teardown's drop of one wakes the other while it is still idle, on a closing worker, and
-/// the runnable that wake makes is discarded. Both destructors find a waker to wake, and the
-/// pool ends clean (no runnable or cell outlives the runner).
+/// the runnable that wake makes is discarded. Both destructors run their wake (the count),
+/// and the pool ends clean: no runnable or cell outlives the runner (the weak count), which
+/// is what catches a runnable that teardown's wake left behind.
 #[test]
 fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
     use crate::context::LabelPath;
@@ -345,9 +346,7 @@ fn wake_from_a_destructor_during_teardown_leaves_no_runnable() {
                     let (task, runnable) = Task::new(future, owner);
                     assert!(shared.tasks.admit(task, runnable, Runnable::spawn).is_ok());
                 }
-                while slots.iter().any(|slot| slot.lock().unwrap().is_none()) {
-                    reschedule().await;
-                }
+                yield_until(|| slots.iter().all(|slot| slot.lock().unwrap().is_some())).await;
                 shared.pool.clone()
             }
         });
@@ -600,7 +599,11 @@ fn shutdown_destroys_tasks_on_a_worker() {
                         }));
                     }
                     for receiver in ready {
-                        receiver.await.unwrap();
+                        context
+                            .timeout(TEST_TIMEOUT, receiver)
+                            .await
+                            .unwrap()
+                            .unwrap();
                     }
                     assert!(!root_panics, "root failure");
                 }
