@@ -51,7 +51,7 @@ fn dedicated_reservation_covers_factory_construction_through_shutdown() {
         }
     }
 
-    for place in threaded() {
+    for mode in Mode::THREADED {
         let drops = Drops::default();
         let polled = Arc::new(AtomicBool::new(false));
         let (metadata, received) = mpsc::channel();
@@ -70,7 +70,7 @@ fn dedicated_reservation_covers_factory_construction_through_shutdown() {
                 }));
                 let registry = context.runtime().workers.clone();
                 let (entered, entering) = oneshot::channel();
-                let child = place(context.clone());
+                let child = mode.place(context.clone());
                 let publisher = thread::spawn(move || {
                     child.spawn(move |_| {
                         entered.send(()).unwrap();
@@ -110,12 +110,12 @@ fn dedicated_reservation_covers_factory_construction_through_shutdown() {
 fn factory_panic_finishes_metrics_and_releases_reservation() {
     for catch in [false, true] {
         Runner::new(config().with_catch_panics(catch)).start(|context| async move {
-            for (place, placement, leased) in [
-                (placements()[0], "shared", 0),
-                (placements()[1], "dedicated", 1),
-                (placements()[2], "blocking", 1),
+            for (mode, placement, leased) in [
+                (Mode::Default, "shared", 0),
+                (Mode::Dedicated, "dedicated", 1),
+                (Mode::Blocking, "blocking", 1),
             ] {
-                let scope = place(context.child("factory"));
+                let scope = mode.place(context.child("factory"));
                 let registry = context.runtime().workers.clone();
                 let observed = Arc::new(Mutex::new(String::new()));
                 let seen = observed.clone();
@@ -433,9 +433,7 @@ fn blocking_threads_are_reused_with_a_fresh_worker_per_task() {
             .clone()
             .shared(true)
             .spawn(|_| async {
-                let mut sleep = crate::worker::Sleep::new(Duration::from_secs(3600));
-                let noop = &mut TaskContext::from_waker(Waker::noop());
-                assert!(sleep.poll_unpin(noop).is_pending());
+                let sleep = registered_sleep(Duration::from_secs(3600), Waker::noop());
                 (thread::current().id(), sleep)
             })
             .await

@@ -11,7 +11,7 @@ use crate::runner::{POOL_LAUNCH, POOL_LAUNCH_FAILURE, PoolLaunch};
 #[test]
 fn worker_startup_failure_uses_configured_panic_policy() {
     for catch in [true, false] {
-        for place in threaded() {
+        for mode in Mode::THREADED {
             let config = config().with_catch_panics(catch);
             inject(config.storage_directory(), Fault::DedicatedStartup);
             let drops = Drops::default();
@@ -21,7 +21,7 @@ fn worker_startup_failure_uses_configured_panic_policy() {
                     let (drops, polled) = (drops.clone(), polled.clone());
                     async move {
                         let guard = drops.guard();
-                        let handle = place(context.clone()).spawn(move |_| async move {
+                        let handle = mode.place(context.clone()).spawn(move |_| async move {
                             polled.store(true, Ordering::SeqCst);
                             let _guard = guard;
                         });
@@ -129,9 +129,9 @@ fn partial_startup_failure_releases_all_workers() {
 /// panics too still yields a single panic, and the runner keeps running.
 #[test]
 fn creation_failure_destroys_payload_before_releasing_tracking() {
-    for (explode, place) in [false, true]
+    for (explode, mode) in [false, true]
         .into_iter()
-        .flat_map(|explode| threaded().map(|place| (explode, place)))
+        .flat_map(|explode| Mode::THREADED.map(|mode| (explode, mode)))
     {
         let config = config();
         let directory = config.storage_directory().clone();
@@ -159,7 +159,7 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
             inject(&directory, Fault::Launch);
             let result = catch_unwind(AssertUnwindSafe(|| {
                 let polled = polled.clone();
-                place(context.clone()).spawn(move |_| async move {
+                mode.place(context.clone()).spawn(move |_| async move {
                     polled.store(true, Ordering::SeqCst);
                     let _payload = payload;
                 })
@@ -180,14 +180,16 @@ fn creation_failure_destroys_payload_before_releasing_tracking() {
 /// A launch failure inside a task whose panics are caught panics only that task.
 #[test]
 fn creation_failure_in_caught_task_leaves_runner_usable() {
-    for caller in [placements()[0], placements()[1]] {
+    for caller in [Mode::Default, Mode::Dedicated] {
         let config = config().with_catch_panics(true);
         let directory = config.storage_directory().clone();
         let output = Runner::new(config).start(|context| async move {
-            let handle = caller(context.clone()).spawn(move |context| async move {
-                inject(&directory, Fault::Launch);
-                drop(context.shared(true).spawn(|_| async {}));
-            });
+            let handle = caller
+                .place(context.clone())
+                .spawn(move |context| async move {
+                    inject(&directory, Fault::Launch);
+                    drop(context.shared(true).spawn(|_| async {}));
+                });
             assert_eq!(handle.await, Err(Error::Exited));
             context.spawn(|_| async { 7 }).await.unwrap()
         });

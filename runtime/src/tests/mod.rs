@@ -31,16 +31,6 @@ fn config() -> Config {
         .with_idle_spinner(SpinnerConfig::disabled())
 }
 
-/// Ordinary, dedicated and blocking placement.
-fn placements() -> [fn(Context) -> Context; 3] {
-    [|c| c, |c| c.dedicated(), |c| c.shared(true)]
-}
-
-/// Dedicated and blocking placement.
-fn threaded() -> [fn(Context) -> Context; 2] {
-    [|c| c.dedicated(), |c| c.shared(true)]
-}
-
 /// How long a wait that must make progress may take before the test fails instead of hanging.
 const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -65,12 +55,17 @@ enum Mode {
 }
 
 impl Mode {
+    /// Every mode, the default and an explicit ordinary placement told apart.
     const ALL: [Mode; 4] = [
         Mode::Default,
         Mode::Ordinary,
         Mode::Dedicated,
         Mode::Blocking,
     ];
+    /// One mode per execution: ordinary (the default), dedicated and blocking.
+    const EACH: [Mode; 3] = [Mode::Default, Mode::Dedicated, Mode::Blocking];
+    /// The modes that get a thread of their own.
+    const THREADED: [Mode; 2] = [Mode::Dedicated, Mode::Blocking];
 
     fn place(self, context: Context) -> Context {
         match self {
@@ -95,6 +90,18 @@ fn pipe() -> (Arc<OwnedFd>, OwnedFd) {
     // SAFETY: both descriptors are fresh and owned by us from here on.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     (Arc::new(read), write)
+}
+
+/// A sleep registered on this thread's worker with `waker`: its first poll is pending, so the
+/// worker's timer table holds `waker` until the sleep fires, is dropped or the table closes.
+fn registered_sleep(duration: Duration, waker: &Waker) -> crate::worker::Sleep {
+    let mut sleep = crate::worker::Sleep::new(duration);
+    assert!(
+        sleep
+            .poll_unpin(&mut TaskContext::from_waker(waker))
+            .is_pending()
+    );
+    sleep
 }
 
 /// Takes the storage directory's `.hold` lock, which must be free, and returns the file that
@@ -590,9 +597,9 @@ fn aborted_context_skips_factories_for_every_placement() {
     Runner::new(config()).start(|context| async move {
         let scope = context.child("scope");
         scope.tree.abort();
-        for place in placements() {
-            assert_refused(place(scope.clone()));
-            assert_refused(place(scope.child("late")));
+        for mode in Mode::EACH {
+            assert_refused(mode.place(scope.clone()));
+            assert_refused(mode.place(scope.child("late")));
         }
         context.tree.abort();
         for mode in Mode::ALL {
@@ -680,12 +687,12 @@ fn spawn_refused_by_the_closed_task_set_is_disposed_on_its_caller() {
 #[test]
 fn closed_runner_rejects_payload_without_invoking_closure() {
     let context = Runner::new(config()).start(|context| async move { context });
-    for place in placements() {
+    for mode in Mode::EACH {
         let drops = Drops::default();
         let guard = drops.guard();
         let called = Arc::new(AtomicBool::new(false));
         let flag = called.clone();
-        let handle = place(context.clone()).spawn(move |_| {
+        let handle = mode.place(context.clone()).spawn(move |_| {
             flag.store(true, Ordering::SeqCst);
             drop(guard);
             async {}
@@ -730,8 +737,9 @@ fn retained_descendant_context_is_closed_before_parent_result() {
 #[test]
 fn dedicated_completion_cancels_local_and_remote_descendants() {
     Runner::new(config()).start(|context| async move {
-        for place in threaded() {
-            let (ordinary, dedicated) = place(context.clone())
+        for mode in Mode::THREADED {
+            let (ordinary, dedicated) = mode
+                .place(context.clone())
                 .spawn(|context| async move {
                     let ordinary = context.clone().spawn(|_| futures::future::pending::<()>());
                     let dedicated = context
@@ -987,12 +995,7 @@ fn teardown_drops_every_future_before_clearing_timers() {
         async move {
             // A registration that outlives every task keeps the timer table non-empty until
             // the worker closes it.
-            let mut keeper = crate::worker::Sleep::new(Duration::from_secs(3600));
-            assert!(
-                keeper
-                    .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
-                    .is_pending()
-            );
+            let keeper = registered_sleep(Duration::from_secs(3600), Waker::noop());
             *escaped.lock().unwrap() = Some(keeper);
             let mut wakers = Vec::new();
             for index in 0..32 {
@@ -1074,16 +1077,18 @@ fn unpolled_task_disposal_is_contained() {
 #[test]
 fn cancelled_task_disposal_is_contained() {
     for catch in [false, true] {
-        for place in placements() {
+        for mode in Mode::EACH {
             let drops = Drops::default();
             let bomb = drops.bomb();
             Runner::new(Config::default().with_catch_panics(catch)).start(|context| async move {
                 let (tx, rx) = oneshot::channel();
-                let handle = place(context.child("cancelled")).spawn(move |context| async move {
-                    let _bomb = bomb;
-                    tx.send(context.child("retained")).ok().unwrap();
-                    futures::future::pending::<()>().await
-                });
+                let handle =
+                    mode.place(context.child("cancelled"))
+                        .spawn(move |context| async move {
+                            let _bomb = bomb;
+                            tx.send(context.child("retained")).ok().unwrap();
+                            futures::future::pending::<()>().await
+                        });
                 // Abort once the task holds its bomb and is suspended.
                 let retained = rx.await.unwrap();
                 handle.abort();
@@ -1111,7 +1116,7 @@ fn cancelled_task_disposal_is_contained() {
 #[test]
 fn ready_future_destructor_closes_handle_and_leaves_runner_usable() {
     for catch in [false, true] {
-        for place in [placements()[0], placements()[1]] {
+        for mode in [Mode::Default, Mode::Dedicated] {
             struct ReadyThenBomb(Arc<AtomicUsize>, #[allow(dead_code)] DropGuard);
             impl std::future::Future for ReadyThenBomb {
                 type Output = i32;
@@ -1125,7 +1130,9 @@ fn ready_future_destructor_closes_handle_and_leaves_runner_usable() {
                 let bomb = drops.bomb();
                 let polls = Arc::new(AtomicUsize::new(0));
                 let counted = polls.clone();
-                let handle = place(context.clone()).spawn(move |_| ReadyThenBomb(counted, bomb));
+                let handle = mode
+                    .place(context.clone())
+                    .spawn(move |_| ReadyThenBomb(counted, bomb));
                 assert_eq!(handle.await, Err(Error::Closed));
                 assert_eq!(polls.load(Ordering::SeqCst), 1);
                 assert_eq!(drops.count(), 1);
@@ -1315,13 +1322,8 @@ fn final_callbacks_finish_before_tls_removal() {
                 let escaped = escaped.clone();
                 let output_drops = output_drops.clone();
                 async move {
-                    let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
                     let waker = Waker::from(Arc::new(Callback(calls)));
-                    assert!(
-                        sleep
-                            .poll_unpin(&mut TaskContext::from_waker(&waker))
-                            .is_pending()
-                    );
+                    let sleep = registered_sleep(Duration::from_secs(60), &waker);
                     drop(waker);
                     *escaped.lock().unwrap() = Some(sleep);
                     if root_panics {
@@ -1347,15 +1349,8 @@ fn final_callbacks_finish_before_tls_removal() {
 /// A sleep registered on a worker that closed panics when polled again.
 #[test]
 fn sleep_polled_after_its_worker_closed_panics() {
-    let mut escaped = Runner::new(config()).start(|_| async move {
-        let mut sleep = crate::worker::Sleep::new(Duration::from_secs(60));
-        assert!(
-            sleep
-                .poll_unpin(&mut TaskContext::from_waker(Waker::noop()))
-                .is_pending()
-        );
-        Some(sleep)
-    });
+    let mut escaped = Runner::new(config())
+        .start(|_| async move { Some(registered_sleep(Duration::from_secs(60), Waker::noop())) });
     let mut sleep = escaped.take().unwrap();
     let text = panic_text(catch_unwind(AssertUnwindSafe(|| {
         let _ = sleep.poll_unpin(&mut TaskContext::from_waker(Waker::noop()));

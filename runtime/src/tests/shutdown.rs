@@ -422,13 +422,8 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
                 // spawn claims parked worker one.
                 let (tx, rx) = mpsc::channel();
                 spawn_on_worker_one(&context, move |_| async move {
-                    let mut sleep = crate::worker::Sleep::new(Duration::from_secs(3600));
                     let waker = Waker::from(Arc::new(Bad));
-                    assert!(
-                        sleep
-                            .poll_unpin(&mut TaskContext::from_waker(&waker))
-                            .is_pending()
-                    );
+                    let sleep = registered_sleep(Duration::from_secs(3600), &waker);
                     drop(waker);
                     // The sleep escapes the task so that only the table holds the waker.
                     std::mem::forget(sleep);
@@ -456,9 +451,11 @@ fn pool_worker_failure_during_shutdown_fails_the_runner() {
 fn completed_workers_release_tracking_and_leave_the_registry_open() {
     Runner::new(config()).start(|context| async move {
         let released = || context.runtime().workers.state.lock().active == 0;
-        for place in threaded() {
+        for mode in Mode::THREADED {
             for _ in 0..8 {
-                let handle = place(context.child("completed")).spawn(|_| async { 1 });
+                let handle = mode
+                    .place(context.child("completed"))
+                    .spawn(|_| async { 1 });
                 assert_eq!(handle.await, Ok(1));
                 // The handle may resolve before the worker's cleanup: wait for the lease.
                 yield_until(released).await;
@@ -489,8 +486,8 @@ fn completed_workers_release_tracking_and_leave_the_registry_open() {
 fn closed_registry_skips_dedicated_factories() {
     Runner::new(config()).start(|context| async move {
         context.runtime().workers.close();
-        for place in threaded() {
-            assert_refused(place(context.clone()));
+        for mode in Mode::THREADED {
+            assert_refused(mode.place(context.clone()));
         }
         assert_eq!(context.runtime().workers.state.lock().active, 0);
     });
@@ -649,13 +646,8 @@ fn failed_pool_worker_with_queued_runnables_shuts_down() {
                         }));
                         reschedule().await;
                         let a_waker = a_waker_rx.recv_timeout(TEST_TIMEOUT).unwrap();
-                        let mut sleep = crate::worker::Sleep::new(Duration::from_millis(1));
                         let callback = Waker::from(Arc::new(WakeThenPanic(a_waker)));
-                        assert!(
-                            sleep
-                                .poll_unpin(&mut TaskContext::from_waker(&callback))
-                                .is_pending()
-                        );
+                        let sleep = registered_sleep(Duration::from_millis(1), &callback);
                         // Only the table keeps the callback: the sleep escapes unpolled.
                         std::mem::forget(sleep);
                         armed.send(()).unwrap();
