@@ -432,13 +432,17 @@ const PHYSICAL: usize = 4096 + 12;
 fn logs(data: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
     let mut logs: Vec<_> = std::fs::read_dir(data.join("kv"))
         .unwrap()
-        .map(|entry| {
+        .filter_map(|entry| {
             let path = entry.unwrap().path();
             let hex = path.file_name().unwrap().to_str().unwrap().to_string();
+            // Bytes a recovery cut, kept beside the logs (`<hex>.cut-<offset>`), are not logs.
+            if hex.contains('.') {
+                return None;
+            }
             let name: Vec<u8> = (0..hex.len() / 2)
                 .map(|at| u8::from_str_radix(&hex[2 * at..2 * at + 2], 16).unwrap())
                 .collect();
-            (String::from_utf8(name).unwrap(), path)
+            Some((String::from_utf8(name).unwrap(), path))
         })
         .collect();
     logs.sort();
@@ -467,8 +471,8 @@ fn refused(data: &std::path::Path, extra: &[&str]) -> String {
 }
 
 /// Damage anywhere in the log (a flipped byte mid-log, a zeroed page, page 0, the last page)
-/// stops the start with the file and the offset and changes nothing; a torn tail is cut
-/// silently; `--repair` copies the damaged log aside and keeps exactly the records that
+/// stops the start with the file and the offset and changes nothing; a torn tail is refused
+/// by `--strict`, else kept beside the log, cut and reported in the metrics; `--repair` copies the damaged log aside and keeps exactly the records that
 /// verify, on both sides of the damage.
 #[test]
 fn damage_stops_the_start_and_repair_keeps_every_record_that_verifies() {
@@ -542,15 +546,54 @@ fn damage_stops_the_start_and_repair_keeps_every_record_that_verifies() {
         );
     }
 
-    // A torn tail (a fragment a crash left) is cut without a word.
+    // A torn tail (a fragment a crash left): `--strict` refuses it and changes nothing;
+    // without it, the fragment is copied beside the log, cut, and reported in the metrics.
     let mut torn = original.clone();
     torn.extend_from_slice(&[0x5A; PHYSICAL / 3]);
     std::fs::write(path, &torn).unwrap();
-    let (server, _) = start(&data);
+    let stderr = refused(&data, &["--strict"]);
+    assert!(
+        stderr.contains(&format!("from byte {} of the file", original.len()))
+            && stderr.contains("--strict refuses it"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        torn,
+        "strict: nothing changed"
+    );
+    let (server, metrics) = start(&data);
     let mut client = server.connect();
     client.send(b"DBSIZE\r\n");
     assert_eq!(reply(&mut client), ":297");
+    let exposition = http_get(metrics, "/metrics");
+    assert!(
+        exposition.contains(&format!("kv_recovery_bytes_cut {}\n", PHYSICAL / 3))
+            && exposition.contains("kv_recovery_cuts 1\n"),
+        "{exposition}"
+    );
+    let gauge = |name: &str| -> u64 {
+        let line = exposition
+            .lines()
+            .find(|line| line.starts_with(&format!("{name} ")));
+        let value = line.unwrap_or_else(|| panic!("{name} in {exposition}"));
+        value[name.len() + 1..].parse().unwrap()
+    };
+    let kept = gauge("kv_recovery_bytes_kept");
+    assert!(
+        kept > (pages as u64 - 1) * 4096 && kept <= pages as u64 * 4096,
+        "{kept}"
+    );
+    assert!(gauge("kv_recovery_pages_read") >= 1);
     server.kill();
+    let aside = data
+        .join("kv")
+        .join(format!("{}.cut-{}", name_hex("log.1"), original.len()));
+    assert_eq!(
+        std::fs::read(&aside).unwrap(),
+        &torn[original.len()..],
+        "the cut bytes are kept beside the log"
+    );
 
     // Repair, with page 6 damaged: every record that does not touch it is kept, the deletes
     // after it included.

@@ -54,6 +54,20 @@ pub enum Error {
         /// Where the damaged page starts in the blob (its physical offset).
         offset: u64,
     },
+    /// Opening a paged blob strictly found a tail that recovery would cut (a crash may have
+    /// torn it, or it was damaged): refused, and nothing was changed. Names the blob, where
+    /// the bytes that would be cut start (a physical offset) and how many there are, and why
+    /// they would be cut.
+    BlobTorn {
+        /// The blob, as `partition/hex(name)`.
+        blob: String,
+        /// Where the first byte that would be cut is in the blob.
+        offset: u64,
+        /// How many bytes would be cut, from `offset` on.
+        len: u64,
+        /// Why they would be cut.
+        what: String,
+    },
     /// Binding a listener to the address failed.
     BindFailed(std::net::SocketAddr, std::io::Error),
     /// Connecting to the address failed or timed out.
@@ -110,6 +124,16 @@ impl Display for Error {
                 f,
                 "blob {blob}: the page at offset {offset} is corrupt (no checksum in its \
                  trailer matches its bytes)"
+            ),
+            Error::BlobTorn {
+                blob,
+                offset,
+                len,
+                what,
+            } => write!(
+                f,
+                "blob {blob}: opening it strictly would cut {len} bytes at offset {offset} \
+                 ({what}); refused, nothing was changed"
             ),
             Error::BindFailed(address, error) => write!(f, "bind to {address} failed: {error}"),
             Error::DialFailed(address, error) => write!(f, "dial to {address} failed: {error}"),

@@ -5,7 +5,9 @@
 
 use bytes::Buf as _;
 use futures::FutureExt as _;
-use runtime::buffer::paged::{CHECKSUM_SIZE, CacheRef, Replay, Sealed, Writer};
+use runtime::buffer::paged::{
+    CHECKSUM_SIZE, CacheRef, CutReason, Recovery, Replay, Sealed, TornTail, Writer,
+};
 use runtime::prelude::*;
 use runtime::{Config, Context, Error, ReadOptions, Runner};
 use std::io::{BufRead, BufReader};
@@ -75,7 +77,38 @@ fn flip(path: &Path, offset: u64) {
     file.write_all_at(&byte, offset).unwrap();
 }
 
+/// Checks that `recovery` kept aside every byte it cut: its set-aside file holds the blob's
+/// bytes (`before`, as they were) from the first cut to the old end.
+fn assert_set_aside(directory: &Path, recovery: &Recovery, before: &[u8]) {
+    let Some(first) = recovery.cuts.iter().find(|cut| cut.len > 0) else {
+        assert_eq!(recovery.set_aside, None, "nothing cut, nothing kept aside");
+        return;
+    };
+    let set_aside = recovery
+        .set_aside
+        .as_ref()
+        .expect("cut bytes are kept aside");
+    assert_eq!(set_aside.offset, first.offset.min(recovery.cuts[0].offset));
+    assert_eq!(set_aside.len, before.len() as u64 - set_aside.offset);
+    let kept = std::fs::read(directory.join(&set_aside.file)).unwrap();
+    assert_eq!(
+        kept,
+        &before[set_aside.offset as usize..],
+        "the set-aside file holds the cut bytes as they were"
+    );
+}
+
 async fn open(context: &Context, name: &[u8], buffer: usize, cache: CacheRef) -> Writer {
+    open_recovered(context, name, buffer, cache).await.0
+}
+
+/// A writer on blob `name` and what recovering it did.
+async fn open_recovered(
+    context: &Context,
+    name: &[u8],
+    buffer: usize,
+    cache: CacheRef,
+) -> (Writer, Recovery) {
     let (blob, size) = context.open("paged", name).await.unwrap();
     Writer::new(blob, size, buffer, cache).await.unwrap()
 }
@@ -386,14 +419,344 @@ fn a_torn_tail_is_cut_back_to_the_valid_prefix() {
         writer.sync().await.unwrap();
         flip(&blob_path(&directory, b"rewrite"), 2 * PHYSICAL as u64 + 60);
 
-        for name in [&b"fragment"[..], b"zeros", b"rewrite"] {
-            let writer = open(&context, name, 2 * PHYSICAL, cache(2)).await;
+        let cases = [
+            // (blob, what is cut: (offset, length, reason)).
+            (
+                &b"fragment"[..],
+                vec![(
+                    3 * PHYSICAL as u64,
+                    PHYSICAL as u64 / 2,
+                    CutReason::Fragment,
+                )],
+            ),
+            (
+                b"zeros",
+                vec![
+                    (
+                        3 * PHYSICAL as u64,
+                        2 * PHYSICAL as u64,
+                        CutReason::UnwrittenPages,
+                    ),
+                    (5 * PHYSICAL as u64, 7, CutReason::Fragment),
+                ],
+            ),
+            (
+                b"rewrite",
+                vec![(
+                    2 * PHYSICAL as u64 + 50,
+                    PHYSICAL as u64 - 50,
+                    CutReason::FailedSlot { kept: 50 },
+                )],
+            ),
+        ];
+        for (name, expected) in cases {
+            let before = std::fs::read(blob_path(&directory, name)).unwrap();
+            let (writer, recovery) = open_recovered(&context, name, 2 * PHYSICAL, cache(2)).await;
             assert_eq!(writer.size(), 250, "{:?}", std::str::from_utf8(name));
             assert_eq!(len(name), 3 * PHYSICAL as u64, "cut to whole valid pages");
+            let cuts: Vec<_> = recovery
+                .cuts
+                .iter()
+                .map(|cut| (cut.offset, cut.len, cut.reason))
+                .collect();
+            assert_eq!(cuts, expected, "{:?}", std::str::from_utf8(name));
+            assert_eq!(recovery.kept, 250);
+            assert_set_aside(&directory, &recovery, &before);
+            // Reported once: the next opening finds a whole blob.
+            drop(writer);
+            let (writer, again) = open_recovered(&context, name, 2 * PHYSICAL, cache(2)).await;
+            assert!(again.is_clean(), "{again:?}");
+            assert_eq!(writer.size(), 250);
             let (writer, _) = writer.append(&data[250..]).await.unwrap();
             writer.sync().await.unwrap();
             assert_eq!(reopen_and_replay(&context, name, 3 * PHYSICAL).await, data);
         }
+    });
+}
+
+/// Every byte of `sealed`, or the error that stopped the replay.
+async fn try_replay(sealed: &Sealed) -> Result<Vec<u8>, Error> {
+    let buffer = NonZeroUsize::new(2 * PHYSICAL).unwrap();
+    let mut replay = sealed.replay(buffer, ReadOptions::DONT_CACHE)?;
+    let mut out = Vec::new();
+    while replay.ensure(1).await? {
+        let len = replay.remaining();
+        out.extend_from_slice(&replay.copy_to_bytes(len));
+    }
+    Ok(out)
+}
+
+/// How one damaged copy of a blob opened.
+#[derive(Debug, Default)]
+struct Outcomes {
+    whole: usize,
+    refused: usize,
+    reported: usize,
+}
+
+/// Opens a copy of `pristine` (whose first `acknowledged` bytes are `data[..acknowledged]`,
+/// all synced) damaged by `damage`, strictly and then setting aside, and checks that no
+/// acknowledged byte is lost silently: the blob opens whole, or is refused unchanged, or opens
+/// with a report whose set-aside file holds every cut byte, and never hands out a byte that
+/// was not appended.
+async fn open_damaged(
+    context: &Context,
+    directory: &Path,
+    name: &str,
+    damaged: &[u8],
+    (data, acknowledged): (&[u8], usize),
+    outcomes: &mut Outcomes,
+) {
+    let path = blob_path(directory, name.as_bytes());
+    std::fs::write(&path, damaged).unwrap();
+    let (blob, size) = context.open("paged", name.as_bytes()).await.unwrap();
+    let strict = Writer::open(blob, size, 2 * PHYSICAL, cache(2), TornTail::Refuse).await;
+    let strict = match strict {
+        Ok((writer, recovery)) => {
+            assert!(recovery.is_clean(), "{name}: strict, yet cut: {recovery:?}");
+            drop(writer);
+            None
+        }
+        Err(error) => {
+            assert!(
+                matches!(error, Error::BlobCorrupt { .. } | Error::BlobTorn { .. }),
+                "{name}: {error:?}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                damaged,
+                "{name}: refused unchanged"
+            );
+            Some(error)
+        }
+    };
+    std::fs::write(&path, damaged).unwrap();
+    let (blob, size) = context.open("paged", name.as_bytes()).await.unwrap();
+    let (writer, recovery) = match Writer::new(blob, size, 2 * PHYSICAL, cache(2)).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            assert!(
+                matches!(error, Error::BlobCorrupt { .. }),
+                "{name}: {error:?}"
+            );
+            assert!(
+                matches!(strict, Some(Error::BlobCorrupt { .. })),
+                "{name}: {strict:?}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                damaged,
+                "{name}: refused unchanged"
+            );
+            outcomes.refused += 1;
+            return;
+        }
+    };
+    let kept = writer.size() as usize;
+    assert_eq!(kept as u64, recovery.kept, "{name}");
+    let (sealed, _) = writer.seal().await.unwrap();
+    let replayed = match try_replay(&sealed).await {
+        Ok(replayed) => replayed,
+        // Damage before the last page: refused when read, with its offset.
+        Err(Error::BlobCorrupt { offset, .. }) => {
+            assert!(
+                offset < recovery.kept / u64::from(PAGE) * PHYSICAL as u64,
+                "{name}"
+            );
+            outcomes.refused += 1;
+            return;
+        }
+        Err(error) => panic!("{name}: {error:?}"),
+    };
+    assert_eq!(
+        replayed,
+        &data[..kept],
+        "{name}: only appended bytes, in order"
+    );
+    if recovery.is_clean() {
+        assert_eq!(
+            kept, acknowledged,
+            "{name}: an acknowledged byte lost without a report"
+        );
+        assert!(
+            strict.is_none(),
+            "{name}: whole, yet refused strictly: {strict:?}"
+        );
+        outcomes.whole += 1;
+    } else {
+        let first = recovery.cuts[0];
+        assert!(
+            matches!(&strict, Some(Error::BlobTorn { offset, .. }) if *offset == first.offset),
+            "{name}: strict opening refuses the same cut: {strict:?} vs {recovery:?}"
+        );
+        assert_set_aside(directory, &recovery, damaged);
+        outcomes.reported += 1;
+    }
+    // Reported once.
+    drop(sealed);
+    let (writer, again) = open_recovered(context, name.as_bytes(), 2 * PHYSICAL, cache(2)).await;
+    assert!(again.is_clean(), "{name}: reported again: {again:?}");
+    assert_eq!(writer.size() as usize, kept, "{name}");
+}
+
+/// Every single-bit flip of a blob's last two pages, every truncation of them, and each of
+/// them zeroed, on a blob whose last page is partial (two slots: the synced state before the
+/// last sync, and the last) and on one whose bytes end at a page boundary (an end page): not
+/// one acknowledged byte is lost without a report, a strict opening refuses every cut, and
+/// the cut bytes are all in the set-aside file.
+#[test]
+fn every_flip_and_truncation_of_the_last_pages_is_kept_refused_or_reported() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..300);
+        // (name, appends each followed by a sync): the first ends in a page of 80 bytes
+        // whose trailer also holds its state at 50; the second at a page boundary.
+        let blobs = [("partial", [250usize, 280]), ("boundary", [200, 300])];
+        let mut outcomes = Outcomes::default();
+        for (pristine, syncs) in blobs {
+            let mut writer = open(&context, pristine.as_bytes(), 2 * PHYSICAL, cache(2)).await;
+            let mut at = 0;
+            for end in syncs {
+                writer = writer
+                    .append(&data[at..end])
+                    .await
+                    .unwrap()
+                    .0
+                    .sync()
+                    .await
+                    .unwrap();
+                at = end;
+            }
+            drop(writer);
+            let bytes = std::fs::read(blob_path(&directory, pristine.as_bytes())).unwrap();
+            assert_eq!(bytes.len() % PHYSICAL, 0);
+            let last_two = bytes.len() - 2 * PHYSICAL;
+            let mut damages: Vec<(String, Vec<u8>)> = Vec::new();
+            for bit in 0..2 * PHYSICAL * 8 {
+                let mut damaged = bytes.clone();
+                damaged[last_two + bit / 8] ^= 1 << (bit % 8);
+                damages.push((format!("{pristine}-flip-{bit}"), damaged));
+            }
+            for cut in 1..=2 * PHYSICAL {
+                damages.push((
+                    format!("{pristine}-cut-{cut}"),
+                    bytes[..bytes.len() - cut].to_vec(),
+                ));
+            }
+            for pages in 1..=2 {
+                let mut damaged = bytes.clone();
+                damaged[bytes.len() - pages * PHYSICAL..].fill(0);
+                damages.push((format!("{pristine}-zero-{pages}"), damaged));
+            }
+            for (name, damaged) in damages {
+                let acknowledged = (at, &data[..]);
+                open_damaged(
+                    &context,
+                    &directory,
+                    &name,
+                    &damaged,
+                    (acknowledged.1, acknowledged.0),
+                    &mut outcomes,
+                )
+                .await;
+                context
+                    .remove("paged", Some(name.as_bytes()))
+                    .await
+                    .unwrap();
+            }
+        }
+        println!("damaged copies: {outcomes:?}");
+        assert!(outcomes.whole > 0 && outcomes.refused > 0 && outcomes.reported > 0);
+    });
+}
+
+/// A blob whose bytes end at a page boundary is closed by an end page; cut at that page
+/// boundary (the end page gone), its opening reports the missing end, and a strict one
+/// refuses it. Truncating to a page boundary closes the blob the same way.
+#[test]
+fn a_blob_cut_at_a_page_boundary_reports_its_missing_end() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..300);
+        let path = blob_path(&directory, b"boundary");
+        let writer = open(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        drop(writer.sync().await.unwrap());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            4 * PHYSICAL as u64,
+            "an end page"
+        );
+        let (writer, recovery) =
+            open_recovered(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        assert!(recovery.is_clean(), "{recovery:?}");
+        assert_eq!(writer.size(), 300);
+        drop(writer);
+
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(3 * PHYSICAL as u64).unwrap();
+        let (blob, size) = context.open("paged", b"boundary").await.unwrap();
+        let strict = Writer::open(blob, size, 2 * PHYSICAL, cache(2), TornTail::Refuse).await;
+        assert!(
+            matches!(&strict, Err(Error::BlobTorn { offset, len: 0, .. }) if *offset == 3 * PHYSICAL as u64),
+            "{:?}",
+            strict.map(|(_, recovery)| recovery)
+        );
+        let (writer, recovery) =
+            open_recovered(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        let cuts: Vec<_> = recovery
+            .cuts
+            .iter()
+            .map(|cut| (cut.offset, cut.len, cut.reason))
+            .collect();
+        assert_eq!(cuts, [(3 * PHYSICAL as u64, 0, CutReason::MissingEnd)]);
+        assert_eq!(recovery.set_aside, None, "nothing in the blob to keep");
+        assert_eq!(writer.size(), 300);
+        drop(writer);
+        let (writer, again) = open_recovered(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        assert_eq!(
+            again, recovery,
+            "reported until a sync closes it, and unchanged"
+        );
+        let writer = writer.sync().await.unwrap();
+        drop(writer);
+        let (writer, again) = open_recovered(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        assert!(again.is_clean(), "closed by the sync's end page: {again:?}");
+
+        // Truncated to a page boundary: closed too.
+        let writer = writer.truncate(200).await.unwrap();
+        drop(writer);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 * PHYSICAL as u64);
+        let (writer, recovery) =
+            open_recovered(&context, b"boundary", 2 * PHYSICAL, cache(2)).await;
+        assert!(recovery.is_clean(), "{recovery:?}");
+        assert_eq!(writer.size(), 200);
+    });
+}
+
+/// `truncate_aside` keeps the bytes it cuts (trailers and all, as the blob held them) in a
+/// file beside the blob before it cuts them, and cuts like `truncate`.
+#[test]
+fn truncate_aside_keeps_what_it_cuts() {
+    with_directory(|context, directory| async move {
+        let data = stream(0..250);
+        let path = blob_path(&directory, b"aside");
+        let writer = open(&context, b"aside", 2 * PHYSICAL, cache(2)).await;
+        let (writer, _) = writer.append(&data).await.unwrap();
+        let writer = writer.sync().await.unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let (writer, set_aside) = writer.truncate_aside(130).await.unwrap();
+        let set_aside = set_aside.expect("bytes were cut");
+        assert_eq!(set_aside.offset, PHYSICAL as u64 + 30);
+        assert_eq!(set_aside.len, before.len() as u64 - set_aside.offset);
+        let kept = std::fs::read(directory.join(&set_aside.file)).unwrap();
+        assert_eq!(kept, &before[PHYSICAL + 30..]);
+        assert_eq!(writer.size(), 130);
+        let (writer, nothing) = writer.truncate_aside(130).await.unwrap();
+        assert_eq!(nothing, None, "nothing cut, nothing kept");
+        drop(writer);
+        assert_eq!(
+            reopen_and_replay(&context, b"aside", 2 * PHYSICAL).await,
+            &data[..130]
+        );
     });
 }
 

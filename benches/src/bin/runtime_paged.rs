@@ -99,7 +99,7 @@ fn paged_append(storage: &Path, data: &'static [u8], chunk: usize, dedicated: bo
         placed(context, dedicated, move |context| async move {
             let _ = context.remove(PARTITION, Some(b"paged")).await;
             let (blob, size) = context.open(PARTITION, b"paged").await.unwrap();
-            let mut writer = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
+            let (mut writer, _) = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
             let start = Instant::now();
             for piece in data.chunks(chunk) {
                 writer = writer.append(piece).await.unwrap().0;
@@ -149,7 +149,7 @@ fn paged_replay(storage: &Path, uncached: bool) -> Duration {
     }
     run(storage, move |context| async move {
         let (blob, size) = context.open(PARTITION, b"paged").await.unwrap();
-        let writer = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
+        let (writer, _) = Writer::new(blob, size, BUFFER, cache()).await.unwrap();
         let (sealed, _) = writer.seal().await.unwrap();
         let start = Instant::now();
         let mut replay = sealed

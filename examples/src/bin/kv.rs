@@ -12,6 +12,10 @@
 //!   answers at once and syncs every second; `none` leaves it to the OS.
 //! - `--repair`: if the log is damaged, copy it aside and keep every record that verifies on
 //!   both sides of the damage (without it, a damaged log stops the start and says where).
+//! - `--strict`: refuse to start when the log ends in a tail that recovery would cut (what a
+//!   crash can leave, or a damaged end), changing nothing. Without it, such a tail is copied
+//!   beside the log (`kv/<log>.cut-<offset>`), cut, and reported on start and in the
+//!   `kv_recovery_*` metrics.
 //!
 //! Commands: see `examples::kv`. The storage actor runs on a thread of its own under a
 //! supervisor that restarts it from its log if it fails. Ctrl-C stops the service cleanly.
@@ -23,7 +27,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str = "usage: kv [ADDRESS:PORT] [METRICS_ADDRESS:PORT] [DATA_DIRECTORY] \
-                     [--durability always|everysec|none] [--repair]";
+                     [--durability always|everysec|none] [--repair] [--strict]";
 
 /// What the command line asks for.
 struct Arguments {
@@ -47,6 +51,7 @@ fn parse(mut arguments: impl Iterator<Item = String>) -> Result<Arguments, Strin
                 options.durability = value.parse()?;
             }
             "--repair" => repair = true,
+            "--strict" => options.strict = true,
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
             _ => positional.push(argument),
         }

@@ -116,7 +116,7 @@ pub async fn serve_with(
     options: Options,
 ) -> Result<Service, ServeError> {
     let cache = cache();
-    let opened = recovery::open(context, &cache)
+    let opened = recovery::open(context, &cache, options.torn_tail())
         .await
         .map_err(ServeError::Start)?;
     let listener = context.bind(address).await.map_err(ServeError::Bind)?;

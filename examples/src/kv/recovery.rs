@@ -1,21 +1,35 @@
-//! Opening the store's log: choosing the generation that is the store, replaying it, cutting
-//! only a torn tail, refusing damage, and the `--repair` that salvages a damaged log.
+//! Opening the store's log: choosing the generation that is the store, replaying it, setting
+//! aside and reporting a torn tail, refusing damage, and the `--repair` that salvages a
+//! damaged log.
 //!
 //! Invariants:
-//! - **Recovery never destroys an acknowledged byte.** It cuts only a torn tail: the
-//!   fragment or never-written pages the runtime drops (see `runtime::buffer::paged`), and a
-//!   last record cut short (see [`super::log`]); bytes a crash can leave, never
-//!   acknowledged. Anything else that fails to verify, anywhere in the log, stops the start
-//!   with [`StartError::Damaged`], naming the file and offset, and changes nothing.
+//! - **Recovery never destroys an acknowledged byte, and never cuts silently.** What it cuts
+//!   is a tail a crash can leave: the runtime's (a fragment, never-written pages, a last-page
+//!   rewrite whose newest checksum fails; see `runtime::buffer::paged`) and the store's own
+//!   (a last record cut short, see [`super::log`]). Each cut is copied to a file beside the
+//!   log first (`<log>.cut-<offset>`), and reported in the [`Report`] that [`open`] returns:
+//!   `kv` prints it on start and exposes it as metrics. The same bytes can be damage (a
+//!   truncated or zeroed end, a flipped bit): that is why they are kept and reported, not
+//!   dropped. With `--strict` ([`Options::strict`](super::Options)) even these are refused.
+//!   Anything else that fails to verify, anywhere in the log, stops the start with
+//!   [`StartError::Damaged`], naming the file and offset, and changes nothing.
 //! - **The newest generation with `Current` is the store.** A newer one without it is a
-//!   rewrite a crash interrupted (it never served a write) and is removed; older ones are
-//!   removed once the current one is found.
+//!   rewrite a crash interrupted: it never served a write (a rewrite's first commit removes its
+//!   predecessor before it answers anyone), so it is removed once the older one, which holds
+//!   everything it could have held, has opened as the store. A generation without `Current`
+//!   and no older one to fall back on is never removed: it is refused as damaged (its end,
+//!   where `Current` or later records were, was lost), unless it holds nothing at all (a
+//!   store whose first write never landed). Older generations are removed once the current
+//!   one is found.
 //! - **Repair copies first**: the damaged log is copied aside, byte for byte and synced,
 //!   before anything is written; then every record that verifies, on both sides of the
 //!   damage, is kept in a new generation.
 
 use super::log::{self, Data, Record};
-use runtime::buffer::paged::{CHECKSUM_SIZE, CacheRef, Writer, salvage_page};
+use prometheus_client::metrics::gauge::Gauge;
+use runtime::buffer::paged::{
+    CHECKSUM_SIZE, CacheRef, Recovery, SetAside, TornTail, Writer, salvage_page,
+};
 use runtime::prelude::*;
 use std::num::NonZeroU16;
 
@@ -36,16 +50,171 @@ pub fn name(generation: u64) -> String {
 const LEGACY: &[u8] = b"log";
 
 /// A recovered store: its data, its log's writer (appends continue after the last whole
-/// record) and the log's generation.
+/// record), the log's generation, and what opening the logs found and did.
 pub struct Opened {
     pub data: Data,
     pub writer: Writer,
     pub generation: u64,
+    pub report: Report,
+}
+
+/// What opening the store's logs found and did: one entry per log opened.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub logs: Vec<LogReport>,
+}
+
+/// What opening one log found and did.
+#[derive(Clone, Debug)]
+pub struct LogReport {
+    /// The log, as `kv/<hex> (<name>)`.
+    pub file: String,
+    /// What the runtime's recovery of its pages found and cut.
+    pub pages: Recovery,
+    /// A last record cut short, which the store cut (after the runtime's recovery).
+    pub torn_record: Option<TornRecord>,
+}
+
+/// A last record cut short: where it started and where its bytes are kept.
+#[derive(Clone, Debug)]
+pub struct TornRecord {
+    /// Where it starts, in bytes from the start of the file.
+    pub offset: u64,
+    /// Its bytes in the log (page trailers included), as kept aside.
+    pub set_aside: SetAside,
+}
+
+impl Report {
+    /// Pages the runtime read to find the logs' ends.
+    pub fn pages_read(&self) -> u64 {
+        self.logs.iter().map(|log| log.pages.pages_read).sum()
+    }
+
+    /// Bytes cut from the logs, in all (kept aside).
+    pub fn bytes_cut(&self) -> u64 {
+        self.logs
+            .iter()
+            .map(|log| {
+                log.pages.cut_bytes()
+                    + log
+                        .torn_record
+                        .as_ref()
+                        .map_or(0, |torn| torn.set_aside.len)
+            })
+            .sum()
+    }
+
+    /// Cuts made, in all (a missing end, which has no bytes, counts).
+    pub fn cuts(&self) -> usize {
+        self.logs
+            .iter()
+            .map(|log| log.pages.cuts.len() + usize::from(log.torn_record.is_some()))
+            .sum()
+    }
+
+    /// One line per cut, saying what was cut, where, why and where it is kept; none when the
+    /// logs were whole.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for log in &self.logs {
+            let kept = |set_aside: &Option<SetAside>| match set_aside {
+                Some(set_aside) => format!(
+                    "kept in {PARTITION}/{} ({} bytes)",
+                    set_aside.file.rsplit('/').next().unwrap_or(&set_aside.file),
+                    set_aside.len
+                ),
+                None => "no bytes to keep".to_string(),
+            };
+            for cut in &log.pages.cuts {
+                lines.push(format!(
+                    "recovery of {} cut {} bytes at byte {} of the file: {}; {}",
+                    log.file,
+                    cut.len,
+                    cut.offset,
+                    cut.reason,
+                    kept(&log.pages.set_aside)
+                ));
+            }
+            if let Some(torn) = &log.torn_record {
+                lines.push(format!(
+                    "recovery of {} cut a last record cut short at byte {} of the file (a \
+                     write a crash interrupted, or a damaged end); {}",
+                    log.file,
+                    torn.offset,
+                    kept(&Some(torn.set_aside.clone()))
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// The last opening's [`Report`] as gauges: `kv_recovery_pages_read`,
+/// `kv_recovery_bytes_kept` (the store's log after opening), `kv_recovery_bytes_cut` and
+/// `kv_recovery_cuts` (0 when the logs were whole).
+#[derive(Clone, Default)]
+pub struct ReportMetrics {
+    pages_read: Gauge,
+    bytes_kept: Gauge,
+    bytes_cut: Gauge,
+    cuts: Gauge,
+}
+
+impl ReportMetrics {
+    /// Registers the gauges with the runtime's metrics.
+    pub fn register(context: &runtime::Context) -> Self {
+        use runtime::Metrics as _;
+        let metrics = ReportMetrics::default();
+        let gauges = [
+            (
+                "kv_recovery_pages_read",
+                "Log pages read to find the logs' ends on the last opening",
+                &metrics.pages_read,
+            ),
+            (
+                "kv_recovery_bytes_kept",
+                "Bytes of the store's log kept by the last opening",
+                &metrics.bytes_kept,
+            ),
+            (
+                "kv_recovery_bytes_cut",
+                "Bytes the last opening cut from the logs (kept beside them)",
+                &metrics.bytes_cut,
+            ),
+            (
+                "kv_recovery_cuts",
+                "Cuts the last opening made (each printed on start)",
+                &metrics.cuts,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            context.register(name, help, gauge.clone());
+        }
+        metrics
+    }
+
+    /// Sets the gauges from `report`, the store's log holding `kept` bytes.
+    pub fn record(&self, report: &Report, kept: u64) {
+        let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.pages_read.set(clamp(report.pages_read()));
+        self.bytes_kept.set(clamp(kept));
+        self.bytes_cut.set(clamp(report.bytes_cut()));
+        self.cuts.set(clamp(report.cuts() as u64));
+    }
 }
 
 /// Why the store cannot start.
 #[derive(Debug)]
 pub enum StartError {
+    /// `--strict`: the log ends in a tail that recovery would cut (a crash may have torn it,
+    /// or it is damaged); nothing was changed.
+    Torn {
+        /// The log, as `kv/<name>` under the data directory.
+        file: String,
+        /// Where the bytes that would be cut start, in bytes from the start of the file.
+        offset: u64,
+        what: String,
+    },
     /// The log holds bytes that fail to verify where no crash leaves them.
     Damaged {
         /// The log, as `kv/<name>` under the data directory.
@@ -67,6 +236,13 @@ impl std::fmt::Display for StartError {
                  was changed. Start with --repair to keep every record that verifies on both \
                  sides of the damage (the damaged log is first copied aside, to \
                  {file}.damaged-<time>), or restore the data directory from a backup"
+            ),
+            StartError::Torn { file, offset, what } => write!(
+                f,
+                "the log {file} ends in a tail that recovery would cut, from byte {offset} of \
+                 the file ({what}); --strict refuses it, and nothing was changed. Start \
+                 without --strict to cut it (the bytes cut are kept beside the log, in \
+                 {file}.cut-<offset>, and reported)"
             ),
             StartError::Storage(error) => write!(f, "the storage failed: {error}"),
         }
@@ -112,17 +288,35 @@ async fn generations(runtime: &runtime::Context) -> Result<(Vec<u64>, bool), Sta
     Ok((generations, names.iter().any(|name| name == LEGACY)))
 }
 
+/// Opens `name`'s log: the runtime recovers its pages (setting a torn tail aside, or with
+/// [`TornTail::Refuse`] refusing it), and damage is refused.
+async fn open_log(
+    runtime: &runtime::Context,
+    cache: &CacheRef,
+    name: &[u8],
+    torn: TornTail,
+) -> Result<(Writer, LogReport), StartError> {
+    let (blob, size) = runtime.open(PARTITION, name).await?;
+    let (writer, pages) = Writer::open(blob, size, BUFFER, cache.clone(), torn)
+        .await
+        .map_err(|error| damaged(name, error))?;
+    let report = LogReport {
+        file: file(name),
+        pages,
+        torn_record: None,
+    };
+    Ok((writer, report))
+}
+
 /// Opens `name`'s log and reads every byte it holds (a first-version log, read once to be
 /// migrated); damage is refused.
 async fn read(
     runtime: &runtime::Context,
     cache: &CacheRef,
     name: &[u8],
-) -> Result<(Writer, Vec<u8>), StartError> {
-    let (blob, size) = runtime.open(PARTITION, name).await?;
-    let writer = Writer::new(blob, size, BUFFER, cache.clone())
-        .await
-        .map_err(|error| damaged(name, error))?;
+    torn: TornTail,
+) -> Result<(Writer, Vec<u8>, LogReport), StartError> {
+    let (writer, report) = open_log(runtime, cache, name, torn).await?;
     let size = writer.size();
     let mut bytes = Vec::with_capacity(size as usize);
     while (bytes.len() as u64) < size {
@@ -134,7 +328,7 @@ async fn read(
             .map_err(|error| damaged(name, error))?;
         bytes.extend_from_slice(&chunk);
     }
-    Ok((writer, bytes))
+    Ok((writer, bytes, report))
 }
 
 /// Opens `name`'s log and replays it into `data` a piece at a time (a start holds the data
@@ -144,11 +338,9 @@ async fn replay(
     cache: &CacheRef,
     name: &[u8],
     data: &mut Data,
-) -> Result<(Writer, log::Replayed), StartError> {
-    let (blob, size) = runtime.open(PARTITION, name).await?;
-    let writer = Writer::new(blob, size, BUFFER, cache.clone())
-        .await
-        .map_err(|error| damaged(name, error))?;
+    torn: TornTail,
+) -> Result<(Writer, log::Replayed, LogReport), StartError> {
+    let (writer, report) = open_log(runtime, cache, name, torn).await?;
     let size = writer.size();
     let mut replayer = log::Replayer::default();
     let mut offset = 0;
@@ -167,10 +359,11 @@ async fn replay(
             })?;
         offset += len;
     }
-    Ok((writer, replayer.finish()))
+    Ok((writer, replayer.finish(), report))
 }
 
-/// A read of log `name` that failed: damage where a page fails its checksum.
+/// A read of log `name` that failed: damage where a page fails its checksum, a torn tail
+/// where a strict opening refused one.
 fn damaged(name: &[u8], error: runtime::Error) -> StartError {
     match error {
         runtime::Error::BlobCorrupt { offset, .. } => StartError::Damaged {
@@ -178,30 +371,72 @@ fn damaged(name: &[u8], error: runtime::Error) -> StartError {
             offset,
             what: "a page that fails its checksum".into(),
         },
+        runtime::Error::BlobTorn { offset, what, .. } => StartError::Torn {
+            file: file(name),
+            offset,
+            what,
+        },
         error => StartError::Storage(error),
     }
 }
 
-/// Opens the store: the current generation replayed (a torn tail cut), or a first-version
-/// log migrated, or a new empty log. Damage stops it with [`StartError::Damaged`], having
-/// changed nothing but a torn tail.
+/// Cuts a last record cut short (the log's whole records end at `end`): set aside, or with
+/// [`TornTail::Refuse`] refused.
+async fn cut_torn_record(
+    name: &[u8],
+    writer: Writer,
+    end: u64,
+    report: &mut LogReport,
+    torn: TornTail,
+) -> Result<Writer, StartError> {
+    if end == writer.size() {
+        return Ok(writer);
+    }
+    let offset = file_offset(end);
+    if torn == TornTail::Refuse {
+        return Err(StartError::Torn {
+            file: file(name),
+            offset,
+            what: format!(
+                "a last record cut short: {} bytes of it are in the log",
+                writer.size() - end
+            ),
+        });
+    }
+    let (writer, set_aside) = writer.truncate_aside(end).await?;
+    report.torn_record = set_aside.map(|set_aside| TornRecord { offset, set_aside });
+    Ok(writer)
+}
+
+/// Opens the store: the current generation replayed (a torn tail set aside and reported),
+/// or a first-version log migrated, or a new empty log. Damage stops it with
+/// [`StartError::Damaged`], having changed nothing but a torn tail (set aside); with
+/// [`TornTail::Refuse`] a torn tail stops it too ([`StartError::Torn`]), changing nothing.
 ///
 /// A generation newer than the current one is a rewrite a crash interrupted: it never served
 /// a write (a rewrite's first commit removes its predecessor before it answers anyone), so it
 /// is removed, once the current one has opened. If it is damaged (a crash during its first
 /// commit can leave any of that commit's pages missing), nothing of it that verifies says
 /// `Current`, and an older generation is current, the older one is the store and the damaged
-/// one is left where it is; if anything of it says `Current`, the damage stops the start.
-pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened, StartError> {
+/// one is left where it is; if anything of it says `Current`, the damage stops the start. A
+/// generation without `Current` that has no older one (nor a first-version log) to fall back
+/// on is refused as damaged, unless it holds nothing at all.
+pub async fn open(
+    runtime: &runtime::Context,
+    cache: &CacheRef,
+    torn: TornTail,
+) -> Result<Opened, StartError> {
     let (generations, legacy) = generations(runtime).await?;
+    let mut report = Report::default();
     // Interrupted rewrites, removed once the store is chosen.
     let mut interrupted: Vec<u64> = Vec::new();
     let mut damage: Option<StartError> = None;
     for (index, &generation) in generations.iter().enumerate() {
         let name = name(generation);
         let mut data = Data::default();
-        let opened = replay(runtime, cache, name.as_bytes(), &mut data).await;
-        let (writer, replayed) = match opened {
+        let opened = replay(runtime, cache, name.as_bytes(), &mut data, torn).await;
+        let older = index + 1 < generations.len() || legacy;
+        let (writer, replayed, mut log_report) = match opened {
             Ok(opened) => opened,
             Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
                 // Maybe the torn first commit of a rewrite, which never served a write: so
@@ -217,15 +452,24 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
             Err(error) => return Err(damage.unwrap_or(error)),
         };
         if !replayed.current {
+            if !older && (replayed.end > 0 || !log_report.pages.is_clean()) {
+                return Err(lost_current(&name, &replayed, &log_report));
+            }
+            report.logs.push(log_report);
             drop(writer);
             interrupted.push(generation);
             continue;
         }
-        let writer = if replayed.end < writer.size() {
-            writer.truncate(replayed.end).await?
-        } else {
+        let writer =
+            cut_torn_record(name.as_bytes(), writer, replayed.end, &mut log_report, torn).await?;
+        // A missing end (the log ended on a full page) is closed by a sync, so the next
+        // start does not report it again.
+        let writer = if log_report.pages.is_clean() {
             writer
+        } else {
+            writer.sync().await?
         };
+        report.logs.push(log_report);
         for &newer in &interrupted {
             eprintln!(
                 "kv: removing {}, a rewrite a crash interrupted (it never served a write)",
@@ -244,6 +488,7 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
             data,
             writer,
             generation,
+            report,
         });
     }
     if let Some(damage) = damage {
@@ -251,7 +496,8 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
     }
     let mut data = Data::default();
     if legacy {
-        let (writer, bytes) = read(runtime, cache, LEGACY).await?;
+        let (writer, bytes, log_report) = read(runtime, cache, LEGACY, torn).await?;
+        report.logs.push(log_report);
         drop(writer);
         let replayed = log::legacy::replay(&bytes, &mut data);
         if let Err(at) = replayed {
@@ -274,7 +520,30 @@ pub async fn open(runtime: &runtime::Context, cache: &CacheRef) -> Result<Opened
         data,
         writer,
         generation: first,
+        report,
     })
+}
+
+/// The refusal of generation `name`, which has no `Current` record and no older log to fall
+/// back on: its end, where `Current` (and maybe later records) were, was lost.
+fn lost_current(name: &str, replayed: &log::Replayed, report: &LogReport) -> StartError {
+    let cut = match &report.pages.set_aside {
+        Some(set_aside) => format!(
+            "; opening it cut {} bytes from its end, kept in {PARTITION}/{}",
+            set_aside.len,
+            set_aside.file.rsplit('/').next().unwrap_or(&set_aside.file)
+        ),
+        None if !report.pages.is_clean() => "; its end was cut short".to_string(),
+        None => String::new(),
+    };
+    StartError::Damaged {
+        file: file(name.as_bytes()),
+        offset: file_offset(replayed.end),
+        what: format!(
+            "the only log, and it has no Current record: a log is the store only once its \
+             Current record is durable, so its end, where Current was, was lost{cut}"
+        ),
+    }
 }
 
 /// Drops the keys whose deadline has passed.
@@ -300,7 +569,7 @@ pub async fn write_generation(
         Err(error) => return Err(error),
     }
     let (blob, size) = runtime.open(PARTITION, name.as_bytes()).await?;
-    let mut writer = Writer::new(blob, size, BUFFER, cache.clone()).await?;
+    let (mut writer, _) = Writer::new(blob, size, BUFFER, cache.clone()).await?;
     let mut chunk = Record::Header { generation }.bytes();
     // What is due is kept: a replay drops it, and a `PERSIST` logged since the snapshot
     // may have saved it.
@@ -321,12 +590,24 @@ pub async fn write_generation(
 }
 
 /// Writes generation `generation` from `data` and makes it the store (`Current`, synced).
+/// With data, the snapshot is synced before `Current` is written (damage in it is then
+/// damage, not a tear; the log it replaces still exists until this returns). Without, the
+/// header and `Current` go in one sync: a new store's only log never exists durably without
+/// `Current`, which a start would refuse.
 async fn current_generation(
     runtime: &runtime::Context,
     cache: &CacheRef,
     generation: u64,
     data: &Data,
 ) -> Result<Writer, runtime::Error> {
+    if data.is_empty() {
+        let name = name(generation);
+        let (blob, size) = runtime.open(PARTITION, name.as_bytes()).await?;
+        let (writer, _) = Writer::new(blob, size, BUFFER, cache.clone()).await?;
+        let mut records = Record::Header { generation }.bytes();
+        Record::Current.encode(&mut records);
+        return writer.append(&records).await?.0.sync().await;
+    }
     let writer = write_generation(runtime, cache, generation, data).await?;
     let (writer, _) = writer.append(&Record::Current.bytes()).await?;
     writer.sync().await
@@ -371,7 +652,7 @@ pub async fn repair(
     runtime: &runtime::Context,
     cache: &CacheRef,
 ) -> Result<Option<Repaired>, StartError> {
-    match open(runtime, cache).await {
+    match open(runtime, cache, TornTail::SetAside).await {
         Ok(opened) => {
             drop(opened);
             return Ok(None);

@@ -78,6 +78,21 @@ pub struct Options {
     /// the live data (`KV_REWRITE_MIN_BYTES`, 64 MiB by default).
     pub rewrite_min_bytes: u64,
     pub rewrite_ratio: u64,
+    /// Refuse to start when the log ends in a tail that recovery would cut (`--strict`),
+    /// rather than cutting it aside and reporting it: for an operator who wants to look at
+    /// every cut first.
+    pub strict: bool,
+}
+
+impl Options {
+    /// What opening the log does with a tail it would cut.
+    pub fn torn_tail(&self) -> runtime::buffer::paged::TornTail {
+        if self.strict {
+            runtime::buffer::paged::TornTail::Refuse
+        } else {
+            runtime::buffer::paged::TornTail::SetAside
+        }
+    }
 }
 
 impl Default for Options {
@@ -86,6 +101,7 @@ impl Default for Options {
             durability: Durability::Always,
             rewrite_min_bytes: crate::limits::setting("KV_REWRITE_MIN_BYTES", 64 << 20),
             rewrite_ratio: 2,
+            strict: false,
         }
     }
 }
@@ -108,6 +124,8 @@ pub struct Shared {
     pub(super) context: runtime::Context,
     pub(super) cache: CacheRef,
     pub(super) options: Options,
+    /// The last opening's report, as metrics.
+    recovery_metrics: recovery::ReportMetrics,
     incarnations: std::sync::atomic::AtomicU64,
     recovered: std::sync::Mutex<Option<Opened>>,
     /// Held by a rewrite while it writes its generation: a restarted incarnation opens the
@@ -122,14 +140,31 @@ impl Shared {
         options: Options,
         recovered: Opened,
     ) -> Self {
-        Shared {
+        let recovery_metrics = recovery::ReportMetrics::register(&context);
+        let shared = Shared {
             context,
             cache,
             options,
+            recovery_metrics,
             incarnations: std::sync::atomic::AtomicU64::new(0),
-            recovered: std::sync::Mutex::new(Some(recovered)),
+            recovered: std::sync::Mutex::new(None),
             rewriting: Arc::new(futures::lock::Mutex::new(())),
+        };
+        shared.report_recovery(&recovered);
+        *shared
+            .recovered
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(recovered);
+        shared
+    }
+
+    /// Prints what opening the log cut (nothing when it was whole) and sets the metrics.
+    pub(super) fn report_recovery(&self, opened: &Opened) {
+        for line in opened.report.lines() {
+            eprintln!("kv: {line}");
         }
+        self.recovery_metrics
+            .record(&opened.report, opened.writer.size());
     }
 }
 
@@ -478,9 +513,15 @@ impl Store {
             // first.
             None => {
                 drop(self.shared.rewriting.lock().await);
-                recovery::open(ctx.runtime(), &self.shared.cache)
-                    .await
-                    .unwrap_or_else(|error| panic!("kv: {error}"))
+                let opened = recovery::open(
+                    ctx.runtime(),
+                    &self.shared.cache,
+                    self.shared.options.torn_tail(),
+                )
+                .await
+                .unwrap_or_else(|error| panic!("kv: {error}"));
+                self.shared.report_recovery(&opened);
+                opened
             }
         };
         self.data = opened.data;

@@ -149,6 +149,8 @@ struct File {
     fd: Arc<OwnedFd>,
     /// `partition/hex(name)`, for errors.
     label: String,
+    /// Where the file is, for the files set beside it ([`Blob::create_beside`]).
+    path: PathBuf,
     /// Directories whose entries for this blob (or its partition) are not known to be durable
     /// yet: the first sync or `SYNC` write syncs them too.
     unsynced_directories: futures::lock::Mutex<Vec<PathBuf>>,
@@ -239,6 +241,58 @@ impl Blob {
     /// The blob as `partition/hex(name)`, as errors name it.
     pub(crate) fn label(&self) -> &str {
         &self.file.label
+    }
+
+    /// Creates a new, empty file beside this blob's, named `hex(name)` followed by `suffix`
+    /// (then `.2`, `.3`, ... if that name is taken: an existing file is never opened, so
+    /// nothing already there is overwritten), and returns it as a blob with its label. The
+    /// suffix must make the name something other than lowercase hex (start it with `.`):
+    /// [`Storage::scan`](crate::Storage::scan) then never lists it, and no `open` of a blob
+    /// name reaches it. Its directory entry becomes durable with its first sync.
+    pub(crate) fn create_beside(&self, suffix: &str) -> Result<(Blob, String), Error> {
+        debug_assert!(suffix.starts_with('.'), "not a blob name: {suffix:?}");
+        let directory = self
+            .file
+            .path
+            .parent()
+            .expect("a blob is inside its partition")
+            .to_path_buf();
+        for attempt in 1..=1000u32 {
+            let numbered = match attempt {
+                1 => suffix.to_owned(),
+                n => format!("{suffix}.{n}"),
+            };
+            let mut path = self.file.path.clone().into_os_string();
+            path.push(&numbered);
+            let label = format!("{}{numbered}", self.file.label);
+            let created = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            let file = match created {
+                Ok(file) => file,
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(error) => return Err(Error::BlobFailed(label, error)),
+            };
+            let blob = Blob {
+                file: Arc::new(File {
+                    fd: Arc::new(OwnedFd::from(file)),
+                    label: label.clone(),
+                    path: path.into(),
+                    unsynced_directories: futures::lock::Mutex::new(vec![directory]),
+                    nowait_writes: AtomicBool::new(true),
+                }),
+            };
+            return Ok((blob, label));
+        }
+        Err(self.failed(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "a thousand files named {}{suffix}[.N] exist already",
+                self.file.label
+            ),
+        )))
     }
 
     /// [`Blob::write_at`](crate::Blob::write_at) as a future that owns everything it uses, so
@@ -592,6 +646,7 @@ fn open(context: &Context, partition: &str, name: &[u8]) -> Result<(Blob, u64), 
             file: Arc::new(File {
                 fd: Arc::new(OwnedFd::from(file)),
                 label,
+                path,
                 unsynced_directories: futures::lock::Mutex::new(unsynced),
                 nowait_writes: AtomicBool::new(true),
             }),

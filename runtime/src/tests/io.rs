@@ -200,7 +200,7 @@ fn paged_replay_survives_the_worker_that_issued_its_reads_closing(
             NonZeroU16::new(PAGE).unwrap(),
             NonZeroUsize::new(4).unwrap(),
         );
-        let writer = Writer::new(blob, size, buffer, cache).await.unwrap();
+        let (writer, _) = Writer::new(blob, size, buffer, cache).await.unwrap();
         let (writer, _) = writer.append(&data).await.unwrap();
         let (sealed, sync) = writer.seal().await.unwrap();
         sync.await.unwrap();

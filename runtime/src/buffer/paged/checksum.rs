@@ -8,8 +8,11 @@
 //! - The CRC instruction splits long inputs into three lanes that the CPU runs in parallel;
 //!   the lanes are joined with the CRC's linearity (`shift`), so the split never changes the
 //!   value.
-//! - A trailer slot is valid only with a non-zero length: an all-zero trailer (a hole, or a page
-//!   never written) never validates, whatever the page holds.
+//! - A trailer slot whose six bytes are all zero is empty: an all-zero trailer (a hole, or a
+//!   page never written) never validates, whatever the page holds. Any other slot is present,
+//!   and valid only if its checksum matches: a slot of length 0 is the end page's (a blob
+//!   whose bytes end at a page boundary is closed by a page that holds none), whose checksum
+//!   covers the length and page number, so it is not zero.
 
 /// Reflected CRC-32C polynomial.
 const POLY: u32 = 0x82F6_3B78;
@@ -343,9 +346,8 @@ impl Slot {
         Self { len, crc: !state }
     }
 
-    fn is_valid_for(self, page: u64, data: &[u8]) -> bool {
-        self.len != 0
-            && usize::from(self.len) <= data.len()
+    pub(crate) fn is_valid_for(self, page: u64, data: &[u8]) -> bool {
+        usize::from(self.len) <= data.len()
             && Slot::compute(page, &data[..usize::from(self.len)]) == self
     }
 }
@@ -374,7 +376,9 @@ impl Trailer {
         for (slot, bytes) in trailer.slots.iter_mut().zip(bytes.chunks_exact(6)) {
             let len = u16::from_le_bytes([bytes[0], bytes[1]]);
             let crc = u32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
-            *slot = (len != 0).then_some(Slot { len, crc });
+            // A slot with any byte set is present, even one whose length reads 0: a flipped bit
+            // in a length must make the slot fail, not vanish.
+            *slot = (len != 0 || crc != 0).then_some(Slot { len, crc });
         }
         trailer
     }
@@ -528,6 +532,38 @@ mod tests {
         assert_eq!(best.map(|(index, slot)| (index, slot.len)), Some((0, 10)));
 
         let zeros = Trailer::decode(&[0; CHECKSUM_SIZE as usize]);
+        assert_eq!(zeros, Trailer::default(), "all zero: both slots empty");
         assert_eq!(zeros.best(0, &[0; 64]), None);
+    }
+
+    /// The end page's slot holds no bytes and still binds its page: it validates for its own
+    /// page only, and its checksum is not zero (so it is never taken for an empty slot).
+    #[test]
+    fn an_empty_slot_validates_its_page_only() {
+        for page in 0..256 {
+            let slot = Slot::compute(page, &[]);
+            assert_eq!(slot.len, 0);
+            assert_ne!(slot.crc, 0, "page {page}");
+            assert!(slot.is_valid_for(page, &[0; 64]));
+            assert!(!slot.is_valid_for(page + 1, &[0; 64]));
+        }
+    }
+
+    /// A length flipped to zero leaves a slot that is present and fails: it does not vanish,
+    /// so a damaged newest slot is never mistaken for one never written.
+    #[test]
+    fn a_length_flipped_to_zero_is_a_failing_slot() {
+        let data = pattern(64);
+        let slot = Slot::compute(0, &data[..16]);
+        let trailer = Trailer {
+            slots: [Some(slot), None],
+        };
+        let mut bytes = [0u8; CHECKSUM_SIZE as usize];
+        trailer.encode(&mut bytes);
+        bytes[0] ^= 16;
+        let decoded = Trailer::decode(&bytes);
+        let damaged = decoded.slots[0].expect("present");
+        assert_eq!(damaged.len, 0);
+        assert!(!damaged.is_valid_for(0, &data));
     }
 }

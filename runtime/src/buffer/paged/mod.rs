@@ -5,8 +5,10 @@
 //! A paged blob is a sequence of physical pages of `page_size + CHECKSUM_SIZE` bytes: the
 //! page's data, then a trailer of two slots, each a length (`u16`) and a CRC-32C of the
 //! page's first `length` bytes, the length and the page number. Every page but the last is
-//! full; the last holds `1..=page_size` bytes, zero padded. The blob's length is always a
-//! whole number of physical pages.
+//! full; the last holds `0..page_size` bytes, zero padded: bytes that end at a page boundary
+//! are closed by an end page that holds none, so a synced blob never ends with a full page
+//! and a blob that does is known to have lost its end. The blob's length is always a whole
+//! number of physical pages.
 //!
 //! # Guarantees
 //! - **Acknowledged bytes survive a crash.** Bytes are acknowledged once [`Writer::sync`]
@@ -21,15 +23,19 @@
 //!     handed out every byte before it (the acknowledged ones among them);
 //!     [`Writer::truncate`] to the bytes replayed makes the blob whole. A log recovers this
 //!     way: replay until the end or the first corruption, then truncate there.
-//! - **A torn tail is cut, never read; damage is never cut.** On opening, a trailing
-//!   fragment shorter than a page is dropped, and so are trailing pages whose trailer was
-//!   never written (all zero, as a file system leaves data that never reached the disk); the
-//!   blob is truncated to the valid prefix and synced. A trailing page whose trailer was
-//!   written but validates nothing is damage, not a tear (a crashed writer leaves neither):
-//!   [`Writer::new`] fails with [`Error::BlobCorrupt`] at its
-//!   offset and changes nothing, and [`salvage_page`] reads what can still be verified. A partial last page is rewritten when bytes are added to
-//!   it, and its trailer keeps the slot of the state last written beside the new one, so a
-//!   rewrite torn by a crash still validates as the previous, durable state.
+//! - **A torn tail is set aside and reported, never read, never lost; damage is refused.**
+//!   On opening, what a crash can leave past the last synced byte (a fragment shorter than a
+//!   page, trailing pages whose trailer was never written, a last-page rewrite whose new slot
+//!   fails) is copied to a file beside the blob, synced, and only then cut; the [`Recovery`]
+//!   that [`Writer::new`] returns says what was cut, where, why, and where it is kept.
+//!   [`TornTail::Refuse`] refuses even that, changing nothing. A trailing page whose trailer
+//!   was written but validates nothing is damage, not a tear (a crashed writer leaves
+//!   neither): [`Writer::new`] fails with [`Error::BlobCorrupt`] at its offset and changes
+//!   nothing, and [`salvage_page`] reads what can still be verified. The
+//!   [`recovery`](self#recovery) rules below say which is which, and why. A partial last
+//!   page is rewritten when bytes are added to it, and its trailer keeps the slot of the
+//!   state last written beside the new one, so a rewrite torn by a crash still validates as
+//!   the previous, durable state.
 //! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
 //!   validates (or that is shorter than its place requires) fails the read with
 //!   [`Error::BlobCorrupt`], naming the blob and the page's offset.
@@ -41,6 +47,17 @@
 //!   its buffer's write is still running. If it is dropped then, [`Writer::new`] on the same
 //!   file waits for that write before recovering, so it cannot land on what the new writer
 //!   writes.
+//!
+//! # Recovery
+//! Past the last synced byte, a crash leaves at most a fragment of a page, whole pages whose
+//! trailer is all zero, or, in the last page, a slot that fails beside an older one that
+//! validates. The same bytes can also be damage (a truncated file, a zeroed page, a flipped
+//! bit), and nothing tells the two apart; so these are cut, but only after they are copied
+//! aside (`<hex(name)>.cut-<offset>` in the blob's partition, which
+//! [`Storage::scan`](crate::Storage::scan) never lists), and always reported. Everything else
+//! that fails a checksum cannot come from a crash and is refused. An acknowledged byte is
+//! therefore never lost silently: it is kept, refused with its offset, or set aside and
+//! reported.
 //!
 //! # Example
 //! ```
@@ -55,7 +72,8 @@
 //!     let buffer = 16 * (4096 + CHECKSUM_SIZE as usize);
 //!     let (blob, size) = context.open("log", b"events").await.unwrap();
 //!     // Recovers what a previous run left (nothing here), then appends after it.
-//!     let writer = Writer::new(blob, size, buffer, cache).await.unwrap();
+//!     let (writer, recovery) = Writer::new(blob, size, buffer, cache).await.unwrap();
+//!     assert!(recovery.is_clean(), "nothing to cut in a new blob");
 //!     let (writer, at) = writer.append(b"first event;").await.unwrap();
 //!     assert_eq!(at, 0);
 //!     let writer = writer.sync().await.unwrap(); // acknowledged: survives a crash
@@ -78,15 +96,17 @@
 //! gigabytes per second with AVX-512 (VPCLMULQDQ folding), several without (the SSE 4.2
 //! instruction on three lanes). Reads go through the [`CacheRef`]; replays read batches of
 //! pages directly, bypassing it. Opening a non-empty blob costs one read of its last page (more
-//! if its tail is torn) and one sync.
+//! if its tail is torn) and one sync; a torn tail costs its copy too.
 
 mod cache;
 mod checksum;
+mod recovery;
 mod replay;
 mod writer;
 
 pub use cache::CacheRef;
 pub use checksum::{CHECKSUM_SIZE, crc32c, crc32c_extend};
+pub use recovery::{Cut, CutReason, Recovery, SetAside, TornTail};
 pub use replay::Replay;
 pub use writer::{Sealed, Writer};
 

@@ -33,6 +33,7 @@
 //!   A fresh `Writer::new` on the blob recovers the durable state.
 
 use super::checksum::{Slot, Trailer};
+use super::recovery::{self, CutReason, Recovery, SetAside, Tail, TornTail};
 use super::{CacheRef, Paged, Replay};
 use crate::buffer::IoBuf;
 use crate::storage::{Blob, ReadOptions, WriteOptions};
@@ -130,7 +131,7 @@ async fn wait_for_abandoned(file: FileId) {
 
 /// A change to the file (a write or a resize) that is handed to `ABANDONED` if dropped before
 /// it finishes, so the next `Writer::new` on the file waits for it rather than racing it.
-struct Tracked {
+pub(super) struct Tracked {
     file: FileId,
     change: Option<PendingWrite>,
 }
@@ -169,7 +170,7 @@ fn resize(paged: &Paged, len: u64) -> Tracked {
 }
 
 /// Writes `bytes` at physical `offset`, as a tracked change.
-fn write(paged: &Paged, offset: u64, bytes: Bytes) -> Tracked {
+pub(super) fn write(paged: &Paged, offset: u64, bytes: Bytes) -> Tracked {
     let write = paged
         .blob
         .write_owned(offset, IoBuf::from(bytes).into(), WriteOptions::default());
@@ -187,21 +188,38 @@ impl Drop for Writer {
 impl Writer {
     /// A writer appending to `blob`, with a buffer of `buffer` bytes of blob (whole physical
     /// pages: `page_size +` [`CHECKSUM_SIZE`](super::CHECKSUM_SIZE) each, the page size being
-    /// the cache's). `size` is the length [`Storage::open`](crate::Storage::open) returned;
-    /// the writer measures the length again once earlier writers' abandoned changes are done
-    /// (they may have grown or cut the blob since), and uses that.
+    /// the cache's), and what recovering the blob found and did. `size` is the length
+    /// [`Storage::open`](crate::Storage::open) returned; the writer measures the length again
+    /// once earlier writers' abandoned changes are done (they may have grown or cut the blob
+    /// since), and uses that.
     ///
-    /// An existing blob is recovered first: a trailing fragment and trailing pages that fail
-    /// their checksums (a tail torn by a crash) are cut, the blob is truncated to what remains
-    /// and synced, and appends continue after its last valid byte. Waits first for writes of
-    /// earlier writers of this blob that were dropped while a write was in flight. Fails if
-    /// `buffer` holds no page, or if reading, truncating or syncing the blob fails.
+    /// An existing blob is recovered first (see [`Recovery`] and the
+    /// [recovery rules](super#recovery)): a tail a crash may have torn is copied to a file
+    /// beside the blob, then cut, and the [`Recovery`] says what was cut and where it is
+    /// kept; damage a crash cannot cause fails with [`Error::BlobCorrupt`], changing nothing.
+    /// Waits first for writes of earlier writers of this blob that were dropped while a write
+    /// was in flight. Fails if `buffer` holds no page, or if reading, copying, truncating or
+    /// syncing the blob fails. [`Writer::open`] with [`TornTail::Refuse`] refuses a torn tail
+    /// too.
     pub async fn new(
         blob: Blob,
         size: u64,
         buffer: usize,
         cache: CacheRef,
-    ) -> Result<Writer, Error> {
+    ) -> Result<(Writer, Recovery), Error> {
+        Self::open(blob, size, buffer, cache, TornTail::SetAside).await
+    }
+
+    /// [`Writer::new`], with what to do with a tail that recovery would cut: set it aside
+    /// ([`TornTail::SetAside`], what `new` does) or refuse the blob with [`Error::BlobTorn`],
+    /// changing nothing ([`TornTail::Refuse`]).
+    pub async fn open(
+        blob: Blob,
+        size: u64,
+        buffer: usize,
+        cache: CacheRef,
+        torn: TornTail,
+    ) -> Result<(Writer, Recovery), Error> {
         let paged = Paged::new(blob, cache)?;
         let layout = paged.layout;
         let pages = layout.pages_in(&paged.blob, buffer, "writer")?;
@@ -222,49 +240,40 @@ impl Writer {
             in_flight: None,
             spare: None,
         };
-        writer.recover(size).await?;
-        Ok(writer)
+        let recovery = writer.recover(size, torn).await?;
+        Ok((writer, recovery))
     }
 
-    /// Finds the last page that validates, cuts the torn tail after it, loads it if partial,
-    /// and makes that state durable: the slot kept for the next rewrite must be on the disk,
-    /// not only in the page cache.
-    ///
-    /// A torn tail is what a crash can leave past the last synced byte: a fragment shorter
-    /// than a page (a write cut short), and whole pages whose trailer was never written (all
-    /// zero: a file system exposes an extent whose data never reached the disk as zeros). A
-    /// trailing page whose trailer was written but validates nothing is not something a
-    /// crash of this writer leaves (a cut write ends in a fragment, and a partial page's
-    /// rewrite keeps its synced slot): it is damage, and may hold acknowledged bytes, so
-    /// recovery stops with [`Error::BlobCorrupt`] at its offset and changes nothing.
-    async fn recover(&mut self, size: u64) -> Result<(), Error> {
+    /// Finds the last page that validates, sets aside and cuts the tail after it (see
+    /// [`recovery`](super::recovery) for what a crash can leave), loads the last page if
+    /// partial, and makes that state durable: the slot kept for the next rewrite must be on
+    /// the disk, not only in the page cache.
+    async fn recover(&mut self, size: u64, torn: TornTail) -> Result<Recovery, Error> {
         let layout = self.paged.layout;
-        let blob = &self.paged.blob;
-        let mut pages = size / layout.physical as u64;
-        let mut last = None;
-        while pages > 0 {
-            let page = pages - 1;
-            let bytes = blob
-                .read_at(layout.offset(page), layout.physical, ReadOptions::default())
-                .await?
-                .coalesce();
-            let (data, trailer) = bytes.split_at(layout.page_size);
-            if let Some(best) = Trailer::decode(trailer).best(page, data) {
-                last = Some((bytes, best));
-                break;
-            }
-            if trailer.iter().any(|&byte| byte != 0) {
-                return Err(layout.corrupt(blob, page));
-            }
-            pages -= 1;
+        let tail = Tail::find(&self.paged.blob, layout, size).await?;
+        if torn == TornTail::Refuse
+            && let Some(refusal) = tail.refusal(&self.paged.blob, size)
+        {
+            return Err(refusal);
         }
+        let set_aside = match tail.cuts.first() {
+            Some(first) if first.offset < size => {
+                Some(recovery::set_aside(&self.paged, first.offset, size).await?)
+            }
+            _ => None,
+        };
+        let pages = tail.pages;
         if layout.offset(pages) != size {
             resize(&self.paged, layout.offset(pages)).await?;
         }
-        if size > 0 {
-            blob.sync().await?;
+        let failed_slot = tail
+            .cuts
+            .iter()
+            .any(|cut| matches!(cut.reason, CutReason::FailedSlot { .. }));
+        if failed_slot && let Some((_, best)) = &tail.last {
+            recovery::clear_failed_slot(&self.paged, pages - 1, *best).await?;
         }
-        match last {
+        match tail.last {
             Some((_, (_, slot))) if usize::from(slot.len) == layout.page_size => {
                 self.stored = pages;
             }
@@ -277,7 +286,15 @@ impl Writer {
             }
             None => self.stored = 0,
         }
-        Ok(())
+        if size > 0 {
+            self.paged.blob.sync().await?;
+        }
+        Ok(Recovery {
+            pages_read: tail.pages_read,
+            kept: self.size(),
+            cuts: tail.cuts,
+            set_aside,
+        })
     }
 
     /// The logical length: every byte appended so far, written or still buffered.
@@ -382,8 +399,35 @@ impl Writer {
         }
         self.stored = full;
         self.buffered = rest;
+        if rest == 0 && full > 0 {
+            // Cut at a page boundary: closed by an end page, as a sync closes its bytes.
+            self.write(true, false).await?;
+        }
         self.paged.blob.sync().await?;
         Ok(self)
+    }
+
+    /// [`truncate`](Self::truncate), first copying the bytes it cuts, as the blob holds them
+    /// (trailers included) from the first cut byte to its end, to a file beside the blob, made
+    /// durable before the blob changes: for a layer above that cuts what it cannot read (a
+    /// record a crash cut short) and keeps it for a person to look at. Writes and syncs what
+    /// is buffered first. Returns where the bytes are kept, or `None` if nothing was cut.
+    pub async fn truncate_aside(self, size: u64) -> Result<(Writer, Option<SetAside>), Error> {
+        check_within(&self.paged, size, 0, self.size())?;
+        if size == self.size() {
+            return Ok((self, None));
+        }
+        let writer = self.sync().await?;
+        let layout = writer.paged.layout;
+        let page_size = layout.page_size as u64;
+        let from = layout.offset(size / page_size) + size % page_size;
+        let (_, end) = writer
+            .paged
+            .blob
+            .identity()
+            .map_err(|error| writer.paged.blob.failed(error))?;
+        let set_aside = recovery::set_aside(&writer.paged, from, end).await?;
+        Ok((writer.truncate(size).await?, Some(set_aside)))
     }
 
     /// Makes the trailer of the stored page `page` (its physical bytes `bytes`) validate its
@@ -527,7 +571,10 @@ impl Writer {
             && self
                 .partial
                 .is_some_and(|(_, slot)| usize::from(slot.len) == rest);
-        let write_partial = partial && rest > 0 && !unchanged;
+        // Bytes that end at a page boundary are closed by an end page holding none, so a
+        // blob whose last page is full is known to have lost its end (see `recovery`).
+        let at_boundary = rest == 0 && self.stored + full as u64 > 0;
+        let write_partial = partial && (rest > 0 || at_boundary) && !unchanged;
         if full == 0 && !write_partial {
             return Ok(());
         }

@@ -1,0 +1,311 @@
+//! The store's recovery, in process, against every damage to the end of its log that a
+//! crash or a disk can leave: each single-bit flip of the last page, every truncation of the
+//! last page (by one byte up to the whole page), and the last page zeroed, on a log that is
+//! the only copy of the data (the generation a rewrite made, its predecessor removed). Not
+//! one acknowledged record may be lost without a report: each opening either keeps every
+//! record, refuses with the file and offset (changing nothing but what it set aside), or
+//! reports what it cut, with the cut bytes in a file beside the log. A strict opening refuses
+//! every cut and changes nothing.
+
+use examples::kv::StartError;
+use examples::kv::log::{Data, Record};
+use examples::kv::recovery::{self, PAGE, PARTITION, Report};
+use runtime::buffer::paged::{CHECKSUM_SIZE, CacheRef, TornTail};
+use runtime::{Config, Context, Runner};
+use std::num::{NonZeroU16, NonZeroUsize};
+use std::path::{Path, PathBuf};
+
+const PHYSICAL: usize = PAGE as usize + CHECKSUM_SIZE as usize;
+
+fn cache() -> CacheRef {
+    CacheRef::new(
+        NonZeroU16::new(PAGE).unwrap(),
+        NonZeroUsize::new(64).unwrap(),
+    )
+}
+
+fn hex(name: &str) -> String {
+    name.bytes().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn log_path(directory: &Path, generation: u64) -> PathBuf {
+    directory
+        .join(PARTITION)
+        .join(hex(&recovery::name(generation)))
+}
+
+/// A record setting key `index` of a group to a value that says which it is.
+fn set(group: usize, index: usize) -> Record {
+    Record::Set {
+        key: format!("key-{group}-{index}").into_bytes(),
+        value: bytes::Bytes::from(format!("value {group}/{index} {}", "x".repeat(index * 7))),
+        expires: None,
+    }
+}
+
+/// Builds the store's log as a rewrite leaves it: generation 1 with `groups` commits of ten
+/// records, rewritten into generation 2 (its snapshot, then `Current`), then `after` more
+/// commits of three records into generation 2, and generation 1 removed. Returns the data
+/// every acknowledged commit holds.
+async fn build(context: &Context, cache: &CacheRef, groups: usize, after: usize) -> Data {
+    let opened = recovery::open(context, cache, TornTail::SetAside)
+        .await
+        .unwrap();
+    assert_eq!(opened.generation, 1);
+    let mut data = Data::default();
+    let mut writer = opened.writer;
+    for group in 0..groups {
+        let mut bytes = Vec::new();
+        for index in 0..10 {
+            let record = set(group, index);
+            record.encode(&mut bytes);
+            data.apply(record);
+        }
+        writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+    }
+    drop(writer);
+    let writer = recovery::write_generation(context, cache, 2, &data)
+        .await
+        .unwrap();
+    let mut writer = writer
+        .append(&Record::Current.bytes())
+        .await
+        .unwrap()
+        .0
+        .sync()
+        .await
+        .unwrap();
+    recovery::remove_generation(context, 1).await.unwrap();
+    for group in groups..groups + after {
+        let mut bytes = Vec::new();
+        for index in 0..3 {
+            let record = set(group, index);
+            record.encode(&mut bytes);
+            data.apply(record);
+        }
+        writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+    }
+    data
+}
+
+/// The files of the store's partition, by name, and their bytes.
+fn files(directory: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(directory.join(PARTITION))
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            (name, std::fs::read(entry.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Puts `log` in place as generation 2, the store's only log.
+fn install(directory: &Path, log: &[u8]) {
+    let partition = directory.join(PARTITION);
+    let _ = std::fs::remove_dir_all(&partition);
+    std::fs::create_dir_all(&partition).unwrap();
+    std::fs::write(log_path(directory, 2), log).unwrap();
+}
+
+/// How the damaged logs opened.
+#[derive(Debug, Default)]
+struct Outcomes {
+    whole: usize,
+    refused: usize,
+    reported: usize,
+}
+
+/// Checks that the bytes `report` says were cut are all in the files beside the log, as the
+/// damaged log held them.
+fn assert_kept_aside(directory: &Path, report: &Report, damaged: &[u8], case: &str) {
+    for log in &report.logs {
+        if let Some(set_aside) = &log.pages.set_aside {
+            let kept = std::fs::read(directory.join(&set_aside.file)).unwrap();
+            let from = set_aside.offset as usize;
+            assert_eq!(
+                kept,
+                &damaged[from..],
+                "{case}: the pages' cut bytes kept aside"
+            );
+        }
+        if let Some(torn) = &log.torn_record {
+            let kept = std::fs::read(directory.join(&torn.set_aside.file)).unwrap();
+            assert_eq!(kept.len() as u64, torn.set_aside.len, "{case}");
+        }
+    }
+}
+
+/// Opens the store on `damaged` (generation 2, the only log) and checks that nothing
+/// acknowledged (`acknowledged`) is lost without a report; where the opening cut or refused
+/// anything, a strict opening of the same log must refuse it and change nothing.
+async fn open_damaged(
+    context: &Context,
+    directory: &Path,
+    damaged: &[u8],
+    acknowledged: &Data,
+    case: &str,
+    outcomes: &mut Outcomes,
+) {
+    install(directory, damaged);
+    let before = files(directory);
+    let opened = match recovery::open(context, &cache(), TornTail::SetAside).await {
+        Ok(opened) => opened,
+        Err(StartError::Damaged { file, offset, what }) => {
+            assert!(
+                file.contains("log.2") && offset <= damaged.len() as u64,
+                "{case}"
+            );
+            // Nothing changed, or what was cut is beside the log and named.
+            let after = files(directory);
+            if after != before {
+                assert!(what.contains(".cut-"), "{case}: {what}");
+                let aside = after.iter().find(|(name, _)| name.contains(".cut-"));
+                let (_, kept) = aside.expect("the cut bytes are kept");
+                assert!(damaged.ends_with(kept), "{case}: kept as they were");
+            }
+            // A strict opening differs only where something is cut: it must refuse that too.
+            if after != before {
+                assert_strict_refusal(context, directory, damaged, case).await;
+            }
+            outcomes.refused += 1;
+            return;
+        }
+        Err(error) => panic!("{case}: {error}"),
+    };
+    let report = opened.report.clone();
+    let mut lost = 0;
+    for (key, entry) in acknowledged.entries() {
+        match opened.data.get(key) {
+            Some(found) => assert_eq!(found, entry, "{case}: a record changed"),
+            None => lost += 1,
+        }
+    }
+    assert_eq!(
+        opened.data.len() + lost,
+        acknowledged.len(),
+        "{case}: a key nobody wrote"
+    );
+    drop(opened);
+    if report.lines().is_empty() {
+        assert_eq!(
+            lost, 0,
+            "{case}: {lost} acknowledged records lost without a report"
+        );
+        outcomes.whole += 1;
+        return;
+    }
+    assert_kept_aside(directory, &report, damaged, case);
+    // Reported once: the next start finds nothing to cut.
+    let again = recovery::open(context, &cache(), TornTail::Refuse).await;
+    let again = again.unwrap_or_else(|error| panic!("{case}: reopening: {error}"));
+    assert!(
+        again.report.lines().is_empty(),
+        "{case}: {:?}",
+        again.report
+    );
+    drop(again);
+    assert_strict_refusal(context, directory, damaged, case).await;
+    outcomes.reported += 1;
+}
+
+/// A strict opening of `damaged` refuses it and changes nothing.
+async fn assert_strict_refusal(context: &Context, directory: &Path, damaged: &[u8], case: &str) {
+    install(directory, damaged);
+    let before = files(directory);
+    match recovery::open(context, &cache(), TornTail::Refuse).await {
+        Ok(_) => panic!("{case}: cut or refused, yet whole strictly"),
+        Err(StartError::Damaged { .. } | StartError::Torn { .. }) => {}
+        Err(error) => panic!("{case}: {error}"),
+    }
+    assert_eq!(
+        files(directory),
+        before,
+        "{case}: refused strictly, unchanged"
+    );
+}
+
+/// The damages of the last page of `pristine` that a part of the test tries: bits
+/// `bits` flipped one at a time, and with `truncations`, every cut of one byte up to the
+/// whole page and the page zeroed.
+fn damages(
+    pristine: &[u8],
+    bits: std::ops::Range<usize>,
+    truncations: bool,
+) -> Vec<(String, Vec<u8>)> {
+    let last = pristine.len() - PHYSICAL;
+    let mut damages = Vec::new();
+    for bit in bits {
+        let mut damaged = pristine.to_vec();
+        damaged[last + bit / 8] ^= 1 << (bit % 8);
+        damages.push((format!("bit {bit} of the last page flipped"), damaged));
+    }
+    if truncations {
+        for cut in 1..=PHYSICAL {
+            let damaged = pristine[..pristine.len() - cut].to_vec();
+            damages.push((format!("cut by {cut} bytes"), damaged));
+        }
+        let mut zeroed = pristine.to_vec();
+        zeroed[last..].fill(0);
+        damages.push(("the last page zeroed".to_string(), zeroed));
+    }
+    damages
+}
+
+/// Builds the log with `after` commits after `Current` (see [`build`]), then opens it damaged
+/// each way [`damages`] says.
+fn no_loss_without_a_report(after: usize, bits: std::ops::Range<usize>, truncations: bool) {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let acknowledged = build(&context, &cache(), 30, after).await;
+        let pristine = std::fs::read(log_path(&directory, 2)).unwrap();
+        assert!(pristine.len() > 2 * PHYSICAL, "{}", pristine.len());
+        let mut outcomes = Outcomes::default();
+        for (damage, damaged) in damages(&pristine, bits, truncations) {
+            let case = format!("{after} commits after Current, {damage}");
+            open_damaged(
+                &context,
+                &directory,
+                &damaged,
+                &acknowledged,
+                &case,
+                &mut outcomes,
+            )
+            .await;
+        }
+        println!("damaged logs ({after} commits after Current): {outcomes:?}");
+        assert!(
+            outcomes.refused > 0 || outcomes.reported > 0,
+            "{outcomes:?}"
+        );
+    });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// Every single-bit flip of the last page, every truncation of it, and the last page zeroed,
+/// on two logs: one whose last page holds `Current` (just rewritten), one whose last page
+/// holds commits made after it. Split in parts that run in parallel.
+#[test]
+fn no_damage_to_a_just_rewritten_log_loses_a_record_without_a_report_first_half() {
+    no_loss_without_a_report(0, 0..PHYSICAL * 4, false);
+}
+
+#[test]
+fn no_damage_to_a_just_rewritten_log_loses_a_record_without_a_report_second_half() {
+    no_loss_without_a_report(0, PHYSICAL * 4..PHYSICAL * 8, true);
+}
+
+#[test]
+fn no_damage_to_a_log_with_commits_after_current_loses_a_record_without_a_report_first_half() {
+    no_loss_without_a_report(4, 0..PHYSICAL * 4, false);
+}
+
+#[test]
+fn no_damage_to_a_log_with_commits_after_current_loses_a_record_without_a_report_second_half() {
+    no_loss_without_a_report(4, PHYSICAL * 4..PHYSICAL * 8, true);
+}

@@ -1,0 +1,296 @@
+//! Opening a paged blob: finding where its valid bytes end, and what happens to the bytes past
+//! that point.
+//!
+//! # What a crash can leave, and what it cannot
+//! The writer writes whole physical pages, in blob order, one write at a time, and rewrites
+//! a partial last page with the slot of its synced state kept where it was (see the
+//! [writer](super::writer)). So past the last synced byte, a crash leaves at most:
+//! - **a fragment**: a tail shorter than a physical page, the start of a page whose write was
+//!   cut short (a killed process, or a lost machine);
+//! - **unwritten pages**: whole trailing pages whose trailer is all zero, which a file system
+//!   shows for an extent whose data never reached the disk (a lost machine);
+//! - **a failed slot**: the last page's trailer holds a slot that fails its checksum beside an
+//!   older slot that validates: a rewrite of the partial page torn before all its bytes landed;
+//! - **a missing end**: the blob ends with a full page. Every sync closes the bytes with a
+//!   partial last page, or with an end page holding none when they end at a page boundary, so
+//!   a full last page means the write after it was cut there (an append writes full pages
+//!   only).
+//!
+//! Each of these can also be damage (a truncated file, a zeroed page, a flipped bit in the
+//! bytes the newest slot covers), and nothing in the bytes tells the two apart. So recovery
+//! treats them as a crash's tail, **but never silently and never destructively**: what it
+//! cuts is first copied, byte for byte and synced, to a file beside the blob
+//! (`<hex(name)>.cut-<offset>`, the blob's bytes from `offset` to its old end as they were),
+//! and the [`Recovery`] that the opener returns says what was cut, where, why, and where it
+//! is kept. [`TornTail::Refuse`] refuses even these, changing nothing.
+//!
+//! Anything else cannot come from a crash and is refused with [`Error::BlobCorrupt`] at its
+//! offset, changing nothing: a trailing page whose trailer was written (not all zero) but
+//! validates nothing (a crashed rewrite keeps its synced slot; a crashed first write of a
+//! page ends in a fragment), and, found later by reads, any page before the last that fails.
+//!
+//! # Invariants
+//! - The set-aside copy is durable before the blob is changed: a crash in between leaves the
+//!   blob as it was (the next opening sets its tail aside again, beside the first copy).
+//! - A failed slot is cleared from the trailer after its page is set aside (the valid slot
+//!   rewritten in place, byte for byte the same), so the next opening finds the page clean and
+//!   reports nothing twice.
+//! - `kept` is the logical length the writer continues from; `cuts` are in blob order and do
+//!   not overlap; the set-aside file covers every cut (a missing end has no bytes to keep).
+//! - A missing end changes nothing on opening (there is nothing to cut); the writer's next
+//!   sync closes it with an end page, and it is not reported again after that.
+
+use super::checksum::{Slot, Trailer};
+use super::{Layout, Paged};
+use crate::buffer::IoBuf;
+use crate::storage::{Blob, ReadOptions, WriteOptions};
+use crate::{Blob as _, Error};
+use bytes::BytesMut;
+
+/// What opening a paged blob does with a tail that recovery would cut.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TornTail {
+    /// Copy it to a file beside the blob, cut it, and report it in the [`Recovery`].
+    #[default]
+    SetAside,
+    /// Refuse to open the blob with [`Error::BlobTorn`], changing nothing: for a caller that
+    /// wants a person to look at every cut first.
+    Refuse,
+}
+
+/// What opening a paged blob found and did: returned by [`Writer::new`](super::Writer::new)
+/// and [`Writer::open`](super::Writer::open).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[must_use = "a recovery may have cut bytes: report it"]
+pub struct Recovery {
+    /// Physical pages read from the end to find the last valid one.
+    pub pages_read: u64,
+    /// Logical bytes kept: where appends continue.
+    pub kept: u64,
+    /// What was cut, in blob order; empty when the blob was whole.
+    pub cuts: Vec<Cut>,
+    /// Where the cut bytes are kept, when something was cut.
+    pub set_aside: Option<SetAside>,
+}
+
+impl Recovery {
+    /// Whether nothing was cut.
+    pub fn is_clean(&self) -> bool {
+        self.cuts.is_empty()
+    }
+
+    /// Bytes cut, in all (physical bytes of the blob, trailers included).
+    pub fn cut_bytes(&self) -> u64 {
+        self.cuts.iter().map(|cut| cut.len).sum()
+    }
+}
+
+/// A range of a paged blob that recovery cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// Where the range starts in the blob (a physical offset).
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    pub reason: CutReason,
+}
+
+/// Why recovery cut a range (see [the recovery rules](super#recovery) for what a crash can
+/// leave).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CutReason {
+    /// A tail shorter than a physical page: a write cut short, or a truncated file.
+    Fragment,
+    /// Whole trailing pages with an all-zero trailer: never written, or zeroed.
+    UnwrittenPages,
+    /// The last page's newest slot fails its checksum and an older one validates: a rewrite
+    /// of the partial page torn, or damage to the bytes the newest slot covered. The page
+    /// keeps its older, shorter state; the rest of it is cut.
+    FailedSlot {
+        /// The bytes of the page kept.
+        kept: u16,
+    },
+    /// The blob ends with a full page, without the end page that closes bytes ending at a
+    /// page boundary: its last write was cut at a page boundary by a crash, or pages were
+    /// cut from its end. Nothing is cut here (the cut's length is 0): the bytes that may
+    /// be missing are not in the blob to keep.
+    MissingEnd,
+}
+
+impl std::fmt::Display for CutReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CutReason::Fragment => f.write_str(
+                "a tail shorter than a page: a write cut short by a crash, or a truncated file",
+            ),
+            CutReason::UnwrittenPages => f.write_str(
+                "trailing pages whose checksums were never written: writes a crash lost, or \
+                 zeroed pages",
+            ),
+            CutReason::FailedSlot { kept } => write!(
+                f,
+                "the last page's newest checksum fails, its previous state ({kept} bytes) \
+                 validates: a rewrite torn by a crash, or damage to the page"
+            ),
+            CutReason::MissingEnd => f.write_str(
+                "the blob ends with a full page and no end page: its last write was cut at a \
+                 page boundary by a crash, or pages were cut from its end (not in the blob)",
+            ),
+        }
+    }
+}
+
+/// A file beside a paged blob that holds bytes cut from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    /// The file, as `partition/hex(name).cut-<offset>` (with `.N` appended if that was taken).
+    pub file: String,
+    /// Where its first byte was in the blob.
+    pub offset: u64,
+    /// How many bytes it holds: the blob's bytes from `offset` to its end, as they were.
+    pub len: u64,
+}
+
+/// Where a blob's valid bytes end, found by reading from its end: nothing is changed yet.
+pub(super) struct Tail {
+    /// Whole physical pages kept.
+    pub(super) pages: u64,
+    /// The last kept page's physical bytes, its best slot and that slot's index.
+    pub(super) last: Option<(IoBuf, (usize, Slot))>,
+    pub(super) cuts: Vec<Cut>,
+    pub(super) pages_read: u64,
+}
+
+impl Tail {
+    /// Reads the blob's last pages, back to the last one that validates. Fails with
+    /// [`Error::BlobCorrupt`] at a trailing page whose trailer was written but validates
+    /// nothing.
+    pub(super) async fn find(blob: &Blob, layout: Layout, size: u64) -> Result<Tail, Error> {
+        let whole = size / layout.physical as u64;
+        let mut cuts = Vec::new();
+        if layout.offset(whole) != size {
+            cuts.push(Cut {
+                offset: layout.offset(whole),
+                len: size - layout.offset(whole),
+                reason: CutReason::Fragment,
+            });
+        }
+        let mut pages = whole;
+        let mut pages_read = 0;
+        let mut last = None;
+        while pages > 0 {
+            let page = pages - 1;
+            let bytes = blob
+                .read_at(layout.offset(page), layout.physical, ReadOptions::default())
+                .await?
+                .coalesce();
+            pages_read += 1;
+            let (data, trailer) = bytes.split_at(layout.page_size);
+            let decoded = Trailer::decode(trailer);
+            if let Some(best) = decoded.best(page, data) {
+                // A slot beside the best one that fails: the newest state torn or damaged.
+                let failed = |slot: &Slot| !slot.is_valid_for(page, data);
+                if decoded.slots.iter().flatten().any(failed) {
+                    let kept = best.1.len;
+                    cuts.insert(
+                        0,
+                        Cut {
+                            offset: layout.offset(page) + u64::from(kept),
+                            len: (layout.physical - usize::from(kept)) as u64,
+                            reason: CutReason::FailedSlot { kept },
+                        },
+                    );
+                }
+                last = Some((bytes, best));
+                break;
+            }
+            if trailer.iter().any(|&byte| byte != 0) {
+                return Err(layout.corrupt(blob, page));
+            }
+            pages -= 1;
+        }
+        let last_is_full = last
+            .as_ref()
+            .is_some_and(|(_, (_, slot)): &(IoBuf, (usize, Slot))| {
+                usize::from(slot.len) == layout.page_size
+            });
+        if last_is_full && cuts.is_empty() && pages == whole {
+            cuts.push(Cut {
+                offset: layout.offset(pages),
+                len: 0,
+                reason: CutReason::MissingEnd,
+            });
+        }
+        if pages < whole {
+            let unwritten = Cut {
+                offset: layout.offset(pages),
+                len: layout.offset(whole) - layout.offset(pages),
+                reason: CutReason::UnwrittenPages,
+            };
+            let at = cuts.iter().take_while(|cut| cut.offset < unwritten.offset);
+            cuts.insert(at.count(), unwritten);
+        }
+        Ok(Tail {
+            pages,
+            last,
+            cuts,
+            pages_read,
+        })
+    }
+
+    /// The error a strict opening fails with: the first cut, and everything after it.
+    pub(super) fn refusal(&self, blob: &Blob, size: u64) -> Option<Error> {
+        let first = self.cuts.first()?;
+        let what = self
+            .cuts
+            .iter()
+            .map(|cut| format!("{} bytes at {}: {}", cut.len, cut.offset, cut.reason))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Some(Error::BlobTorn {
+            blob: blob.label().to_owned(),
+            offset: first.offset,
+            len: size - first.offset,
+            what,
+        })
+    }
+}
+
+/// Copies the blob's bytes from `offset` to `size` into a new file beside it, named
+/// `.cut-<offset>`, and makes the copy durable. Reads and writes a mebibyte at a time.
+pub(super) async fn set_aside(paged: &Paged, offset: u64, size: u64) -> Result<SetAside, Error> {
+    let blob = &paged.blob;
+    let (copy, file) = blob.create_beside(&format!(".cut-{offset}"))?;
+    let mut at = offset;
+    while at < size {
+        let len = (size - at).min(1 << 20) as usize;
+        let bytes = blob.read_at(at, len, ReadOptions::default()).await?;
+        copy.write_at(at - offset, bytes, WriteOptions::default())
+            .await?;
+        at += len as u64;
+    }
+    copy.sync().await?;
+    Ok(SetAside {
+        file,
+        offset,
+        len: size - offset,
+    })
+}
+
+/// Rewrites the trailer of page `page` (physical bytes `bytes`) with only its slot `best`,
+/// in place: that slot's bytes are written again unchanged, so a write cut short anywhere
+/// still leaves it valid. Clears a failed slot once its page is set aside.
+pub(super) async fn clear_failed_slot(
+    paged: &Paged,
+    page: u64,
+    best: (usize, Slot),
+) -> Result<(), Error> {
+    let layout = paged.layout;
+    let mut trailer = Trailer::default();
+    trailer.slots[best.0] = Some(best.1);
+    let mut encoded = BytesMut::zeroed(usize::from(super::CHECKSUM_SIZE));
+    trailer.encode(&mut encoded);
+    let at = layout.offset(page) + layout.page_size as u64;
+    super::writer::write(paged, at, encoded.freeze()).await
+}
