@@ -64,7 +64,7 @@ async fn build(context: &Context, cache: &CacheRef, groups: usize, after: usize)
         writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
     }
     drop(writer);
-    let writer = recovery::write_generation(context, cache, 2, &data)
+    let writer = recovery::write_generation(context, cache, 2, &data.snapshot())
         .await
         .unwrap();
     let mut writer = writer

@@ -19,9 +19,10 @@
 //! - A salvage scan finds the next record after damage by trying every offset: a false match
 //!   needs two CRCs to agree by chance.
 
+use super::shards::Shards;
 use bytes::Bytes;
 use runtime::buffer::paged::{crc32c, crc32c_extend};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// The largest key or value a record may carry (Redis's default `proto-max-bulk-len` is
 /// larger; the protocol decoder allows this much).
@@ -168,10 +169,14 @@ pub struct Entry {
     pub expires: Option<u64>,
 }
 
+/// The entries as a rewrite writes them: shared with the data, copied shard by shard only
+/// as the data changes (see [`super::shards`]).
+pub type Snapshot = Shards<Entry>;
+
 /// The data a log rebuilds: the entries, and the expiring ones by deadline.
 #[derive(Clone, Debug, Default)]
 pub struct Data {
-    entries: HashMap<Vec<u8>, Entry>,
+    entries: Shards<Entry>,
     deadlines: BTreeSet<(u64, Vec<u8>)>,
     /// Bytes the live entries would take as a snapshot's records.
     live: usize,
@@ -260,9 +265,15 @@ impl Data {
         self.live
     }
 
-    /// Every entry, for a snapshot.
+    /// Every entry.
     pub fn entries(&self) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
         self.entries.iter()
+    }
+
+    /// The entries as they are now, for a rewrite: costs a pointer per shard, not a copy of
+    /// the keys (the data copies a shard when it next changes it).
+    pub fn snapshot(&self) -> Snapshot {
+        self.entries.clone()
     }
 }
 

@@ -17,9 +17,12 @@
 //! its record is synced, so an acknowledged write survives SIGKILL, and writes that arrive
 //! while a sync is in flight are committed together by the next one (group commit); a read
 //! is answered once what it read is durable. `everysec` and `none` answer at once, as
-//! Redis's do. On start the store replays its log, cuts only a torn tail a crash left, and
-//! refuses damage anywhere else with the file and offset (see [`recovery`]); `--repair`
-//! keeps every record that verifies. The log is rewritten from the live data in the
+//! Redis's do. On start the store replays its log; a tail that a crash can leave (and damage
+//! can imitate) is copied beside the log, cut, printed and counted in the `kv_recovery_*`
+//! metrics (`--strict` refuses it instead), and damage anywhere else is refused with the file
+//! and offset (see [`recovery`]); `--repair` keeps every record that verifies. The rewrite's
+//! snapshot shares the data shard by shard ([`shards`]), so taking it does not stall the
+//! store. The log is rewritten from the live data in the
 //! background when it grows past twice its size. A write answered `-ERR storage
 //! unavailable` (the store failed while handling it) may or may not have been logged: retry
 //! it.
@@ -28,6 +31,7 @@ pub mod commands;
 mod connection;
 pub mod log;
 pub mod recovery;
+pub mod shards;
 pub mod store;
 
 pub use commands::{execute, parse_integer};

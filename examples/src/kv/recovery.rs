@@ -553,13 +553,13 @@ fn sweep_due(data: &mut Data) {
     }
 }
 
-/// Writes generation `generation` as a snapshot of `data`, synced, without `Current`: what a
-/// rewrite writes before it takes over.
+/// Writes generation `generation` as `snapshot`, synced, without `Current`: what a rewrite
+/// writes before it takes over.
 pub async fn write_generation(
     runtime: &runtime::Context,
     cache: &CacheRef,
     generation: u64,
-    data: &Data,
+    snapshot: &log::Snapshot,
 ) -> Result<Writer, runtime::Error> {
     let name = name(generation);
     // A leftover of an attempt that never took over.
@@ -573,7 +573,7 @@ pub async fn write_generation(
     let mut chunk = Record::Header { generation }.bytes();
     // What is due is kept: a replay drops it, and a `PERSIST` logged since the snapshot
     // may have saved it.
-    for (key, entry) in data.entries() {
+    for (key, entry) in snapshot.iter() {
         Record::Set {
             key: key.clone(),
             value: entry.value.clone(),
@@ -608,7 +608,7 @@ async fn current_generation(
         Record::Current.encode(&mut records);
         return writer.append(&records).await?.0.sync().await;
     }
-    let writer = write_generation(runtime, cache, generation, data).await?;
+    let writer = write_generation(runtime, cache, generation, &data.snapshot()).await?;
     let (writer, _) = writer.append(&Record::Current.bytes()).await?;
     writer.sync().await
 }

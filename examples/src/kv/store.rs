@@ -467,8 +467,9 @@ impl Store {
             return;
         };
         self.rewrite = Some(Rewrite { since: Vec::new() });
-        // The snapshot: a copy, so writes go on while it is written.
-        let snapshot = self.data.clone();
+        // The snapshot: shared with the data shard by shard (a shard is copied when a write
+        // changes it), so taking it costs no copy of the keys, and writes go on meanwhile.
+        let snapshot = self.data.snapshot();
         let generation = self.generation + 1;
         let (store, incarnation, shared) = (ctx.actor_ref(), self.incarnation, self.shared.clone());
         drop(
