@@ -130,6 +130,16 @@ impl Display for Error {
                 offset,
                 len,
                 what,
+            } if *len == 0 => write!(
+                f,
+                "blob {blob}: opening it strictly found bytes missing from its end at offset \
+                 {offset} ({what}); refused, nothing was changed"
+            ),
+            Error::BlobTorn {
+                blob,
+                offset,
+                len,
+                what,
             } => write!(
                 f,
                 "blob {blob}: opening it strictly would cut {len} bytes at offset {offset} \

@@ -586,7 +586,8 @@ async fn open_damaged(
     } else {
         let first = recovery.cuts[0];
         assert!(
-            matches!(&strict, Some(Error::BlobTorn { offset, .. }) if *offset == first.offset),
+            matches!(&strict, Some(Error::BlobTorn { offset, len, .. })
+                if *offset == first.offset && *len == damaged.len() as u64 - first.offset),
             "{name}: strict opening refuses the same cut: {strict:?} vs {recovery:?}"
         );
         assert_set_aside(directory, &recovery, damaged);
@@ -760,12 +761,14 @@ fn truncate_aside_keeps_what_it_cuts() {
     });
 }
 
-/// A last page whose trailer was written but validates nothing is damage, not a tear (a crash
-/// of the writer leaves a fragment, or the partial page's synced slot): opening refuses it
-/// with its offset and changes nothing, and `salvage_page` still reads every page that
-/// verifies, the damaged one reported as such.
+/// A last page whose trailer was written but validates nothing (a lost machine wrote its
+/// trailer and not all its data, or it was damaged): `salvage_page` reads every page that
+/// still verifies and reports the failed one as such; a strict opening refuses it, naming
+/// where the cut would start and how long it is, and changes nothing; an opening sets it
+/// aside and reports it. Set aside twice at the same offset, the second copy takes a name of
+/// its own, and the first is left as it was.
 #[test]
-fn a_damaged_last_page_is_refused_not_cut() {
+fn a_failed_last_page_is_set_aside_and_reported() {
     with_directory(|context, directory| async move {
         let data = stream(0..250);
         let path = blob_path(&directory, b"damaged-tail");
@@ -776,15 +779,6 @@ fn a_damaged_last_page_is_refused_not_cut() {
         let before = std::fs::read(&path).unwrap();
 
         let (blob, size) = context.open("paged", b"damaged-tail").await.unwrap();
-        let Err(error) = Writer::new(blob.clone(), size, 2 * PHYSICAL, cache(2)).await else {
-            panic!("a damaged last page is refused");
-        };
-        assert!(
-            matches!(&error, Error::BlobCorrupt { offset, .. } if *offset == 2 * PHYSICAL as u64),
-            "{error:?}"
-        );
-        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
-
         let page = NonZeroU16::new(PAGE).unwrap();
         for index in 0..2 {
             let bytes = runtime::buffer::paged::salvage_page(&blob, page, index)
@@ -798,6 +792,46 @@ fn a_damaged_last_page_is_refused_not_cut() {
         assert!(matches!(damaged, Ok(None)), "{damaged:?}");
         let past = runtime::buffer::paged::salvage_page(&blob, page, 3).await;
         assert!(matches!(past, Ok(None)), "{past:?}");
+
+        let strict = Writer::open(blob, size, 2 * PHYSICAL, cache(2), TornTail::Refuse).await;
+        let Err(error) = strict else {
+            panic!("a strict opening refuses a failed page");
+        };
+        assert!(
+            matches!(&error, Error::BlobTorn { offset, len, .. }
+                if *offset == 2 * PHYSICAL as u64 && *len == PHYSICAL as u64),
+            "{error:?}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
+
+        let mut kept_before = None;
+        for round in 1..=2 {
+            std::fs::write(&path, &before).unwrap();
+            let (writer, recovery) =
+                open_recovered(&context, b"damaged-tail", 2 * PHYSICAL, cache(2)).await;
+            assert_eq!(writer.size(), 200);
+            let cuts: Vec<_> = recovery
+                .cuts
+                .iter()
+                .map(|cut| (cut.offset, cut.len, cut.reason))
+                .collect();
+            assert_eq!(
+                cuts,
+                [(2 * PHYSICAL as u64, PHYSICAL as u64, CutReason::FailedPages)]
+            );
+            assert_set_aside(&directory, &recovery, &before);
+            let file = recovery.set_aside.unwrap().file;
+            let expected = format!(".cut-{}", 2 * PHYSICAL);
+            if round == 1 {
+                assert!(file.ends_with(&expected), "{file}");
+                kept_before = Some(file);
+            } else {
+                let first = kept_before.clone().unwrap();
+                assert!(file.ends_with(&format!("{expected}.2")), "{file}");
+                let kept = std::fs::read(directory.join(&first)).unwrap();
+                assert_eq!(kept, &before[2 * PHYSICAL..], "the first copy is untouched");
+            }
+        }
     });
 }
 

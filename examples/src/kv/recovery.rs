@@ -13,22 +13,26 @@
 //!   dropped. With `--strict` ([`Options::strict`](super::Options)) even these are refused.
 //!   Anything else that fails to verify, anywhere in the log, stops the start with
 //!   [`StartError::Damaged`], naming the file and offset, and changes nothing.
+//! - **Nothing is cut before its log is known to be the store.** Each generation is opened
+//!   strictly first; a torn tail is cut only from the generation that becomes the store (what
+//!   the cut keeps holds `Current`). A refusal therefore changes nothing, and the next start
+//!   finds the same log and refuses it again.
 //! - **The newest generation with `Current` is the store.** A newer one without it is a
 //!   rewrite a crash interrupted: it never served a write (a rewrite's first commit removes its
 //!   predecessor before it answers anyone), so it is removed once the older one, which holds
 //!   everything it could have held, has opened as the store. A generation without `Current`
 //!   and no older one to fall back on is never removed: it is refused as damaged (its end,
-//!   where `Current` or later records were, was lost), unless it holds nothing at all (a
-//!   store whose first write never landed). Older generations are removed once the current
-//!   one is found.
+//!   where `Current` or later records were, was lost), unless its file is empty (a store whose
+//!   first write never landed, or a log truncated to nothing), which starts an empty store and
+//!   says so in the report. Older generations are removed once the current one is found.
 //! - **Repair copies first**: the damaged log is copied aside, byte for byte and synced,
-//!   before anything is written; then every record that verifies, on both sides of the
-//!   damage, is kept in a new generation.
+//!   before anything is written; then every record that verifies by its own checksums, in
+//!   every page whether the page's checksum holds or not, is kept in a new generation.
 
 use super::log::{self, Data, Record};
 use prometheus_client::metrics::gauge::Gauge;
 use runtime::buffer::paged::{
-    CHECKSUM_SIZE, CacheRef, Recovery, SetAside, TornTail, Writer, salvage_page,
+    CHECKSUM_SIZE, CacheRef, Recovery, SetAside, TornTail, Writer, verified_len,
 };
 use runtime::prelude::*;
 use std::num::NonZeroU16;
@@ -62,6 +66,9 @@ pub struct Opened {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     pub logs: Vec<LogReport>,
+    /// What else the opening did that may have lost data: an empty only log replaced by a new
+    /// store.
+    pub notes: Vec<String>,
 }
 
 /// What opening one log found and did.
@@ -104,18 +111,20 @@ impl Report {
             .sum()
     }
 
-    /// Cuts made, in all (a missing end, which has no bytes, counts).
+    /// Cuts made, in all (a missing end, which has no bytes, counts), and notes.
     pub fn cuts(&self) -> usize {
-        self.logs
+        let cuts: usize = self
+            .logs
             .iter()
             .map(|log| log.pages.cuts.len() + usize::from(log.torn_record.is_some()))
-            .sum()
+            .sum();
+        cuts + self.notes.len()
     }
 
     /// One line per cut, saying what was cut, where, why and where it is kept; none when the
     /// logs were whole.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
+        let mut lines = self.notes.clone();
         for log in &self.logs {
             let kept = |set_aside: &Option<SetAside>| match set_aside {
                 Some(set_aside) => format!(
@@ -233,16 +242,19 @@ impl std::fmt::Display for StartError {
             StartError::Damaged { file, offset, what } => write!(
                 f,
                 "the log {file} is damaged at byte {offset} of the file ({what}); nothing \
-                 was changed. Start with --repair to keep every record that verifies on both \
-                 sides of the damage (the damaged log is first copied aside, to \
-                 {file}.damaged-<time>), or restore the data directory from a backup"
+                 was changed. Start with --repair to keep every record that verifies, on both \
+                 sides of the damage (the damaged log is first copied aside, as \
+                 {}.damaged-<time> in {PARTITION}/), or restore the data directory from a \
+                 backup",
+                plain_name(file)
             ),
             StartError::Torn { file, offset, what } => write!(
                 f,
                 "the log {file} ends in a tail that recovery would cut, from byte {offset} of \
                  the file ({what}); --strict refuses it, and nothing was changed. Start \
-                 without --strict to cut it (the bytes cut are kept beside the log, in \
-                 {file}.cut-<offset>, and reported)"
+                 without --strict to cut it: the bytes cut are first copied beside the log, \
+                 to {}.cut-<offset>, and reported",
+                file.split(' ').next().unwrap_or(file)
             ),
             StartError::Storage(error) => write!(f, "the storage failed: {error}"),
         }
@@ -255,6 +267,12 @@ impl From<runtime::Error> for StartError {
     fn from(error: runtime::Error) -> Self {
         StartError::Storage(error)
     }
+}
+
+/// The blob name in a label made by [`file`]: `log.2` in `kv/6c6f672e32 (log.2)`.
+fn plain_name(file: &str) -> &str {
+    file.split_once(" (")
+        .map_or(file, |(_, name)| name.trim_end_matches(')'))
 }
 
 /// The label of blob `name`'s file under the data directory.
@@ -433,16 +451,36 @@ pub async fn open(
     let mut damage: Option<StartError> = None;
     for (index, &generation) in generations.iter().enumerate() {
         let name = name(generation);
-        let mut data = Data::default();
-        let opened = replay(runtime, cache, name.as_bytes(), &mut data, torn).await;
         let older = index + 1 < generations.len() || legacy;
+        let mut data = Data::default();
+        // Strictly first: nothing is cut before this generation is known to be the store.
+        let opened = match replay(runtime, cache, name.as_bytes(), &mut data, TornTail::Refuse)
+            .await
+        {
+            Err(StartError::Torn { .. }) if !keeps_current(runtime, name.as_bytes()).await? => {
+                // What a cut would keep has no `Current`: a rewrite a crash interrupted
+                // (passed over, like a whole one), or, with nothing older, the only log,
+                // whose end was lost: refused before anything is cut.
+                if older {
+                    interrupted.push(generation);
+                    continue;
+                }
+                return Err(lost_current(&name, None));
+            }
+            Err(error @ StartError::Torn { .. }) if torn == TornTail::Refuse => Err(error),
+            Err(StartError::Torn { .. }) => {
+                data = Data::default();
+                replay(runtime, cache, name.as_bytes(), &mut data, torn).await
+            }
+            other => other,
+        };
         let (writer, replayed, mut log_report) = match opened {
             Ok(opened) => opened,
             Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
                 // Maybe the torn first commit of a rewrite, which never served a write: so
                 // only if nothing of it that verifies says `Current`. It stays where it is
                 // (for `--repair`, or for the next rewrite, which takes its place).
-                let (segments, _) = salvage_pages(runtime, name.as_bytes()).await?;
+                let (segments, _) = salvage_pages(runtime, name.as_bytes(), Pages::Raw).await?;
                 if log::salvage(&segments, &mut Data::default()).1 {
                     return Err(error);
                 }
@@ -452,8 +490,17 @@ pub async fn open(
             Err(error) => return Err(damage.unwrap_or(error)),
         };
         if !replayed.current {
-            if !older && (replayed.end > 0 || !log_report.pages.is_clean()) {
-                return Err(lost_current(&name, &replayed, &log_report));
+            if !older {
+                if replayed.end > 0 || writer.size() > 0 {
+                    return Err(lost_current(&name, Some(replayed.end)));
+                }
+                // Nothing at all: a store whose first write never landed, or a log cut to
+                // nothing. Started afresh, and said so.
+                report.notes.push(format!(
+                    "{} was empty (a new store whose first write never landed, or a log \
+                     truncated to nothing); an empty store was started",
+                    file(name.as_bytes())
+                ));
             }
             report.logs.push(log_report);
             drop(writer);
@@ -525,25 +572,32 @@ pub async fn open(
 }
 
 /// The refusal of generation `name`, which has no `Current` record and no older log to fall
-/// back on: its end, where `Current` (and maybe later records) were, was lost.
-fn lost_current(name: &str, replayed: &log::Replayed, report: &LogReport) -> StartError {
-    let cut = match &report.pages.set_aside {
-        Some(set_aside) => format!(
-            "; opening it cut {} bytes from its end, kept in {PARTITION}/{}",
-            set_aside.len,
-            set_aside.file.rsplit('/').next().unwrap_or(&set_aside.file)
+/// back on: its end, where `Current` (and maybe later records) were, was lost. `end` is where
+/// its whole records end, when the log is whole; `None` when its tail would be cut (and what
+/// the cut keeps has no `Current`).
+fn lost_current(name: &str, end: Option<u64>) -> StartError {
+    let (offset, how) = match end {
+        Some(end) => (file_offset(end), "it is whole but has no Current record"),
+        None => (
+            0,
+            "its end is torn or damaged, and what a cut would keep has no Current record",
         ),
-        None if !report.pages.is_clean() => "; its end was cut short".to_string(),
-        None => String::new(),
     };
     StartError::Damaged {
         file: file(name.as_bytes()),
-        offset: file_offset(replayed.end),
+        offset,
         what: format!(
-            "the only log, and it has no Current record: a log is the store only once its \
-             Current record is durable, so its end, where Current was, was lost{cut}"
+            "the only log, and {how}: a log is the store only once its Current record is \
+             durable, so its end, where Current was, was lost"
         ),
     }
+}
+
+/// Whether what a cut of log `name`'s torn tail would keep (its pages that verify, up to the
+/// tail) holds `Current`. Reads only.
+async fn keeps_current(runtime: &runtime::Context, name: &[u8]) -> Result<bool, StartError> {
+    let (segments, _) = salvage_pages(runtime, name, Pages::Verified).await?;
+    Ok(log::salvage(&segments, &mut Data::default()).1)
 }
 
 /// Drops the keys whose deadline has passed.
@@ -652,11 +706,14 @@ pub async fn repair(
     runtime: &runtime::Context,
     cache: &CacheRef,
 ) -> Result<Option<Repaired>, StartError> {
-    match open(runtime, cache, TornTail::SetAside).await {
+    match open(runtime, cache, TornTail::Refuse).await {
         Ok(opened) => {
             drop(opened);
             return Ok(None);
         }
+        // A torn tail is not damage: the start sets it aside and reports it (or, with
+        // `--strict`, refuses it). Nothing is cut here, so nothing goes unreported.
+        Err(StartError::Torn { .. }) => return Ok(None),
         Err(StartError::Damaged { .. }) => {}
         Err(error) => return Err(error),
     }
@@ -667,7 +724,7 @@ pub async fn repair(
         }
         // A first-version log has no checksums of its own to find a record after damage
         // by: what precedes the damage is kept.
-        let (segments, damaged_pages) = salvage_pages(runtime, LEGACY).await?;
+        let (segments, damaged_pages) = salvage_pages(runtime, LEGACY, Pages::Verified).await?;
         let mut data = Data::default();
         let _ = log::legacy::replay(&segments[0], &mut data);
         let records = data.len();
@@ -675,7 +732,8 @@ pub async fn repair(
     };
     let mut chosen = None;
     for &generation in &generations {
-        let (segments, damaged_pages) = salvage_pages(runtime, name(generation).as_bytes()).await?;
+        let (segments, damaged_pages) =
+            salvage_pages(runtime, name(generation).as_bytes(), Pages::Raw).await?;
         let mut data = Data::default();
         let (records, current) = log::salvage(&segments, &mut data);
         let salvaged = (generation, data, records, damaged_pages);
@@ -699,30 +757,59 @@ pub async fn repair(
     .await
 }
 
-/// The verified bytes of log `name`, in runs split where a page fails (counted) or ends
-/// short of a whole page.
+/// Which bytes a salvage takes from a log's pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pages {
+    /// The bytes each page's checksum verifies, in runs split where a page fails or ends short
+    /// of a whole page: what a cut of a torn tail keeps (and all a first-version log, whose
+    /// records have no checksums of their own, can trust).
+    Verified,
+    /// Every page's data bytes, verified or not, in one run: records carry checksums of their
+    /// own, so a record in a page whose checksum fails (a bit flipped elsewhere in the page, a
+    /// trailer a crash tore) is still found, and kept, when it verifies.
+    Raw,
+}
+
+/// The bytes of log `name` that `pages` says to take, and how many whole pages failed their
+/// checksum. Reads 64 pages at a time.
 async fn salvage_pages(
     runtime: &runtime::Context,
     name: &[u8],
+    pages: Pages,
 ) -> Result<(Vec<Vec<u8>>, u64), StartError> {
     let (blob, size) = runtime.open(PARTITION, name).await?;
     let page_size = NonZeroU16::new(PAGE).expect("non-zero");
     let mut segments = vec![Vec::new()];
     let mut damaged_pages = 0;
-    for page in 0..size / PHYSICAL {
-        match salvage_page(&blob, page_size, page).await? {
-            Some(bytes) => {
-                let short = bytes.len() < usize::from(PAGE);
-                segments.last_mut().expect("one").extend_from_slice(&bytes);
-                if short {
-                    segments.push(Vec::new());
+    let mut at = 0;
+    while at < size {
+        let len = (size - at).min(64 * PHYSICAL);
+        let bytes = blob
+            .read_at(at, len as usize, runtime::ReadOptions::default())
+            .await?
+            .coalesce();
+        for (index, physical) in bytes.chunks(PHYSICAL as usize).enumerate() {
+            let page = at / PHYSICAL + index as u64;
+            let whole = physical.len() == PHYSICAL as usize;
+            let verified = whole
+                .then(|| verified_len(page_size, page, physical))
+                .flatten();
+            damaged_pages += u64::from(whole && verified.is_none());
+            let run = segments.last_mut().expect("one run at least");
+            match (pages, verified) {
+                (Pages::Raw, _) => {
+                    run.extend_from_slice(&physical[..physical.len().min(usize::from(PAGE))]);
                 }
-            }
-            None => {
-                damaged_pages += 1;
-                segments.push(Vec::new());
+                (Pages::Verified, Some(len)) => {
+                    run.extend_from_slice(&physical[..len]);
+                    if len < usize::from(PAGE) {
+                        segments.push(Vec::new());
+                    }
+                }
+                (Pages::Verified, None) => segments.push(Vec::new()),
             }
         }
+        at += len;
     }
     Ok((segments, damaged_pages))
 }

@@ -549,6 +549,15 @@ mod tests {
         }
     }
 
+    /// The one page number below 2^32 whose end-page slot has a zero checksum (the CRC over
+    /// the page number's low four bytes is a bijection): its end slot encodes as all zero and
+    /// reads as empty, as the recovery module documents.
+    #[test]
+    fn one_page_below_two_to_the_32_has_an_end_slot_of_zeros() {
+        assert_eq!(Slot::compute(785_815_615, &[]).crc, 0);
+        assert_ne!(Slot::compute(785_815_614, &[]).crc, 0);
+    }
+
     /// A length flipped to zero leaves a slot that is present and fails: it does not vanish,
     /// so a damaged newest slot is never mistaken for one never written.
     #[test]

@@ -23,19 +23,17 @@
 //!     handed out every byte before it (the acknowledged ones among them);
 //!     [`Writer::truncate`] to the bytes replayed makes the blob whole. A log recovers this
 //!     way: replay until the end or the first corruption, then truncate there.
-//! - **A torn tail is set aside and reported, never read, never lost; damage is refused.**
-//!   On opening, what a crash can leave past the last synced byte (a fragment shorter than a
-//!   page, trailing pages whose trailer was never written, a last-page rewrite whose new slot
-//!   fails) is copied to a file beside the blob, synced, and only then cut; the [`Recovery`]
-//!   that [`Writer::new`] returns says what was cut, where, why, and where it is kept.
-//!   [`TornTail::Refuse`] refuses even that, changing nothing. A trailing page whose trailer
-//!   was written but validates nothing is damage, not a tear (a crashed writer leaves
-//!   neither): [`Writer::new`] fails with [`Error::BlobCorrupt`] at its offset and changes
-//!   nothing, and [`salvage_page`] reads what can still be verified. The
-//!   [`recovery`](self#recovery) rules below say which is which, and why. A partial last
-//!   page is rewritten when bytes are added to it, and its trailer keeps the slot of the
-//!   state last written beside the new one, so a rewrite torn by a crash still validates as
-//!   the previous, durable state.
+//! - **A torn tail is set aside and reported, never read, never lost.** On opening, what a
+//!   crash can leave past the last synced byte (a fragment shorter than a page, trailing
+//!   pages that validate nothing, a last-page rewrite whose new slot fails, a missing end) is
+//!   copied to a file beside the blob, synced, and only then cut; the [`Recovery`] that
+//!   [`Writer::new`] returns says what was cut, where, why, and where it is kept.
+//!   [`TornTail::Refuse`] refuses even that, changing nothing. The
+//!   [recovery rules](self#recovery) below say what a crash can leave and why the same
+//!   bytes, which damage can imitate, are kept rather than dropped; [`salvage_page`] reads
+//!   what can still be verified, page by page. A partial last page is rewritten when bytes
+//!   are added to it, and its trailer keeps the slot of the state last written beside the new
+//!   one, so a rewrite torn by a crash still validates as the previous, durable state.
 //! - **Damage is reported, never returned.** A page inside the blob whose bytes no slot
 //!   validates (or that is shorter than its place requires) fails the read with
 //!   [`Error::BlobCorrupt`], naming the blob and the page's offset.
@@ -49,14 +47,14 @@
 //!   writes.
 //!
 //! # Recovery
-//! Past the last synced byte, a crash leaves at most a fragment of a page, whole pages whose
-//! trailer is all zero, or, in the last page, a slot that fails beside an older one that
-//! validates. The same bytes can also be damage (a truncated file, a zeroed page, a flipped
-//! bit), and nothing tells the two apart; so these are cut, but only after they are copied
-//! aside (`<hex(name)>.cut-<offset>` in the blob's partition, which
-//! [`Storage::scan`](crate::Storage::scan) never lists), and always reported. Everything else
-//! that fails a checksum cannot come from a crash and is refused. An acknowledged byte is
-//! therefore never lost silently: it is kept, refused with its offset, or set aside and
+//! Past the last synced byte, a crash leaves at most a fragment of a page, whole pages that
+//! validate nothing (never written, or written in part by a lost machine), a last-page slot
+//! that fails beside one that validates, or a missing end page. The same bytes can also be
+//! damage (a truncated file, a zeroed page, a flipped bit), and nothing tells the two apart;
+//! so these are cut, but only after they are copied aside (`<hex(name)>.cut-<offset>` in the
+//! blob's partition, which [`Storage::scan`](crate::Storage::scan) never lists), and always
+//! reported. A page that fails before a valid one is refused when read. An acknowledged byte
+//! is therefore never lost silently: it is kept, refused with its offset, or set aside and
 //! reported.
 //!
 //! # Example
@@ -177,6 +175,23 @@ impl Layout {
             offset: self.offset(page),
         }
     }
+}
+
+/// How many bytes page `page` of a paged blob with pages of `page_size` bytes validly holds,
+/// given its physical bytes (`page_size` bytes of data, then the trailer): its longest slot
+/// that validates, or `None` if none does (damaged, or never written). Reads nothing: for a
+/// salvage that reads a blob in large pieces and checks each page itself.
+///
+/// # Panics
+/// If `physical` is not `page_size + CHECKSUM_SIZE` bytes long.
+pub fn verified_len(page_size: std::num::NonZeroU16, page: u64, physical: &[u8]) -> Option<usize> {
+    let page_size = usize::from(page_size.get());
+    let layout = Layout {
+        page_size,
+        physical: page_size + usize::from(CHECKSUM_SIZE),
+    };
+    assert_eq!(physical.len(), layout.physical, "one physical page");
+    layout.valid_len(page, physical)
 }
 
 /// Reads page `page` of a paged blob with pages of `page_size` bytes, trusting nothing else

@@ -9,25 +9,32 @@
 //!   cut short (a killed process, or a lost machine);
 //! - **unwritten pages**: whole trailing pages whose trailer is all zero, which a file system
 //!   shows for an extent whose data never reached the disk (a lost machine);
-//! - **a failed slot**: the last page's trailer holds a slot that fails its checksum beside an
-//!   older slot that validates: a rewrite of the partial page torn before all its bytes landed;
+//! - **failed pages**: whole trailing pages whose trailer was written but validates nothing:
+//!   a lost machine wrote the pages' blocks in any order, so a page may hold its trailer and
+//!   not its data, or half a trailer;
+//! - **a failed slot**: the last page's trailer holds a slot that fails its checksum beside one
+//!   that validates: a rewrite of the partial page torn before all its bytes landed;
 //! - **a missing end**: the blob ends with a full page. Every sync closes the bytes with a
 //!   partial last page, or with an end page holding none when they end at a page boundary, so
 //!   a full last page means the write after it was cut there (an append writes full pages
 //!   only).
 //!
 //! Each of these can also be damage (a truncated file, a zeroed page, a flipped bit in the
-//! bytes the newest slot covers), and nothing in the bytes tells the two apart. So recovery
-//! treats them as a crash's tail, **but never silently and never destructively**: what it
-//! cuts is first copied, byte for byte and synced, to a file beside the blob
-//! (`<hex(name)>.cut-<offset>`, the blob's bytes from `offset` to its old end as they were),
-//! and the [`Recovery`] that the opener returns says what was cut, where, why, and where it
-//! is kept. [`TornTail::Refuse`] refuses even these, changing nothing.
+//! last pages), and nothing in the bytes tells the two apart. So recovery treats them as a
+//! crash's tail, **but never silently and never destructively**: what it cuts is first
+//! copied, byte for byte and synced, to a file beside the blob (`<hex(name)>.cut-<offset>`,
+//! the blob's bytes from `offset` to its old end as they were), and the [`Recovery`] that the
+//! opener returns says what was cut, where, why, and where it is kept. [`TornTail::Refuse`]
+//! refuses even these, changing nothing.
 //!
-//! Anything else cannot come from a crash and is refused with [`Error::BlobCorrupt`] at its
-//! offset, changing nothing: a trailing page whose trailer was written (not all zero) but
-//! validates nothing (a crashed rewrite keeps its synced slot; a crashed first write of a
-//! page ends in a fragment), and, found later by reads, any page before the last that fails.
+//! Anything else is refused with [`Error::BlobCorrupt`] at its offset when it is read,
+//! changing nothing: a page that fails with a valid page after it. A killed process cannot
+//! leave that; a lost machine can (pages written out of order), and a log recovers from it by
+//! replaying to the damage and truncating there (see the [module](super)).
+//!
+//! One page number in 2^32 has an end-page slot whose checksum is zero (with 4 KiB pages, the
+//! first is page 785,815,615, 3.2 TB into a blob): its end page reads as unwritten and is
+//! reported as cut, holding no bytes.
 //!
 //! # Invariants
 //! - The set-aside copy is durable before the blob is changed: a crash in between leaves the
@@ -104,9 +111,13 @@ pub enum CutReason {
     Fragment,
     /// Whole trailing pages with an all-zero trailer: never written, or zeroed.
     UnwrittenPages,
-    /// The last page's newest slot fails its checksum and an older one validates: a rewrite
-    /// of the partial page torn, or damage to the bytes the newest slot covered. The page
-    /// keeps its older, shorter state; the rest of it is cut.
+    /// Whole trailing pages, at least one with a trailer that was written but validates
+    /// nothing: pages a lost machine wrote in part, or damaged pages.
+    FailedPages,
+    /// A slot of the last page fails its checksum and the other validates: a rewrite of the
+    /// partial page torn (its newest slot failing), or damage to either slot or to the bytes
+    /// the failing one covered. The page keeps the state that validates; the rest of it is
+    /// cut (and kept aside). When the older slot is the one that fails, nothing is lost.
     FailedSlot {
         /// The bytes of the page kept.
         kept: u16,
@@ -128,10 +139,14 @@ impl std::fmt::Display for CutReason {
                 "trailing pages whose checksums were never written: writes a crash lost, or \
                  zeroed pages",
             ),
+            CutReason::FailedPages => f.write_str(
+                "trailing pages whose checksums validate nothing: pages a lost machine wrote \
+                 in part, or damaged pages",
+            ),
             CutReason::FailedSlot { kept } => write!(
                 f,
-                "the last page's newest checksum fails, its previous state ({kept} bytes) \
-                 validates: a rewrite torn by a crash, or damage to the page"
+                "a checksum of the last page fails beside one that validates its first {kept} \
+                 bytes: a rewrite torn by a crash, or damage to the page"
             ),
             CutReason::MissingEnd => f.write_str(
                 "the blob ends with a full page and no end page: its last write was cut at a \
@@ -163,9 +178,8 @@ pub(super) struct Tail {
 }
 
 impl Tail {
-    /// Reads the blob's last pages, back to the last one that validates. Fails with
-    /// [`Error::BlobCorrupt`] at a trailing page whose trailer was written but validates
-    /// nothing.
+    /// Reads the blob's last pages, back to the last one that validates; what is past it is
+    /// a tail to cut.
     pub(super) async fn find(blob: &Blob, layout: Layout, size: u64) -> Result<Tail, Error> {
         let whole = size / layout.physical as u64;
         let mut cuts = Vec::new();
@@ -179,6 +193,8 @@ impl Tail {
         let mut pages = whole;
         let mut pages_read = 0;
         let mut last = None;
+        // Whether a trailing page without a valid slot had a trailer written.
+        let mut written = false;
         while pages > 0 {
             let page = pages - 1;
             let bytes = blob
@@ -205,9 +221,7 @@ impl Tail {
                 last = Some((bytes, best));
                 break;
             }
-            if trailer.iter().any(|&byte| byte != 0) {
-                return Err(layout.corrupt(blob, page));
-            }
+            written |= trailer.iter().any(|&byte| byte != 0);
             pages -= 1;
         }
         let last_is_full = last
@@ -226,7 +240,11 @@ impl Tail {
             let unwritten = Cut {
                 offset: layout.offset(pages),
                 len: layout.offset(whole) - layout.offset(pages),
-                reason: CutReason::UnwrittenPages,
+                reason: if written {
+                    CutReason::FailedPages
+                } else {
+                    CutReason::UnwrittenPages
+                },
             };
             let at = cuts.iter().take_while(|cut| cut.offset < unwritten.offset);
             cuts.insert(at.count(), unwritten);

@@ -196,7 +196,7 @@ impl Writer {
     /// An existing blob is recovered first (see [`Recovery`] and the
     /// [recovery rules](super#recovery)): a tail a crash may have torn is copied to a file
     /// beside the blob, then cut, and the [`Recovery`] says what was cut and where it is
-    /// kept; damage a crash cannot cause fails with [`Error::BlobCorrupt`], changing nothing.
+    /// kept; damage before the last valid page is refused when read.
     /// Waits first for writes of earlier writers of this blob that were dropped while a write
     /// was in flight. Fails if `buffer` holds no page, or if reading, copying, truncating or
     /// syncing the blob fails. [`Writer::open`] with [`TornTail::Refuse`] refuses a torn tail
@@ -400,7 +400,10 @@ impl Writer {
         self.stored = full;
         self.buffered = rest;
         if rest == 0 && full > 0 {
-            // Cut at a page boundary: closed by an end page, as a sync closes its bytes.
+            // Cut at a page boundary: closed by an end page, as a sync closes its bytes. The
+            // cut is made durable first: the end page overwrites the start of the page that
+            // was there, which a crash must not leave in the blob half overwritten.
+            self.paged.blob.sync().await?;
             self.write(true, false).await?;
         }
         self.paged.blob.sync().await?;
