@@ -279,18 +279,30 @@ fn damages(
 /// Builds the log with `after` commits after `Current` (see [`build`]), then opens it damaged
 /// each way [`damages`] says.
 fn no_loss_without_a_report(after: usize, bits: std::ops::Range<usize>, truncations: bool) {
+    no_loss_without_a_report_from(30, after, move |pristine| {
+        damages(pristine, bits, truncations)
+    });
+}
+
+/// Builds the log with `groups` commits before its rewrite and `after` after it (see
+/// [`build`]), then opens each damaged copy `damages` makes of it.
+fn no_loss_without_a_report_from(
+    groups: usize,
+    after: usize,
+    damages: impl FnOnce(&[u8]) -> Vec<(String, Vec<u8>)> + Send + 'static,
+) {
     let config = Config::new();
     let directory = config.storage_directory().clone();
     let inside = directory.clone();
     Runner::new(config).start(move |context| async move {
         let directory = inside;
-        let acknowledged = build(&context, &cache(), 30, after).await;
+        let acknowledged = build(&context, &cache(), groups, after).await;
         let pristine = std::fs::read(log_path(&directory, 2)).unwrap();
         let ends = record_ends(&pristine);
         assert_eq!(ends.len(), acknowledged.len());
         assert!(pristine.len() > 2 * PHYSICAL, "{}", pristine.len());
         let mut outcomes = Outcomes::default();
-        for (damage, damaged) in damages(&pristine, bits, truncations) {
+        for (damage, damaged) in damages(&pristine) {
             let case = format!("{after} commits after Current, {damage}");
             open_damaged(
                 &context,
@@ -332,4 +344,31 @@ fn no_damage_to_a_log_with_commits_after_current_loses_a_record_without_a_report
 #[test]
 fn no_damage_to_a_log_with_commits_after_current_loses_a_record_without_a_report_second_half() {
     no_loss_without_a_report(4, PHYSICAL * 4..PHYSICAL * 8, true);
+}
+
+/// Truncations anywhere in the log (seeded, 200 of them), and its last one, two and three
+/// pages zeroed, of a log whose `Current` is near its end (a large snapshot, four commits
+/// after it) and of one whose `Current` is near its start (an empty snapshot, sixty commits
+/// after it).
+#[test]
+fn no_truncation_or_zeroed_end_of_the_log_loses_a_record_without_a_report() {
+    for (groups, after) in [(30, 4), (0, 60)] {
+        no_loss_without_a_report_from(groups, after, |pristine| {
+            let mut damages = Vec::new();
+            let mut state = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..200 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let len = 1 + (state % (pristine.len() as u64 - 1)) as usize;
+                damages.push((format!("cut to {len} bytes"), pristine[..len].to_vec()));
+            }
+            for pages in 1..=3 {
+                let mut zeroed = pristine.to_vec();
+                zeroed[pristine.len() - pages * PHYSICAL..].fill(0);
+                damages.push((format!("the last {pages} pages zeroed"), zeroed));
+            }
+            damages
+        });
+    }
 }
