@@ -95,8 +95,14 @@ fn kv_speaks_resp_serves_metrics_and_keeps_acknowledged_writes_across_sigkill() 
     for expected in ["$nil", "+OK", "$nil", "+OK", "$10"] {
         assert_eq!(reply(&mut client), expected);
     }
-    client.send(b"EXISTS a b zzz a\r\nDEL a zzz\r\nEXISTS a\r\nDBSIZE\r\nCOMMAND DOCS\r\n");
-    for expected in [":3", ":1", ":0", ":3", "*[]"] {
+    client.send(b"EXISTS a b zzz a\r\nDEL a zzz\r\nEXISTS a\r\nDBSIZE\r\nCOMMAND DOCS get\r\n");
+    for expected in [
+        ":3",
+        ":1",
+        ":0",
+        ":3",
+        "*[$get, *[$summary, $Returns the value of a key., $group, $string]]",
+    ] {
         assert_eq!(reply(&mut client), expected);
     }
 

@@ -26,8 +26,12 @@
 
 pub mod commands;
 mod connection;
+pub mod float;
 pub mod log;
+pub mod pattern;
 pub mod recovery;
+pub mod scan;
+pub mod session;
 pub mod store;
 
 pub use commands::{execute, parse_integer};
