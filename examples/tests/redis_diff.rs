@@ -361,10 +361,10 @@ impl Pair {
         }
     }
 
-    /// Sends what closes both connections (a protocol error), compares the error, checks
-    /// both closed, and opens new ones.
+    /// Sends what closes both connections (a protocol error, `QUIT`), compares the answer,
+    /// checks both closed, and opens new ones.
     fn closing(&mut self, at: usize, bytes: &[u8]) {
-        self.exchange(at, bytes, 1, Compare::Exact, "a protocol error");
+        self.exchange(at, bytes, 1, Compare::Exact, "what closes");
         assert!(
             self.redis[at].closed() && self.kv[at].closed(),
             "both close after {bytes:?}"
@@ -790,8 +790,10 @@ const RAW: &[(&[u8], usize)] = &[
     (b"MULTI\r\nSET q 1\r\nINCR q\r\nEXEC\r\n", 4),
 ];
 
-/// Inputs after which both servers answer a protocol error and close.
+/// Inputs after which both servers answer (a protocol error, or `QUIT`'s `+OK`) and close.
 const CLOSING: &[&[u8]] = &[
+    b"QUIT\r\n",
+    b"QUIT now\r\n",
     b"ECHO \"unbalanced\r\n",
     b"ECHO \"a\"b\r\n",
     b"ECHO 'a'b\r\n",

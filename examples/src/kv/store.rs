@@ -18,6 +18,13 @@
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
 //!   predecessor is removed only when that sync is done. See [`super::log`].
+//! - **A transaction is one message**: `EXEC`'s operations are one [`Op::Exec`], run in
+//!   one handler call (no other client's operation between them), their records queued
+//!   together and made durable by one commit before any of their replies is sent.
+//! - **A watched key's change is seen wherever it happens**: every change goes through
+//!   `queue`, which marks the sessions watching its key; a flush marks those watching a key
+//!   it removed; `EXEC` first removes a watched key that has expired since. Watches live in
+//!   one incarnation: after a restart, `EXEC` of a session that watched keys aborts.
 //! - **Expired keys never come back**: deadlines are wall-clock milliseconds, stored with the
 //!   value; a replay drops what is due; an expired key found by a command or the sweep is
 //!   removed and its removal logged.
