@@ -1088,3 +1088,45 @@ fn transactions_run_as_one_unit_and_watched_changes_abort_them() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// The syncs of the log so far, from `INFO persistence`.
+fn syncs(client: &mut Client) -> u64 {
+    client.send(b"INFO persistence\r\n");
+    let info = reply(client);
+    info.split("\r\n")
+        .find_map(|line| line.strip_prefix("kv_log_syncs:"))
+        .unwrap_or_else(|| panic!("no kv_log_syncs in {info:?}"))
+        .parse()
+        .unwrap()
+}
+
+/// A transaction's writes are made durable together: one sync of the log for all fifty,
+/// where three writes awaited one by one take three.
+#[test]
+fn a_transaction_is_made_durable_by_one_sync() {
+    let data = std::env::temp_dir().join(format!("kv-one-sync-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    let before = syncs(&mut client);
+    let mut transaction = b"MULTI\r\n".to_vec();
+    for index in 0..50 {
+        transaction.extend_from_slice(format!("SET t{index} v{index}\r\n").as_bytes());
+    }
+    transaction.extend_from_slice(b"EXEC\r\n");
+    client.send(&transaction);
+    assert_eq!(reply(&mut client), "+OK");
+    for _ in 0..50 {
+        assert_eq!(reply(&mut client), "+QUEUED");
+    }
+    let exec = reply(&mut client);
+    assert_eq!(exec, format!("*[{}]", vec!["+OK"; 50].join(", ")));
+    assert_eq!(syncs(&mut client), before + 1);
+    for index in 0..3 {
+        client.send(format!("SET alone{index} v\r\n").as_bytes());
+        assert_eq!(reply(&mut client), "+OK");
+    }
+    assert_eq!(syncs(&mut client), before + 4);
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}

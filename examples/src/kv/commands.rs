@@ -376,10 +376,7 @@ pub enum Render {
     /// A cursor and an array of keys (`SCAN`).
     Scanned,
     /// The `INFO` text: the sections asked for.
-    Info {
-        server: bool,
-        keyspace: bool,
-    },
+    Info(Sections),
     DbSize,
     /// A `CONFIG GET` answer: its pairs, `appendfsync`'s from the store if it matched.
     Config(Vec<Reply>, Option<Vec<u8>>),
@@ -430,9 +427,14 @@ impl Render {
                 Reply::bulk(cursor.to_string().into_bytes()),
                 keys_reply(keys),
             ])),
-            (Render::Info { server, keyspace }, Outcome::Size(keys, expires)) => {
-                Reply::bulk(info(*server, *keyspace, keys, expires).into_bytes())
-            }
+            (
+                Render::Info(sections),
+                Outcome::Info {
+                    keys,
+                    expires,
+                    syncs,
+                },
+            ) => Reply::bulk(info(*sections, keys, expires, syncs).into_bytes()),
             (Render::DbSize, Outcome::Size(keys, _)) => {
                 Reply::Integer(i64::try_from(keys).unwrap_or(i64::MAX))
             }
@@ -467,27 +469,39 @@ fn keys_reply(keys: Vec<Vec<u8>>) -> Reply {
     Reply::Array(Some(keys.into_iter().map(Reply::bulk).collect()))
 }
 
-/// The `INFO` text, Redis's layout: the sections asked for.
-fn info(server: bool, keyspace: bool, keys: usize, expires: usize) -> String {
-    let mut text = String::new();
-    if server {
-        text.push_str(&format!(
+/// The `INFO` sections asked for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sections {
+    server: bool,
+    persistence: bool,
+    keyspace: bool,
+}
+
+/// The `INFO` text, Redis's layout: the sections asked for. `kv_log_syncs` counts the syncs
+/// of the log since the store (re)started: a transaction adds one.
+fn info(sections: Sections, keys: usize, expires: usize, syncs: u64) -> String {
+    let mut parts = Vec::new();
+    if sections.server {
+        parts.push(format!(
             "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_mode:standalone\r\n\
              os:{}\r\narch_bits:64\r\nprocess_id:{}\r\n",
             std::env::consts::OS,
             std::process::id()
         ));
     }
-    if keyspace {
-        if !text.is_empty() {
-            text.push_str("\r\n");
-        }
-        text.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            text.push_str(&format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n"));
-        }
+    if sections.persistence {
+        parts.push(format!(
+            "# Persistence\r\naof_enabled:1\r\nkv_log_syncs:{syncs}\r\n"
+        ));
     }
-    text
+    if sections.keyspace {
+        let mut keyspace = "# Keyspace\r\n".to_string();
+        if keys > 0 {
+            keyspace.push_str(&format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n"));
+        }
+        parts.push(keyspace);
+    }
+    parts.join("\r\n")
 }
 
 fn not_integer() -> Reply {
@@ -670,10 +684,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             _ => syntax(),
         },
         (b"DBSIZE", []) => return store(Op::Size, Render::DbSize),
-        (b"INFO", sections) => {
-            let (server, keyspace) = info_sections(sections);
-            return store(Op::Size, Render::Info { server, keyspace });
-        }
+        (b"INFO", sections) => return store(Op::Info, Render::Info(info_sections(sections))),
         (b"SELECT", [index]) => match parse_integer(index) {
             None => not_integer(),
             Some(0) => Reply::ok(),
@@ -920,19 +931,21 @@ fn parse_cursor(text: &[u8]) -> Option<u64> {
 
 /// Which `INFO` sections are asked for: all by default, and for `all`, `everything`,
 /// `default`; unknown ones give nothing, as in Redis.
-fn info_sections(sections: &[Vec<u8>]) -> (bool, bool) {
-    if sections.is_empty() {
-        return (true, true);
-    }
+fn info_sections(sections: &[Vec<u8>]) -> Sections {
     let asked = |name: &[u8]| {
-        sections.iter().any(|section| {
-            section.eq_ignore_ascii_case(name)
-                || [&b"all"[..], b"everything", b"default"]
-                    .iter()
-                    .any(|all| section.eq_ignore_ascii_case(all))
-        })
+        sections.is_empty()
+            || sections.iter().any(|section| {
+                section.eq_ignore_ascii_case(name)
+                    || [&b"all"[..], b"everything", b"default"]
+                        .iter()
+                        .any(|all| section.eq_ignore_ascii_case(all))
+            })
     };
-    (asked(b"server"), asked(b"keyspace"))
+    Sections {
+        server: asked(b"server"),
+        persistence: asked(b"persistence"),
+        keyspace: asked(b"keyspace"),
+    }
 }
 
 /// `HELLO [protover [AUTH user pass] [SETNAME name]]`: RESP2 only. A request for RESP3 is

@@ -171,6 +171,8 @@ pub struct Store {
     watches: Watches,
     /// `RANDOMKEY`'s state.
     seed: u64,
+    /// Syncs of the log this incarnation made (`INFO persistence`).
+    syncs: u64,
 }
 
 impl Store {
@@ -193,6 +195,7 @@ impl Store {
             watches: Watches::default(),
             // Any odd start will do; varied by incarnation.
             seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
+            syncs: 0,
         }
     }
 
@@ -251,7 +254,10 @@ impl Store {
         // replaces is removed next.
         let sync = self.durability() != Durability::None || self.retiring.is_some();
         let written = match writer.append(&records).await {
-            Ok((writer, _)) if sync => writer.sync().await,
+            Ok((writer, _)) if sync => {
+                self.syncs += 1;
+                writer.sync().await
+            }
             Ok((writer, _)) => Ok(writer),
             Err(error) => Err(error),
         };
@@ -536,6 +542,14 @@ impl Store {
             Op::Size => {
                 self.sweep(usize::MAX);
                 Outcome::Size(self.data.len(), self.data.expiring())
+            }
+            Op::Info => {
+                self.sweep(usize::MAX);
+                Outcome::Info {
+                    keys: self.data.len(),
+                    expires: self.data.expiring(),
+                    syncs: self.syncs,
+                }
             }
             Op::Durability => Outcome::Durability(self.durability().name()),
             Op::Watch(session, keys) => {
@@ -975,6 +989,8 @@ pub enum Op {
     Flush,
     /// `DBSIZE`: keys and keys with an expiry, what is due removed first.
     Size,
+    /// `INFO`: as `Size`, and the syncs of the log so far.
+    Info,
     /// The durability kept (`CONFIG GET appendfsync`).
     Durability,
     /// `WATCH`: the session's keys, any change to which from now aborts its `EXEC`.
@@ -1001,6 +1017,11 @@ pub enum Outcome {
     Count(i64),
     Done,
     Size(usize, usize),
+    Info {
+        keys: usize,
+        expires: usize,
+        syncs: u64,
+    },
     Durability(&'static str),
     Keys(Vec<Vec<u8>>),
     /// The next cursor, and the page's keys.
