@@ -1130,3 +1130,62 @@ fn a_transaction_is_made_durable_by_one_sync() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// `SCAN`'s contract, as Redis states it: a full iteration returns every key present for the
+/// whole of it, while another client adds and removes keys between its pages.
+#[test]
+fn scan_returns_every_key_present_throughout_despite_churn() {
+    let data = std::env::temp_dir().join(format!("kv-scan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut scanner = server.connect();
+    let mut churn = server.connect();
+    let mut stable = b"MSET".to_vec();
+    for index in 0..300 {
+        stable.extend_from_slice(format!(" stable{index} v").as_bytes());
+    }
+    stable.extend_from_slice(b"\r\n");
+    scanner.send(&stable);
+    assert_eq!(reply(&mut scanner), "+OK");
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut page = 0;
+    loop {
+        scanner.send(format!("SCAN {cursor} COUNT 7\r\n").as_bytes());
+        let answer = reply(&mut scanner);
+        let inner = answer
+            .strip_prefix("*[$")
+            .unwrap()
+            .strip_suffix(']')
+            .unwrap();
+        let (next, keys) = inner.split_once(", *[").unwrap();
+        for key in keys
+            .trim_end_matches(']')
+            .split(", ")
+            .filter(|key| !key.is_empty())
+        {
+            seen.insert(key.trim_start_matches('$').to_string());
+        }
+        // Between pages: new keys, and some of them gone again.
+        churn.send(format!("SET churn{page} v\r\nDEL churn{}\r\n", page / 2).as_bytes());
+        assert_eq!(reply(&mut churn), "+OK");
+        reply(&mut churn);
+        page += 1;
+        cursor = next.to_string();
+        if cursor == "0" {
+            break;
+        }
+    }
+    for index in 0..300 {
+        assert!(
+            seen.contains(&format!("stable{index}")),
+            "stable{index} missed"
+        );
+    }
+    assert!(
+        page > 300 / 7,
+        "the iteration took pages of at most about 7: {page}"
+    );
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}

@@ -20,7 +20,8 @@
 //! - connection and server: `PING`, `ECHO`, `QUIT`, `SELECT` (0 only: one database),
 //!   `HELLO` (RESP2; RESP3 refused with `NOPROTO`, on which clients fall back), `CLIENT`
 //!   (`SETNAME`, `GETNAME`, `SETINFO`, `ID`), `COMMAND` (`COUNT`, `DOCS`: kv's own
-//!   commands), `CONFIG GET`, `INFO` (`server`, `persistence` with the log's sync count, `keyspace`).
+//!   commands), `CONFIG GET`, `INFO` (`server`, `persistence` with the log's sync count,
+//!   `keyspace`).
 //!
 //! Keys and values are any bytes. A malformed frame is answered with its protocol error and
 //! closes that connection alone. Every write is a record of the log (see [`log`]): `APPEND`,
