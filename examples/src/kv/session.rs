@@ -14,6 +14,9 @@
 //!   store; any change to one (by any client, by expiry, by `FLUSHALL`) until `EXEC` makes
 //!   `EXEC` answer a nil array and run nothing. `EXEC`, `DISCARD`, `UNWATCH` and the
 //!   connection's end forget the keys.
+//! - **Bounded**: a transaction queues at most [`MAX_QUEUED`] commands and
+//!   [`MAX_QUEUED_BYTES`] of arguments; past either, the command is refused and `EXEC`
+//!   aborts.
 
 use super::commands::{self, Planned, Render, Step};
 use super::store::Op;
@@ -35,9 +38,17 @@ pub struct Session {
 
 struct Transaction {
     queued: Vec<Vec<Vec<u8>>>,
+    /// The bytes of the queued commands' arguments.
+    weight: usize,
     /// A command was refused as it was queued: `EXEC` aborts.
     refused: bool,
 }
+
+/// The most a transaction may queue, in commands and in bytes of their arguments: a
+/// connection's memory stays bounded (past either, the command is refused and `EXEC`
+/// aborts, as for any command refused as it is queued).
+pub const MAX_QUEUED: usize = 100_000;
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 impl Default for Session {
     fn default() -> Self {
@@ -101,6 +112,7 @@ impl Session {
             (b"MULTI", None) => {
                 self.transaction = Some(Transaction {
                     queued: Vec::new(),
+                    weight: 0,
                     refused: false,
                 });
                 now(Reply::ok())
@@ -122,6 +134,17 @@ impl Session {
             // Run at once even inside a transaction, as in Redis.
             (b"QUIT", _) => commands::plan(self, command),
             (_, Some(transaction)) => {
+                let weight: usize = command.iter().map(Vec::len).sum();
+                if transaction.queued.len() >= MAX_QUEUED
+                    || transaction.weight + weight > MAX_QUEUED_BYTES
+                {
+                    transaction.refused = true;
+                    return now(Reply::error(format!(
+                        "a transaction may queue at most {MAX_QUEUED} commands and \
+                         {MAX_QUEUED_BYTES} bytes of arguments; EXEC will abort, DISCARD it"
+                    )));
+                }
+                transaction.weight += weight;
                 transaction.queued.push(command);
                 now(Reply::Simple("QUEUED".into()))
             }
@@ -191,5 +214,44 @@ impl Session {
             ops,
         };
         Planned::Store(op, Render::Exec(steps))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(line: &str) -> Vec<Vec<u8>> {
+        line.split(' ')
+            .map(|word| word.as_bytes().to_vec())
+            .collect()
+    }
+
+    fn now(planned: Planned) -> Reply {
+        match planned {
+            Planned::Now(reply, _) => reply,
+            Planned::Store(op, _) => panic!("not answered at once: {op:?}"),
+        }
+    }
+
+    /// A transaction past its bound refuses the command, and `EXEC` aborts.
+    #[test]
+    fn a_transaction_is_bounded() {
+        let mut session = Session::new();
+        assert_eq!(now(session.plan(command("MULTI"))), Reply::ok());
+        let large = vec![b'x'; MAX_QUEUED_BYTES / 4];
+        let set = || vec![b"SET".to_vec(), b"k".to_vec(), large.clone()];
+        for _ in 0..3 {
+            assert_eq!(now(session.plan(set())), Reply::Simple("QUEUED".into()));
+        }
+        let refused = now(session.plan(set()));
+        assert!(
+            matches!(&refused, Reply::Error(error) if error.contains("at most")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            now(session.plan(command("EXEC"))),
+            Reply::Error("EXECABORT Transaction discarded because of previous errors.".into())
+        );
     }
 }
