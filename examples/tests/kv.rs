@@ -1189,3 +1189,44 @@ fn scan_returns_every_key_present_throughout_despite_churn() {
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// What clients send on connect, where kv's answers are its own (the rest is compared with
+/// Redis's in `redis_diff`): RESP3 refused so clients fall back, `CLIENT SETINFO` (Redis
+/// 7.2's) accepted, `COMMAND COUNT` the commands kv implements, `INFO` by section.
+#[test]
+fn connect_time_commands_answer_as_clients_expect() {
+    let data = std::env::temp_dir().join(format!("kv-connect-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(
+        b"HELLO 3\r\nCLIENT SETINFO LIB-NAME redis-py\r\nCLIENT SETINFO lib-ver 8\r\n\
+          CLIENT SETINFO color red\r\nCOMMAND COUNT\r\nSELECT 0\r\nSELECT 1\r\n",
+    );
+    for expected in [
+        "-NOPROTO unsupported protocol version",
+        "+OK",
+        "+OK",
+        "-ERR Unrecognized option 'color'",
+        &format!(":{}", examples::kv::commands::COMMANDS.len()),
+        "+OK",
+        "-ERR DB index is out of range",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"SET a 1 EX 100\r\nINFO keyspace\r\nINFO server\r\nINFO nothing\r\n");
+    assert_eq!(reply(&mut client), "+OK");
+    assert_eq!(
+        reply(&mut client),
+        "$# Keyspace\r\ndb0:keys=1,expires=1,avg_ttl=0\r\n"
+    );
+    let server_section = reply(&mut client);
+    assert!(
+        server_section.starts_with("$# Server\r\nredis_version:7.0.0\r\n")
+            && !server_section.contains("# Keyspace"),
+        "{server_section}"
+    );
+    assert_eq!(reply(&mut client), "$");
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
