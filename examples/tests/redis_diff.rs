@@ -3,7 +3,8 @@
 //! data directory of its own), sent the same bytes, and their replies compared byte for
 //! byte: directed cases for every command and option kv implements and every error path,
 //! inline quoting, pipelines and transactions, then seeded random sequences (a small PRNG
-//! here; the seed is printed, and `REDIS_DIFF_SEED` replays one) over two connections each.
+//! here; the seed is printed, and `REDIS_DIFF_SEED` replays one) over two connections each,
+//! some pipelined and some inline, and random glob patterns and inline lines.
 //!
 //! The replies that legitimately differ are compared by what they must share, each case
 //! saying how ([`Compare`]): `KEYS` as sets (the order is the hash table's), `SCAN` by a
@@ -1079,6 +1080,7 @@ const VALUES: &[&str] = &[
     "-9223372036854775808",
     "\r\n",
     "\0bin",
+    "2.5e-5",
 ];
 const INTEGERS: &[&str] = &[
     "1",
@@ -1112,6 +1114,18 @@ const FLOATS: &[&str] = &[
     ".5",
     "123456789.123456789",
     "-0",
+    "1e10",
+    "-1e-10",
+    "0x1p-3",
+    "1e-20",
+    "1.7976931348623157e308",
+    "3.14159265358979323846264338327950288",
+    "100000000000000000000",
+    "0.30000000000000004",
+    "-1.5e3",
+    "0X1.8P1",
+    "INF",
+    "1e4000",
 ];
 const PATTERNS: &[&str] = &[
     "*", "k*", "k?", "k[0-2]", "k[^1]", "\\k*", "[", "*0", "n*", "?",
@@ -1377,6 +1391,60 @@ fn random_sequence(pair: &mut Pair, seed: u64, commands: usize) -> usize {
     commands
 }
 
+/// Random glob patterns over random keys, both from the bytes that matter to the matcher
+/// (`*`, `?`, `[`, `]`, `^`, `-`, `\`, bytes past 0x7f): `KEYS` answers compared as sets.
+fn random_patterns(pair: &mut Pair, seed: u64, patterns: usize) -> usize {
+    let mut random = Random(seed ^ 0x5eed_0f9a_77ff);
+    let alphabet: &[u8] = b"ab[]^-\\*?c\x80\xff";
+    let draw = |random: &mut Random, most: usize| -> Vec<u8> {
+        (0..random.below(most + 1))
+            .map(|_| alphabet[random.below(alphabet.len())])
+            .collect()
+    };
+    pair.command(0, &[b"FLUSHALL"], Compare::Exact);
+    for _ in 0..60 {
+        let key = draw(&mut random, 5);
+        pair.command(0, &[b"SET", &key, b"v"], Compare::Exact);
+    }
+    for _ in 0..patterns {
+        let pattern = draw(&mut random, 7);
+        pair.command(0, &[b"KEYS", &pattern], Compare::Set);
+    }
+    patterns + 60
+}
+
+/// Random inline lines of the bytes that matter to Redis's splitting (quotes, backslashes,
+/// `x` and hex digits, and every kind of space), each after `ECHO `: the answers, errors
+/// included, compared; a protocol error closes both connections, and new ones are opened.
+fn random_inline(pair: &mut Pair, seed: u64, lines: usize) -> usize {
+    let mut random = Random(seed ^ 0x0001_a114);
+    let alphabet: &[u8] = b"a\"'\\x4f \t\x0b\x0c\rnbg";
+    for _ in 0..lines {
+        let mut line = b"ECHO ".to_vec();
+        for _ in 0..random.below(9) {
+            line.push(alphabet[random.below(alphabet.len())]);
+        }
+        line.extend_from_slice(b"\r\n");
+        pair.redis[0].send(&line);
+        pair.kv[0].send(&line);
+        let (redis, kv) = (pair.redis[0].reply(), pair.kv[0].reply());
+        pair.compared += 1;
+        if redis != kv {
+            pair.differences.push(format!(
+                "inline {:?}:\n  redis: {}\n  kv:    {}",
+                String::from_utf8_lossy(&line),
+                show(&redis),
+                show(&kv)
+            ));
+        }
+        if matches!(&redis, Value::Error(error) if error.starts_with(b"ERR Protocol error")) {
+            pair.redis[0] = Connection::open(pair.redis_port);
+            pair.kv[0] = Connection::open(pair.kv_port);
+        }
+    }
+    lines
+}
+
 /// Whether an argument reads back the same written bare in an inline command.
 fn inline_safe(argument: &str) -> bool {
     !argument.is_empty()
@@ -1426,18 +1494,21 @@ fn kv_answers_as_redis_server_does() {
         Ok(seed) => vec![seed.parse().expect("REDIS_DIFF_SEED is a number")],
         Err(_) => vec![1, 2, 3, 4, 5],
     };
-    let mut random_commands = 0;
+    let (mut random_commands, mut random_patterns_sent, mut random_inline_sent) = (0, 0, 0);
     let mut failing_seeds = Vec::new();
     for seed in &seeds {
         let before = pair.differences.len();
         random_commands += random_sequence(&mut pair, *seed, 2_000);
+        random_patterns_sent += random_patterns(&mut pair, *seed, 300);
+        random_inline_sent += random_inline(&mut pair, *seed, 500);
         if pair.differences.len() > before {
             failing_seeds.push(*seed);
         }
     }
     println!(
-        "redis_diff: {cases} directed cases, {random_commands} random commands (seeds \
-         {seeds:?}), {} replies compared, {} differences",
+        "redis_diff: {cases} directed cases, {random_commands} random commands, \
+         {random_patterns_sent} random KEYS and keys, {random_inline_sent} random inline \
+         lines (seeds {seeds:?}), {} replies compared, {} differences",
         pair.compared,
         pair.differences.len()
     );
