@@ -597,7 +597,10 @@ impl Store {
     /// instead (an `EXAT` in the past: set, and gone at once, as in Redis).
     fn put(&mut self, key: Vec<u8>, value: Bytes, expires: Option<u64>) {
         if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
-            self.remove(key);
+            // Logged even if the key was absent: it was set (a change a `WATCH` sees, as in
+            // Redis), and is gone.
+            self.data.remove(&key);
+            self.queue(&Record::Del { key });
         } else {
             self.record(Record::Set {
                 key,
