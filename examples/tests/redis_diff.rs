@@ -433,6 +433,13 @@ const DIRECTED: &[&str] = &[
     "PSETEX px 100000 v",
     "PSETEX px 0 v",
     "PSETEX px abc v",
+    "SET gs v EX 100",
+    "GETSET gs w",
+    "TTL gs",
+    "GETSET gs2 w",
+    "GETSET gs",
+    "TOUCH gs gs missing",
+    "TOUCH",
     "GETDEL sx",
     "GETDEL sx",
     "GETDEL",
@@ -1202,7 +1209,10 @@ fn random_command(random: &mut Random, absolute: u64, in_multi: bool) -> (Vec<St
                 }
                 (command, Compare::Exact)
             }
-            5 => (vec![s("SETNX"), key(random), value(random)], Compare::Exact),
+            5 => {
+                let name = s(random.pick(&["SETNX", "GETSET"]));
+                (vec![name, key(random), value(random)], Compare::Exact)
+            }
             6 => {
                 let name = s(random.pick(&["SETEX", "PSETEX"]));
                 (
@@ -1224,7 +1234,7 @@ fn random_command(random: &mut Random, absolute: u64, in_multi: bool) -> (Vec<St
                 (command, Compare::Exact)
             }
             9 | 10 => {
-                let name = s(random.pick(&["DEL", "UNLINK", "EXISTS"]));
+                let name = s(random.pick(&["DEL", "UNLINK", "EXISTS", "TOUCH"]));
                 let mut command = vec![name];
                 for _ in 0..=random.below(3) {
                     command.push(key(random));

@@ -101,6 +101,12 @@ pub const COMMANDS: &[(&str, i64, &str, &str)] = &[
         "Returns a substring of the value of a key.",
     ),
     (
+        "getset",
+        3,
+        "string",
+        "Sets the value of a key and returns the previous one.",
+    ),
+    (
         "hello",
         -1,
         "connection",
@@ -222,6 +228,12 @@ pub const COMMANDS: &[(&str, i64, &str, &str)] = &[
         2,
         "string",
         "Returns the length of the value of a key.",
+    ),
+    (
+        "touch",
+        -2,
+        "generic",
+        "Counts the keys that exist (their access time is not kept).",
     ),
     (
         "ttl",
@@ -574,13 +586,23 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
                 }
             }
         }
+        (b"GETSET", [key, value]) => {
+            let op = Op::Set {
+                key: key.clone(),
+                value: value.clone().into(),
+                when: When::Always,
+                expiry: Expiry::Never,
+                get: true,
+            };
+            return store(op, Render::Bulk);
+        }
         (b"GETDEL", [key]) => return store(Op::GetDel(key.clone()), Render::Bulk),
         (b"GETEX", [key, options @ ..]) => match getex_options(options) {
             Err(reply) => reply,
             Ok(change) => return store(Op::GetEx(key.clone(), change), Render::Bulk),
         },
         (b"DEL" | b"UNLINK", keys) => return store(Op::Del(keys.to_vec()), Render::Integer),
-        (b"EXISTS", keys) => return store(Op::Exists(keys.to_vec()), Render::Integer),
+        (b"EXISTS" | b"TOUCH", keys) => return store(Op::Exists(keys.to_vec()), Render::Integer),
         (b"INCR" | b"DECR", [key]) => {
             let by = if upper == b"INCR" { 1 } else { -1 };
             return store(Op::Add(key.clone(), by), Render::Integer);

@@ -7,12 +7,12 @@
 //! Commands, answered as redis-server 7.0 answers them (replies and error wording; the
 //! differential test `examples/tests/redis_diff.rs` compares them byte for byte, and the
 //! README lists the few intended differences):
-//! - strings: `GET`, `SET` (`NX`/`XX`, `GET`, `EX`/`PX`/`EXAT`/`PXAT`/`KEEPTTL`), `SETNX`,
-//!   `SETEX`, `PSETEX`, `GETDEL`, `GETEX`, `MGET`, `MSET`, `MSETNX`, `APPEND`, `STRLEN`,
-//!   `GETRANGE`, `SETRANGE`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT` (Redis's
-//!   long-double arithmetic and printing, see [`float`]);
-//! - keys: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `RENAME`, `RENAMENX`, `KEYS` (Redis's globs,
-//!   see [`pattern`]), `SCAN` (`MATCH`, `COUNT`, `TYPE`; see [`scan`] for its cursor),
+//! - strings: `GET`, `SET` (`NX`/`XX`, `GET`, `EX`/`PX`/`EXAT`/`PXAT`/`KEEPTTL`), `GETSET`,
+//!   `SETNX`, `SETEX`, `PSETEX`, `GETDEL`, `GETEX`, `MGET`, `MSET`, `MSETNX`, `APPEND`,
+//!   `STRLEN`, `GETRANGE`, `SETRANGE`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`
+//!   (Redis's long-double arithmetic and printing, see [`float`]);
+//! - keys: `DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`, `RENAME`, `RENAMENX`, `KEYS` (Redis's
+//!   globs, see [`pattern`]), `SCAN` (`MATCH`, `COUNT`, `TYPE`; see [`scan`] for its cursor),
 //!   `RANDOMKEY`, `DBSIZE`, `FLUSHALL`, `FLUSHDB`;
 //! - expiry: `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` (with `NX`, `XX`, `GT`, `LT`),
 //!   `PERSIST`, `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`;

@@ -33,6 +33,20 @@ with r.pipeline() as watched:
     except redis.WatchError:
         pass
 assert r.get("a") == b"2"
+assert r.getset("a", "3") == b"2"
+assert r.type("a") == b"string"
+assert r.rename("a", "b") is True
+assert r.incrbyfloat("f", "10.5") == 10.5
+assert r.incrbyfloat("f", "0.1") == 10.6
+assert r.append("b", "4") == 2
+info = r.info()
+assert info["redis_version"] and info["db0"]["keys"] == r.dbsize(), info
+# The name is the connection's: asked on the same one.
+one = redis.Redis(port=port, single_connection_client=True)
+assert one.client_setname("py") is True
+assert one.client_getname() in (b"py", "py")
+assert r.client_id() != one.client_id()
+assert r.delete("b", "f") == 2
 try:
     redis.Redis(port=port, db=1).ping()
     raise AssertionError("db=1 was accepted")
