@@ -219,7 +219,7 @@ impl LongDouble {
     }
 }
 
-/// `text` cut at its exponent marker: the mantissa, and the exponent (0 if none; saturated,
+/// `text` cut at its exponent marker: the mantissa, and the exponent (0 if none; clamped,
 /// as only its range matters past a point).
 fn split_exponent(text: &[u8], marker: u8) -> Option<(&[u8], i64)> {
     let Some(at) = text.iter().position(|byte| *byte == marker) else {
@@ -233,10 +233,10 @@ fn split_exponent(text: &[u8], marker: u8) -> Option<(&[u8], i64)> {
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
+    // Past a million either way the value is out of range whatever its digits (at most
+    // 5 KiB of them): clamped there, so the arithmetic on it cannot overflow.
     let exponent = digits.iter().fold(0i64, |exponent, digit| {
-        exponent
-            .saturating_mul(10)
-            .saturating_add(i64::from(digit - b'0'))
+        (exponent * 10 + i64::from(digit - b'0')).min(1_000_000)
     });
     Some((&text[..at], sign * exponent))
 }
@@ -544,7 +544,20 @@ mod tests {
         );
         assert_eq!(sum("0", "inf"), None);
         for refused in [
-            "abc", " 1", "1 ", "", "nan", "1e", "0x", ".", "1e99999", "1e-99999",
+            "abc",
+            " 1",
+            "1 ",
+            "",
+            "nan",
+            "1e",
+            "0x",
+            ".",
+            "1e99999",
+            "1e-99999",
+            "1e99999999999999999999999",
+            "0x1p99999999999999999999999",
+            "0x1p-99999999999999999999999",
+            "0x1p-16500",
         ] {
             assert_eq!(LongDouble::parse(refused.as_bytes()), None, "{refused:?}");
         }
