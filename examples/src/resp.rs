@@ -361,8 +361,9 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
 pub enum Reply {
     /// `+OK`
     Simple(String),
-    /// `-ERR ...`, `-WRONGTYPE ...`: the whole text after the `-`.
-    Error(String),
+    /// `-ERR ...`, `-WRONGTYPE ...`: the whole text after the `-`. Bytes, not text: an
+    /// error may quote what the client sent, as Redis's do, byte for byte.
+    Error(Vec<u8>),
     /// `:42`
     Integer(i64),
     /// `$3\r\nabc`, or `$-1` for `None` (nil). The bytes may be shared with the store.
@@ -454,7 +455,7 @@ impl Reply {
 
     /// `-ERR <text>`.
     pub fn error(text: impl fmt::Display) -> Reply {
-        Reply::Error(format!("ERR {text}"))
+        Reply::Error(format!("ERR {text}").into_bytes())
     }
 
     /// A bulk string.
@@ -476,7 +477,7 @@ impl Reply {
         match self {
             // Simple strings and errors are one line: a line break in one would desync the
             // client, so it is replaced.
-            Reply::Simple(text) => line(out, b'+', text),
+            Reply::Simple(text) => line(out, b'+', text.as_bytes()),
             Reply::Error(text) => line(out, b'-', text),
             Reply::Integer(value) => header(out, b':', *value),
             Reply::Bulk(None) => out.put(b"$-1\r\n"),
@@ -496,12 +497,12 @@ impl Reply {
     }
 }
 
-fn line(out: &mut impl Out, kind: u8, text: &str) {
+fn line(out: &mut impl Out, kind: u8, text: &[u8]) {
     out.put(&[kind]);
-    if text.bytes().any(|byte| matches!(byte, b'\r' | b'\n')) {
+    if text.iter().any(|byte| matches!(byte, b'\r' | b'\n')) {
         let text: Vec<u8> = text
-            .bytes()
-            .map(|byte| {
+            .iter()
+            .map(|&byte| {
                 if matches!(byte, b'\r' | b'\n') {
                     b' '
                 } else {
@@ -511,7 +512,7 @@ fn line(out: &mut impl Out, kind: u8, text: &str) {
             .collect();
         out.put(&text);
     } else {
-        out.put(text.as_bytes());
+        out.put(text);
     }
     out.put(b"\r\n");
 }

@@ -812,6 +812,32 @@ const RAW: &[(&[u8], usize)] = &[
     (b"MULTI\r\nSET q 1\r\nINCR q\r\nEXEC\r\n", 4),
 ];
 
+/// Commands whose arguments are bytes Redis quotes in its errors as they are: not UTF-8,
+/// a NUL (where C's string ends), long multi-byte names cut at 128 bytes.
+const QUOTED: &[&[&[u8]]] = &[
+    &[b"FOO\xff", b"a\xffb", b"c\x00d"],
+    &[b"F\x00OO", b"x"],
+    &[
+        "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}"
+            .as_bytes(),
+        "\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}\u{20ac}"
+            .as_bytes(),
+        b"more",
+    ],
+    &[b"FOO", b"a\r\nb"],
+    &[b"EXPIRE", b"k", b"1", b"\xff"],
+    &[b"EXPIRE", b"k", b"1", b"a\x00b"],
+    &[b"CLIENT", b"\xff"],
+    &[b"CLIENT", b"a\x00b"],
+    &[b"HELLO", b"2", b"\xffx"],
+    &[b"SELECT", b"9223372036854775807"],
+    &[b"SELECT", b"2147483648"],
+    &[b"SELECT", b"-2147483649"],
+    &[b"SELECT", b"2147483647"],
+    &[b"SET", b"\xff\x00", b"\x00\xff"],
+    &[b"GET", b"\xff\x00"],
+];
+
 /// Inputs after which both servers answer (a protocol error, or `QUIT`'s `+OK`) and close.
 const CLOSING: &[&[u8]] = &[
     b"QUIT\r\n",
@@ -859,6 +885,10 @@ fn directed(pair: &mut Pair) -> usize {
         let command = split(line);
         let command: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
         pair.command(0, &command, compare_for(&command));
+        cases += 1;
+    }
+    for command in QUOTED {
+        pair.command(0, command, Compare::Exact);
         cases += 1;
     }
     for (bytes, replies) in RAW {

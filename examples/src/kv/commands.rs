@@ -282,11 +282,13 @@ pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
             .iter()
             .find(|entry| entry.0 == name && entry.1 == subcommand)
         else {
-            return Err(Reply::error(format!(
-                "unknown subcommand '{}'. Try {} HELP.",
-                clip(&command[1], 128),
-                name.to_uppercase()
-            )));
+            return Err(error_quoting(&[
+                b"unknown subcommand '",
+                c_string(&command[1], 128),
+                b"'. Try ",
+                name.to_uppercase().as_bytes(),
+                b" HELP.",
+            ]));
         };
         return arity_fits(arity, command.len())
             .then_some(())
@@ -310,26 +312,44 @@ fn wrong_arity(name: &str) -> Reply {
     Reply::error(format!("wrong number of arguments for '{name}' command"))
 }
 
-/// At most `at` characters of `bytes`, as Redis's `%.128s`.
-fn clip(bytes: &[u8], at: usize) -> String {
-    String::from_utf8_lossy(bytes).chars().take(at).collect()
+/// What C's `%.Ns` prints of an argument: its bytes up to a NUL (the end of a C string),
+/// at most `at` of them. Redis quotes arguments in its errors so, byte for byte.
+fn c_string(bytes: &[u8], at: usize) -> &[u8] {
+    let end = bytes
+        .iter()
+        .position(|byte| *byte == 0)
+        .unwrap_or(bytes.len());
+    &bytes[..end.min(at)]
 }
 
-/// Redis's answer to an unknown command: the name cut at 128 characters, then arguments
-/// while what is listed stays under 128.
+/// `-ERR` and `parts`: text and the client's bytes, as they are.
+fn error_quoting(parts: &[&[u8]]) -> Reply {
+    let mut text = b"ERR ".to_vec();
+    for part in parts {
+        text.extend_from_slice(part);
+    }
+    Reply::Error(text)
+}
+
+/// Redis's answer to an unknown command: the name cut at 128 bytes, then arguments while
+/// what is listed stays under 128 bytes.
 fn unknown(command: &[Vec<u8>]) -> Reply {
-    let mut beginning = String::new();
+    let mut beginning = Vec::new();
     for argument in &command[1..] {
-        let room = 128usize.saturating_sub(beginning.len());
-        if room == 0 {
+        if beginning.len() >= 128 {
             break;
         }
-        beginning.push_str(&format!("'{}' ", clip(argument, room)));
+        let room = 128 - beginning.len();
+        beginning.push(b'\'');
+        beginning.extend_from_slice(c_string(argument, room));
+        beginning.extend_from_slice(b"' ");
     }
-    Reply::error(format!(
-        "unknown command '{}', with args beginning with: {beginning}",
-        clip(&command[0], 128)
-    ))
+    error_quoting(&[
+        b"unknown command '",
+        c_string(&command[0], 128),
+        b"', with args beginning with: ",
+        &beginning,
+    ])
 }
 
 /// Runs one command on `store`, on a connection of its own: the reply, and whether the
@@ -410,7 +430,7 @@ impl Render {
     pub fn reply(&self, outcome: Outcome) -> Reply {
         match (self, outcome) {
             (Render::Given(reply), _) => reply.clone(),
-            (_, Outcome::Error(error)) => Reply::Error(error),
+            (_, Outcome::Error(error)) => Reply::Error(error.into_bytes()),
             (Render::Bulk, Outcome::Value(value)) => Reply::Bulk(value),
             (Render::SetReply, Outcome::Applied(true))
             | (Render::Renamed, Outcome::Applied(true))
@@ -709,6 +729,12 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
         (b"INFO", sections) => return store(Op::Info, Render::Info(info_sections(sections))),
         (b"SELECT", [index]) => match parse_integer(index) {
             None => not_integer(),
+            // Redis reads the index as a C `int`.
+            Some(index) if i32::try_from(index).is_err() => Reply::error(format!(
+                "value is out of range, value must between {} and {}",
+                i32::MIN,
+                i32::MAX
+            )),
             Some(0) => Reply::ok(),
             // One database, as Redis configured with `databases 1` answers.
             Some(_) => Reply::error("DB index is out of range"),
@@ -832,7 +858,7 @@ fn getex_options(options: &[Vec<u8>]) -> Result<Result<ExpiryChange, String>, Re
         Some((unit, absolute, time)) => expire_time(time, unit, !absolute, "getex")
             .map(ExpiryChange::At)
             .map_err(|reply| match reply {
-                Reply::Error(error) => error,
+                Reply::Error(error) => String::from_utf8_lossy(&error).into_owned(),
                 other => unreachable!("an error: {other:?}"),
             }),
     })
@@ -864,10 +890,10 @@ fn expire(
             b"GT" => condition.gt = true,
             b"LT" => condition.lt = true,
             _ => {
-                return Err(Reply::error(format!(
-                    "Unsupported option {}",
-                    String::from_utf8_lossy(option)
-                )));
+                return Err(error_quoting(&[
+                    b"Unsupported option ",
+                    c_string(option, usize::MAX),
+                ]));
             }
         }
     }
@@ -980,7 +1006,7 @@ fn hello(session: &mut Session, arguments: &[Vec<u8>]) -> Reply {
             return Reply::error("Protocol version is not an integer or out of range");
         };
         if version != 2 {
-            return Reply::Error("NOPROTO unsupported protocol version".into());
+            return Reply::Error(b"NOPROTO unsupported protocol version".to_vec());
         }
         options = rest;
     }
@@ -992,7 +1018,7 @@ fn hello(session: &mut Session, arguments: &[Vec<u8>]) -> Reply {
         if option.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
             if !options[at + 1].eq_ignore_ascii_case(b"default") {
                 return Reply::Error(
-                    "WRONGPASS invalid username-password pair or user is disabled.".into(),
+                    b"WRONGPASS invalid username-password pair or user is disabled.".to_vec(),
                 );
             }
             at += 3;
@@ -1000,10 +1026,11 @@ fn hello(session: &mut Session, arguments: &[Vec<u8>]) -> Reply {
             name = Some(options[at + 1].clone());
             at += 2;
         } else {
-            return Reply::error(format!(
-                "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(option)
-            ));
+            return error_quoting(&[
+                b"Syntax error in HELLO option '",
+                c_string(option, usize::MAX),
+                b"'",
+            ]);
         }
     }
     if let Some(name) = name
@@ -1044,10 +1071,11 @@ fn client(session: &mut Session, subcommand: &[u8], rest: &[Vec<u8>]) -> Reply {
             {
                 Reply::ok()
             } else {
-                Reply::error(format!(
-                    "Unrecognized option '{}'",
-                    String::from_utf8_lossy(attribute)
-                ))
+                error_quoting(&[
+                    b"Unrecognized option '",
+                    c_string(attribute, usize::MAX),
+                    b"'",
+                ])
             }
         }
         (b"ID", []) => Reply::Integer(session.id() as i64),

@@ -168,10 +168,10 @@ impl Session {
         let Reply::Error(error) = reply else {
             unreachable!("a check refuses with an error")
         };
-        let reason = error.strip_prefix("ERR ").unwrap_or(&error);
-        let abort = Reply::Error(format!(
-            "EXECABORT Transaction discarded because of: {reason}"
-        ));
+        let reason = error.strip_prefix(b"ERR ").unwrap_or(&error);
+        let mut abort = b"EXECABORT Transaction discarded because of: ".to_vec();
+        abort.extend_from_slice(reason);
+        let abort = Reply::Error(abort);
         self.transaction = None;
         if std::mem::take(&mut self.watching) {
             return Planned::Store(Op::Unwatch(self.id), Render::Given(abort));
@@ -185,8 +185,9 @@ impl Session {
         let transaction = self.transaction.take().expect("EXEC inside MULTI");
         let watched = std::mem::take(&mut self.watching);
         if transaction.refused {
-            let abort =
-                Reply::Error("EXECABORT Transaction discarded because of previous errors.".into());
+            let abort = Reply::Error(
+                b"EXECABORT Transaction discarded because of previous errors.".to_vec(),
+            );
             if watched {
                 // The keys are forgotten all the same; the store's answer is replaced.
                 return Planned::Store(Op::Unwatch(self.id), Render::Given(abort));
@@ -246,12 +247,12 @@ mod tests {
         }
         let refused = now(session.plan(set()));
         assert!(
-            matches!(&refused, Reply::Error(error) if error.contains("at most")),
+            matches!(&refused, Reply::Error(error) if error.starts_with(b"ERR a transaction")),
             "{refused:?}"
         );
         assert_eq!(
             now(session.plan(command("EXEC"))),
-            Reply::Error("EXECABORT Transaction discarded because of previous errors.".into())
+            Reply::Error(b"EXECABORT Transaction discarded because of previous errors.".to_vec())
         );
     }
 }
