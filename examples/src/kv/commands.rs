@@ -956,8 +956,10 @@ fn scan(cursor: &[u8], options: &[Vec<u8>]) -> Result<Op, Reply> {
 }
 
 /// A cursor as Redis reads one (`strtoul`): an optional sign and decimal digits (a `-`
-/// wraps, as in C), nothing else; the empty string is 0.
+/// wraps, as in C), nothing else, up to a NUL; the empty string is 0.
 fn parse_cursor(text: &[u8]) -> Option<u64> {
+    // C reads the argument up to a NUL.
+    let text = c_string(text, usize::MAX);
     let (negative, digits) = match text.first() {
         Some(b'-') => (true, &text[1..]),
         Some(b'+') => (false, &text[1..]),
