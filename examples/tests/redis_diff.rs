@@ -219,36 +219,51 @@ impl Redis {
         let directory = std::env::temp_dir().join(format!("kv-diff-redis-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&directory);
         std::fs::create_dir_all(&directory).unwrap();
-        // A port free now; taken by Redis at once (a clash fails the start, loudly).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--databases", "1"])
-            .args(["--dir", directory.to_str().unwrap(), "--logfile", ""])
-            .args(["--daemonize", "no"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("redis-server starts");
-        let mut output = BufReader::new(child.stdout.take().unwrap());
-        loop {
-            let mut line = String::new();
-            let read = output.read_line(&mut line).unwrap();
-            assert!(read > 0, "redis-server ended before accepting connections");
-            if line.contains("Ready to accept connections") {
-                break;
+        // A port free when asked may be taken by another process before Redis binds it:
+        // then Redis ends at once, and another port is tried.
+        let mut log = Vec::new();
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--databases", "1"])
+                .args(["--dir", directory.to_str().unwrap(), "--logfile", ""])
+                .args(["--daemonize", "no"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("redis-server starts");
+            let mut output = BufReader::new(child.stdout.take().unwrap());
+            let ready = loop {
+                let mut line = String::new();
+                if output.read_line(&mut line).unwrap_or(0) == 0 {
+                    break false;
+                }
+                let ready = line.contains("Ready to accept connections");
+                log.push(line);
+                if ready {
+                    break true;
+                }
+            };
+            if !ready {
+                let _ = child.wait();
+                continue;
             }
+            // Its log goes on being read, so it never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut output, &mut std::io::sink()));
+            return Redis {
+                child,
+                port,
+                directory,
+            };
         }
-        // Its log goes on being read, so it never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut output, &mut std::io::sink()));
-        Redis {
-            child,
-            port,
-            directory,
-        }
+        panic!(
+            "redis-server did not start in five tries:\n{}",
+            log.concat()
+        );
     }
 }
 
