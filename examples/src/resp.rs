@@ -275,78 +275,85 @@ fn parse_length(digits: &[u8]) -> Option<i64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
-/// The arguments of an inline command: words split on spaces and tabs, with Redis's
-/// double quotes (escapes `\n`, `\r`, `\t`, `\\`, `\"`, `\xHH`) and single quotes (`\'`).
+/// The arguments of an inline command, split exactly as Redis's `sdssplitargs` splits
+/// them:
+/// - Words are separated by C's `isspace` bytes (space, `\t`, `\n`, `\v`, `\f`, `\r`), but
+///   an unquoted word ends only at a space, `\t`, `\n` or `\r` (a `\v` or `\f` inside one
+///   is kept). The line is a C string to Redis: a NUL ends it.
+/// - A quote opens a quoted part even in the middle of a word (`a"b c"` is `ab c`); a
+///   closing quote must be followed by a separator or the end.
+/// - In double quotes, `\xHH` (two hex digits) is that byte, `\n`, `\r`, `\t`, `\b`, `\a`
+///   their control bytes, and `\` before anything else that byte (`\x+f` is `x+f`); in
+///   single quotes only `\'` is an escape.
 fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
     let unbalanced = || Error("unbalanced quotes in request".into());
+    // What C sees: the line up to its first NUL.
+    let line = &line[..line
+        .iter()
+        .position(|byte| *byte == 0)
+        .unwrap_or(line.len())];
+    let is_space = |byte: u8| matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    // After a closing quote: the end, or a separator.
+    let closes = |at: usize| line.get(at).is_none_or(|byte| is_space(*byte));
+    let hex = |byte: Option<&u8>| byte.and_then(|byte| char::from(*byte).to_digit(16));
     let mut arguments = Vec::new();
     let mut at = 0;
-    while at < line.len() {
-        while at < line.len() && matches!(line[at], b' ' | b'\t') {
+    loop {
+        while line.get(at).is_some_and(|byte| is_space(*byte)) {
             at += 1;
         }
         if at == line.len() {
-            break;
+            return Ok(arguments);
         }
         let mut word = Vec::new();
-        match line[at] {
-            quote @ (b'"' | b'\'') => {
-                at += 1;
-                loop {
-                    let Some(&byte) = line.get(at) else {
-                        return Err(unbalanced());
-                    };
-                    at += 1;
-                    match byte {
-                        byte if byte == quote => break,
-                        b'\\' if quote == b'"' => {
-                            let escaped = *line.get(at).ok_or_else(unbalanced)?;
-                            at += 1;
-                            match escaped {
-                                b'n' => word.push(b'\n'),
-                                b'r' => word.push(b'\r'),
-                                b't' => word.push(b'\t'),
-                                b'x' => {
-                                    let hex = line
-                                        .get(at..at + 2)
-                                        .and_then(|hex| std::str::from_utf8(hex).ok())
-                                        .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-                                    match hex {
-                                        Some(value) => {
-                                            word.push(value);
-                                            at += 2;
-                                        }
-                                        None => word.push(b'x'),
-                                    }
-                                }
-                                other => word.push(other),
-                            }
+        let mut quote = None;
+        loop {
+            let byte = line.get(at).copied();
+            match (quote, byte) {
+                (Some(_), None) => return Err(unbalanced()),
+                (Some(b'"'), Some(b'\\')) if line.get(at + 1) == Some(&b'x') => {
+                    match (hex(line.get(at + 2)), hex(line.get(at + 3))) {
+                        (Some(high), Some(low)) => {
+                            word.push((high * 16 + low) as u8);
+                            at += 3;
                         }
-                        b'\\' if line.get(at) == Some(&b'\'') => {
-                            word.push(b'\'');
+                        _ => {
+                            word.push(b'x');
                             at += 1;
                         }
-                        other => word.push(other),
                     }
                 }
-                // A closing quote must end the word.
-                if line
-                    .get(at)
-                    .is_some_and(|byte| !matches!(byte, b' ' | b'\t'))
-                {
-                    return Err(unbalanced());
+                (Some(b'"'), Some(b'\\')) if at + 1 < line.len() => {
+                    at += 1;
+                    word.push(match line[at] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
                 }
-            }
-            _ => {
-                while at < line.len() && !matches!(line[at], b' ' | b'\t') {
-                    word.push(line[at]);
+                (Some(b'\''), Some(b'\\')) if line.get(at + 1) == Some(&b'\'') => {
+                    word.push(b'\'');
                     at += 1;
                 }
+                (Some(open), Some(byte)) if byte == open => {
+                    if !closes(at + 1) {
+                        return Err(unbalanced());
+                    }
+                    at += 1;
+                    break;
+                }
+                (Some(_), Some(byte)) => word.push(byte),
+                (None, None | Some(b' ' | b'\t' | b'\n' | b'\r')) => break,
+                (None, Some(open @ (b'"' | b'\''))) => quote = Some(open),
+                (None, Some(byte)) => word.push(byte),
             }
+            at += 1;
         }
         arguments.push(word);
     }
-    Ok(arguments)
 }
 
 /// An answer, encoded with [`encode`](Reply::encode) or [`encode_shared`](Reply::encode_shared).
@@ -354,8 +361,9 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
 pub enum Reply {
     /// `+OK`
     Simple(String),
-    /// `-ERR ...`, `-WRONGTYPE ...`: the whole text after the `-`.
-    Error(String),
+    /// `-ERR ...`, `-WRONGTYPE ...`: the whole text after the `-`. Bytes, not text: an
+    /// error may quote what the client sent, as Redis's do, byte for byte.
+    Error(Vec<u8>),
     /// `:42`
     Integer(i64),
     /// `$3\r\nabc`, or `$-1` for `None` (nil). The bytes may be shared with the store.
@@ -447,7 +455,7 @@ impl Reply {
 
     /// `-ERR <text>`.
     pub fn error(text: impl fmt::Display) -> Reply {
-        Reply::Error(format!("ERR {text}"))
+        Reply::Error(format!("ERR {text}").into_bytes())
     }
 
     /// A bulk string.
@@ -469,7 +477,7 @@ impl Reply {
         match self {
             // Simple strings and errors are one line: a line break in one would desync the
             // client, so it is replaced.
-            Reply::Simple(text) => line(out, b'+', text),
+            Reply::Simple(text) => line(out, b'+', text.as_bytes()),
             Reply::Error(text) => line(out, b'-', text),
             Reply::Integer(value) => header(out, b':', *value),
             Reply::Bulk(None) => out.put(b"$-1\r\n"),
@@ -489,12 +497,12 @@ impl Reply {
     }
 }
 
-fn line(out: &mut impl Out, kind: u8, text: &str) {
+fn line(out: &mut impl Out, kind: u8, text: &[u8]) {
     out.put(&[kind]);
-    if text.bytes().any(|byte| matches!(byte, b'\r' | b'\n')) {
+    if text.iter().any(|byte| matches!(byte, b'\r' | b'\n')) {
         let text: Vec<u8> = text
-            .bytes()
-            .map(|byte| {
+            .iter()
+            .map(|&byte| {
                 if matches!(byte, b'\r' | b'\n') {
                     b' '
                 } else {
@@ -504,7 +512,7 @@ fn line(out: &mut impl Out, kind: u8, text: &str) {
             .collect();
         out.put(&text);
     } else {
-        out.put(text.as_bytes());
+        out.put(text);
     }
     out.put(b"\r\n");
 }
@@ -624,6 +632,30 @@ mod tests {
         let mut glued = Decoder::default();
         glued.feed(b"SET \"a\"b v\r\n");
         assert!(glued.next_command().is_err());
+    }
+
+    /// The cases where a reading of the quoting rules differs from Redis's `sdssplitargs`
+    /// (each answer checked against redis-server 7.0).
+    #[test]
+    fn inline_commands_split_as_sdssplitargs_does() {
+        let split = |line: &[u8]| split_inline(line);
+        let bytes = |words: &[&[u8]]| Ok(words.iter().map(|word| word.to_vec()).collect());
+        assert_eq!(
+            split(b"ECHO \"\\a\\b\\x+f\\x4g\""),
+            bytes(&[b"ECHO", b"\x07\x08x+fx4g"])
+        );
+        // A bare `\r` separates; a `\v` inside or after a word is part of it, before one it
+        // separates.
+        assert_eq!(split(b"ECHO a\rb"), bytes(&[b"ECHO", b"a", b"b"]));
+        assert_eq!(split(b"ECHO a\x0b"), bytes(&[b"ECHO", b"a\x0b"]));
+        assert_eq!(split(b"ECHO \x0b"), bytes(&[b"ECHO"]));
+        assert_eq!(split(b"ECHO \"a\"\x0b"), bytes(&[b"ECHO", b"a"]));
+        // A quote inside a word opens a quoted part; a NUL ends the line.
+        assert_eq!(split(b"SET a\"b c\" v"), bytes(&[b"SET", b"ab c", b"v"]));
+        assert_eq!(split(b"SET k v\0 ignored"), bytes(&[b"SET", b"k", b"v"]));
+        assert_eq!(split(b"ECHO '\\x41\\''"), bytes(&[b"ECHO", b"\\x41'"]));
+        assert_eq!(split(b"ECHO \"\""), bytes(&[b"ECHO", b""]));
+        assert!(split(b"ECHO \"a\\\"").is_err());
     }
 
     #[test]

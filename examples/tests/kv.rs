@@ -49,12 +49,13 @@ fn frame(command: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The next reply, written compactly: `+OK`, `-ERR ...`, `:3`, `$value`, `$nil`,
-/// `*[a, b]`.
+/// `*[a, b]`, `*nil`.
 fn reply(client: &mut Client) -> String {
     let line = client.line();
     let line = line.strip_suffix("\r\n").unwrap_or(&line).to_string();
     match line.as_bytes().first() {
         Some(b'$') if line == "$-1" => "$nil".into(),
+        Some(b'*') if line == "*-1" => "*nil".into(),
         Some(b'$') => {
             let len: usize = line[1..].parse().unwrap();
             let mut value = vec![0; len + 2];
@@ -95,8 +96,14 @@ fn kv_speaks_resp_serves_metrics_and_keeps_acknowledged_writes_across_sigkill() 
     for expected in ["$nil", "+OK", "$nil", "+OK", "$10"] {
         assert_eq!(reply(&mut client), expected);
     }
-    client.send(b"EXISTS a b zzz a\r\nDEL a zzz\r\nEXISTS a\r\nDBSIZE\r\nCOMMAND DOCS\r\n");
-    for expected in [":3", ":1", ":0", ":3", "*[]"] {
+    client.send(b"EXISTS a b zzz a\r\nDEL a zzz\r\nEXISTS a\r\nDBSIZE\r\nCOMMAND DOCS get\r\n");
+    for expected in [
+        ":3",
+        ":1",
+        ":0",
+        ":3",
+        "*[$get, *[$summary, $Returns the value of a key., $group, $string]]",
+    ] {
         assert_eq!(reply(&mut client), expected);
     }
 
@@ -996,6 +1003,303 @@ fn large_replies_and_a_half_closed_client_get_every_reply() {
         reply(&mut values) == format!("*[{expected}, $nil, {expected}]"),
         "the MGET of the large value differs"
     );
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// Every kind of write added for Redis fidelity is logged like `SET`: acknowledged, it is
+/// there after SIGKILL and a restart, with its expiry.
+#[test]
+fn every_write_command_survives_sigkill() {
+    let data = std::env::temp_dir().join(format!("kv-writes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    let writes: &[(&str, &str)] = &[
+        ("SETEX sx 1000 v", "+OK"),
+        ("PSETEX px 1000000 v", "+OK"),
+        ("SETNX nx v", ":1"),
+        ("MSETNX m1 a m2 b", ":1"),
+        ("APPEND ap hello", ":5"),
+        ("APPEND ap \" world\"", ":11"),
+        ("SET sr hello", "+OK"),
+        ("SETRANGE sr 1 EY", ":5"),
+        ("SETRANGE sz 2 x", ":3"),
+        ("INCRBYFLOAT fl 10.5", "$10.5"),
+        ("INCRBYFLOAT fl 0.1", "$10.6"),
+        ("SET gd v", "+OK"),
+        ("GETDEL gd", "$v"),
+        ("SET gx v", "+OK"),
+        ("GETEX gx EX 1000", "$v"),
+        ("SET gp v EX 1000", "+OK"),
+        ("GETEX gp PERSIST", "$v"),
+        ("SET r1 v EX 1000", "+OK"),
+        ("RENAME r1 r2", "+OK"),
+        ("SET rn v", "+OK"),
+        ("RENAMENX rn rn2", ":1"),
+        ("SET u v", "+OK"),
+        ("UNLINK u", ":1"),
+        ("SET e v", "+OK"),
+        ("EXPIRE e 1000 NX", ":1"),
+        ("EXPIREAT e 99999999999 GT", ":1"),
+        ("SET old v", "+OK"),
+        ("SET old new GET", "$v"),
+        ("MULTI", "+OK"),
+        ("SET t1 a", "+QUEUED"),
+        ("INCR t2", "+QUEUED"),
+        ("DEL nx", "+QUEUED"),
+        ("EXEC", "*[+OK, :1, :1]"),
+    ];
+    for (command, expected) in writes {
+        client.send(format!("{command}\r\n").as_bytes());
+        assert_eq!(reply(&mut client), *expected, "{command}");
+    }
+    server.kill();
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    let reads: &[(&str, &str)] = &[
+        ("GET sx", "$v"),
+        ("TTL sx", "present"),
+        ("PTTL px", "present"),
+        ("GET nx", "$nil"),
+        ("MGET m1 m2", "*[$a, $b]"),
+        ("GET ap", "$hello world"),
+        ("GET sr", "$hEYlo"),
+        ("GET sz", "$\0\0x"),
+        ("GET fl", "$10.6"),
+        ("EXISTS gd", ":0"),
+        ("TTL gx", "present"),
+        ("TTL gp", ":-1"),
+        ("EXISTS r1", ":0"),
+        ("TTL r2", "present"),
+        ("MGET rn rn2", "*[$nil, $v]"),
+        ("EXISTS u", ":0"),
+        ("EXPIRETIME e", ":99999999999"),
+        ("GET old", "$new"),
+        ("MGET t1 t2", "*[$a, $1]"),
+    ];
+    for (command, expected) in reads {
+        client.send(format!("{command}\r\n").as_bytes());
+        let answer = reply(&mut client);
+        if *expected == "present" {
+            let left: i64 = answer.trim_start_matches(':').parse().unwrap();
+            assert!(left > 0, "{command}: {answer}");
+        } else {
+            assert_eq!(answer, *expected, "{command}");
+        }
+    }
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// A transaction is one unit: while one client increments two keys together in `MULTI`
+/// blocks, another never reads them apart (no command runs between a transaction's
+/// commands); a watched key written by another client aborts `EXEC` with a nil array.
+#[test]
+fn transactions_run_as_one_unit_and_watched_changes_abort_them() {
+    const ROUNDS: usize = 200;
+    let data = std::env::temp_dir().join(format!("kv-multi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut client = server.connect();
+            for _ in 0..ROUNDS {
+                client.send(b"MULTI\r\nINCR a\r\nINCR b\r\nEXEC\r\n");
+                for expected in ["+OK", "+QUEUED", "+QUEUED"] {
+                    assert_eq!(reply(&mut client), expected);
+                }
+                let exec = reply(&mut client);
+                assert!(exec.starts_with("*[:"), "{exec}");
+            }
+        });
+        let mut reader = server.connect();
+        loop {
+            reader.send(b"MGET a b\r\n");
+            let pair = reply(&mut reader);
+            let values: Vec<String> = pair
+                .trim_start_matches("*[")
+                .trim_end_matches(']')
+                .split(", ")
+                .map(str::to_string)
+                .collect();
+            assert_eq!(
+                values[0], values[1],
+                "read between a transaction's commands"
+            );
+            if values[0] == format!("${ROUNDS}") {
+                break;
+            }
+        }
+        writer.join().unwrap();
+    });
+
+    let mut first = server.connect();
+    let mut second = server.connect();
+    first.send(b"WATCH a\r\n");
+    assert_eq!(reply(&mut first), "+OK");
+    second.send(b"SET a changed\r\n");
+    assert_eq!(reply(&mut second), "+OK");
+    first.send(b"MULTI\r\nSET a mine\r\nEXEC\r\nGET a\r\n");
+    for expected in ["+OK", "+QUEUED", "*nil", "$changed"] {
+        assert_eq!(reply(&mut first), expected);
+    }
+    // The keys are forgotten after EXEC: the next transaction runs.
+    first.send(b"MULTI\r\nSET a mine\r\nEXEC\r\n");
+    for expected in ["+OK", "+QUEUED", "*[+OK]"] {
+        assert_eq!(reply(&mut first), expected);
+    }
+    // A connection that leaves with keys watched: its watch is dropped with it.
+    let mut leaving = server.connect();
+    leaving.send(b"WATCH a\r\n");
+    assert_eq!(reply(&mut leaving), "+OK");
+    drop(leaving);
+    second.send(b"SET a again\r\nGET a\r\n");
+    for expected in ["+OK", "$again"] {
+        assert_eq!(reply(&mut second), expected);
+    }
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// The syncs of the log so far, from `INFO persistence`.
+fn syncs(client: &mut Client) -> u64 {
+    client.send(b"INFO persistence\r\n");
+    let info = reply(client);
+    info.split("\r\n")
+        .find_map(|line| line.strip_prefix("kv_log_syncs:"))
+        .unwrap_or_else(|| panic!("no kv_log_syncs in {info:?}"))
+        .parse()
+        .unwrap()
+}
+
+/// A transaction's writes are made durable together: one sync of the log for all fifty,
+/// where three writes awaited one by one take three.
+#[test]
+fn a_transaction_is_made_durable_by_one_sync() {
+    let data = std::env::temp_dir().join(format!("kv-one-sync-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    let before = syncs(&mut client);
+    let mut transaction = b"MULTI\r\n".to_vec();
+    for index in 0..50 {
+        transaction.extend_from_slice(format!("SET t{index} v{index}\r\n").as_bytes());
+    }
+    transaction.extend_from_slice(b"EXEC\r\n");
+    client.send(&transaction);
+    assert_eq!(reply(&mut client), "+OK");
+    for _ in 0..50 {
+        assert_eq!(reply(&mut client), "+QUEUED");
+    }
+    let exec = reply(&mut client);
+    assert_eq!(exec, format!("*[{}]", vec!["+OK"; 50].join(", ")));
+    assert_eq!(syncs(&mut client), before + 1);
+    for index in 0..3 {
+        client.send(format!("SET alone{index} v\r\n").as_bytes());
+        assert_eq!(reply(&mut client), "+OK");
+    }
+    assert_eq!(syncs(&mut client), before + 4);
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// `SCAN`'s contract, as Redis states it: a full iteration returns every key present for the
+/// whole of it, while another client adds and removes keys between its pages.
+#[test]
+fn scan_returns_every_key_present_throughout_despite_churn() {
+    let data = std::env::temp_dir().join(format!("kv-scan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut scanner = server.connect();
+    let mut churn = server.connect();
+    let mut stable = b"MSET".to_vec();
+    for index in 0..300 {
+        stable.extend_from_slice(format!(" stable{index} v").as_bytes());
+    }
+    stable.extend_from_slice(b"\r\n");
+    scanner.send(&stable);
+    assert_eq!(reply(&mut scanner), "+OK");
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = "0".to_string();
+    let mut page = 0;
+    loop {
+        scanner.send(format!("SCAN {cursor} COUNT 7\r\n").as_bytes());
+        let answer = reply(&mut scanner);
+        let inner = answer
+            .strip_prefix("*[$")
+            .unwrap()
+            .strip_suffix(']')
+            .unwrap();
+        let (next, keys) = inner.split_once(", *[").unwrap();
+        for key in keys
+            .trim_end_matches(']')
+            .split(", ")
+            .filter(|key| !key.is_empty())
+        {
+            seen.insert(key.trim_start_matches('$').to_string());
+        }
+        // Between pages: new keys, and some of them gone again.
+        churn.send(format!("SET churn{page} v\r\nDEL churn{}\r\n", page / 2).as_bytes());
+        assert_eq!(reply(&mut churn), "+OK");
+        reply(&mut churn);
+        page += 1;
+        cursor = next.to_string();
+        if cursor == "0" {
+            break;
+        }
+    }
+    for index in 0..300 {
+        assert!(
+            seen.contains(&format!("stable{index}")),
+            "stable{index} missed"
+        );
+    }
+    assert!(
+        page > 300 / 7,
+        "the iteration took pages of at most about 7: {page}"
+    );
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// What clients send on connect, where kv's answers are its own (the rest is compared with
+/// Redis's in `redis_diff`): RESP3 refused so clients fall back, `CLIENT SETINFO` (Redis
+/// 7.2's) accepted, `COMMAND COUNT` the commands kv implements, `INFO` by section.
+#[test]
+fn connect_time_commands_answer_as_clients_expect() {
+    let data = std::env::temp_dir().join(format!("kv-connect-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(
+        b"HELLO 3\r\nCLIENT SETINFO LIB-NAME redis-py\r\nCLIENT SETINFO lib-ver 8\r\n\
+          CLIENT SETINFO color red\r\nCOMMAND COUNT\r\nSELECT 0\r\nSELECT 1\r\n",
+    );
+    for expected in [
+        "-NOPROTO unsupported protocol version",
+        "+OK",
+        "+OK",
+        "-ERR Unrecognized option 'color'",
+        &format!(":{}", examples::kv::commands::COMMANDS.len()),
+        "+OK",
+        "-ERR DB index is out of range",
+    ] {
+        assert_eq!(reply(&mut client), expected);
+    }
+    client.send(b"SET a 1 EX 100\r\nINFO keyspace\r\nINFO server\r\nINFO nothing\r\n");
+    assert_eq!(reply(&mut client), "+OK");
+    assert_eq!(
+        reply(&mut client),
+        "$# Keyspace\r\ndb0:keys=1,expires=1,avg_ttl=0\r\n"
+    );
+    let server_section = reply(&mut client);
+    assert!(
+        server_section.starts_with("$# Server\r\nredis_version:7.0.0\r\n")
+            && !server_section.contains("# Keyspace"),
+        "{server_section}"
+    );
+    assert_eq!(reply(&mut client), "$");
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }

@@ -23,7 +23,8 @@
 //!   not read its replies meets the runtime's write timeout. A malformed frame is answered
 //!   (after every reply before it) and closes this connection alone.
 
-use super::commands::{Planned, Render, failed, plan};
+use super::commands::{Planned, Render, failed};
+use super::session::Session;
 use super::store::StoreRef;
 use super::store::{Op, Outcome};
 use crate::limits::setting;
@@ -79,7 +80,12 @@ impl Connection {
         let stream = self.stream.take().expect("set by the acceptor");
         let store = self.store.clone();
         drop(ctx.runtime().clone().spawn(move |clock| async move {
-            serve(&clock, &store, sink, stream).await;
+            let mut session = Session::new();
+            serve(&clock, &store, &mut session, sink, stream).await;
+            // The keys it watched are forgotten with it.
+            if let Some(op) = session.leaving() {
+                let _ = store.run(vec![op]).await;
+            }
             let _ = connection.tell_quit().await;
         }));
     }
@@ -212,7 +218,13 @@ fn weight(command: &[Vec<u8>]) -> usize {
 }
 
 /// Serves one client until it leaves, quits, errs or times out.
-async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut stream: Stream) {
+async fn serve(
+    clock: &runtime::Context,
+    store: &StoreRef,
+    session: &mut Session,
+    mut sink: Sink,
+    mut stream: Stream,
+) {
     let (idle, deadline) = (idle_timeout(), request_deadline());
     let mut decoder = Decoder::default();
     let mut replies = Replies::default();
@@ -238,7 +250,7 @@ async fn serve(clock: &runtime::Context, store: &StoreRef, mut sink: Sink, mut s
                 Ok(Some(command)) => {
                     begun = None;
                     let command_weight = weight(&command);
-                    match plan(command) {
+                    match session.plan(command) {
                         Planned::Store(op, render) => {
                             ops.push(op);
                             renders.push(render);

@@ -270,6 +270,18 @@ impl Data {
         self.entries.iter()
     }
 
+    /// A page of a `SCAN` of the keys not expired at `now`: see [`Shards::scan`].
+    pub fn scan(&self, cursor: u64, count: usize, now: u64) -> (u64, Vec<Vec<u8>>) {
+        self.entries.scan(cursor, count, |entry| {
+            entry.expires.is_none_or(|deadline| deadline > now)
+        })
+    }
+
+    /// The `index`th entry, in a fixed order, found without a walk over every key.
+    pub fn nth(&self, index: usize) -> Option<(&Vec<u8>, &Entry)> {
+        self.entries.nth(index)
+    }
+
     /// The entries as they are now, for a rewrite: costs a pointer per shard, not a copy of
     /// the keys (the data copies a shard when it next changes it).
     pub fn snapshot(&self) -> Snapshot {

@@ -4,14 +4,29 @@
 //! append-only log in a paged, checksummed blob, under a supervisor that restarts it on
 //! failure, and a `/metrics` endpoint for Prometheus.
 //!
-//! Commands: `PING`, `ECHO`, `GET`, `SET` (with `NX` or `XX`, and `EX`, `PX`, `EXAT`,
-//! `PXAT` or `KEEPTTL`), `DEL`, `EXISTS`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `MGET`,
-//! `MSET`, `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`, `PERSIST`, `TTL`, `PTTL`,
-//! `DBSIZE`, `FLUSHALL`, `QUIT`, and enough of `COMMAND`, `HELLO`, `CLIENT`, `CONFIG GET`
-//! and `INFO` for `redis-cli` and `redis-benchmark` to start; errors are Redis's (`-ERR
-//! unknown command ...`, `-ERR wrong number of arguments ...`, `-ERR value is not an
-//! integer or out of range`). Keys and values are any bytes. A malformed frame is answered
-//! with its protocol error and closes that connection alone.
+//! Commands, answered as redis-server 7.0 answers them (replies and error wording; the
+//! differential test `examples/tests/redis_diff.rs` compares them byte for byte, and the
+//! README lists the few intended differences):
+//! - strings: `GET`, `SET` (`NX`/`XX`, `GET`, `EX`/`PX`/`EXAT`/`PXAT`/`KEEPTTL`), `GETSET`,
+//!   `SETNX`, `SETEX`, `PSETEX`, `GETDEL`, `GETEX`, `MGET`, `MSET`, `MSETNX`, `APPEND`,
+//!   `STRLEN`, `GETRANGE`, `SETRANGE`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`
+//!   (Redis's long-double arithmetic and printing, see [`float`]);
+//! - keys: `DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`, `RENAME`, `RENAMENX`, `KEYS` (Redis's
+//!   globs, see [`pattern`]), `SCAN` (`MATCH`, `COUNT`, `TYPE`; see [`scan`] for its cursor),
+//!   `RANDOMKEY`, `DBSIZE`, `FLUSHALL`, `FLUSHDB`;
+//! - expiry: `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` (with `NX`, `XX`, `GT`, `LT`),
+//!   `PERSIST`, `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`;
+//! - transactions: `MULTI`, `EXEC`, `DISCARD`, `WATCH`, `UNWATCH` (see [`session`]);
+//! - connection and server: `PING`, `ECHO`, `QUIT`, `SELECT` (0 only: one database),
+//!   `HELLO` (RESP2; RESP3 refused with `NOPROTO`, on which clients fall back), `CLIENT`
+//!   (`SETNAME`, `GETNAME`, `SETINFO`, `ID`), `COMMAND` (`COUNT`, `DOCS`: kv's own
+//!   commands), `CONFIG GET`, `INFO` (`server`, `persistence` with the log's sync count,
+//!   `keyspace`).
+//!
+//! Keys and values are any bytes. A malformed frame is answered with its protocol error and
+//! closes that connection alone. Every write is a record of the log (see [`log`]): `APPEND`,
+//! `SETRANGE`, `INCRBYFLOAT`, `RENAME` and the rest log the resulting `Set`, `Del` or
+//! `Expire`, so a restart rebuilds them like any `SET`.
 //!
 //! Durability (see [`store`]): with `always` (the default) a write is answered only after
 //! its record is synced, so an acknowledged write survives SIGKILL, and writes that arrive
@@ -29,8 +44,11 @@
 
 pub mod commands;
 mod connection;
+pub mod float;
 pub mod log;
+pub mod pattern;
 pub mod recovery;
+pub mod session;
 pub mod shards;
 pub mod store;
 

@@ -3,8 +3,11 @@
 //! store's thread however many keys it holds.
 //!
 //! Invariants:
-//! - A key lives in shard `hash(key) % SHARDS`, the hash keyed at random per map (and shared
-//!   by its clones), so no client can choose keys that all land in one shard.
+//! - A key lives in the shard its [`hash`]'s top bits name: the hash is keyed at random once
+//!   per process, so no client can choose keys that all land in one shard, and it is the same
+//!   for every map of the process (a flush or a store restart keeps `SCAN` cursors meaningful).
+//! - Shards are in hash order: every hash in shard `i` is below every hash in shard `i + 1`.
+//!   [`Shards::scan`] walks keys in hash order, visiting only the shards its page needs.
 //! - A clone shares every shard. A change to a shard that a clone still shares copies that
 //!   shard alone first (`Arc::make_mut`): the first change to each shard after a snapshot pays
 //!   a copy of `len / SHARDS` keys on average, and the snapshot never sees it.
@@ -13,11 +16,23 @@
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Shards per map: with a million keys, about 250 in each, so a shard's copy takes
 /// microseconds.
-pub const SHARDS: usize = 4096;
+pub const SHARDS: usize = 1 << SHARD_BITS;
+const SHARD_BITS: u32 = 12;
+
+/// A key's place in the order of keys: its shard (the top bits) and its order in a `SCAN`.
+/// Keyed at random once per process.
+pub fn hash(key: &[u8]) -> u64 {
+    static HASHER: OnceLock<RandomState> = OnceLock::new();
+    HASHER.get_or_init(RandomState::new).hash_one(key)
+}
+
+fn shard_of_hash(hash: u64) -> usize {
+    (hash >> (64 - SHARD_BITS)) as usize
+}
 
 /// One shard: a plain map, shared with clones until changed.
 type Shard<V> = Arc<HashMap<Vec<u8>, V>>;
@@ -26,7 +41,6 @@ type Shard<V> = Arc<HashMap<Vec<u8>, V>>;
 #[derive(Clone, Debug)]
 pub struct Shards<V> {
     shards: Box<[Shard<V>]>,
-    hasher: RandomState,
     len: usize,
 }
 
@@ -37,7 +51,6 @@ impl<V> Default for Shards<V> {
         let empty = Arc::new(HashMap::new());
         Shards {
             shards: (0..SHARDS).map(|_| empty.clone()).collect(),
-            hasher: RandomState::new(),
             len: 0,
         }
     }
@@ -45,7 +58,7 @@ impl<V> Default for Shards<V> {
 
 impl<V: Clone> Shards<V> {
     fn shard_of(&self, key: &[u8]) -> usize {
-        (self.hasher.hash_one(key) % SHARDS as u64) as usize
+        shard_of_hash(hash(key))
     }
 
     /// The shard holding `key`, for a change: copied first if a clone shares it.
@@ -93,6 +106,67 @@ impl<V: Clone> Shards<V> {
     pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &V)> {
         self.shards.iter().flat_map(|shard| shard.iter())
     }
+
+    /// The `index`th key and value of [`iter`](Self::iter)'s order, found in at most
+    /// `SHARDS` steps and one shard's walk (for `RANDOMKEY`).
+    pub fn nth(&self, mut index: usize) -> Option<(&Vec<u8>, &V)> {
+        for shard in self.shards.iter() {
+            if index < shard.len() {
+                return shard.iter().nth(index);
+            }
+            index -= shard.len();
+        }
+        None
+    }
+
+    /// A page of a `SCAN` from `cursor` (a hash): the keys whose hash is at least `cursor`,
+    /// in hash order, that `keep` keeps, at least `count` of them if there are (more only to
+    /// finish a run of equal hashes, which is never split), and the cursor after them, 0 when
+    /// none is left. Only the shards the page spans are read, each sorted once.
+    ///
+    /// A key present for a whole iteration (from cursor 0 until 0 comes back) is returned
+    /// once: its hash never changes, the cursor only grows, and each page returns every kept
+    /// key in `[cursor, next)`.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        count: usize,
+        mut keep: impl FnMut(&V) -> bool,
+    ) -> (u64, Vec<Vec<u8>>) {
+        let count = count.max(1);
+        let mut page = Vec::new();
+        for shard in &self.shards[shard_of_hash(cursor)..] {
+            let mut ahead: Vec<(u64, &Vec<u8>)> = shard
+                .iter()
+                .filter(|(_, value)| keep(value))
+                .map(|(key, _)| (hash(key), key))
+                .filter(|(hash, _)| *hash >= cursor)
+                .collect();
+            ahead.sort_unstable();
+            let needed = count.saturating_sub(page.len());
+            if ahead.len() > needed && needed > 0 {
+                // Enough here: up to the `needed`th, and the rest of its run of equal hashes
+                // (all in this shard: equal hashes share their top bits).
+                let last = ahead[needed - 1].0;
+                let taken = ahead.iter().take_while(|(hash, _)| *hash <= last);
+                page.extend(taken.map(|(_, key)| (*key).clone()));
+                return match last.checked_add(1) {
+                    Some(next) => (next, page),
+                    None => (0, page),
+                };
+            }
+            page.extend(ahead.into_iter().map(|(_, key)| key.clone()));
+            if page.len() >= count {
+                // This shard ended the page: the next starts at the next shard.
+                let shard = shard_of_hash(hash(page.last().expect("count is at least 1")));
+                return match shard + 1 {
+                    SHARDS => (0, page),
+                    next => (((next as u64) << (64 - SHARD_BITS)), page),
+                };
+            }
+        }
+        (0, page)
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +209,53 @@ mod tests {
         let mut entries: Vec<u32> = snapshot.iter().map(|(_, value)| *value).collect();
         entries.sort_unstable();
         assert_eq!(entries, (0..10_000).collect::<Vec<_>>());
+        let mut nth: Vec<u32> = (0..10_000)
+            .map(|index| *snapshot.nth(index).unwrap().1)
+            .collect();
+        nth.sort_unstable();
+        assert_eq!(nth, entries, "nth reaches every entry once");
+        assert!(snapshot.nth(10_000).is_none());
+    }
+
+    /// A full `SCAN` returns every key present throughout exactly once, in hash order, with
+    /// its cursor only growing, while other keys come and go between pages; keys `keep`
+    /// refuses are left out.
+    #[test]
+    fn a_scan_returns_every_key_present_throughout() {
+        for count in [1, 7, 300, 20_000] {
+            let mut map = Shards::default();
+            for index in 0..3000u32 {
+                map.insert(format!("stable{index}").into_bytes(), true);
+                map.insert(format!("hidden{index}").into_bytes(), false);
+            }
+            let mut seen = Vec::new();
+            let (mut cursor, mut round) = (0, 0u32);
+            loop {
+                let (next, page) = map.scan(cursor, count, |kept| *kept);
+                assert!(page.len() >= count.min(1) || next == 0, "count {count}");
+                seen.extend(page);
+                map.insert(format!("new{round}").into_bytes(), true);
+                map.remove(format!("new{}", round / 2).as_bytes());
+                round += 1;
+                if next == 0 {
+                    break;
+                }
+                assert!(next > cursor, "the cursor only grows");
+                cursor = next;
+            }
+            let stable: Vec<_> = seen
+                .iter()
+                .filter(|key| key.starts_with(b"stable"))
+                .collect();
+            assert_eq!(stable.len(), 3000, "count {count}: each stable key once");
+            let unique: std::collections::HashSet<_> = stable.iter().collect();
+            assert_eq!(unique.len(), 3000);
+            assert!(!seen.iter().any(|key| key.starts_with(b"hidden")));
+            let hashes: Vec<u64> = seen.iter().map(|key| hash(key)).collect();
+            assert!(
+                hashes.windows(2).all(|pair| pair[0] <= pair[1]),
+                "hash order"
+            );
+        }
     }
 }

@@ -18,6 +18,13 @@
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
 //!   predecessor is removed only when that sync is done. See [`super::log`].
+//! - **A transaction is one message**: `EXEC`'s operations are one [`Op::Exec`], run in
+//!   one handler call (no other client's operation between them), their records queued
+//!   together and made durable by one commit before any of their replies is sent.
+//! - **A watched key's change is seen wherever it happens**: every change goes through
+//!   `queue`, which marks the sessions watching its key; a flush marks those watching a key
+//!   it removed; `EXEC` first removes a watched key that has expired since. Watches live in
+//!   one incarnation: after a restart, `EXEC` of a session that watched keys aborts.
 //! - **Expired keys never come back**: deadlines are wall-clock milliseconds, stored with the
 //!   value; a replay drops what is due; an expired key found by a command or the sweep is
 //!   removed and its removal logged.
@@ -27,6 +34,7 @@ use super::recovery::{self, Opened};
 use actors::prelude::*;
 use bytes::Bytes;
 use runtime::buffer::paged::{CacheRef, Writer};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,6 +202,12 @@ pub struct Store {
     retiring: Option<u64>,
     /// After a failed rewrite, none starts before this.
     rewrite_after: Option<std::time::Instant>,
+    /// What sessions watch (`WATCH`): this incarnation's only; see `Op::Exec`.
+    watches: Watches,
+    /// `RANDOMKEY`'s state.
+    seed: u64,
+    /// Syncs of the log this incarnation made (`INFO persistence`).
+    syncs: u64,
 }
 
 impl Store {
@@ -213,6 +227,10 @@ impl Store {
             rewrite: None,
             retiring: None,
             rewrite_after: None,
+            watches: Watches::default(),
+            // Any odd start will do; varied by incarnation.
+            seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
+            syncs: 0,
         }
     }
 
@@ -235,7 +253,11 @@ impl Store {
     }
 
     /// Queues `record` for the next sync, and for the rewrite under way.
+    /// Every change goes through here: it is where a watched key is seen to change.
     fn queue(&mut self, record: &Record) {
+        if let Record::Set { key, .. } | Record::Del { key } | Record::Expire { key, .. } = record {
+            self.watches.touch(key);
+        }
         let start = self.pending.len();
         record.encode(&mut self.pending);
         if let Some(rewrite) = &mut self.rewrite {
@@ -267,7 +289,10 @@ impl Store {
         // replaces is removed next.
         let sync = self.durability() != Durability::None || self.retiring.is_some();
         let written = match writer.append(&records).await {
-            Ok((writer, _)) if sync => writer.sync().await,
+            Ok((writer, _)) if sync => {
+                self.syncs += 1;
+                writer.sync().await
+            }
             Ok((writer, _)) => Ok(writer),
             Err(error) => Err(error),
         };
@@ -290,12 +315,8 @@ impl Store {
     /// Runs one operation: the data changes at once, and its records are queued.
     fn apply_op(&mut self, op: Op) -> Outcome {
         match op {
-            Op::Get(key) => Outcome::Value(self.live(&key).map(|entry| entry.value.clone())),
-            Op::GetMany(keys) => Outcome::Values(
-                keys.iter()
-                    .map(|key| self.live(key).map(|entry| entry.value.clone()))
-                    .collect(),
-            ),
+            Op::Get(key) => Outcome::Value(self.value(&key)),
+            Op::GetMany(keys) => Outcome::Values(keys.iter().map(|key| self.value(key)).collect()),
             Op::Exists(keys) => {
                 Outcome::Count(keys.iter().filter(|key| self.live(key).is_some()).count() as i64)
             }
@@ -304,43 +325,39 @@ impl Store {
                 value,
                 when,
                 expiry,
+                get,
             } => {
-                let current = self.live(&key).map(|entry| entry.expires);
+                let current = self
+                    .live(&key)
+                    .map(|entry| (entry.value.clone(), entry.expires));
+                let previous = current.as_ref().map(|(value, _)| value.clone());
                 let allowed = match when {
                     When::Always => true,
                     When::Absent => current.is_none(),
                     When::Present => current.is_some(),
                 };
-                if !allowed {
+                if allowed {
+                    let expires = match expiry {
+                        Expiry::Never => None,
+                        Expiry::Keep => current.and_then(|(_, expires)| expires),
+                        Expiry::At(deadline) => Some(deadline),
+                    };
+                    self.put(key, value, expires);
+                }
+                if get {
+                    Outcome::Value(previous)
+                } else {
+                    Outcome::Applied(allowed)
+                }
+            }
+            Op::SetMany { pairs, absent } => {
+                if absent && pairs.iter().any(|(key, _)| self.live(key).is_some()) {
                     return Outcome::Applied(false);
                 }
-                let expires = match expiry {
-                    Expiry::Never => None,
-                    Expiry::Keep => current.flatten(),
-                    Expiry::At(deadline) => Some(deadline),
-                };
-                if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
-                    // Already due (an `EXAT` in the past): set, and gone at once, as in Redis.
-                    self.data.remove(&key);
-                    self.queue(&Record::Del { key });
-                } else {
-                    self.record(Record::Set {
-                        key,
-                        value,
-                        expires,
-                    });
+                for (key, value) in pairs {
+                    self.put(key, value, None);
                 }
                 Outcome::Applied(true)
-            }
-            Op::SetMany(pairs) => {
-                for (key, value) in pairs {
-                    self.record(Record::Set {
-                        key,
-                        value,
-                        expires: None,
-                    });
-                }
-                Outcome::Done
             }
             Op::Add(key, by) => {
                 let (current, expires) = match self.live(&key) {
@@ -348,45 +365,128 @@ impl Store {
                     Some(entry) => (super::commands::parse_integer(&entry.value), entry.expires),
                 };
                 let Some(current) = current else {
-                    return Outcome::Added(Err(
-                        "ERR value is not an integer or out of range".into()
-                    ));
+                    return Outcome::error("value is not an integer or out of range");
                 };
                 let Some(next) = current.checked_add(by) else {
-                    return Outcome::Added(Err("ERR increment or decrement would overflow".into()));
+                    return Outcome::error("increment or decrement would overflow");
                 };
-                self.record(Record::Set {
-                    key,
-                    value: next.to_string().into_bytes().into(),
-                    expires,
-                });
-                Outcome::Added(Ok(next))
+                self.put(key, next.to_string().into_bytes().into(), expires);
+                Outcome::Count(next)
+            }
+            Op::AddFloat(key, by) => {
+                let (current, expires) = match self.live(&key) {
+                    None => (Some(super::float::LongDouble::ZERO), None),
+                    Some(entry) => (super::float::LongDouble::parse(&entry.value), entry.expires),
+                };
+                let (Some(current), Some(by)) = (current, super::float::LongDouble::parse(&by))
+                else {
+                    return Outcome::error("value is not a valid float");
+                };
+                let Some(sum) = current.plus(by).finite() else {
+                    return Outcome::error("increment would produce NaN or Infinity");
+                };
+                let text = Bytes::from(sum.to_human().into_bytes());
+                self.put(key, text.clone(), expires);
+                Outcome::Value(Some(text))
+            }
+            Op::Append(key, suffix) => {
+                let (mut value, expires) = match self.live(&key) {
+                    None => (Vec::new(), None),
+                    Some(entry) => (entry.value.to_vec(), entry.expires),
+                };
+                if value.len() + suffix.len() > log::MAX_FIELD {
+                    return too_long();
+                }
+                value.extend_from_slice(&suffix);
+                let length = value.len() as i64;
+                self.put(key, value.into(), expires);
+                Outcome::Count(length)
+            }
+            Op::SetRange(key, offset, patch) => {
+                let current = self
+                    .live(&key)
+                    .map(|entry| (entry.value.clone(), entry.expires));
+                // Nothing to write: the length as it is, and nothing changes (as Redis).
+                if patch.is_empty() {
+                    return Outcome::Count(current.map_or(0, |(value, _)| value.len() as i64));
+                }
+                let end = offset.saturating_add(patch.len());
+                if end > log::MAX_FIELD {
+                    return too_long();
+                }
+                let (old, expires) = current.unwrap_or_default();
+                let mut value = old.to_vec();
+                if value.len() < end {
+                    value.resize(end, 0);
+                }
+                value[offset..end].copy_from_slice(&patch);
+                let length = value.len() as i64;
+                self.put(key, value.into(), expires);
+                Outcome::Count(length)
+            }
+            Op::GetRange(key, start, end) => {
+                let value = self.value(&key).unwrap_or_default();
+                Outcome::Value(Some(range(&value, start, end)))
+            }
+            Op::Strlen(key) => {
+                Outcome::Count(self.value(&key).map_or(0, |value| value.len() as i64))
+            }
+            Op::GetDel(key) => {
+                let value = self.value(&key);
+                if value.is_some() {
+                    self.remove(key);
+                }
+                Outcome::Value(value)
+            }
+            Op::GetEx(key, change) => {
+                let Some(value) = self.value(&key) else {
+                    return Outcome::Value(None);
+                };
+                match change {
+                    // Checked only once the key is found, as Redis does.
+                    Err(error) => return Outcome::Error(error),
+                    Ok(ExpiryChange::Keep) => {}
+                    Ok(ExpiryChange::Persist) => {
+                        if self
+                            .data
+                            .get(&key)
+                            .is_some_and(|entry| entry.expires.is_some())
+                        {
+                            self.set_expiry(key, None);
+                        }
+                    }
+                    Ok(ExpiryChange::At(deadline)) => self.expire_at(key, deadline),
+                }
+                Outcome::Value(Some(value))
             }
             Op::Del(keys) => {
                 let mut count = 0;
                 for key in keys {
                     if self.live(&key).is_some() {
-                        self.data.remove(&key);
-                        self.queue(&Record::Del { key });
+                        self.remove(key);
                         count += 1;
                     }
                 }
                 Outcome::Count(count)
             }
-            Op::ExpireAt(key, expires) => {
+            Op::Expire { key, at, condition } => {
                 let Some(current) = self.live(&key).map(|entry| entry.expires) else {
                     return Outcome::Applied(false);
                 };
-                if expires.is_none() && current.is_none() {
+                if !condition.allows(current.map(|deadline| deadline as i64), at) {
                     return Outcome::Applied(false);
                 }
-                if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
-                    self.data.remove(&key);
-                    self.queue(&Record::Del { key });
-                } else {
-                    self.data.set_expiry(&key, expires);
-                    self.queue(&Record::Expire { key, expires });
+                self.expire_at(key, at);
+                Outcome::Applied(true)
+            }
+            Op::Persist(key) => {
+                let Some(current) = self.live(&key).map(|entry| entry.expires) else {
+                    return Outcome::Applied(false);
+                };
+                if current.is_none() {
+                    return Outcome::Applied(false);
                 }
+                self.set_expiry(key, None);
                 Outcome::Applied(true)
             }
             Op::TimeToLive(key) => {
@@ -396,7 +496,74 @@ impl Store {
                     Some(Some(deadline)) => deadline.saturating_sub(log::now_ms()) as i64,
                 })
             }
+            Op::ExpireTime(key) => {
+                Outcome::Count(match self.live(&key).map(|entry| entry.expires) {
+                    None => -2,
+                    Some(None) => -1,
+                    Some(Some(deadline)) => deadline as i64,
+                })
+            }
+            Op::Type(key) => Outcome::Applied(self.live(&key).is_some()),
+            Op::Rename { from, to, absent } => {
+                let Some((value, expires)) = self
+                    .live(&from)
+                    .map(|entry| (entry.value.clone(), entry.expires))
+                else {
+                    return Outcome::error("no such key");
+                };
+                if from == to {
+                    return Outcome::Applied(!absent);
+                }
+                if absent && self.live(&to).is_some() {
+                    return Outcome::Applied(false);
+                }
+                self.put(to, value, expires);
+                self.remove(from);
+                Outcome::Applied(true)
+            }
+            Op::Keys(pattern) => {
+                let now = log::now_ms();
+                let keys = self
+                    .data
+                    .entries()
+                    .filter(|(key, entry)| {
+                        entry.expires.is_none_or(|deadline| deadline > now)
+                            && (super::pattern::all(&pattern)
+                                || super::pattern::matches(&pattern, key))
+                    })
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                Outcome::Keys(keys)
+            }
+            Op::Scan {
+                cursor,
+                pattern,
+                count,
+                strings,
+            } => {
+                let (next, keys) = self.data.scan(cursor, count, log::now_ms());
+                let keys = keys
+                    .into_iter()
+                    .filter(|key| {
+                        strings
+                            && pattern
+                                .as_ref()
+                                .is_none_or(|pattern| super::pattern::matches(pattern, key))
+                    })
+                    .collect();
+                Outcome::Scanned(next, keys)
+            }
+            Op::RandomKey => {
+                self.sweep(usize::MAX);
+                if self.data.is_empty() {
+                    return Outcome::Value(None);
+                }
+                let at = self.random() as usize % self.data.len();
+                let key = self.data.nth(at).map(|(key, _)| key.clone());
+                Outcome::Value(key.map(Bytes::from))
+            }
             Op::Flush => {
+                self.watches.flushed(&self.data);
                 self.data = Data::default();
                 self.queue(&Record::Flush);
                 Outcome::Done
@@ -405,8 +572,104 @@ impl Store {
                 self.sweep(usize::MAX);
                 Outcome::Size(self.data.len(), self.data.expiring())
             }
+            Op::Info => {
+                self.sweep(usize::MAX);
+                Outcome::Info {
+                    keys: self.data.len(),
+                    expires: self.data.expiring(),
+                    syncs: self.syncs,
+                }
+            }
             Op::Durability => Outcome::Durability(self.durability().name()),
+            Op::Watch(session, keys) => {
+                for key in &keys {
+                    // An expired key is removed first: its removal is not a change after the
+                    // WATCH (Redis's rule for a key already expired when watched).
+                    self.live(key);
+                }
+                self.watches.watch(session, keys);
+                Outcome::Done
+            }
+            Op::Unwatch(session) => {
+                self.watches.unwatch(session);
+                Outcome::Done
+            }
+            Op::Exec {
+                session,
+                watched,
+                ops,
+            } => {
+                // A watched key that has expired since changed: found (and removed) here.
+                for key in self.watches.keys_of(session) {
+                    self.live(&key);
+                }
+                // Watched, but unknown here: this incarnation started after the WATCH, and
+                // cannot tell what changed since; the transaction is refused.
+                let clean = match self.watches.unwatch(session) {
+                    Some(dirty) => !dirty,
+                    None => !watched,
+                };
+                if !clean {
+                    return Outcome::Exec(None);
+                }
+                Outcome::Exec(Some(ops.into_iter().map(|op| self.apply_op(op)).collect()))
+            }
         }
+    }
+
+    /// The live value at `key`.
+    fn value(&mut self, key: &[u8]) -> Option<Bytes> {
+        self.live(key).map(|entry| entry.value.clone())
+    }
+
+    /// Sets `key` to `value` until `expires`, logged; a deadline already due removes it
+    /// instead (an `EXAT` in the past: set, and gone at once, as in Redis).
+    fn put(&mut self, key: Vec<u8>, value: Bytes, expires: Option<u64>) {
+        if expires.is_some_and(|deadline| deadline <= log::now_ms()) {
+            // Logged even if the key was absent: it was set (a change a `WATCH` sees, as in
+            // Redis), and is gone.
+            self.data.remove(&key);
+            self.queue(&Record::Del { key });
+        } else {
+            self.record(Record::Set {
+                key,
+                value,
+                expires,
+            });
+        }
+    }
+
+    /// Removes `key`, logged (if it is there).
+    fn remove(&mut self, key: Vec<u8>) {
+        if self.data.remove(&key).is_some() {
+            self.queue(&Record::Del { key });
+        }
+    }
+
+    /// Gives the present `key` the deadline `at` (milliseconds since the epoch, possibly
+    /// negative): one at or before now removes it, as Redis does.
+    fn expire_at(&mut self, key: Vec<u8>, at: i64) {
+        if at <= log::now_ms() as i64 {
+            self.remove(key);
+        } else {
+            self.set_expiry(key, Some(at as u64));
+        }
+    }
+
+    /// Changes the present `key`'s expiry, logged.
+    fn set_expiry(&mut self, key: Vec<u8>, expires: Option<u64>) {
+        self.data.set_expiry(&key, expires);
+        self.queue(&Record::Expire { key, expires });
+    }
+
+    /// The next of the store's pseudo-random numbers (xorshift; `RANDOMKEY` needs no more).
+    fn random(&mut self) -> u64 {
+        let mut x = self.seed;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.seed = x;
+        x
     }
 
     /// Queues `record` and applies it to the data.
@@ -653,6 +916,37 @@ pub enum Expiry {
     At(u64),
 }
 
+/// What `GETEX` does to the expiry of the key it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpiryChange {
+    /// Nothing (no option).
+    Keep,
+    /// Removes it (`PERSIST`).
+    Persist,
+    /// At this many milliseconds since the epoch (`EX`, `PX`, `EXAT`, `PXAT`).
+    At(i64),
+}
+
+/// The condition of an `EXPIRE` (`NX`, `XX`, `GT`, `LT`), as Redis 7 reads it: no expiry
+/// counts as an infinite one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Condition {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+}
+
+impl Condition {
+    /// Whether a key whose deadline is `current` (`None`: none) may take `at`.
+    pub fn allows(self, current: Option<i64>, at: i64) -> bool {
+        !(self.nx && current.is_some()
+            || self.xx && current.is_none()
+            || self.gt && current.is_none_or(|current| at <= current)
+            || self.lt && current.is_some_and(|current| at >= current))
+    }
+}
+
 /// One operation of [`Store::run`]: what a command asks of the store.
 #[derive(Debug)]
 pub enum Op {
@@ -662,30 +956,94 @@ pub enum Op {
     GetMany(Vec<Vec<u8>>),
     /// `EXISTS`: a key counted as often as named.
     Exists(Vec<Vec<u8>>),
-    /// `SET`, if `when` allows, with `expiry`.
+    /// `SET`, if `when` allows, with `expiry`; answered with the previous value if `get`.
     Set {
         key: Vec<u8>,
         value: Bytes,
         when: When,
         expiry: Expiry,
+        get: bool,
     },
-    /// `MSET`: every pair, their expiry cleared.
-    SetMany(Vec<(Vec<u8>, Bytes)>),
+    /// `MSET` (every pair, their expiry cleared), or `MSETNX` (`absent`: all of them only
+    /// if none is there).
+    SetMany {
+        pairs: Vec<(Vec<u8>, Bytes)>,
+        absent: bool,
+    },
     /// `INCRBY`: adds to the integer at the key (0 if absent), keeping its expiry.
     Add(Vec<u8>, i64),
-    /// `DEL`.
+    /// `INCRBYFLOAT`: adds the number written (as Redis reads one) to the key's, keeping
+    /// its expiry.
+    AddFloat(Vec<u8>, Vec<u8>),
+    /// `APPEND`, keeping the expiry.
+    Append(Vec<u8>, Vec<u8>),
+    /// `SETRANGE`: the bytes written at the offset, zeros before them if the value is
+    /// shorter, keeping the expiry.
+    SetRange(Vec<u8>, usize, Vec<u8>),
+    /// `GETRANGE`, with Redis's reading of negative and out-of-range indexes.
+    GetRange(Vec<u8>, i64, i64),
+    /// `STRLEN`.
+    Strlen(Vec<u8>),
+    /// `GETDEL`.
+    GetDel(Vec<u8>),
+    /// `GETEX`: the value, and its expiry changed; the error (a bad expire time) is the
+    /// answer only if the key is there, as in Redis.
+    GetEx(Vec<u8>, Result<ExpiryChange, String>),
+    /// `DEL` and `UNLINK`.
     Del(Vec<Vec<u8>>),
-    /// `EXPIRE` and its kin (`Some` deadline, in milliseconds since the epoch) and
-    /// `PERSIST` (`None`).
-    ExpireAt(Vec<u8>, Option<u64>),
+    /// `EXPIRE` and its kin: the deadline in milliseconds since the epoch (at or before now
+    /// removes the key), if `condition` allows.
+    Expire {
+        key: Vec<u8>,
+        at: i64,
+        condition: Condition,
+    },
+    /// `PERSIST`.
+    Persist(Vec<u8>),
     /// `PTTL`: milliseconds left.
     TimeToLive(Vec<u8>),
+    /// `PEXPIRETIME`: the deadline in milliseconds since the epoch.
+    ExpireTime(Vec<u8>),
+    /// `TYPE`: whether the key is there (every value is a string).
+    Type(Vec<u8>),
+    /// `RENAME`, or `RENAMENX` (`absent`), keeping the expiry.
+    Rename {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        absent: bool,
+    },
+    /// `KEYS`: the live keys matching the pattern.
+    Keys(Vec<u8>),
+    /// `SCAN`: a page of at most `count` live keys from `cursor` (see [`super::scan`]),
+    /// those matching `pattern` answered (none unless `strings`: the `TYPE` asked for).
+    Scan {
+        cursor: u64,
+        pattern: Option<Vec<u8>>,
+        count: usize,
+        strings: bool,
+    },
+    /// `RANDOMKEY`.
+    RandomKey,
     /// `FLUSHALL`.
     Flush,
     /// `DBSIZE`: keys and keys with an expiry, what is due removed first.
     Size,
+    /// `INFO`: as `Size`, and the syncs of the log so far.
+    Info,
     /// The durability kept (`CONFIG GET appendfsync`).
     Durability,
+    /// `WATCH`: the session's keys, any change to which from now aborts its `EXEC`.
+    Watch(u64, Vec<Vec<u8>>),
+    /// `UNWATCH` (and `DISCARD`, and a connection leaving).
+    Unwatch(u64),
+    /// `EXEC`: the queued operations run as one unit (no other operation between them,
+    /// their records in one commit), unless a key the session watched changed. `watched`:
+    /// the session watched keys (a store restarted since has no record of them).
+    Exec {
+        session: u64,
+        watched: bool,
+        ops: Vec<Op>,
+    },
 }
 
 /// What an [`Op`] gave.
@@ -696,11 +1054,124 @@ pub enum Outcome {
     /// Whether a `SET` or an `EXPIRE` applied.
     Applied(bool),
     Count(i64),
-    /// The new value, or Redis's error.
-    Added(Result<i64, String>),
     Done,
     Size(usize, usize),
+    Info {
+        keys: usize,
+        expires: usize,
+        syncs: u64,
+    },
     Durability(&'static str),
+    Keys(Vec<Vec<u8>>),
+    /// The next cursor, and the page's keys.
+    Scanned(u64, Vec<Vec<u8>>),
+    /// Redis's error, its whole text (`ERR ...`).
+    Error(String),
+    /// The outcomes of a transaction's operations, or `None` if a watched key changed.
+    Exec(Option<Vec<Outcome>>),
+}
+
+impl Outcome {
+    /// `-ERR <text>`.
+    fn error(text: &str) -> Outcome {
+        Outcome::Error(format!("ERR {text}"))
+    }
+}
+
+/// A value would pass the largest the log takes.
+fn too_long() -> Outcome {
+    Outcome::Error(format!(
+        "ERR string exceeds maximum allowed size ({} bytes here)",
+        log::MAX_FIELD
+    ))
+}
+
+/// `GETRANGE`'s slice of `value`, as Redis computes it: negative indexes count from the
+/// end, both are clamped, and an empty range is an empty string.
+fn range(value: &[u8], start: i64, end: i64) -> Bytes {
+    let length = value.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Bytes::new();
+    }
+    let start = if start < 0 { length + start } else { start }.max(0);
+    let end = if end < 0 { length + end } else { end }
+        .max(0)
+        .min(length - 1);
+    if start > end || length == 0 {
+        return Bytes::new();
+    }
+    Bytes::copy_from_slice(&value[start as usize..=end as usize])
+}
+
+/// The keys sessions watch, and which sessions saw one change since: what `EXEC` checks.
+#[derive(Default)]
+struct Watches {
+    sessions: HashMap<u64, Watching>,
+    by_key: HashMap<Vec<u8>, Vec<u64>>,
+}
+
+struct Watching {
+    keys: HashSet<Vec<u8>>,
+    dirty: bool,
+}
+
+impl Watches {
+    fn watch(&mut self, session: u64, keys: Vec<Vec<u8>>) {
+        let watching = self.sessions.entry(session).or_insert_with(|| Watching {
+            keys: HashSet::new(),
+            dirty: false,
+        });
+        for key in keys {
+            if watching.keys.insert(key.clone()) {
+                self.by_key.entry(key).or_default().push(session);
+            }
+        }
+    }
+
+    /// A change to `key`: every session watching it is dirty.
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(sessions) = self.by_key.get(key) {
+            for session in sessions {
+                if let Some(watching) = self.sessions.get_mut(session) {
+                    watching.dirty = true;
+                }
+            }
+        }
+    }
+
+    /// A flush: every watched key there now changes.
+    fn flushed(&mut self, data: &Data) {
+        let present: Vec<Vec<u8>> = self
+            .by_key
+            .keys()
+            .filter(|key| data.get(key).is_some())
+            .cloned()
+            .collect();
+        for key in present {
+            self.touch(&key);
+        }
+    }
+
+    fn keys_of(&self, session: u64) -> Vec<Vec<u8>> {
+        self.sessions
+            .get(&session)
+            .map(|watching| watching.keys.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets the session's keys: whether one changed, `None` if it watched none here.
+    fn unwatch(&mut self, session: u64) -> Option<bool> {
+        let watching = self.sessions.remove(&session)?;
+        for key in &watching.keys {
+            if let Some(sessions) = self.by_key.get_mut(key) {
+                sessions.retain(|watcher| *watcher != session);
+                if sessions.is_empty() {
+                    self.by_key.remove(key);
+                }
+            }
+        }
+        Some(watching.dirty)
+    }
 }
 
 /// Ends the process after the log a rewrite replaced could not be removed: answering from
