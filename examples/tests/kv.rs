@@ -741,6 +741,57 @@ fn the_log_is_rewritten_as_it_grows_and_loses_nothing() {
     std::fs::remove_dir_all(&data).unwrap();
 }
 
+/// `BGREWRITEAOF` rewrites a log far below the size that starts a rewrite by itself: it
+/// answers as Redis does, `INFO persistence` says a rewrite is under way until the new log has
+/// taken over, one generation remains, and nothing is lost across SIGKILL.
+#[test]
+fn bgrewriteaof_rewrites_the_log_on_request() {
+    let data = std::env::temp_dir().join(format!("kv-bgrewrite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    for round in 0..3 {
+        let mut writes = Vec::new();
+        for key in 0..100 {
+            writes.extend_from_slice(format!("SET k{key} {round}\r\n").as_bytes());
+        }
+        client.send(&writes);
+        for _ in 0..100 {
+            assert_eq!(reply(&mut client), "+OK");
+        }
+    }
+    client.send(b"BGREWRITEAOF\r\n");
+    assert_eq!(
+        reply(&mut client),
+        "+Background append only file rewriting started"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        client.send(b"INFO persistence\r\n");
+        let info = reply(&mut client);
+        if info.contains("aof_rewrite_in_progress:0") {
+            break;
+        }
+        assert!(info.contains("aof_rewrite_in_progress:1"), "{info}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rewrite never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let names: Vec<String> = logs(&data).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["log.2"]);
+    server.kill();
+    let (server, _) = start(&data);
+    let mut client = server.connect();
+    client.send(b"DBSIZE\r\n");
+    assert_eq!(reply(&mut client), ":100");
+    client.send(b"GET k42\r\n");
+    assert_eq!(reply(&mut client), "$2");
+    server.kill();
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
 /// A connection that stays quiet past the idle timeout is told so and closed, and so is one
 /// that trickles a command slower than the request deadline allows, though each of its
 /// bytes comes within the idle timeout; a prompt client is served throughout.

@@ -31,6 +31,12 @@ pub const COMMANDS: &[(&str, i64, &str, &str)] = &[
         "Appends a string to the value of a key.",
     ),
     (
+        "bgrewriteaof",
+        1,
+        "server",
+        "Rewrites the log from the live data, in the background.",
+    ),
+    (
         "client",
         -2,
         "connection",
@@ -383,6 +389,8 @@ pub fn failed(error: actors::Error) -> Reply {
 pub enum Render {
     /// A bulk string, or nil.
     Bulk,
+    /// `BGREWRITEAOF`'s answer: started, or one already under way.
+    Rewrite,
     /// `+OK` if applied, else nil (`SET`).
     SetReply,
     /// `:1` if applied, else `:0`.
@@ -455,6 +463,12 @@ impl Render {
                 Reply::Simple(if present { "string" } else { "none" }.into())
             }
             (Render::Keys, Outcome::Keys(keys)) => keys_reply(keys),
+            (Render::Rewrite, Outcome::Applied(true)) => {
+                Reply::Simple("Background append only file rewriting started".into())
+            }
+            (Render::Rewrite, Outcome::Applied(false)) => {
+                Reply::error("Background append only file rewriting already in progress")
+            }
             (Render::Scanned, Outcome::Scanned(cursor, keys)) => Reply::Array(Some(vec![
                 Reply::bulk(cursor.to_string().into_bytes()),
                 keys_reply(keys),
@@ -465,8 +479,9 @@ impl Render {
                     keys,
                     expires,
                     syncs,
+                    rewriting,
                 },
-            ) => Reply::bulk(info(*sections, keys, expires, syncs).into_bytes()),
+            ) => Reply::bulk(info(*sections, keys, expires, syncs, rewriting).into_bytes()),
             (Render::DbSize, Outcome::Size(keys, _)) => {
                 Reply::Integer(i64::try_from(keys).unwrap_or(i64::MAX))
             }
@@ -510,8 +525,9 @@ pub struct Sections {
 }
 
 /// The `INFO` text, Redis's layout: the sections asked for. `kv_log_syncs` counts the syncs
-/// of the log since the store (re)started: a transaction adds one.
-fn info(sections: Sections, keys: usize, expires: usize, syncs: u64) -> String {
+/// of the log since the store (re)started: a transaction adds one. `aof_rewrite_in_progress`
+/// is 1 from a rewrite's start (or `BGREWRITEAOF`) until its log has taken over.
+fn info(sections: Sections, keys: usize, expires: usize, syncs: u64, rewriting: bool) -> String {
     let mut parts = Vec::new();
     if sections.server {
         parts.push(format!(
@@ -523,7 +539,9 @@ fn info(sections: Sections, keys: usize, expires: usize, syncs: u64) -> String {
     }
     if sections.persistence {
         parts.push(format!(
-            "# Persistence\r\naof_enabled:1\r\nkv_log_syncs:{syncs}\r\n"
+            "# Persistence\r\naof_enabled:1\r\naof_rewrite_in_progress:{}\r\n\
+             kv_log_syncs:{syncs}\r\n",
+            u8::from(rewriting)
         ));
     }
     if sections.keyspace {
@@ -726,6 +744,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             _ => syntax(),
         },
         (b"DBSIZE", []) => return store(Op::Size, Render::DbSize),
+        (b"BGREWRITEAOF", []) => return store(Op::Rewrite, Render::Rewrite),
         (b"INFO", sections) => return store(Op::Info, Render::Info(info_sections(sections))),
         (b"SELECT", [index]) => match parse_integer(index) {
             None => not_integer(),

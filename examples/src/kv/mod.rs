@@ -12,7 +12,7 @@
 //!   `STRLEN`, `GETRANGE`, `SETRANGE`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`
 //!   (Redis's long-double arithmetic and printing, see [`float`]);
 //! - keys: `DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `TYPE`, `RENAME`, `RENAMENX`, `KEYS` (Redis's
-//!   globs, see [`pattern`]), `SCAN` (`MATCH`, `COUNT`, `TYPE`; see [`scan`] for its cursor),
+//!   globs, see [`pattern`]), `SCAN` (`MATCH`, `COUNT`, `TYPE`; see [`shards`] for its cursor),
 //!   `RANDOMKEY`, `DBSIZE`, `FLUSHALL`, `FLUSHDB`;
 //! - expiry: `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` (with `NX`, `XX`, `GT`, `LT`),
 //!   `PERSIST`, `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`;
@@ -20,8 +20,9 @@
 //! - connection and server: `PING`, `ECHO`, `QUIT`, `SELECT` (0 only: one database),
 //!   `HELLO` (RESP2; RESP3 refused with `NOPROTO`, on which clients fall back), `CLIENT`
 //!   (`SETNAME`, `GETNAME`, `SETINFO`, `ID`), `COMMAND` (`COUNT`, `DOCS`: kv's own
-//!   commands), `CONFIG GET`, `INFO` (`server`, `persistence` with the log's sync count,
-//!   `keyspace`).
+//!   commands), `CONFIG GET`, `INFO` (`server`, `persistence` with the log's sync count
+//!   and whether a rewrite is under way, `keyspace`), `BGREWRITEAOF` (a rewrite of the log
+//!   now, whatever its size).
 //!
 //! Keys and values are any bytes. A malformed frame is answered with its protocol error and
 //! closes that connection alone. Every write is a record of the log (see [`log`]): `APPEND`,

@@ -202,6 +202,9 @@ pub struct Store {
     retiring: Option<u64>,
     /// After a failed rewrite, none starts before this.
     rewrite_after: Option<std::time::Instant>,
+    /// `BGREWRITEAOF` asked for a rewrite, whatever the log's size: started at the end of
+    /// the message that asked (or, if an earlier incarnation's rewrite still writes, later).
+    rewrite_asked: bool,
     /// What sessions watch (`WATCH`): this incarnation's only; see `Op::Exec`.
     watches: Watches,
     /// `RANDOMKEY`'s state.
@@ -227,6 +230,7 @@ impl Store {
             rewrite: None,
             retiring: None,
             rewrite_after: None,
+            rewrite_asked: false,
             watches: Watches::default(),
             // Any odd start will do; varied by incarnation.
             seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
@@ -578,7 +582,15 @@ impl Store {
                     keys: self.data.len(),
                     expires: self.data.expiring(),
                     syncs: self.syncs,
+                    rewriting: self.rewrite.is_some() || self.rewrite_asked,
                 }
+            }
+            Op::Rewrite => {
+                if self.rewrite.is_some() || self.rewrite_asked {
+                    return Outcome::Applied(false);
+                }
+                self.rewrite_asked = true;
+                Outcome::Applied(true)
             }
             Op::Durability => Outcome::Durability(self.durability().name()),
             Op::Watch(session, keys) => {
@@ -714,13 +726,12 @@ impl Store {
         };
         let size = writer.size();
         let live = self.data.live_bytes() as u64;
-        if self.rewrite.is_some()
-            || size < options.rewrite_min_bytes
-            || size < live.saturating_mul(options.rewrite_ratio)
-            || self
+        let grown = size >= options.rewrite_min_bytes
+            && size >= live.saturating_mul(options.rewrite_ratio)
+            && self
                 .rewrite_after
-                .is_some_and(|after| std::time::Instant::now() < after)
-        {
+                .is_none_or(|after| std::time::Instant::now() >= after);
+        if self.rewrite.is_some() || !(grown || self.rewrite_asked) {
             return;
         }
         // Taken here, before the task exists, so a restarted incarnation that finds it free
@@ -729,6 +740,7 @@ impl Store {
         let Some(writing) = self.shared.rewriting.clone().try_lock_owned() else {
             return;
         };
+        self.rewrite_asked = false;
         self.rewrite = Some(Rewrite { since: Vec::new() });
         // The snapshot: shared with the data shard by shard (a shard is copied when a write
         // changes it), so taking it costs no copy of the keys, and writes go on meanwhile.
@@ -843,6 +855,9 @@ impl Store {
             self.want_commit(ctx);
         }
         self.answer(ctx, move || reply.send(outcomes));
+        if self.rewrite_asked {
+            self.consider_rewrite(ctx);
+        }
         if !self.commit_queued && !self.answers.is_empty() {
             // The mailbox is full, so the group is large already: committed here rather
             // than behind senders that may keep winning the freed places.
@@ -1030,6 +1045,9 @@ pub enum Op {
     Size,
     /// `INFO`: as `Size`, and the syncs of the log so far.
     Info,
+    /// `BGREWRITEAOF`: a rewrite now, whatever the log's size; `Applied(false)` if one is
+    /// under way.
+    Rewrite,
     /// The durability kept (`CONFIG GET appendfsync`).
     Durability,
     /// `WATCH`: the session's keys, any change to which from now aborts its `EXEC`.
@@ -1060,6 +1078,8 @@ pub enum Outcome {
         keys: usize,
         expires: usize,
         syncs: u64,
+        /// A rewrite is under way or asked for.
+        rewriting: bool,
     },
     Durability(&'static str),
     Keys(Vec<Vec<u8>>),
