@@ -1029,8 +1029,9 @@ pub enum Op {
     },
     /// `KEYS`: the live keys matching the pattern.
     Keys(Vec<u8>),
-    /// `SCAN`: a page of at most `count` live keys from `cursor` (see [`super::scan`]),
-    /// those matching `pattern` answered (none unless `strings`: the `TYPE` asked for).
+    /// `SCAN`: a page of `count` live keys from `cursor` (see
+    /// [`Shards::scan`](super::shards::Shards::scan)), those matching `pattern` answered
+    /// (none unless `strings`: the `TYPE` asked for).
     Scan {
         cursor: u64,
         pattern: Option<Vec<u8>>,
