@@ -101,6 +101,36 @@ impl Server {
         }
     }
 
+    /// Whether the example still holds open its side of `client`'s connection (a socket
+    /// whose addresses are the server's and `client`'s, read from `/proc/<pid>/net/tcp`, and
+    /// found among the example's descriptors).
+    pub fn holds_socket_of(&self, client: &Client) -> bool {
+        let Some(inode) = self.socket_inode(client) else {
+            return false;
+        };
+        let name = format!("socket:[{inode}]");
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
+            return false;
+        };
+        entries
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .any(|target| target.as_os_str() == name.as_str())
+    }
+
+    /// The inode of the example's socket connected to `client`, if it has one.
+    fn socket_inode(&self, client: &Client) -> Option<u64> {
+        let table = std::fs::read_to_string(format!("/proc/{}/net/tcp", self.child.id())).ok()?;
+        let (local, remote) = (self.address, client.stream.local_addr().unwrap());
+        table.lines().skip(1).find_map(|row| {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            let inode = fields.get(9)?.parse().ok()?;
+            (parse_proc_address(fields.get(1)?)? == local
+                && parse_proc_address(fields.get(2)?)? == remote
+                && inode != 0)
+                .then_some(inode)
+        })
+    }
+
     /// Kills the example with SIGKILL, as a crash would, and waits for it.
     pub fn kill(mut self) {
         // SAFETY: sending a signal to our own child process.
@@ -153,6 +183,15 @@ impl Drop for Server {
     }
 }
 
+/// An IPv4 address as `/proc/net/tcp` prints it: the address as a native-endian hex word,
+/// then the port in hex.
+fn parse_proc_address(text: &str) -> Option<SocketAddr> {
+    let (address, port) = text.split_once(':')?;
+    let address = u32::from_str_radix(address, 16).ok()?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    Some(SocketAddr::from((address.to_ne_bytes(), port)))
+}
+
 pub struct Client {
     pub stream: TcpStream,
     pub reader: BufReader<TcpStream>,
@@ -166,6 +205,24 @@ impl Client {
     /// Shuts the writing side: the server reads the end of the stream, and may still answer.
     pub fn shut_writing(&mut self) {
         self.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
+    /// Caps the socket's receive buffer at about `bytes` (the kernel doubles the value for
+    /// its bookkeeping), so a client that stops reading holds the server back sooner.
+    pub fn cap_receive_buffer(&mut self, bytes: i32) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: SO_RCVBUF takes an int, passed by pointer with its size; the descriptor is
+        // this client's live socket.
+        let set = unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&raw const bytes).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
     }
 
     /// Sends `bytes`; false if the server has closed the connection.
