@@ -290,3 +290,26 @@ fn connections_are_bounded() {
     assert!(next.line().starts_with("* welcome, guest"));
     assert_eq!(server.interrupt(), "chat stopped\n");
 }
+
+/// At the connection limit, a burst of connections that each send a line at once is
+/// answered: every connection past the limit reads the whole refusal and then end-of-stream
+/// (none is closed silently), and the admitted ones are welcomed and served.
+#[test]
+fn a_burst_past_the_limit_is_refused_in_words() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_chat"),
+        "chat listening on",
+        &[("CHAT_MAX_CONNECTIONS", "5")],
+    );
+    let mut admitted = server.burst(
+        200,
+        b"hello\n",
+        |line| line.starts_with("* welcome, guest"),
+        "ERR the server is full (5 connections): try later\n",
+    );
+    assert_eq!(admitted.len(), 5);
+    for client in &mut admitted {
+        assert_eq!(client.line(), "ERR join a room first: /join ROOM\n");
+    }
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}

@@ -97,3 +97,27 @@ fn idle_clients_are_closed_and_connections_are_bounded() {
     drop(busy);
     assert_eq!(server.interrupt(), "echo stopped\n");
 }
+
+/// At the connection limit, a burst of connections that each send a line at once is
+/// answered: every connection past the limit reads the whole refusal and then end-of-stream
+/// (none is closed silently), and the admitted ones echo.
+#[test]
+fn a_burst_past_the_limit_is_refused_in_words() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_echo"),
+        "echo listening on",
+        &[("ECHO_MAX_CONNECTIONS", "5")],
+    );
+    let mut admitted = server.burst(
+        200,
+        b"ping\n",
+        |line| line == "ping\n",
+        "ERR too many connections (at most 5); closing\n",
+    );
+    assert_eq!(admitted.len(), 5);
+    for client in &mut admitted {
+        client.send(b"again\n");
+        assert_eq!(client.line(), "again\n");
+    }
+    assert_eq!(server.interrupt(), "echo stopped\n");
+}

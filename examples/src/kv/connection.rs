@@ -68,6 +68,8 @@ pub(super) struct Connection {
     pub(super) sink: Option<Sink>,
     pub(super) stream: Option<Stream>,
     pub(super) store: StoreRef,
+    /// Counts the connection among the service's until the actor is dropped.
+    pub(super) _slot: crate::limits::Slot,
 }
 
 #[actors::actor]

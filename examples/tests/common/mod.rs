@@ -101,6 +101,42 @@ impl Server {
         }
     }
 
+    /// Opens `count` connections at once, each sending `hello` at once (as a real client
+    /// does), then reads each one's first line: a client `served` accepts is kept; one told
+    /// `refusal` must then read end-of-stream (no reset, nothing more), and is closed; any
+    /// other first line, or none, fails the test. Returns the clients served.
+    pub fn burst(
+        &self,
+        count: usize,
+        hello: &[u8],
+        served: impl Fn(&str) -> bool,
+        refusal: &str,
+    ) -> Vec<Client> {
+        let clients: Vec<Client> = (0..count)
+            .map(|_| {
+                let mut client = self.connect();
+                client.send(hello);
+                client
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for (index, mut client) in clients.into_iter().enumerate() {
+            match client.try_line() {
+                Some(line) if served(&line) => kept.push(client),
+                Some(line) if line == refusal => {
+                    let mut rest = Vec::new();
+                    let end = client.reader.read_to_end(&mut rest);
+                    assert!(
+                        end.is_ok() && rest.is_empty(),
+                        "connection {index}: {end:?} after the refusal, then {rest:?}"
+                    );
+                }
+                other => panic!("connection {index} was closed without a word: {other:?}"),
+            }
+        }
+        kept
+    }
+
     /// Whether the example still holds open its side of `client`'s connection (a socket
     /// whose addresses are the server's and `client`'s, read from `/proc/<pid>/net/tcp`, and
     /// found among the example's descriptors).
