@@ -685,3 +685,40 @@ fn a_dropped_receive_is_cancelled_at_once(#[case] elsewhere: bool) {
         assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"ping");
     });
 }
+
+/// A dedicated worker's ring cancels a receive given up elsewhere too: a receive registered
+/// by a dedicated task, its future handed to the root and dropped there, leaves that ring
+/// within a second (the read/write timeout is 30 s), and the stream goes on.
+#[test]
+fn a_receive_dropped_away_from_its_dedicated_ring_is_cancelled_at_once() {
+    Runner::new(config()).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(address).unwrap();
+        let (_, _sink, stream) = listener.accept().await.unwrap();
+        let stream = Arc::new(futures::lock::Mutex::new(stream));
+        let (hand, handed) = futures::channel::oneshot::channel();
+        let owner = context.clone().dedicated().spawn({
+            let stream = stream.clone();
+            move |context| async move {
+                let pending = || context.runtime().metrics.pending_operations.get();
+                let mut receive =
+                    Box::pin(async move { stream.lock().await.recv(4).await.map(drop) });
+                poll_once_with_this_waker(receive.as_mut()).await;
+                assert_eq!(pending(), 1, "the receive waits on this ring");
+                hand.send(receive).ok().expect("the root takes it");
+                // This thread sleeps in its ring until the cancelled receive's completion
+                // wakes this task, whose waker it kept.
+                context
+                    .timeout(Duration::from_secs(1), until(|| pending() == 0))
+                    .await
+                    .expect("the receive left the ring within 1 s of its drop");
+            }
+        });
+        drop(handed.await.unwrap());
+        owner.await.unwrap();
+        std::io::Write::write_all(&mut peer, b"ping").unwrap();
+        let mut stream = stream.lock().await;
+        assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"ping");
+    });
+}
