@@ -108,9 +108,11 @@ impl CancelInbox {
     fn wake(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64. The descriptor is open: the caller holds
-        // the lock and saw `open`, which `close` clears (under the same lock) before the
-        // worker's eventfd may be closed. A write blocks only if the counter would overflow,
-        // which takes 2^64 writes between two reads.
+        // the lock and saw `open`; the eventfd outlives the ring (`Driver::new`'s contract),
+        // and the ring's `Drop` clears `open` (under this lock) before anything else, so
+        // before the eventfd can be closed, on every path, an unwinding one included. A
+        // write blocks only if the counter would overflow, which takes 2^64 writes between
+        // two reads.
         unsafe {
             libc::write(
                 self.eventfd,
