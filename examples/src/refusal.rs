@@ -11,7 +11,10 @@
 //!
 //! [`Refusals`] bounds the refusals running at once: past [`REFUSALS_IN_FLIGHT`], the accept
 //! loop waits for one to end before it accepts again, so a hostile burst waits in the
-//! listen backlog (the kernel's bound), never as sockets or tasks held by the server.
+//! listen backlog (the kernel's bound), never as sockets or tasks held by the server. (A
+//! refusal that ran out of time ends with its receive cancelled; its socket closes once the
+//! ring has that receive's answer, a moment later, so the sockets of refusals number at most
+//! twice the bound.)
 
 use futures::StreamExt as _;
 use futures::channel::mpsc;

@@ -137,6 +137,18 @@ impl Server {
         kept
     }
 
+    /// How many sockets the example holds open (its listeners included).
+    pub fn open_sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+                    .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Whether the example still holds open its side of `client`'s connection (a socket
     /// whose addresses are the server's and `client`'s, read from `/proc/<pid>/net/tcp`, and
     /// found among the example's descriptors).
