@@ -1170,6 +1170,51 @@ mod tests {
         ring.close(&mut wakes);
     }
 
+    /// A read given up is cancelled, and keeps its slot (its buffer and descriptor) until the
+    /// kernel's completion for it is reaped: only then does it leave, answering
+    /// `Interrupted`. Asked again, or once it is done, nothing more is sent.
+    #[test]
+    fn a_cancelled_operation_keeps_its_resources_until_its_completion() {
+        let wake = eventfd();
+        let mut ring = driver(8, &wake);
+        let (read, _writer) = pipe();
+        let slot = ring.register(Request::Read {
+            fd: read.clone(),
+            len: 1,
+        });
+        ring.submit_now();
+        let (_, token) = slot.request_cancel().expect("the first request");
+        assert!(slot.request_cancel().is_none(), "asked once");
+        ring.cancel_dropped(token);
+        assert!(ring.holds_unsubmitted(), "the cancellation is queued");
+        assert_eq!(
+            ring.in_flight(),
+            1,
+            "still in flight: the kernel has the read"
+        );
+        assert_eq!(Arc::strong_count(&read), 2, "its descriptor is still held");
+        let mut wakes = Vec::new();
+        let output = loop {
+            if let Some(output) = output(&slot) {
+                break output;
+            }
+            assert_eq!(ring.in_flight(), 1, "left only with its completion");
+            ring.wait(Some(PROGRESS), || true, || {}).expect("wait");
+            ring.service(&mut wakes).expect("service");
+        };
+        let RequestOutput::Read(Err(error)) = output else {
+            unreachable!("a cancelled read fails, got {output:?}");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::Interrupted, "{error}");
+        assert_eq!(ring.in_flight(), 0);
+        assert_eq!(Arc::strong_count(&read), 1, "released with its completion");
+        // Stale now: the token names no live operation, and nothing is sent.
+        ring.cancel_dropped(token);
+        assert!(!ring.holds_unsubmitted());
+        assert!(slot.request_cancel().is_none(), "done: nothing to give up");
+        ring.close(&mut wakes);
+    }
+
     /// A completion that names no live operation is counted (and fails a debug assertion).
     #[test]
     fn a_completion_for_no_operation_is_counted() {
