@@ -2,13 +2,14 @@
 //!
 //! `tour`, `kv`, `chat`, `echo` and `hello`. This library holds what they share: the `kv`
 //! service (which `tour` runs in-process), its Redis protocol codec, a line reader for the
-//! line protocols of the others, and the Ctrl-C handling that turns a signal into a runtime
-//! stop.
+//! line protocols of the others, refusals of connections past a limit that never lose their
+//! line, and the Ctrl-C handling that turns a signal into a runtime stop.
 
 pub mod interrupt;
 pub mod kv;
 pub mod limits;
 pub mod lines;
+pub mod refusal;
 pub mod resp;
 
 /// `println!` that shrugs off a closed stdout (`kv | head -2`): what the programs print is for

@@ -138,18 +138,26 @@ pub fn idle_timeout(name: &str) -> std::time::Duration {
 }
 
 /// Accepts connections on `listener` and hands each to `accepted`, until the runtime is
-/// asked to stop. A failing accept is reported and retried after a pause (a lasting
+/// asked to stop. A connection `accepted` hands back as a
+/// [`Refusal`](crate::refusal::Refusal) (past the server's limit) is told so and closed
+/// without losing its line; past
+/// [`REFUSALS_IN_FLIGHT`](crate::refusal::REFUSALS_IN_FLIGHT) refusals at once, accepting
+/// waits for one to end. A failing accept is reported and retried after a pause (a lasting
 /// failure, such as running out of descriptors, must not spin).
 pub async fn accept_until_stopped(
     context: &runtime::Context,
     listener: &mut runtime::net::Listener,
     name: &str,
-    mut accepted: impl FnMut(runtime::net::Sink, runtime::net::Stream),
+    mut accepted: impl FnMut(
+        runtime::net::Sink,
+        runtime::net::Stream,
+    ) -> Option<crate::refusal::Refusal>,
 ) {
     use futures::future::{Either, select};
     use runtime::prelude::*;
     let stopped = context.stopped();
     let mut stopped = std::pin::pin!(stopped);
+    let mut refusals = crate::refusal::Refusals::default();
     loop {
         let result = {
             let accept = std::pin::pin!(listener.accept());
@@ -159,7 +167,14 @@ pub async fn accept_until_stopped(
             }
         };
         match result {
-            Ok((_, sink, stream)) => accepted(sink, stream),
+            Ok((_, sink, stream)) => {
+                if let Some(refusal) = accepted(sink, stream) {
+                    let refused = std::pin::pin!(refusals.start(context, refusal));
+                    if let Either::Right(_) = select(refused, stopped.as_mut()).await {
+                        return;
+                    }
+                }
+            }
             Err(error) => {
                 eprintln!("{name}: accept failed: {error}");
                 context.sleep(std::time::Duration::from_millis(100)).await;

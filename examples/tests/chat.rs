@@ -6,6 +6,7 @@
 mod common;
 
 use common::Server;
+use std::time::{Duration, Instant};
 
 #[test]
 fn chat_rooms_relay_messages_and_drop_slow_clients() {
@@ -82,6 +83,64 @@ fn chat_rooms_relay_messages_and_drop_slow_clients() {
     // The slow client is disconnected (it reads what was sent before, then the end).
     assert!(slow.closed());
 
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// A client that stops reading while its connection has lines to write is dropped by its
+/// writer once a send has waited the write grace, and its socket is closed then, within a
+/// second: the send given up is cancelled, and does not hold the socket open until the
+/// runtime's own 30 s deadline.
+#[test]
+fn an_unwritable_client_is_closed_within_its_write_grace() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_chat"),
+        "chat listening on",
+        &[("CHAT_WRITE_GRACE_SECS", "1")],
+    );
+    let mut alice = server.connect();
+    alice.line();
+    alice.send(b"/nick alice\n/join lobby\n");
+    assert_eq!(alice.line(), "OK you are alice\n");
+    assert_eq!(alice.line(), "OK joined #lobby (1 here)\n");
+    let mut slow = server.connect();
+    slow.cap_receive_buffer(4096);
+    slow.line();
+    slow.send(b"/nick slow\n/join lobby\n");
+    assert_eq!(slow.line(), "OK you are slow\n");
+    assert_eq!(slow.line(), "OK joined #lobby (2 here)\n");
+    assert_eq!(alice.line(), "* slow joined #lobby\n");
+    assert!(server.holds_socket_of(&slow));
+    // Lines for slow, 128 KB at a time, each batch followed by a look (of up to 200 ms) for
+    // the announcement of its end: once its socket is full, its writer's send waits, and the
+    // grace runs out long before the connection's 1 MiB outbox fills.
+    let message = "y".repeat(4000);
+    alice
+        .stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = Instant::now();
+    let said = loop {
+        for index in 0..32 {
+            alice.send(format!("{index} {message}\n").as_bytes());
+        }
+        if let Some(line) = alice.try_line() {
+            break line;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "slow was never dropped"
+        );
+    };
+    let announced = Instant::now();
+    assert_eq!(said, "* slow left #lobby\n", "dropped by its writer");
+    while server.holds_socket_of(&slow) {
+        assert!(
+            announced.elapsed() <= Duration::from_secs(1),
+            "the socket was still open a second after slow was dropped"
+        );
+        // Looking at /proc again (nothing announces a socket's close to another process).
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(server.interrupt(), "chat stopped\n");
 }
 
@@ -229,5 +288,28 @@ fn connections_are_bounded() {
     assert!(first.closed());
     let mut next = server.connect();
     assert!(next.line().starts_with("* welcome, guest"));
+    assert_eq!(server.interrupt(), "chat stopped\n");
+}
+
+/// At the connection limit, a burst of connections that each send a line at once is
+/// answered: every connection past the limit reads the whole refusal and then end-of-stream
+/// (none is closed silently), and the admitted ones are welcomed and served.
+#[test]
+fn a_burst_past_the_limit_is_refused_in_words() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_chat"),
+        "chat listening on",
+        &[("CHAT_MAX_CONNECTIONS", "5")],
+    );
+    let mut admitted = server.burst(
+        200,
+        b"hello\n",
+        |line| line.starts_with("* welcome, guest"),
+        "ERR the server is full (5 connections): try later\n",
+    );
+    assert_eq!(admitted.len(), 5);
+    for client in &mut admitted {
+        assert_eq!(client.line(), "ERR join a room first: /join ROOM\n");
+    }
     assert_eq!(server.interrupt(), "chat stopped\n");
 }

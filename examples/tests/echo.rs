@@ -97,3 +97,98 @@ fn idle_clients_are_closed_and_connections_are_bounded() {
     drop(busy);
     assert_eq!(server.interrupt(), "echo stopped\n");
 }
+
+/// At the connection limit, a burst of connections that each send a line at once is
+/// answered: every connection past the limit reads the whole refusal and then end-of-stream
+/// (none is closed silently), and the admitted ones echo.
+#[test]
+fn a_burst_past_the_limit_is_refused_in_words() {
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_echo"),
+        "echo listening on",
+        &[("ECHO_MAX_CONNECTIONS", "5")],
+    );
+    let mut admitted = server.burst(
+        200,
+        b"ping\n",
+        |line| line == "ping\n",
+        "ERR too many connections (at most 5); closing\n",
+    );
+    assert_eq!(admitted.len(), 5);
+    for client in &mut admitted {
+        client.send(b"again\n");
+        assert_eq!(client.line(), "again\n");
+    }
+    assert_eq!(server.interrupt(), "echo stopped\n");
+}
+
+/// A hostile burst past the limit (clients that send and then neither read nor close) costs
+/// the server a bounded number of sockets: at most 64 refusals run at once, each for at most
+/// its deadline, while the rest wait in the listen backlog (150 here, more than twice the
+/// bound). Every one of them is still told
+/// why, then reads end-of-stream.
+#[test]
+fn a_hostile_burst_past_the_limit_holds_a_bounded_number_of_sockets() {
+    const HOSTILE: usize = 150;
+    let server = Server::start_with(
+        env!("CARGO_BIN_EXE_echo"),
+        "echo listening on",
+        &[("ECHO_MAX_CONNECTIONS", "1")],
+    );
+    let mut admitted = server.connect();
+    admitted.send(b"first\n");
+    assert_eq!(admitted.line(), "first\n");
+    let baseline = server.open_sockets();
+    let mut hostile: Vec<_> = (0..HOSTILE)
+        .map(|_| {
+            let mut client = server.connect();
+            client.send(b"let me in\n");
+            client
+        })
+        .collect();
+    // Beyond what the server held before the burst: the refusals running (64 at most), the
+    // one connection accepted that waits for a turn, and the sockets of refusals just ended
+    // (64 at most), which close once their ring has the answer of the receive their end
+    // cancelled. Sampled until the last hostile client is answered (its line waits unread
+    // in its socket).
+    let bound = baseline + 64 + 1 + 64;
+    let mut most = 0;
+    let last = hostile.last_mut().expect("a burst");
+    last.stream
+        .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        most = most.max(server.open_sockets());
+        let mut byte = [0u8; 1];
+        if std::io::Read::read(&mut last.stream, &mut byte).is_ok_and(|read| read == 1) {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    }
+    assert!(
+        most <= bound,
+        "{most} sockets held, at most {bound} allowed"
+    );
+    for (index, client) in hostile.iter_mut().enumerate() {
+        client
+            .stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut received = Vec::new();
+        let end = std::io::Read::read_to_end(&mut client.stream, &mut received);
+        let expected: &[u8] = if index == HOSTILE - 1 {
+            b"RR too many connections (at most 1); closing\n"
+        } else {
+            b"ERR too many connections (at most 1); closing\n"
+        };
+        assert!(
+            end.is_ok() && received == expected,
+            "client {index}: {end:?}, {:?}",
+            String::from_utf8_lossy(&received)
+        );
+    }
+    admitted.send(b"still\n");
+    assert_eq!(admitted.line(), "still\n");
+    assert_eq!(server.interrupt(), "echo stopped\n");
+}

@@ -342,7 +342,9 @@ fn metrics_requests_are_bounded_in_size_time_and_number() {
             stream
         })
         .collect();
-    // Each is closed unanswered: at once past the bound, at the deadline otherwise.
+    // Past the bound each is answered 503 at once; within it, closed unanswered at the
+    // deadline.
+    let mut unavailable = 0;
     for stream in &mut flood {
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -353,10 +355,49 @@ fn metrics_requests_are_bounded_in_size_time_and_number() {
             Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {}
             Err(error) => panic!("the server did not close a stalled request: {error}"),
         }
-        assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+        if !rest.is_empty() {
+            assert_eq!(
+                String::from_utf8_lossy(&rest),
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            unavailable += 1;
+        }
     }
+    assert!(unavailable >= 70 - 64, "{unavailable} answered 503");
     // Then a whole request is served.
     assert!(http_get(metrics, "/metrics").starts_with("HTTP/1.1 200 OK\r\n"));
+    assert_eq!(server.interrupt(), "kv stopped\n");
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+/// At the connection limit (`KV_MAX_CONNECTIONS`, 5 here), a burst of connections, each
+/// sending a command at once as a real client does, is answered: every connection past the
+/// limit reads Redis's whole error line and then end-of-stream (no reset, nothing silent),
+/// and the connections admitted are served.
+#[test]
+fn connections_past_the_limit_are_told_so_never_closed_silently() {
+    const LIMIT: usize = 5;
+    const BURST: usize = 200;
+    let data = std::env::temp_dir().join(format!("kv-limit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut server = Server::launch(
+        env!("CARGO_BIN_EXE_kv"),
+        "kv listening on",
+        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+        &[("KV_MAX_CONNECTIONS", "5")],
+    );
+    let _ = server.printed();
+    let mut admitted = server.burst(
+        BURST,
+        b"PING\r\n",
+        |line| line == "+PONG\r\n",
+        "-ERR max number of clients reached\r\n",
+    );
+    assert_eq!(admitted.len(), LIMIT, "the limit's connections are served");
+    for client in &mut admitted {
+        client.send(&frame(&[b"ECHO", b"still here"]));
+        assert_eq!(reply(client), "$still here");
+    }
     assert_eq!(server.interrupt(), "kv stopped\n");
     std::fs::remove_dir_all(&data).unwrap();
 }

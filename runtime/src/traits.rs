@@ -146,7 +146,10 @@ pub trait Listener: Send + 'static {
 pub trait Sink: Send + 'static {
     /// Sends every byte of `bufs`, in order after earlier sends. Fails with
     /// [`Error::SendFailed`] if the peer resets or the bytes do not go out within the
-    /// read/write timeout. Dropped after its first poll, the send still completes.
+    /// read/write timeout. Dropped before it resolves, the send is cancelled at once (the
+    /// socket is not held past the caller's own limit): bytes it had not handed to the
+    /// socket may never go out, and the next send fails with that cancellation (kind
+    /// `Interrupted`) unless they all went out after all.
     fn send(
         &mut self,
         bufs: impl Into<IoBufs> + Send,
@@ -157,7 +160,8 @@ pub trait Sink: Send + 'static {
 pub trait Stream: Send + 'static {
     /// Exactly `len` bytes. Fails with [`Error::RecvFailed`] if the peer closes first (kind
     /// `UnexpectedEof`), resets, or no byte arrives within the read/write timeout. Dropping
-    /// the future loses no bytes: what arrived for it is returned by the next call.
+    /// the future loses no bytes: what arrived for it is returned by the next call, and a
+    /// receive it left waiting is cancelled at once.
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send;
 }
 

@@ -66,11 +66,17 @@ async fn send_delivers_every_byte_of_every_chunk_in_order(context: Context) {
     assert!(reader.join().unwrap() == expected, "every byte, in order");
 }
 
+/// A send whose future is dropped before it resolves is given up: the ring cancels it, and
+/// the sink dropped after it shuts the sending side once the cancellation is answered. The
+/// stream half is still open, yet the peer reads a prefix of the bytes, in order, and then
+/// end-of-stream: the rest never goes out.
 #[runtime::test(timeout = "20s")]
-async fn a_sink_dropped_with_a_send_in_flight_ends_the_stream_after_its_bytes(context: Context) {
+async fn a_sink_dropped_after_a_send_given_up_ends_the_stream_after_what_went_out(
+    context: Context,
+) {
     let (mut listener, client) = listener_and_client(&context).await;
     let (_, mut sink, _stream) = listener.accept().await.unwrap();
-    let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let big: Vec<u8> = (0..64 << 20).map(|i: u32| (i % 251) as u8).collect();
     let expected = big.clone();
     {
         // More than the socket takes at once: the rest is a send in flight on the ring.
@@ -78,7 +84,6 @@ async fn a_sink_dropped_with_a_send_in_flight_ends_the_stream_after_its_bytes(co
         assert!(send.as_mut().poll(&mut noop()).is_pending());
     }
     drop(sink);
-    // The stream half is still open, yet the peer reads every byte and then end-of-stream.
     let reader = std::thread::spawn(move || {
         let mut client = client;
         client
@@ -94,7 +99,11 @@ async fn a_sink_dropped_with_a_send_in_flight_ends_the_stream_after_its_bytes(co
         .join()
         .unwrap()
         .expect("end-of-stream, not a timeout");
-    assert!(received == expected, "every byte, then end-of-stream");
+    assert!(received.len() < expected.len(), "the rest never went out");
+    assert!(
+        received == expected[..received.len()],
+        "what went out is the send's first bytes, in order"
+    );
 }
 
 #[runtime::test(timeout = "20s")]

@@ -43,6 +43,7 @@ use actors::topic::Subscription;
 use actors::{Topic, WhenFull};
 use examples::limits::{Slot, setting};
 use examples::lines::{Event, MAX_LINE, accept_until_stopped, idle_timeout, spawn_reader};
+use examples::refusal::Refusal;
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use runtime::net::Sink;
@@ -717,17 +718,14 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
     let next_id = AtomicU64::new(1);
     let live = Arc::new(AtomicUsize::new(0));
     let max = max_connections();
-    accept_until_stopped(&context, &mut listener, "chat", |mut sink, stream| {
+    accept_until_stopped(&context, &mut listener, "chat", |sink, stream| {
         let Some(slot) = Slot::take(&live, max) else {
-            let refusal = format!("ERR the server is full ({max} connections): try later\n");
-            // Told from a task of its own, within the write grace; then both halves close.
-            drop(context.clone().spawn(move |runtime| async move {
-                let _ = runtime
-                    .timeout(write_grace(), sink.send(refusal.into_bytes()))
-                    .await;
-                drop(stream);
-            }));
-            return;
+            return Some(Refusal {
+                sink,
+                stream,
+                line: format!("ERR the server is full ({max} connections): try later\n")
+                    .into_bytes(),
+            });
         };
         let id = next_id.fetch_add(1, Ordering::Relaxed);
         drop(
@@ -745,6 +743,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
             }
             .spawn(&context),
         );
+        None
     })
     .await;
     examples::say!("chat stopped");

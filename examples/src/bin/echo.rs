@@ -13,6 +13,7 @@
 use actors::prelude::*;
 use examples::limits::{Slot, setting};
 use examples::lines::{Event, MAX_LINE, accept_until_stopped, idle_timeout, spawn_reader};
+use examples::refusal::Refusal;
 use runtime::net::Sink;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -89,17 +90,14 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
     );
     let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let max = setting("ECHO_MAX_CONNECTIONS", 10_000);
-    accept_until_stopped(&context, &mut listener, "echo", |mut sink, stream| {
+    accept_until_stopped(&context, &mut listener, "echo", |sink, stream| {
         let Some(slot) = Slot::take(&open, max) else {
             // Told so, then closed.
-            drop(context.clone().spawn(move |_| async move {
-                let _ = sink
-                    .send(
-                        format!("ERR too many connections (at most {max}); closing\n").into_bytes(),
-                    )
-                    .await;
-            }));
-            return;
+            return Some(Refusal {
+                sink,
+                stream,
+                line: format!("ERR too many connections (at most {max}); closing\n").into_bytes(),
+            });
         };
         // Dropped at once: the connection lives as long as its reader task holds a ref, and
         // stops with it.
@@ -111,6 +109,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
             }
             .spawn(&context),
         );
+        None
     })
     .await;
     examples::say!("echo stopped");

@@ -69,6 +69,8 @@ pub(super) struct Connection {
     pub(super) sink: Option<Sink>,
     pub(super) stream: Option<Stream>,
     pub(super) store: StoreRef,
+    /// Counts the connection among the service's until the actor is dropped.
+    pub(super) _slot: crate::limits::Slot,
 }
 
 #[actors::actor]
@@ -217,15 +219,52 @@ fn weight(command: &[Vec<u8>]) -> usize {
     command.iter().map(|argument| argument.len() + 16).sum()
 }
 
+/// A receive that outlives the looks that lose to a reply: started once, it stays in flight
+/// until it delivers, and the next look takes it up. (A dropped receive is cancelled on the
+/// ring, and starting another would cost a round trip per reply of a pipelining client.)
+enum Receiver {
+    /// No receive in flight.
+    Idle(Stream),
+    /// A receive in flight, holding the stream, which it hands back with what it got.
+    Receiving(std::pin::Pin<Box<dyn Future<Output = (Stream, Received)> + Send>>),
+    /// Only while the state changes.
+    Moving,
+}
+
+type Received = Result<runtime::IoBufs, runtime::Error>;
+
+impl Receiver {
+    /// What the receive in flight brings (one is started if none is): whatever has come, up to
+    /// [`RECEIVE_CHUNK`] bytes.
+    fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Received> {
+        if let Receiver::Idle(_) = self {
+            let Receiver::Idle(mut stream) = std::mem::replace(self, Receiver::Moving) else {
+                unreachable!("matched above");
+            };
+            *self = Receiver::Receiving(Box::pin(async move {
+                let received = stream.recv_some(RECEIVE_CHUNK).await;
+                (stream, received)
+            }));
+        }
+        let Receiver::Receiving(receive) = self else {
+            unreachable!("a receive is in flight");
+        };
+        let (stream, received) = std::task::ready!(receive.as_mut().poll(cx));
+        *self = Receiver::Idle(stream);
+        std::task::Poll::Ready(received)
+    }
+}
+
 /// Serves one client until it leaves, quits, errs or times out.
 async fn serve(
     clock: &runtime::Context,
     store: &StoreRef,
     session: &mut Session,
     mut sink: Sink,
-    mut stream: Stream,
+    stream: Stream,
 ) {
     let (idle, deadline) = (idle_timeout(), request_deadline());
+    let mut receiver = Receiver::Idle(stream);
     let mut decoder = Decoder::default();
     let mut replies = Replies::default();
     let mut out = Encoded::default();
@@ -313,9 +352,10 @@ async fn serve(
         // oldest reply as soon as it comes, whichever is first.
         let received = match replies.pending.front_mut() {
             Some(Pending::Batch(reply, ..)) => {
-                match select(reply, std::pin::pin!(stream.recv_some(RECEIVE_CHUNK))).await {
+                let receive = std::pin::pin!(std::future::poll_fn(|cx| receiver.poll_next(cx)));
+                match select(reply, receive).await {
                     Either::Left((outcomes, _)) => {
-                        // The receive is dropped: what it read is kept for the next one.
+                        // The receive stays in flight with the receiver, for the next look.
                         replies.write_front(Some(outcomes), &mut out);
                         continue;
                     }
@@ -336,7 +376,7 @@ async fn serve(
                     (idle, "idle for", idle)
                 };
                 clock
-                    .timeout(limit, stream.recv_some(RECEIVE_CHUNK))
+                    .timeout(limit, std::future::poll_fn(|cx| receiver.poll_next(cx)))
                     .await
                     .map_err(|_| format!("{why} {} ms; closing", bound.as_millis()))
             }

@@ -59,6 +59,7 @@ pub use store::{Durability, Expiry, Options, Store, StoreRef, When};
 
 use crate::limits::{Slot, setting};
 use crate::lines::{LineReader, accept_until_stopped};
+use crate::refusal::{Refusal, refuse};
 use crate::resp::Reply;
 use actors::prelude::*;
 use actors::supervisor::{
@@ -71,8 +72,17 @@ use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
 use std::sync::Arc;
 
-/// Connections served at once; one more is told so and closed.
+/// Connections served at once by default (`KV_MAX_CONNECTIONS` sets it): one more is told
+/// so (`-ERR max number of clients reached`, as Redis says it) and closed.
 pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// Connections served at once: `KV_MAX_CONNECTIONS`, [`MAX_CONNECTIONS`] by default.
+fn max_connections() -> usize {
+    setting("KV_MAX_CONNECTIONS", MAX_CONNECTIONS)
+}
+
+/// What a connection past the limit is told (Redis's words).
+const MAX_CLIENTS_REACHED: &str = "max number of clients reached";
 
 /// A running service: its store, its supervisors and where it listens.
 pub struct Service {
@@ -148,8 +158,12 @@ pub async fn serve_with(
     let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
     let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
     let supervisor = supervisor.spawn(context);
+    let max = max_connections();
+    // The acceptor admits at most `max` connections (a slot each, held by the connection
+    // until it is dropped); the supervisor's own bound is a backstop above it, since it
+    // counts a child until it hears of its end, a little after its slot is free.
     let connections = DynamicSupervisor::new("kv_connections")
-        .max_children(MAX_CONNECTIONS)
+        .max_children(max.saturating_mul(2))
         .spawn(context);
     let bound = |listener: &Listener, address| {
         listener
@@ -165,7 +179,7 @@ pub async fn serve_with(
     };
     let accepting = context.clone();
     drop(context.clone().spawn(move |_| async move {
-        accept(accepting, listener, store, connections).await;
+        accept(accepting, listener, store, connections, max).await;
     }));
     let exposing = context.clone();
     drop(context.clone().spawn(move |_| async move {
@@ -174,41 +188,66 @@ pub async fn serve_with(
     Ok(service)
 }
 
-/// Accepts connections, each a temporary child of `connections`, at most `MAX_CONNECTIONS`
-/// at once.
+/// Accepts connections, each a temporary child of `connections`, at most `max` at once: the
+/// admission is decided here, at the accept, by taking a slot (so a burst cannot slip past
+/// it), and a connection past it is refused with its error line (see
+/// [`crate::refusal`]).
 async fn accept(
     context: runtime::Context,
     mut listener: Listener,
     store: StoreRef,
     connections: DynamicSupervisorRef,
+    max: usize,
 ) {
-    accept_until_stopped(&context, &mut listener, "kv", |mut sink, stream| {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    accept_until_stopped(&context, &mut listener, "kv", |sink, stream| {
+        let Some(slot) = Slot::take(&open, max) else {
+            return Some(refusal(sink, stream, MAX_CLIENTS_REACHED));
+        };
         let connections = connections.clone();
         let store = store.clone();
-        drop(context.clone().spawn(move |_| async move {
-            if connections.count() >= MAX_CONNECTIONS {
-                let mut refusal = Vec::new();
-                Reply::error(format!("max number of clients reached ({MAX_CONNECTIONS})"))
-                    .encode(&mut refusal);
-                let _ = sink.send(refusal).await;
-                return;
-            }
-            // Started once (temporary): the factory hands over the socket.
-            let mut socket = Some((sink, stream));
-            let spec = ChildSpec::new(move || {
-                let (sink, stream) = socket.take().expect("a temporary child starts once");
-                connection::Connection {
-                    sink: Some(sink),
-                    stream: Some(stream),
-                    store: store.clone(),
+        drop(context.clone().spawn(move |clock| async move {
+            // Started once (temporary): the factory takes the socket and the slot. If the
+            // child is refused (the service is stopping), they are taken back here.
+            let socket = Arc::new(parking_lot::Mutex::new(Some((sink, stream, slot))));
+            let spec = ChildSpec::new({
+                let socket = socket.clone();
+                move || {
+                    let (sink, stream, slot) =
+                        socket.lock().take().expect("a temporary child starts once");
+                    connection::Connection {
+                        sink: Some(sink),
+                        stream: Some(stream),
+                        store: store.clone(),
+                        _slot: slot,
+                    }
                 }
             })
             .restart(Restart::Temporary);
-            // Refused (full, or the service stopping): the socket closes with the spec.
-            let _ = connections.start_child(spec).await;
+            let Err(error) = connections.start_child(spec).await else {
+                return;
+            };
+            let Some((sink, stream, _slot)) = socket.lock().take() else {
+                // It started, and failed in `on_start`: the socket went with it.
+                return;
+            };
+            let why = match error {
+                actors::Error::TooManyChildren { .. } => MAX_CLIENTS_REACHED,
+                _ => "the server is stopping",
+            };
+            // Bounded by the slot, held until the refusal ends.
+            refuse(&clock, refusal(sink, stream, why)).await;
         }));
+        None
     })
     .await;
+}
+
+/// The refusal of a connection, with Redis's error line saying `why`.
+fn refusal(sink: runtime::net::Sink, stream: runtime::net::Stream, why: &str) -> Refusal {
+    let mut line = Vec::new();
+    Reply::error(why).encode(&mut line);
+    Refusal { sink, stream, line }
 }
 
 /// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
@@ -217,9 +256,15 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
         // Bounded: a flood of connections that never finish a request holds at most this
-        // many, each for at most the request deadline.
+        // many, each for at most the request deadline; one more is answered 503.
         let Some(slot) = Slot::take(&open, MAX_METRICS_CONNECTIONS) else {
-            return;
+            return Some(Refusal {
+                sink,
+                stream,
+                line: b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\
+                        Connection: close\r\n\r\n"
+                    .to_vec(),
+            });
         };
         let exposition = context.clone();
         drop(context.clone().spawn(move |runtime| async move {
@@ -255,11 +300,12 @@ async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
                 })
                 .await;
         }));
+        None
     })
     .await;
 }
 
-/// `/metrics` connections open at once; past it a new one is closed unanswered.
+/// `/metrics` connections open at once; past it a new one is answered 503 and closed.
 const MAX_METRICS_CONNECTIONS: usize = 64;
 
 /// The most a `/metrics` request line and its headers may weigh.

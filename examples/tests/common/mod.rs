@@ -101,6 +101,84 @@ impl Server {
         }
     }
 
+    /// Opens `count` connections at once, each sending `hello` at once (as a real client
+    /// does), then reads each one's first line: a client `served` accepts is kept; one told
+    /// `refusal` must then read end-of-stream (no reset, nothing more), and is closed; any
+    /// other first line, or none, fails the test. Returns the clients served.
+    pub fn burst(
+        &self,
+        count: usize,
+        hello: &[u8],
+        served: impl Fn(&str) -> bool,
+        refusal: &str,
+    ) -> Vec<Client> {
+        let clients: Vec<Client> = (0..count)
+            .map(|_| {
+                let mut client = self.connect();
+                client.send(hello);
+                client
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for (index, mut client) in clients.into_iter().enumerate() {
+            match client.try_line() {
+                Some(line) if served(&line) => kept.push(client),
+                Some(line) if line == refusal => {
+                    let mut rest = Vec::new();
+                    let end = client.reader.read_to_end(&mut rest);
+                    assert!(
+                        end.is_ok() && rest.is_empty(),
+                        "connection {index}: {end:?} after the refusal, then {rest:?}"
+                    );
+                }
+                other => panic!("connection {index} was closed without a word: {other:?}"),
+            }
+        }
+        kept
+    }
+
+    /// How many sockets the example holds open (its listeners included).
+    pub fn open_sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+                    .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the example still holds open its side of `client`'s connection (a socket
+    /// whose addresses are the server's and `client`'s, read from `/proc/<pid>/net/tcp`, and
+    /// found among the example's descriptors).
+    pub fn holds_socket_of(&self, client: &Client) -> bool {
+        let Some(inode) = self.socket_inode(client) else {
+            return false;
+        };
+        let name = format!("socket:[{inode}]");
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
+            return false;
+        };
+        entries
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .any(|target| target.as_os_str() == name.as_str())
+    }
+
+    /// The inode of the example's socket connected to `client`, if it has one.
+    fn socket_inode(&self, client: &Client) -> Option<u64> {
+        let table = std::fs::read_to_string(format!("/proc/{}/net/tcp", self.child.id())).ok()?;
+        let (local, remote) = (self.address, client.stream.local_addr().unwrap());
+        table.lines().skip(1).find_map(|row| {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            let inode = fields.get(9)?.parse().ok()?;
+            (parse_proc_address(fields.get(1)?)? == local
+                && parse_proc_address(fields.get(2)?)? == remote
+                && inode != 0)
+                .then_some(inode)
+        })
+    }
+
     /// Kills the example with SIGKILL, as a crash would, and waits for it.
     pub fn kill(mut self) {
         // SAFETY: sending a signal to our own child process.
@@ -153,6 +231,15 @@ impl Drop for Server {
     }
 }
 
+/// An IPv4 address as `/proc/net/tcp` prints it: the address as a native-endian hex word,
+/// then the port in hex.
+fn parse_proc_address(text: &str) -> Option<SocketAddr> {
+    let (address, port) = text.split_once(':')?;
+    let address = u32::from_str_radix(address, 16).ok()?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    Some(SocketAddr::from((address.to_ne_bytes(), port)))
+}
+
 pub struct Client {
     pub stream: TcpStream,
     pub reader: BufReader<TcpStream>,
@@ -166,6 +253,24 @@ impl Client {
     /// Shuts the writing side: the server reads the end of the stream, and may still answer.
     pub fn shut_writing(&mut self) {
         self.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
+    /// Caps the socket's receive buffer at about `bytes` (the kernel doubles the value for
+    /// its bookkeeping), so a client that stops reading holds the server back sooner.
+    pub fn cap_receive_buffer(&mut self, bytes: i32) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: SO_RCVBUF takes an int, passed by pointer with its size; the descriptor is
+        // this client's live socket.
+        let set = unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&raw const bytes).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
     }
 
     /// Sends `bytes`; false if the server has closed the connection.

@@ -33,13 +33,23 @@
 //!   wheel's next deadline.
 //! - Sends and writes are finished here, not by their futures: a short transfer is
 //!   resubmitted for the rest under the same slot, so an observer-less write still completes.
+//! - An operation whose future (or owner) is dropped before it is done is cancelled at once
+//!   if it is cancellable (a send or a receive, say; never a write): its ring sends an
+//!   `IORING_OP_ASYNC_CANCEL` naming its `user_data`, directly when the drop happens on the
+//!   ring's thread, else through the ring's [`CancelInbox`], whose request wakes the ring's
+//!   thread. Cancelling changes nothing about ownership: the operation keeps its slot, and so
+//!   its buffers and descriptor, until the kernel posts its completion (`-ECANCELED`, or its
+//!   result if it finished first); only then are they released, and with the descriptor's
+//!   last owner gone, the socket closes.
 
+mod cancels;
 mod deadlines;
 pub(crate) mod operation;
 mod provided;
 pub(crate) mod sockaddr;
 
 use crate::slab::Slab;
+pub(crate) use cancels::CancelInbox;
 use deadlines::{Deadlines, Expired};
 use io_uring::{IoUring, opcode, squeue, types};
 use operation::{InFlight, Step};
@@ -113,6 +123,10 @@ pub struct Driver {
     /// Completions taken off the ring and not handled yet (`user_data`, result, flags). A
     /// panic while one is handled leaves the rest here for the next reap.
     completions: VecDeque<(u64, i32, u32)>,
+    /// Cancellations of dropped operations asked by other threads.
+    cancels: std::sync::Arc<CancelInbox>,
+    /// Scratch for the tokens taken from `cancels`.
+    cancel_tokens: Vec<u64>,
     #[cfg(test)]
     pub(crate) fail_next_service: Option<&'static str>,
     /// Test hook: handling the completion of the operation in this slot panics (once).
@@ -159,6 +173,8 @@ impl Driver {
             deadlines: Deadlines::new(wheel.0, wheel.1),
             next_id: 0,
             completions: VecDeque::new(),
+            cancels: std::sync::Arc::new(CancelInbox::new(eventfd)),
+            cancel_tokens: Vec::new(),
             #[cfg(test)]
             fail_next_service: None,
             #[cfg(test)]
@@ -191,7 +207,8 @@ impl Driver {
 
     /// Queues `in_flight`, which keeps its resources alive until it is done; with a
     /// `deadline`, it is cancelled (and fails with `TimedOut`) if it is not done by then.
-    pub(crate) fn submit(&mut self, mut in_flight: InFlight, deadline: Option<Instant>) {
+    /// Returns its `user_data`, which names it to [`Driver::cancel_dropped`].
+    pub(crate) fn submit(&mut self, mut in_flight: InFlight, deadline: Option<Instant>) -> u64 {
         self.next_id += 1;
         in_flight.id = self.next_id;
         let entry = in_flight.entry();
@@ -204,7 +221,50 @@ impl Driver {
                 .deadline = Some(position);
         }
         self.metrics.pending_operations.inc();
-        self.push(entry.user_data(token(index, self.next_id)));
+        let token = token(index, self.next_id);
+        self.push(entry.user_data(token));
+        token
+    }
+
+    /// The inbox through which other threads ask this ring to cancel dropped operations.
+    pub(crate) fn cancel_inbox(&self) -> &std::sync::Arc<CancelInbox> {
+        &self.cancels
+    }
+
+    /// Cancels the operation `token` names, whose future or owner was dropped: if it is still
+    /// in flight, cancellable and not cancelled already, an `IORING_OP_ASYNC_CANCEL` naming it
+    /// is queued. It keeps its slot (and everything the kernel points at) until its
+    /// completion is reaped. A token of an operation that finished, or of an earlier occupant
+    /// of a reused slot, names no live operation (the generation differs) and is ignored.
+    pub(crate) fn cancel_dropped(&mut self, token: u64) {
+        let (index, generation) = untoken(token);
+        let Some(operation) = self
+            .operations
+            .get_mut(index)
+            .filter(|operation| operation.id & GENERATION_MASK == generation)
+        else {
+            return;
+        };
+        if !operation.is_cancellable() || operation.cancelled {
+            return;
+        }
+        operation.cancelled = true;
+        operation.abandoned = true;
+        self.push(
+            opcode::AsyncCancel::new(token)
+                .build()
+                .user_data(CANCEL_TOKEN),
+        );
+    }
+
+    /// Queues the cancellations other threads asked for since the last look.
+    fn take_cancels(&mut self) {
+        self.cancels.take(&mut self.cancel_tokens);
+        let mut tokens = std::mem::take(&mut self.cancel_tokens);
+        for token in tokens.drain(..) {
+            self.cancel_dropped(token);
+        }
+        self.cancel_tokens = tokens;
     }
 
     /// Whether multishot receives can run here: registers the provided buffers at the first
@@ -256,6 +316,10 @@ impl Driver {
                 continue;
             }
             operation.deadline = None;
+            if operation.abandoned {
+                // Its cancellation is under way already: its future was dropped.
+                continue;
+            }
             operation.timed_out = true;
             operation.cancelled = true;
             self.push(
@@ -352,6 +416,7 @@ impl Driver {
         if self.operations.is_empty() && !self.eventfd_armed && self.completions.is_empty() {
             return Ok(());
         }
+        self.take_cancels();
         self.flush_backlog();
         // Enter the kernel only when there is something to submit or deferred task work to
         // run (DEFER_TASKRUN posts completions only then); a quiet ring costs no syscall.
@@ -490,6 +555,9 @@ impl Driver {
         end: impl FnOnce(),
     ) -> io::Result<()> {
         self.arm_eventfd();
+        // Asked before this look: submitted with the rest. Asked after it: the request's
+        // eventfd write ends the wait (see `cancels`).
+        self.take_cancels();
         let submitted = self.submit_all()?;
         // Completions taken off the ring but not handled (a handler panicked) end the wait
         // before it starts; so does anything the kernel did not take (it is out of memory or
@@ -701,6 +769,9 @@ impl AsRawFd for Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // From here on no thread writes the worker's eventfd for this ring, which may close
+        // once the ring is gone. Whatever is still in flight is cancelled by the close below.
+        self.cancels.close();
         if !self.operations.is_empty() || self.eventfd_armed {
             // Never free buffers the kernel may still write: finish everything first. The
             // wakers are dropped here; the worker normally closes the driver itself, with its
@@ -1096,6 +1167,51 @@ mod tests {
             unreachable!("a read answers Read");
         };
         assert_eq!(read.expect("not cancelled"), vec![7]);
+        ring.close(&mut wakes);
+    }
+
+    /// A read given up is cancelled, and keeps its slot (its buffer and descriptor) until the
+    /// kernel's completion for it is reaped: only then does it leave, answering
+    /// `Interrupted`. Asked again, or once it is done, nothing more is sent.
+    #[test]
+    fn a_cancelled_operation_keeps_its_resources_until_its_completion() {
+        let wake = eventfd();
+        let mut ring = driver(8, &wake);
+        let (read, _writer) = pipe();
+        let slot = ring.register(Request::Read {
+            fd: read.clone(),
+            len: 1,
+        });
+        ring.submit_now();
+        let (_, token) = slot.request_cancel().expect("the first request");
+        assert!(slot.request_cancel().is_none(), "asked once");
+        ring.cancel_dropped(token);
+        assert!(ring.holds_unsubmitted(), "the cancellation is queued");
+        assert_eq!(
+            ring.in_flight(),
+            1,
+            "still in flight: the kernel has the read"
+        );
+        assert_eq!(Arc::strong_count(&read), 2, "its descriptor is still held");
+        let mut wakes = Vec::new();
+        let output = loop {
+            if let Some(output) = output(&slot) {
+                break output;
+            }
+            assert_eq!(ring.in_flight(), 1, "left only with its completion");
+            ring.wait(Some(PROGRESS), || true, || {}).expect("wait");
+            ring.service(&mut wakes).expect("service");
+        };
+        let RequestOutput::Read(Err(error)) = output else {
+            unreachable!("a cancelled read fails, got {output:?}");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::Interrupted, "{error}");
+        assert_eq!(ring.in_flight(), 0);
+        assert_eq!(Arc::strong_count(&read), 1, "released with its completion");
+        // Stale now: the token names no live operation, and nothing is sent.
+        ring.cancel_dropped(token);
+        assert!(!ring.holds_unsubmitted());
+        assert!(slot.request_cancel().is_none(), "done: nothing to give up");
         ring.close(&mut wakes);
     }
 

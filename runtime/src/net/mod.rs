@@ -27,15 +27,23 @@
 //! The halves keep the operation they started until it is done, which gives the guarantees the
 //! traits promise:
 //!
-//! - A dropped `accept` or `recv` future loses nothing: its operation stays with the listener
-//!   or stream, and the next call takes its result first (a connection, or bytes kept in the
-//!   stream's buffer for the calls that follow).
-//! - Sends go out in call order: a send whose future was dropped finishes before the next one
-//!   starts, and the driver resubmits short sends, so every byte goes out.
-//! - A stream dropped with a receive in flight shuts its reading side down, and a listener
-//!   dropped with an accept in flight shuts the socket down, so the pending operation ends and
-//!   the socket closes instead of waiting forever for a peer. A sink dropped with a send in
-//!   flight has its writing side shut once that send is done.
+//! - A dropped `accept` future loses nothing: its readiness wait stays with the listener, and
+//!   the next call takes the connection first.
+//! - A dropped `recv` future loses no bytes, and holds nothing past the drop: its one-call
+//!   receive is cancelled on its ring at once (`IORING_OP_ASYNC_CANCEL`), and bytes the kernel
+//!   delivered before the cancellation stay in the stream's buffer for the calls that follow.
+//!   A multishot receive belongs to the stream, not to a call, and stays armed.
+//! - Sends go out in call order, and the driver resubmits short sends, so every byte of a send
+//!   that resolves goes out. A send whose future is dropped before it resolves is cancelled on
+//!   its ring at once, so a caller's own limit (a timeout around the send) is what holds the
+//!   socket, not the runtime's read/write timeout: the bytes it had not handed to the socket
+//!   may never go out, so the next send first takes the cancelled one's answer and fails with
+//!   it (`Interrupted`) unless every byte went out after all.
+//! - A stream dropped with a receive in flight shuts its reading side down and cancels the
+//!   receive, and a listener dropped with an accept in flight shuts the socket down, so the
+//!   pending operation ends and the socket closes instead of waiting for a peer. A sink
+//!   dropped with a (given up) send in flight has its writing side shut once the ring has the
+//!   send's answer.
 //! - A receive never reserves more than 1 MiB ahead of the bytes it holds: a
 //!   length a peer announces gets memory only as its bytes arrive. A multishot receive holds
 //!   at most 128 KiB plus its ring's provided buffers beyond what the reader asked for.
@@ -372,42 +380,88 @@ impl crate::Sink for Sink {
         &mut self,
         bufs: impl Into<IoBufs> + Send,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        let mut bufs = Some(bufs.into()).filter(|bufs| !bufs.is_empty());
-        let mut deadline = None;
-        poll_fn(move |cx| {
-            loop {
-                if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
-                    let sent = match output {
-                        RequestOutput::Send(result) => result.map_err(Error::SendFailed),
-                        other => unreachable!("a send answered {other:?}"),
-                    };
-                    // An earlier send's failure is this one's too: the bytes before ours
-                    // did not all go out.
-                    if sent.is_err() || bufs.is_none() {
-                        return Poll::Ready(sent);
-                    }
-                }
-                let Some(mut next) = bufs.take() else {
-                    return Poll::Ready(Ok(()));
+        Sending {
+            bufs: Some(bufs.into()).filter(|bufs| !bufs.is_empty()),
+            sink: self,
+            deadline: None,
+            finished: false,
+        }
+    }
+}
+
+/// The future of [`Sink::send`](crate::Sink::send). Dropped before it resolves, it gives up
+/// the send it registered: the ring cancels it, so the socket is not held past the caller's
+/// own limit (the sink keeps the cancelled send, and the next send takes its answer first).
+struct Sending<'a> {
+    sink: &'a mut Sink,
+    /// The bytes not yet offered to the socket.
+    bufs: Option<IoBufs>,
+    /// This call's deadline, set when it first registers a send.
+    deadline: Option<Instant>,
+    /// It resolved: nothing of it is left to give up.
+    finished: bool,
+}
+
+impl Future for Sending<'_> {
+    type Output = Result<(), Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let output = this.sink.poll_send(cx, &mut this.bufs, &mut this.deadline);
+        this.finished = output.is_ready();
+        output
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(pending) = &self.sink.pending
+        {
+            pending.cancel();
+        }
+    }
+}
+
+impl Sink {
+    fn poll_send(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &mut Option<IoBufs>,
+        deadline: &mut Option<Instant>,
+    ) -> Poll<Result<(), Error>> {
+        loop {
+            if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
+                let sent = match output {
+                    RequestOutput::Send(result) => result.map_err(Error::SendFailed),
+                    other => unreachable!("a send answered {other:?}"),
                 };
-                // Nothing in flight: try the socket at once. Bytes it takes now need no
-                // ring round trip (and no second wake of this task); the rest goes to the
-                // ring, which waits for room.
-                match send_now(&self.fd, &next) {
-                    Ok(sent) if sent == next.len() => return Poll::Ready(Ok(())),
-                    Ok(sent) => next.advance(sent),
-                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(error) => return Poll::Ready(Err(Error::SendFailed(error))),
+                // An earlier send's failure is this one's too: the bytes before ours
+                // did not all go out (it timed out, failed, or was given up).
+                if sent.is_err() || bufs.is_none() {
+                    return Poll::Ready(sent);
                 }
-                let deadline =
-                    *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
-                self.pending = Some(Operation::register(Request::Send {
-                    fd: self.fd.clone(),
-                    bufs: next,
-                    deadline: Some(deadline),
-                }));
             }
-        })
+            let Some(mut next) = bufs.take() else {
+                return Poll::Ready(Ok(()));
+            };
+            // Nothing in flight: try the socket at once. Bytes it takes now need no
+            // ring round trip (and no second wake of this task); the rest goes to the
+            // ring, which waits for room.
+            match send_now(&self.fd, &next) {
+                Ok(sent) if sent == next.len() => return Poll::Ready(Ok(())),
+                Ok(sent) => next.advance(sent),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(Error::SendFailed(error))),
+            }
+            let deadline =
+                *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
+            self.pending = Some(Operation::register(Request::Send {
+                fd: self.fd.clone(),
+                bufs: next,
+                deadline: Some(deadline),
+            }));
+        }
     }
 }
 
@@ -431,6 +485,14 @@ fn send_now(fd: &OwnedFd, bufs: &IoBufs) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(sent as usize)
+}
+
+impl Sink {
+    /// Test view: the socket's descriptor.
+    #[cfg(test)]
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
 }
 
 impl Drop for Sink {
@@ -463,14 +525,52 @@ impl Stream {
 
 impl crate::Stream for Stream {
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
-        let mut deadline = None;
-        poll_fn(move |cx| {
-            if self.one_at_a_time {
-                self.poll_recv_one(cx, len, &mut deadline)
-            } else {
-                self.poll_recv_multishot(cx, len, &mut deadline)
-            }
-        })
+        Receiving {
+            stream: self,
+            len,
+            deadline: None,
+            finished: false,
+        }
+    }
+}
+
+/// The future of [`Stream::recv`](crate::Stream::recv). Dropped before it resolves, it gives
+/// up the one-call receive it registered: the ring cancels it (bytes the kernel delivered
+/// first stay with the stream, for the next call). A multishot receive belongs to the
+/// stream, not to a call (it stays armed after a call resolves too): it is left armed, and
+/// ends when it pauses or the stream is dropped.
+struct Receiving<'a> {
+    stream: &'a mut Stream,
+    len: usize,
+    /// This call's deadline, set when it first must wait.
+    deadline: Option<Instant>,
+    /// It resolved: nothing of it is left to give up.
+    finished: bool,
+}
+
+impl Future for Receiving<'_> {
+    type Output = Result<IoBufs, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let output = if this.stream.one_at_a_time {
+            this.stream.poll_recv_one(cx, this.len, &mut this.deadline)
+        } else {
+            this.stream
+                .poll_recv_multishot(cx, this.len, &mut this.deadline)
+        };
+        this.finished = output.is_ready();
+        output
+    }
+}
+
+impl Drop for Receiving<'_> {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(pending) = &self.stream.pending
+        {
+            pending.cancel();
+        }
     }
 }
 
@@ -598,8 +698,10 @@ impl Stream {
                     }
                     Ok(_) => {}
                     // A timeout of a receive an earlier, dropped call started is not this
-                    // call's, unless this call's own deadline has passed too.
+                    // call's, unless this call's own deadline has passed too; nor is the
+                    // cancellation of a receive whose call was dropped.
                     Err(error) if earlier_calls_timeout(&error, *deadline) => {}
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                     Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
                 }
             }
@@ -628,6 +730,10 @@ impl Drop for Stream {
         if self.armed.is_some() || self.pending.as_ref().is_some_and(Operation::is_registered) {
             // Ends the receive in flight (it reads end-of-stream), so the socket closes.
             shutdown(&self.fd, libc::SHUT_RD);
+        }
+        // And cancels it on its ring (a pending one-call receive is cancelled as it drops).
+        if let Some(armed) = &self.armed {
+            crate::worker::operation::cancel(armed);
         }
     }
 }

@@ -110,6 +110,12 @@ impl WakeState {
         self.word.fetch_and(!(RING | SIGNAL), Ordering::SeqCst);
     }
 
+    /// Whether the worker waits inside io_uring now, for tests.
+    #[cfg(test)]
+    pub(crate) fn in_ring_wait(&self) -> bool {
+        self.word.load(Ordering::SeqCst) & RING != 0
+    }
+
     /// The raw bits, for tests.
     #[cfg(test)]
     pub(crate) fn bits(&self) -> u32 {

@@ -530,3 +530,195 @@ fn a_stream_outlives_the_ring_that_armed_its_receive() {
         drop(sink);
     });
 }
+
+/// A send given up (its future dropped, as a caller's own timeout does) to a peer that never
+/// reads is cancelled at once, on its ring or from another worker: within a second of the
+/// drop (the read/write timeout is 30 s) it has left the ring and, both halves being dropped,
+/// the socket is closed. The peer then reads what was buffered and end-of-stream, short of
+/// the whole send: its rest never went out.
+#[rstest::rstest]
+#[case::on_its_ring(false)]
+#[case::from_another_worker(true)]
+fn a_dropped_send_to_a_peer_that_never_reads_releases_the_socket_at_once(#[case] elsewhere: bool) {
+    const SENT: usize = 64 << 20;
+    let config = config().with_worker_threads(2);
+    assert!(config.read_write_timeout >= Duration::from_secs(30));
+    Runner::new(config).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (closed, told) = mpsc::channel::<()>();
+        let (answer, drained) = futures::channel::oneshot::channel();
+        let peer = thread::spawn(move || {
+            let mut peer = std::net::TcpStream::connect(address).unwrap();
+            // Reads nothing until the server's socket is closed.
+            told.recv().unwrap();
+            peer.set_read_timeout(Some(TEST_TIMEOUT)).unwrap();
+            let mut received = Vec::new();
+            let _ = answer.send(std::io::Read::read_to_end(&mut peer, &mut received));
+        });
+        let (_, mut sink, stream) = listener.accept().await.unwrap();
+        let inode = socket_inode(sink.raw_fd());
+        // Far more than the socket buffers hold: the rest waits on the ring for room.
+        let big = vec![7u8; SENT];
+        let mut send = Box::pin(async move { sink.send(big).await });
+        poll_once_with_this_waker(send.as_mut()).await;
+        let pending = || context.runtime().metrics.pending_operations.get();
+        assert_eq!(pending(), 1, "the send waits on the ring");
+        let dropper = if elsewhere {
+            Some(drop_while_worker_zero_sleeps(&context, (send, stream)))
+        } else {
+            drop((send, stream));
+            None
+        };
+        // The cancelled send's completion wakes this task, whose waker it kept.
+        context
+            .timeout(Duration::from_secs(1), until(|| pending() == 0))
+            .await
+            .expect("the send left the ring within 1 s of its drop");
+        if let Some(dropper) = dropper {
+            dropper.await.unwrap();
+        }
+        assert!(!socket_open(inode), "the socket is closed");
+        closed.send(()).unwrap();
+        let received = drained.await.unwrap().expect("end-of-stream");
+        peer.join().unwrap();
+        assert!(received < SENT, "the given-up send did not go on");
+    });
+}
+
+/// Drops `value` on another worker once worker zero (the root's, whose ring holds the
+/// operations given up) sleeps inside io_uring, so only the cancellation's request can wake
+/// it: what the request does is the one way the operation leaves its ring before its
+/// deadline.
+fn drop_while_worker_zero_sleeps<T: Send + 'static>(
+    context: &Context,
+    value: T,
+) -> crate::Handle<()> {
+    let runtime = context.runtime().clone();
+    spawn_elsewhere(context, async move {
+        spin_until(
+            || runtime.pool.mailbox(0).waker.in_ring_wait(),
+            "worker zero must wait in its ring",
+        );
+        drop(value);
+    })
+    .0
+}
+
+/// Polls `future` once with the calling task's waker; it must be pending.
+async fn poll_once_with_this_waker<F: std::future::Future>(mut future: Pin<&mut F>) {
+    futures::future::poll_fn(|cx| {
+        assert!(future.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+}
+
+/// Resolves once `done` holds when polled; registers no waker of its own (something else
+/// must wake the task).
+fn until(done: impl Fn() -> bool) -> impl std::future::Future<Output = ()> {
+    futures::future::poll_fn(move |_| {
+        if done() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+}
+
+/// The inode of the socket `fd`.
+fn socket_inode(fd: std::os::fd::RawFd) -> u64 {
+    // SAFETY: `stat` is plain data, for which all zeroes is a valid value.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into a live, writable `stat`; the result is checked.
+    assert_eq!(unsafe { libc::fstat(fd, &mut stat) }, 0);
+    stat.st_ino
+}
+
+/// Whether this process still has the socket with `inode` open.
+fn socket_open(inode: u64) -> bool {
+    let name = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .any(|target| target.as_os_str() == name.as_str())
+}
+
+/// A one-call receive given up (its future dropped) is cancelled at once, on its ring or from
+/// another worker: the pending-operations gauge is back to zero within a second although the
+/// read/write timeout is 30 s, and the stream goes on, losing no byte.
+#[rstest::rstest]
+#[case::on_its_ring(false)]
+#[case::from_another_worker(true)]
+fn a_dropped_receive_is_cancelled_at_once(#[case] elsewhere: bool) {
+    let config = config().with_worker_threads(2);
+    assert!(config.read_write_timeout >= Duration::from_secs(30));
+    Runner::new(config).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(address).unwrap();
+        let (_, _sink, stream) = listener.accept().await.unwrap();
+        let pending = || context.runtime().metrics.pending_operations.get();
+        let stream = Arc::new(futures::lock::Mutex::new(stream));
+        let mut receive = Box::pin({
+            let stream = stream.clone();
+            async move { stream.lock().await.recv(4).await.map(IoBufs::coalesce) }
+        });
+        // Polled with the root's waker: the cancelled receive's completion wakes it.
+        poll_once_with_this_waker(receive.as_mut()).await;
+        assert_eq!(pending(), 1, "the receive waits on the ring");
+        let dropper = if elsewhere {
+            Some(drop_while_worker_zero_sleeps(&context, receive))
+        } else {
+            drop(receive);
+            None
+        };
+        context
+            .timeout(Duration::from_secs(1), until(|| pending() == 0))
+            .await
+            .expect("the receive left the ring within 1 s of its drop");
+        if let Some(dropper) = dropper {
+            dropper.await.unwrap();
+        }
+        std::io::Write::write_all(&mut peer, b"ping").unwrap();
+        let mut stream = stream.lock().await;
+        assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"ping");
+    });
+}
+
+/// A dedicated worker's ring cancels a receive given up elsewhere too: a receive registered
+/// by a dedicated task, its future handed to the root and dropped there, leaves that ring
+/// within a second (the read/write timeout is 30 s), and the stream goes on.
+#[test]
+fn a_receive_dropped_away_from_its_dedicated_ring_is_cancelled_at_once() {
+    Runner::new(config()).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(address).unwrap();
+        let (_, _sink, stream) = listener.accept().await.unwrap();
+        let stream = Arc::new(futures::lock::Mutex::new(stream));
+        let (hand, handed) = futures::channel::oneshot::channel();
+        let owner = context.clone().dedicated().spawn({
+            let stream = stream.clone();
+            move |context| async move {
+                let pending = || context.runtime().metrics.pending_operations.get();
+                let mut receive =
+                    Box::pin(async move { stream.lock().await.recv(4).await.map(drop) });
+                poll_once_with_this_waker(receive.as_mut()).await;
+                assert_eq!(pending(), 1, "the receive waits on this ring");
+                hand.send(receive).ok().expect("the root takes it");
+                // This thread sleeps in its ring until the cancelled receive's completion
+                // wakes this task, whose waker it kept.
+                context
+                    .timeout(Duration::from_secs(1), until(|| pending() == 0))
+                    .await
+                    .expect("the receive left the ring within 1 s of its drop");
+            }
+        });
+        drop(handed.await.unwrap());
+        owner.await.unwrap();
+        std::io::Write::write_all(&mut peer, b"ping").unwrap();
+        let mut stream = stream.lock().await;
+        assert_eq!(stream.recv(4).await.unwrap().coalesce().as_ref(), b"ping");
+    });
+}

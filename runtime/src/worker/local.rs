@@ -209,6 +209,14 @@ impl Local {
         self.state.borrow_mut().driver.as_mut().map(f)
     }
 
+    /// Runs `f` with this worker's ring if its state is not borrowed right now (a drop
+    /// inside the worker's own borrow finds it borrowed) and the ring is not gone, closing
+    /// or not. `f` must not run user code: the state is borrowed.
+    pub(crate) fn try_with_driver<R>(&self, f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+        let mut state = self.state.try_borrow_mut().ok()?;
+        state.driver.as_mut().map(f)
+    }
+
     /// Runs `f` with this worker's timer table, unless the worker is closing or its timers
     /// are closed. `f` must not run user code: the state is borrowed.
     pub(crate) fn with_open_timers<R>(&self, f: impl FnOnce(&mut Timers) -> R) -> Option<R> {

@@ -6,6 +6,13 @@
 //! the operation's shared slot for the owner to wake. On a thread with no worker, or on a
 //! worker that is closing, a request is refused at once with an error (a read hands its buffer
 //! back).
+//!
+//! An [`Operation`] dropped before its output is taken gives the operation up ([`cancel`]):
+//! a cancellable one (a send, a receive, a connect, a read) is cancelled on its ring, at once
+//! when the drop happens on the ring's thread, else by a request that wakes the ring's
+//! thread. The ring keeps owning its buffers and descriptor until the kernel's completion for
+//! it arrives (see the driver's invariants), so the drop never frees what the kernel may
+//! still use; a write is never cancelled and still completes.
 
 use super::Local;
 use crate::driver::{Completion, Request, RequestOutput};
@@ -47,11 +54,39 @@ pub(crate) fn register_here(request: Request) -> Result<Arc<Completion>, Request
         .ok_or_else(|| request.expect("not registered"))
 }
 
+/// Gives up the operation behind `slot`: if it is not done and was not given up already, its
+/// ring cancels it (if it is cancellable). On the ring's own thread the cancellation is
+/// queued at once; from any other thread (or while the ring's state is borrowed) it goes
+/// through the ring's cancellation inbox, which wakes the ring's thread. A ring that is gone
+/// cancelled everything when it closed, and ignores the request.
+pub(crate) fn cancel(slot: &Completion) {
+    let Some((inbox, token)) = slot.request_cancel() else {
+        return;
+    };
+    let here = Local::with_current(|local| {
+        local.try_with_driver(|driver| {
+            let mine = Arc::ptr_eq(driver.cancel_inbox(), &inbox);
+            if mine {
+                driver.cancel_dropped(token);
+            }
+            mine
+        })
+    })
+    .flatten()
+    .unwrap_or(false);
+    if !here {
+        inbox.send(token);
+    }
+}
+
 /// A future that registers `request` on the worker that first polls it and resolves to the
-/// kernel's answer. Dropped after its first poll, the operation still runs to its end.
+/// kernel's answer. Dropped after its first poll and before its answer, it gives the
+/// operation up ([`cancel`]): a cancellable one is cancelled, a write still completes.
 pub(crate) struct Operation {
     request: Option<Request>,
     shared: Option<Arc<Completion>>,
+    /// Its output was taken: nothing is left to give up.
+    finished: bool,
 }
 
 impl Operation {
@@ -59,6 +94,18 @@ impl Operation {
         Self {
             request: Some(request),
             shared: None,
+            finished: false,
+        }
+    }
+
+    /// Gives the operation up, if it is registered and not finished (see [`cancel`]). Its
+    /// output, once the ring has it, is still returned by a later poll: the kernel's answer
+    /// to the cancelled operation (`Interrupted`, or its result if it finished first).
+    pub(crate) fn cancel(&self) {
+        if !self.finished
+            && let Some(slot) = &self.shared
+        {
+            cancel(slot);
         }
     }
 
@@ -87,9 +134,18 @@ impl Future for Operation {
                 Err(request) => return Poll::Ready(request.refuse()),
             }
         }
-        self.shared
+        let output = self
+            .shared
             .as_ref()
             .expect("registered above")
-            .poll(cx.waker())
+            .poll(cx.waker());
+        self.finished = output.is_ready();
+        output
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }

@@ -23,12 +23,19 @@
 //! - When the owner's driver closes, every cancellable registration (receives, accepts,
 //!   connects, reads) is cancelled and completes with an error; writes, syncs and truncations
 //!   run to completion. Either way the waker is woken.
+//! - A cancellable registration whose observer gives it up ([`Completion::request_cancel`],
+//!   asked when its future or owner is dropped) is cancelled on its ring at most once, and
+//!   only while it is not done. Its [`InFlight`] still owns every resource the kernel uses
+//!   until the completion of the cancelled operation is reaped: the cancellation asks the
+//!   kernel to stop, it never frees anything itself. A receive cancelled so reports
+//!   `Interrupted` (its bytes, if the kernel delivered some first, come with its output); a
+//!   send whose bytes did not all go out fails with `Interrupted` too.
 
 mod file;
 mod socket;
 
-use super::Driver;
 use super::sockaddr::RawAddress;
+use super::{CancelInbox, Driver};
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::sync::Mutex;
 use file::{DataSync, Read, ReadAt, Truncate, Write};
@@ -166,6 +173,11 @@ struct Outcome {
     shut_write_after: bool,
     /// For a multishot receive: bytes received and not taken yet.
     inbox: IoBufMut,
+    /// The ring's cancellation inbox and the operation's `user_data` there (none for a slot
+    /// answered without a ring).
+    route: Option<(Arc<CancelInbox>, u64)>,
+    /// A cancellation was asked for already.
+    cancel_requested: bool,
 }
 
 impl Completion {
@@ -221,6 +233,19 @@ impl Completion {
         (outcome.inbox.len(), end)
     }
 
+    /// Gives the operation up: the first call while it is not done returns the ring's
+    /// cancellation inbox and the operation's `user_data`, for the caller to ask its ring to
+    /// cancel it ([`Driver::cancel_dropped`] on the ring's thread, [`CancelInbox::send`]
+    /// from elsewhere). Every later call, and any call once it is done, returns `None`.
+    pub(crate) fn request_cancel(&self) -> Option<(Arc<CancelInbox>, u64)> {
+        let mut outcome = self.outcome.lock();
+        if outcome.done || outcome.cancel_requested {
+            return None;
+        }
+        outcome.cancel_requested = true;
+        outcome.route.clone()
+    }
+
     /// Asks that the socket's writing side be shut once this send is done. Returns true if it
     /// is done already, in which case the caller shuts it. Both sides decide under the same
     /// lock, so exactly one of them does it.
@@ -244,6 +269,8 @@ pub(crate) struct InFlight {
     /// A cancellation was sent (its deadline passed, or its worker is closing): it is not
     /// resubmitted after a partial transfer.
     pub(super) cancelled: bool,
+    /// The cancellation was sent because its observer gave it up (its future was dropped).
+    pub(super) abandoned: bool,
 }
 
 /// Every operation type, once: the driver's in-flight entry holds one of them, and each
@@ -300,16 +327,24 @@ trait RingOp {
 struct Status {
     /// Its deadline passed and a cancellation was sent.
     timed_out: bool,
-    /// A cancellation was sent (deadline or closing worker).
+    /// A cancellation was sent (deadline, closing worker, or dropped future).
     cancelled: bool,
+    /// The cancellation was sent because the operation's future was dropped.
+    abandoned: bool,
 }
 
 impl Status {
     /// The error a failed `result` reports: a timeout if the operation's deadline cancelled
-    /// it, else the kernel's error.
+    /// it, `Interrupted` if it was cancelled because its future was dropped, else the
+    /// kernel's error.
     fn error(self, result: i32) -> io::Error {
         if self.timed_out && result == -libc::ECANCELED {
             io::Error::new(io::ErrorKind::TimedOut, "the operation timed out")
+        } else if self.abandoned && result == -libc::ECANCELED {
+            io::Error::new(
+                io::ErrorKind::Interrupted,
+                "the operation was cancelled: the call that started it was dropped",
+            )
         } else {
             io::Error::from_raw_os_error(-result)
         }
@@ -409,6 +444,7 @@ impl InFlight {
         let status = Status {
             timed_out: self.timed_out,
             cancelled: self.cancelled,
+            abandoned: self.abandoned,
         };
         self.kind.step(result, flags, status)
     }
@@ -563,7 +599,7 @@ impl Driver {
         }
         let shared = Arc::new(Completion::default());
         let (kind, deadline) = request.into_kind();
-        self.submit(
+        let token = self.submit(
             InFlight {
                 shared: shared.clone(),
                 kind,
@@ -571,9 +607,11 @@ impl Driver {
                 deadline: None,
                 timed_out: false,
                 cancelled: false,
+                abandoned: false,
             },
             deadline,
         );
+        shared.outcome.lock().route = Some((self.cancel_inbox().clone(), token));
         shared
     }
 }
