@@ -17,7 +17,12 @@
 //! - **A rewrite never holds what is not in its predecessor** until it is the store: it is
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
-//!   predecessor is removed only when that sync is done. See [`super::log`].
+//!   predecessor is removed only when that sync is done, and no answer that depends on a
+//!   write to the new generation is given before the removal is done. See [`super::log`].
+//! - **A rewrite does not stall the store**: its snapshot shares the data's shards (see
+//!   [`super::shards`]), it is encoded and written on a blocking worker, and the removal of
+//!   its predecessor (an unlink of a large file takes milliseconds) runs on a blocking worker
+//!   too, while the store goes on serving what does not wait for it.
 //! - **A transaction is one message**: `EXEC`'s operations are one [`Op::Exec`], run in
 //!   one handler call (no other client's operation between them), their records queued
 //!   together and made durable by one commit before any of their replies is sent.
@@ -202,6 +207,12 @@ pub struct Store {
     retiring: Option<u64>,
     /// After a failed rewrite, none starts before this.
     rewrite_after: Option<std::time::Instant>,
+    /// The removal of the generation a rewrite replaced, running on a blocking worker (an
+    /// unlink of a large file takes milliseconds the store's thread does not wait for): until
+    /// it is done, no answer that depends on a write to the new generation is given.
+    removal: Option<runtime::Handle<()>>,
+    /// Answers waiting for `removal`, in order.
+    held: Vec<Answer>,
     /// `BGREWRITEAOF` asked for a rewrite, whatever the log's size: started at the end of
     /// the message that asked (or, if an earlier incarnation's rewrite still writes, later).
     rewrite_asked: bool,
@@ -231,6 +242,8 @@ impl Store {
             retiring: None,
             rewrite_after: None,
             rewrite_asked: false,
+            removal: None,
+            held: Vec::new(),
             watches: Watches::default(),
             // Any odd start will do; varied by incarnation.
             seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
@@ -247,9 +260,15 @@ impl Store {
     /// what the reply told (a `DEL` answered `0` for a key whose own deletion was never
     /// synced, a `SET NX` refused by a key that comes back absent). With `everysec` and
     /// `none`, at once.
+    /// While the generation a rewrite replaced is being removed, an answer that would follow
+    /// one waiting for that removal waits too, so answers keep their order.
     fn answer(&mut self, ctx: &mut actors::Context<Self>, answer: impl FnOnce() + Send + 'static) {
-        if self.durability() != Durability::Always || self.pending.is_empty() {
+        if self.durability() != Durability::Always
+            || (self.pending.is_empty() && self.held.is_empty())
+        {
             answer();
+        } else if self.pending.is_empty() {
+            self.held.push(Box::new(answer));
         } else {
             self.answers.push(Box::new(answer));
             self.want_commit(ctx);
@@ -282,8 +301,9 @@ impl Store {
     /// the answers waiting for it. On the store's own thread the writes and the sync are
     /// system calls made here, not ring operations. A failure fails the store, which restarts
     /// from its log; the answers waiting are dropped (their askers see an error: the writes
-    /// may or may not be durable).
-    async fn write_queued(&mut self) {
+    /// may or may not be durable). The first commit of a rewrite's generation starts the
+    /// removal of the one it replaces, and the answers wait for that removal.
+    async fn write_queued(&mut self, ctx: &mut actors::Context<Self>) {
         if self.pending.is_empty() {
             return;
         }
@@ -304,16 +324,32 @@ impl Store {
             Ok(writer) => self.writer = Some(writer),
             Err(error) => sync_failed(&error),
         }
-        // Before anyone is answered from the new generation: while its predecessor exists,
-        // no write was acknowledged from it alone (see `recovery::open`).
-        if let Some(old) = self.retiring.take()
-            && let Err(error) = recovery::remove_generation(&self.shared.context, old).await
-        {
-            removal_failed(&error);
+        // Nobody is answered from the new generation before its predecessor is removed: while
+        // that exists, no write was acknowledged from the new one alone (see
+        // `recovery::open`).
+        if let Some(old) = self.retiring.take() {
+            self.start_removal(ctx, old);
         }
-        for answer in std::mem::take(&mut self.answers) {
-            answer();
+        let answers = std::mem::take(&mut self.answers);
+        if self.removal.is_some() {
+            self.held.extend(answers);
+        } else {
+            for answer in answers {
+                answer();
+            }
         }
+    }
+
+    /// Removes generation `old` on a blocking worker, and has the store told when it is gone.
+    fn start_removal(&mut self, ctx: &mut actors::Context<Self>, old: u64) {
+        let (store, incarnation) = (ctx.actor_ref(), self.incarnation);
+        let removing = self.shared.context.clone().shared(true);
+        self.removal = Some(removing.spawn(move |runtime| async move {
+            if let Err(error) = recovery::remove_generation(&runtime, old).await {
+                removal_failed(&error);
+            }
+            let _ = store.tell_retired(incarnation).await;
+        }));
     }
 
     /// Runs one operation: the data changes at once, and its records are queued.
@@ -582,7 +618,9 @@ impl Store {
                     keys: self.data.len(),
                     expires: self.data.expiring(),
                     syncs: self.syncs,
-                    rewriting: self.rewrite.is_some() || self.rewrite_asked,
+                    rewriting: self.rewrite.is_some()
+                        || self.rewrite_asked
+                        || self.removal.is_some(),
                 }
             }
             Op::Rewrite => {
@@ -731,7 +769,7 @@ impl Store {
             && self
                 .rewrite_after
                 .is_none_or(|after| std::time::Instant::now() >= after);
-        if self.rewrite.is_some() || !(grown || self.rewrite_asked) {
+        if self.rewrite.is_some() || self.removal.is_some() || !(grown || self.rewrite_asked) {
             return;
         }
         // Taken here, before the task exists, so a restarted incarnation that finds it free
@@ -747,11 +785,15 @@ impl Store {
         let snapshot = self.data.snapshot();
         let generation = self.generation + 1;
         let (store, incarnation, shared) = (ctx.actor_ref(), self.incarnation, self.shared.clone());
+        // On a thread of its own, at a low priority: encoding a large snapshot takes the
+        // CPU for a while, which the connection actors and the store must not wait behind.
         drop(
             self.shared
                 .context
                 .clone()
+                .dedicated()
                 .spawn(move |runtime| async move {
+                    lower_this_threads_priority();
                     let written =
                         recovery::write_generation(&runtime, &shared.cache, generation, &snapshot)
                             .await;
@@ -829,7 +871,16 @@ impl Store {
             // A restart after this would build on pages that may not be on the disk.
             sync_failed(&error);
         }
-        for answer in std::mem::take(&mut self.answers) {
+        // Answers that wait for a removal still running are given once it is done; if it
+        // never finishes (the runtime stopping aborted it), they are dropped: their askers see
+        // an error, as after a failure.
+        if let Some(removal) = self.removal.take()
+            && removal.await.is_err()
+        {
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        for answer in held.into_iter().chain(std::mem::take(&mut self.answers)) {
             answer();
         }
     }
@@ -838,7 +889,7 @@ impl Store {
     /// (see the [module](self)), and by the timers.
     async fn commit(&mut self, ctx: &mut actors::Context<Self>) {
         self.commit_queued = false;
-        self.write_queued().await;
+        self.write_queued(ctx).await;
         self.consider_rewrite(ctx);
     }
 
@@ -861,7 +912,7 @@ impl Store {
         if !self.commit_queued && !self.answers.is_empty() {
             // The mailbox is full, so the group is large already: committed here rather
             // than behind senders that may keep winning the freed places.
-            self.write_queued().await;
+            self.write_queued(ctx).await;
             self.consider_rewrite(ctx);
         }
     }
@@ -892,6 +943,19 @@ impl Store {
         self.generation = generation;
         self.writer = Some(writer);
         self.commit(ctx).await;
+    }
+
+    /// The generation a rewrite replaced is gone: the answers that waited for it are given.
+    fn retired(&mut self, ctx: &mut actors::Context<Self>, incarnation: u64) {
+        if incarnation != self.incarnation {
+            return;
+        }
+        self.removal = None;
+        for answer in std::mem::take(&mut self.held) {
+            answer();
+        }
+        // A `BGREWRITEAOF` that came while the removal ran.
+        self.consider_rewrite(ctx);
     }
 
     /// A rewrite failed: the log stays as it is, and a later one may try again.
@@ -1207,6 +1271,19 @@ fn removal_failed(error: &runtime::Error) -> ! {
          cannot)"
     );
     std::process::exit(1);
+}
+
+/// Gives the calling thread a low scheduling priority (nice 10: about a tenth of a core when
+/// it competes with normal threads, so a loaded server still finishes), for a thread that only
+/// does background work and ends with it: the rewrite's. Best effort: if the system refuses,
+/// the thread runs at its usual priority.
+fn lower_this_threads_priority() {
+    // SAFETY: `gettid` has no preconditions; `setpriority` with `PRIO_PROCESS` and a thread id
+    // changes that thread's nice value and touches no memory of ours.
+    unsafe {
+        let thread = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, 10);
+    }
 }
 
 /// Ends the process after a failed write or sync of the log. Not a restart: after a failed
