@@ -149,7 +149,9 @@ pub trait Sink: Send + 'static {
     /// read/write timeout. Dropped before it resolves, the send is cancelled at once (the
     /// socket is not held past the caller's own limit): bytes it had not handed to the
     /// socket may never go out, and the next send fails with that cancellation (kind
-    /// `Interrupted`) unless they all went out after all.
+    /// `Interrupted`) unless they all went out after all. Once a send fails, every later
+    /// send fails too (kind `BrokenPipe`): the byte stream may have a gap, and nothing is
+    /// sent after it.
     fn send(
         &mut self,
         bufs: impl Into<IoBufs> + Send,

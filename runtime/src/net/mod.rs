@@ -39,6 +39,9 @@
 //!   socket, not the runtime's read/write timeout: the bytes it had not handed to the socket
 //!   may never go out, so the next send first takes the cancelled one's answer and fails with
 //!   it (`Interrupted`) unless every byte went out after all.
+//! - A sink never sends bytes after a gap: once a send fails (times out, is reset, or is
+//!   given up with bytes it may not have delivered), every later send on it fails too
+//!   (`BrokenPipe`), so a caller that retries cannot put a damaged stream on the wire.
 //! - A stream dropped with a receive in flight shuts its reading side down and cancels the
 //!   receive, and a listener dropped with an accept in flight shuts the socket down, so the
 //!   pending operation ends and the socket closes instead of waiting for a peer. A sink
@@ -101,6 +104,10 @@ pub struct Sink {
     /// A send registered by an earlier call that has not finished yet.
     pending: Option<Operation>,
     timeouts: Timeouts,
+    /// A send failed (timed out, was reset, or was given up) with bytes it may not have
+    /// delivered: the stream may have a gap there, so every later send fails too, rather
+    /// than putting bytes after the gap.
+    broken: bool,
 }
 
 /// The receiving half of a TCP connection.
@@ -181,6 +188,7 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
             fd: fd.clone(),
             pending: None,
             timeouts,
+            broken: false,
         },
         Stream {
             fd,
@@ -430,6 +438,24 @@ impl Sink {
         bufs: &mut Option<IoBufs>,
         deadline: &mut Option<Instant>,
     ) -> Poll<Result<(), Error>> {
+        let sent = ready!(self.poll_send_inner(cx, bufs, deadline));
+        self.broken |= sent.is_err();
+        Poll::Ready(sent)
+    }
+
+    fn poll_send_inner(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &mut Option<IoBufs>,
+        deadline: &mut Option<Instant>,
+    ) -> Poll<Result<(), Error>> {
+        if self.broken && self.pending.is_none() {
+            return Poll::Ready(Err(Error::SendFailed(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier send on this connection failed or was given up before all its \
+                 bytes went out, so the byte stream may have a gap: nothing more is sent on it",
+            ))));
+        }
         loop {
             if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
                 let sent = match output {

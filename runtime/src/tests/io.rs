@@ -586,6 +586,56 @@ fn a_dropped_send_to_a_peer_that_never_reads_releases_the_socket_at_once(#[case]
     });
 }
 
+/// A sink never puts bytes after a gap: a send given up with bytes still to go makes the next
+/// send fail with the cancellation (`Interrupted`), and every send after that with
+/// `BrokenPipe`, so a caller that retries cannot damage the stream; the peer reads a prefix of
+/// the given-up send and nothing else.
+#[test]
+fn a_sink_sends_nothing_after_a_gap() {
+    const SENT: usize = 64 << 20;
+    Runner::new(config()).start(|context| async move {
+        let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (closed, told) = mpsc::channel::<()>();
+        let peer = thread::spawn(move || {
+            let mut peer = std::net::TcpStream::connect(address).unwrap();
+            told.recv().unwrap();
+            peer.set_read_timeout(Some(TEST_TIMEOUT)).unwrap();
+            let mut received = Vec::new();
+            std::io::Read::read_to_end(&mut peer, &mut received).map(|_| received)
+        });
+        let (_, mut sink, stream) = listener.accept().await.unwrap();
+        {
+            let mut send = Box::pin(sink.send(vec![7u8; SENT]));
+            poll_once_with_this_waker(send.as_mut()).await;
+        }
+        let kind = |sent: Result<(), Error>| match sent {
+            Err(Error::SendFailed(error)) => error.kind(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            kind(sink.send(b"after").await),
+            std::io::ErrorKind::Interrupted
+        );
+        assert_eq!(
+            kind(sink.send(b"again").await),
+            std::io::ErrorKind::BrokenPipe
+        );
+        assert_eq!(
+            kind(sink.send(b"still").await),
+            std::io::ErrorKind::BrokenPipe
+        );
+        drop((sink, stream));
+        closed.send(()).unwrap();
+        let received = peer.join().unwrap().expect("end-of-stream");
+        assert!(received.len() < SENT, "the given-up send did not go on");
+        assert!(
+            received.iter().all(|&byte| byte == 7),
+            "nothing after the gap reached the peer"
+        );
+    });
+}
+
 /// Drops `value` on another worker once worker zero (the root's, whose ring holds the
 /// operations given up) sleeps inside io_uring, so only the cancellation's request can wake
 /// it: what the request does is the one way the operation leaves its ring before its

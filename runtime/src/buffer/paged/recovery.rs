@@ -52,7 +52,7 @@ use super::{Layout, Paged};
 use crate::buffer::IoBuf;
 use crate::storage::{Blob, ReadOptions, WriteOptions};
 use crate::{Blob as _, Error};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 /// What opening a paged blob does with a tail that recovery would cut.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -296,19 +296,14 @@ pub(super) async fn set_aside(paged: &Paged, offset: u64, size: u64) -> Result<S
     })
 }
 
-/// Rewrites the trailer of page `page` (physical bytes `bytes`) with only its slot `best`,
-/// in place: that slot's bytes are written again unchanged, so a write cut short anywhere
-/// still leaves it valid. Clears a failed slot once its page is set aside.
-pub(super) async fn clear_failed_slot(
-    paged: &Paged,
-    page: u64,
-    best: (usize, Slot),
-) -> Result<(), Error> {
-    let layout = paged.layout;
+/// The trailer of page `page` with only its slot `best`, and where it goes in the blob: the
+/// valid slot's bytes unchanged, so writing it in place cannot invalidate it, however the
+/// write is cut. Clears a failed slot once its page is set aside.
+pub(super) fn cleared_trailer(layout: Layout, page: u64, best: (usize, Slot)) -> (u64, Bytes) {
     let mut trailer = Trailer::default();
     trailer.slots[best.0] = Some(best.1);
     let mut encoded = BytesMut::zeroed(usize::from(super::CHECKSUM_SIZE));
     trailer.encode(&mut encoded);
     let at = layout.offset(page) + layout.page_size as u64;
-    super::writer::write(paged, at, encoded.freeze()).await
+    (at, encoded.freeze())
 }

@@ -131,7 +131,7 @@ async fn wait_for_abandoned(file: FileId) {
 
 /// A change to the file (a write or a resize) that is handed to `ABANDONED` if dropped before
 /// it finishes, so the next `Writer::new` on the file waits for it rather than racing it.
-pub(super) struct Tracked {
+struct Tracked {
     file: FileId,
     change: Option<PendingWrite>,
 }
@@ -170,7 +170,7 @@ fn resize(paged: &Paged, len: u64) -> Tracked {
 }
 
 /// Writes `bytes` at physical `offset`, as a tracked change.
-pub(super) fn write(paged: &Paged, offset: u64, bytes: Bytes) -> Tracked {
+fn write(paged: &Paged, offset: u64, bytes: Bytes) -> Tracked {
     let write = paged
         .blob
         .write_owned(offset, IoBuf::from(bytes).into(), WriteOptions::default());
@@ -271,7 +271,8 @@ impl Writer {
             .iter()
             .any(|cut| matches!(cut.reason, CutReason::FailedSlot { .. }));
         if failed_slot && let Some((_, best)) = &tail.last {
-            recovery::clear_failed_slot(&self.paged, pages - 1, *best).await?;
+            let (at, trailer) = recovery::cleared_trailer(layout, pages - 1, *best);
+            write(&self.paged, at, trailer).await?;
         }
         match tail.last {
             Some((_, (_, slot))) if usize::from(slot.len) == layout.page_size => {

@@ -17,9 +17,10 @@
 //!   is safe. Everything the kernel points at lives on the heap, so the slab holding `InFlight`
 //!   may move it.
 //! - A send or a write is finished by the driver, not by its future: a short transfer is
-//!   resubmitted for the rest, so a dropped future's bytes still all go out, in order (a
-//!   send's unless its deadline passes or its worker closes first: a peer that stops reading
-//!   must not hold a worker's shutdown).
+//!   resubmitted for the rest. A write's bytes all go out even if its future is dropped; a
+//!   send's do unless it is given up (its future dropped: cancelled), its deadline passes or
+//!   its worker closes first (a peer that stops reading must not hold a socket past the
+//!   caller's limit, nor a worker's shutdown).
 //! - When the owner's driver closes, every cancellable registration (receives, accepts,
 //!   connects, reads) is cancelled and completes with an error; writes, syncs and truncations
 //!   run to completion. Either way the waker is woken.
