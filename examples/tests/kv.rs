@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Client, Server};
+use common::{Client, Server, frame, launch_kv};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
@@ -35,17 +35,6 @@ fn http_get(address: SocketAddr, path: &str) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response
-}
-
-/// `command` as a RESP array of bulk strings.
-fn frame(command: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", command.len()).into_bytes();
-    for argument in command {
-        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
-        out.extend_from_slice(argument);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// The next reply, written compactly: `+OK`, `-ERR ...`, `:3`, `$value`, `$nil`,
@@ -378,15 +367,7 @@ fn metrics_requests_are_bounded_in_size_time_and_number() {
 fn connections_past_the_limit_are_told_so_never_closed_silently() {
     const LIMIT: usize = 5;
     const BURST: usize = 200;
-    let data = std::env::temp_dir().join(format!("kv-limit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut server = Server::launch(
-        env!("CARGO_BIN_EXE_kv"),
-        "kv listening on",
-        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
-        &[("KV_MAX_CONNECTIONS", "5")],
-    );
-    let _ = server.printed();
+    let (server, data) = launch_kv("limit", &[("KV_MAX_CONNECTIONS", "5")]);
     let mut admitted = server.burst(
         BURST,
         b"PING\r\n",

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Server;
+use common::launch_kv;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -31,15 +31,7 @@ fn redis_cli_sets_gets_and_pipes_through_kv() {
         println!("redis_cli test SKIPPED: redis-cli is not installed (see .ci/tools)");
         return;
     }
-    let data = std::env::temp_dir().join(format!("kv-redis-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut server = Server::launch(
-        env!("CARGO_BIN_EXE_kv"),
-        "kv listening on",
-        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
-        &[],
-    );
-    let _metrics = server.printed();
+    let (server, data) = launch_kv("redis-cli", &[]);
     let port = server.address.port();
     assert_eq!(redis_cli(port, &["PING"]), "PONG\n");
     assert_eq!(redis_cli(port, &["SET", "greeting", "hello world"]), "OK\n");

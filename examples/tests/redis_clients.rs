@@ -9,21 +9,12 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, launch_kv};
 use std::process::Command;
 
 /// Starts kv on its own data directory.
 fn start(name: &str) -> (Server, std::path::PathBuf) {
-    let data = std::env::temp_dir().join(format!("kv-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let mut server = Server::launch(
-        env!("CARGO_BIN_EXE_kv"),
-        "kv listening on",
-        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
-        &[],
-    );
-    let _metrics = server.printed();
-    (server, data)
+    launch_kv(name, &[])
 }
 
 /// Whether the tool can run; if not, fails when `require` says it must be there, else says

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, frame};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -105,17 +105,6 @@ impl Connection {
         let mut byte = [0];
         matches!(self.reader.read(&mut byte), Ok(0))
     }
-}
-
-/// `command` as a RESP array of bulk strings.
-fn frame(command: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", command.len()).into_bytes();
-    for argument in command {
-        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
-        out.extend_from_slice(argument);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// How two replies must agree.

@@ -8,6 +8,33 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// `command` as a RESP array of bulk strings: what a Redis client sends.
+pub fn frame(command: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", command.len()).into_bytes();
+    for argument in command {
+        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+        out.extend_from_slice(argument);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Starts `kv` on loopback (its `/metrics` too, on a port of its own) with a fresh data
+/// directory named after `name`, and `environment` set; reads its two banner lines. Returns
+/// the server and the data directory (the caller removes it).
+pub fn launch_kv(name: &str, environment: &[(&str, &str)]) -> (Server, std::path::PathBuf) {
+    let data = std::env::temp_dir().join(format!("kv-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut server = Server::launch(
+        env!("CARGO_BIN_EXE_kv"),
+        "kv listening on",
+        &["127.0.0.1:0", "127.0.0.1:0", data.to_str().unwrap()],
+        environment,
+    );
+    let _metrics = server.printed();
+    (server, data)
+}
+
 /// How long an example may run in a test before the watchdog kills it: a hung server then
 /// fails its test (its output ends) rather than hanging the suite.
 const DEADLINE: Duration = Duration::from_secs(120);
