@@ -277,13 +277,15 @@ const SUBCOMMANDS: &[(&str, &str, i64)] = &[
 /// What Redis checks before running or queueing a command: that it exists (and its
 /// subcommand), and its number of arguments. The error is the reply.
 pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
-    let name = String::from_utf8_lossy(&command[0]).to_lowercase();
+    // ASCII case only, as Redis compares: a Unicode fold (the Kelvin sign to `k`) would pass
+    // a name here that `plan` then does not know.
+    let name = String::from_utf8_lossy(&command[0].to_ascii_lowercase()).into_owned();
     let Some(&(_, arity, ..)) = COMMANDS.iter().find(|entry| entry.0 == name) else {
         return Err(unknown(command));
     };
     let has_subcommands = SUBCOMMANDS.iter().any(|entry| entry.0 == name);
     if has_subcommands && command.len() >= 2 {
-        let subcommand = String::from_utf8_lossy(&command[1]).to_lowercase();
+        let subcommand = String::from_utf8_lossy(&command[1].to_ascii_lowercase()).into_owned();
         let Some(&(.., arity)) = SUBCOMMANDS
             .iter()
             .find(|entry| entry.0 == name && entry.1 == subcommand)
@@ -1155,4 +1157,28 @@ pub fn parse_integer(bytes: &[u8]) -> Option<i64> {
         return None;
     }
     std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    /// Names and subcommands are compared in ASCII case only, as Redis compares them: a
+    /// Unicode fold (the Kelvin sign, U+212A, folds to `k`) must not pass a name `plan` does
+    /// not know (it panicked the server).
+    #[test]
+    fn names_fold_ascii_case_only() {
+        let kelvin = "\u{212A}".as_bytes();
+        let keys = [[kelvin, b"EYS"].concat(), b"*".to_vec()];
+        assert!(check(&keys).is_err());
+        let random = [[b"RANDOM".as_slice(), kelvin, b"EY"].concat()];
+        assert!(check(&random).is_err());
+        assert!(check(&[b"kEyS".to_vec(), b"*".to_vec()]).is_ok());
+        let name = [
+            b"CLIENT".to_vec(),
+            [b"SETNAME".as_slice(), kelvin].concat(),
+            b"x".to_vec(),
+        ];
+        assert!(check(&name).is_err());
+    }
 }

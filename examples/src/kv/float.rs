@@ -84,7 +84,9 @@ impl LongDouble {
         } else {
             let exponent = exponent.saturating_sub(fraction_digits as i64);
             // Far past the range either way: settled without the arithmetic.
-            let magnitude = exponent.saturating_add(digits.len() as i64);
+            // Leading zeros are no part of the magnitude.
+            let significant = digits.iter().skip_while(|digit| **digit == 0).count();
+            let magnitude = exponent.saturating_add(significant as i64);
             if magnitude > 5000 {
                 return None;
             }
@@ -519,6 +521,18 @@ mod tests {
         let a = LongDouble::parse(a.as_bytes())?;
         let b = LongDouble::parse(b.as_bytes())?;
         Some(a.plus(b).finite()?.to_human())
+    }
+
+    /// Leading zeros do not count toward a number's magnitude: `0…01e4900` (112 zeros) is
+    /// `1e4900`, which a long double holds, as Redis reads it.
+    #[test]
+    fn leading_zeros_are_not_magnitude() {
+        let padded = format!("{}1e4900", "0".repeat(112));
+        assert_eq!(
+            LongDouble::parse(padded.as_bytes()),
+            LongDouble::parse(b"1e4900")
+        );
+        assert!(LongDouble::parse(b"1e4900").is_some());
     }
 
     /// Every expected answer is redis-server 7.0's.

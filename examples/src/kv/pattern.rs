@@ -5,7 +5,9 @@
 //! A port, quirks included, so a pattern selects exactly the keys Redis's would: an
 //! unclosed `[` takes the rest of the pattern as its set, `-` ranges compare bytes as C's
 //! signed `char`, and a `*` that failed to match the rest from any later position stops the
-//! search (Redis's bound on backtracking, which changes no answer).
+//! search (Redis's bound on backtracking, which changes no answer). A pattern nested more
+//! than [`MAX_NESTING`] `*`s deep matches nothing, as in Redis 7: the recursion, and the
+//! stack it takes, stays bounded whatever a client sends.
 
 /// Whether `pattern` is `*` alone, which Redis takes as every key without matching (the
 /// empty key included, which no pattern matches).
@@ -13,10 +15,13 @@ pub fn all(pattern: &[u8]) -> bool {
     pattern == b"*"
 }
 
+/// How deep the `*`s of a pattern may nest before it matches nothing (Redis's limit).
+pub const MAX_NESTING: usize = 1000;
+
 /// Whether `string` matches `pattern`.
 pub fn matches(pattern: &[u8], string: &[u8]) -> bool {
     let mut give_up = false;
-    matches_from(pattern, string, &mut give_up)
+    matches_from(pattern, string, &mut give_up, 0)
 }
 
 /// The pattern byte at `at`, or NUL past the end, as C reads the terminated string.
@@ -24,7 +29,11 @@ fn at(pattern: &[u8], at: usize) -> u8 {
     pattern.get(at).copied().unwrap_or(0)
 }
 
-fn matches_from(pattern: &[u8], string: &[u8], give_up: &mut bool) -> bool {
+fn matches_from(pattern: &[u8], string: &[u8], give_up: &mut bool, nesting: usize) -> bool {
+    if nesting > MAX_NESTING {
+        *give_up = true;
+        return false;
+    }
     let (mut p, mut s) = (0, 0);
     while p < pattern.len() && s < string.len() {
         match pattern[p] {
@@ -36,7 +45,7 @@ fn matches_from(pattern: &[u8], string: &[u8], give_up: &mut bool) -> bool {
                     return true;
                 }
                 while s < string.len() {
-                    if matches_from(&pattern[p + 1..], &string[s..], give_up) {
+                    if matches_from(&pattern[p + 1..], &string[s..], give_up, nesting + 1) {
                         return true;
                     }
                     if *give_up {
@@ -108,7 +117,18 @@ fn matches_from(pattern: &[u8], string: &[u8], give_up: &mut bool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{MAX_NESTING, matches};
+
+    /// A pattern of a hundred thousand `*a` against a key of a hundred thousand `a`s (which
+    /// overflowed the stack) matches nothing, as in Redis: past [`MAX_NESTING`] the search
+    /// stops; at the limit it still matches.
+    #[test]
+    fn deeply_nested_patterns_match_nothing_and_take_bounded_stack() {
+        let key = vec![b'a'; 100_000];
+        assert!(!matches(&b"*a".repeat(100_000), &key));
+        assert!(!matches(&b"*a".repeat(MAX_NESTING + 2), &key));
+        assert!(matches(&b"*a".repeat(MAX_NESTING / 2), &key));
+    }
 
     #[test]
     fn globs_match_as_redis_matches_them() {

@@ -134,7 +134,12 @@ impl Session {
             // Run at once even inside a transaction, as in Redis.
             (b"QUIT", _) => commands::plan(self, command),
             (_, Some(transaction)) => {
-                let weight: usize = command.iter().map(Vec::len).sum();
+                // Each argument costs its bytes and the vector holding them: an empty one
+                // still takes memory.
+                let weight: usize = command
+                    .iter()
+                    .map(|argument| argument.len() + std::mem::size_of::<Vec<u8>>())
+                    .sum();
                 if transaction.queued.len() >= MAX_QUEUED
                     || transaction.weight + weight > MAX_QUEUED_BYTES
                 {
@@ -233,6 +238,24 @@ mod tests {
             Planned::Now(reply, _) => reply,
             Planned::Store(op, _) => panic!("not answered at once: {op:?}"),
         }
+    }
+
+    /// Every argument weighs its bytes and the vector that holds them: a command of empty
+    /// arguments, which takes memory for each, is refused past the bound too.
+    #[test]
+    fn empty_arguments_count_toward_the_bound() {
+        let mut session = Session::new();
+        assert_eq!(now(session.plan(command("MULTI"))), Reply::ok());
+        let mut del = vec![b"DEL".to_vec()];
+        del.resize(
+            MAX_QUEUED_BYTES / std::mem::size_of::<Vec<u8>>() + 1,
+            Vec::new(),
+        );
+        let refused = now(session.plan(del));
+        assert!(
+            matches!(&refused, Reply::Error(error) if error.starts_with(b"ERR a transaction")),
+            "{refused:?}"
+        );
     }
 
     /// A transaction past its bound refuses the command, and `EXEC` aborts.

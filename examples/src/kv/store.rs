@@ -209,8 +209,11 @@ pub struct Store {
     rewrite_after: Option<std::time::Instant>,
     /// The removal of the generation a rewrite replaced, running on a blocking worker (an
     /// unlink of a large file takes milliseconds the store's thread does not wait for): until
-    /// it is done, no answer that depends on a write to the new generation is given.
-    removal: Option<runtime::Handle<()>>,
+    /// it is done, no answer that depends on a write to the new generation is given. Resolves
+    /// once the generation is gone (an error if the removal never finished); the store is
+    /// told separately (`retired`), and `on_stop` waits for this alone, never for a message
+    /// to its own mailbox.
+    removal: Option<futures::channel::oneshot::Receiver<()>>,
     /// Answers waiting for `removal`, in order.
     held: Vec<Answer>,
     /// `BGREWRITEAOF` asked for a rewrite, whatever the log's size: started at the end of
@@ -344,10 +347,13 @@ impl Store {
     fn start_removal(&mut self, ctx: &mut actors::Context<Self>, old: u64) {
         let (store, incarnation) = (ctx.actor_ref(), self.incarnation);
         let removing = self.shared.context.clone().shared(true);
-        self.removal = Some(removing.spawn(move |runtime| async move {
+        let (removed, finished) = futures::channel::oneshot::channel();
+        self.removal = Some(finished);
+        drop(removing.spawn(move |runtime| async move {
             if let Err(error) = recovery::remove_generation(&runtime, old).await {
                 removal_failed(&error);
             }
+            let _ = removed.send(());
             let _ = store.tell_retired(incarnation).await;
         }));
     }
@@ -857,11 +863,18 @@ impl Store {
     }
 
     /// A clean stop syncs what is queued (with `everysec` and `none` too), and gives the
-    /// answers waiting for it.
-    async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, _reason: &actors::ExitReason) {
+    /// answers waiting for it (and for a removal still running). After a panic nothing queued
+    /// is synced: it may be half of a transaction.
+    async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, reason: &actors::ExitReason) {
         let Some(writer) = self.writer.take() else {
             return;
         };
+        if let actors::ExitReason::Panicked(_) = reason {
+            // What is queued may be half a transaction (a panic in the middle of `EXEC`):
+            // never made durable. It was not acknowledged (or, with `everysec` and `none`,
+            // is what a crash may lose); the restarted store replays the log as it is.
+            return;
+        }
         let records = std::mem::take(&mut self.pending);
         let synced = match writer.append(&records).await {
             Ok((writer, _)) => writer.sync().await,
@@ -874,8 +887,8 @@ impl Store {
         // Answers that wait for a removal still running are given once it is done; if it
         // never finishes (the runtime stopping aborted it), they are dropped: their askers see
         // an error, as after a failure.
-        if let Some(removal) = self.removal.take()
-            && removal.await.is_err()
+        if let Some(finished) = self.removal.take()
+            && finished.await.is_err()
         {
             return;
         }
@@ -1173,7 +1186,7 @@ fn too_long() -> Outcome {
 
 /// `GETRANGE`'s slice of `value`, as Redis computes it: negative indexes count from the
 /// end, both are clamped, and an empty range is an empty string.
-fn range(value: &[u8], start: i64, end: i64) -> Bytes {
+fn range(value: &Bytes, start: i64, end: i64) -> Bytes {
     let length = value.len() as i64;
     if start < 0 && end < 0 && start > end {
         return Bytes::new();
@@ -1185,7 +1198,8 @@ fn range(value: &[u8], start: i64, end: i64) -> Bytes {
     if start > end || length == 0 {
         return Bytes::new();
     }
-    Bytes::copy_from_slice(&value[start as usize..=end as usize])
+    // Shared with the stored value, as every other read's reply is: a reply holds no copy.
+    value.slice(start as usize..=end as usize)
 }
 
 /// The keys sessions watch, and which sessions saw one change since: what `EXEC` checks.
@@ -1296,4 +1310,24 @@ fn sync_failed(error: &runtime::Error) -> ! {
          be on the disk, and only a fresh start reads what is"
     );
     std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range;
+    use bytes::Bytes;
+
+    /// `GETRANGE`'s reply shares the stored bytes (a reply holds no copy), with Redis's
+    /// offsets: negative from the end, clamped, empty when inverted.
+    #[test]
+    fn a_range_shares_the_stored_bytes() {
+        let value = Bytes::from(b"hello world".to_vec());
+        let part = range(&value, 6, -1);
+        assert_eq!(&part[..], b"world");
+        assert_eq!(part.as_ptr(), value[6..].as_ptr(), "no copy");
+        assert_eq!(&range(&value, -100, 4)[..], b"hello");
+        assert!(range(&value, 5, 2).is_empty());
+        assert!(range(&value, -1, -100).is_empty());
+        assert!(range(&Bytes::new(), 0, -1).is_empty());
+    }
 }
