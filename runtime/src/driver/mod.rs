@@ -1123,7 +1123,9 @@ mod tests {
     }
 
     /// A cancellation names exactly one operation: a stale cancellation of an operation that
-    /// already finished does not cancel the next operation to take its slot.
+    /// already finished does not cancel the next operation to take its slot, neither when a
+    /// drop asks for it (`cancel_dropped` checks the generation) nor when it reaches the
+    /// kernel (the user_data differs).
     #[test]
     fn a_stale_cancellation_does_not_cancel_the_next_operation_in_its_slot() {
         let wake = eventfd();
@@ -1148,6 +1150,14 @@ mod tests {
             ring.operations.get(index).is_some(),
             "the slot is reused (what makes a stale cancellation dangerous)"
         );
+        // A drop's cancellation with the stale token (a request that raced the first read's
+        // completion) names no live operation: nothing is queued, the new read is untouched.
+        ring.submit_now();
+        ring.cancel_dropped(stale);
+        assert!(!ring.holds_unsubmitted(), "a stale token queues nothing");
+        let occupant = ring.operations.get(index).unwrap();
+        assert!(!occupant.cancelled && !occupant.abandoned);
+        // Even one that reaches the kernel names the old operation, not the new one.
         ring.push(
             opcode::AsyncCancel::new(stale)
                 .build()
