@@ -182,17 +182,15 @@ impl Tail {
     /// a tail to cut.
     pub(super) async fn find(blob: &Blob, layout: Layout, size: u64) -> Result<Tail, Error> {
         let whole = size / layout.physical as u64;
-        let mut cuts = Vec::new();
-        if layout.offset(whole) != size {
-            cuts.push(Cut {
-                offset: layout.offset(whole),
-                len: size - layout.offset(whole),
-                reason: CutReason::Fragment,
-            });
-        }
+        let fragment = (layout.offset(whole) != size).then(|| Cut {
+            offset: layout.offset(whole),
+            len: size - layout.offset(whole),
+            reason: CutReason::Fragment,
+        });
         let mut pages = whole;
         let mut pages_read = 0;
         let mut last = None;
+        let mut failed_slot = None;
         // Whether a trailing page without a valid slot had a trailer written.
         let mut written = false;
         while pages > 0 {
@@ -209,14 +207,11 @@ impl Tail {
                 let failed = |slot: &Slot| !slot.is_valid_for(page, data);
                 if decoded.slots.iter().flatten().any(failed) {
                     let kept = best.1.len;
-                    cuts.insert(
-                        0,
-                        Cut {
-                            offset: layout.offset(page) + u64::from(kept),
-                            len: (layout.physical - usize::from(kept)) as u64,
-                            reason: CutReason::FailedSlot { kept },
-                        },
-                    );
+                    failed_slot = Some(Cut {
+                        offset: layout.offset(page) + u64::from(kept),
+                        len: (layout.physical - usize::from(kept)) as u64,
+                        reason: CutReason::FailedSlot { kept },
+                    });
                 }
                 last = Some((bytes, best));
                 break;
@@ -224,30 +219,28 @@ impl Tail {
             written |= trailer.iter().any(|&byte| byte != 0);
             pages -= 1;
         }
-        let last_is_full = last
-            .as_ref()
-            .is_some_and(|(_, (_, slot)): &(IoBuf, (usize, Slot))| {
-                usize::from(slot.len) == layout.page_size
-            });
-        if last_is_full && cuts.is_empty() && pages == whole {
+        let failed_pages = (pages < whole).then(|| Cut {
+            offset: layout.offset(pages),
+            len: layout.offset(whole) - layout.offset(pages),
+            reason: if written {
+                CutReason::FailedPages
+            } else {
+                CutReason::UnwrittenPages
+            },
+        });
+        // In blob order: the last kept page's rest, the pages after it, the fragment.
+        let mut cuts: Vec<Cut> = [failed_slot, failed_pages, fragment]
+            .into_iter()
+            .flatten()
+            .collect();
+        let last_is_full =
+            matches!(&last, Some((_, (_, slot))) if usize::from(slot.len) == layout.page_size);
+        if cuts.is_empty() && last_is_full {
             cuts.push(Cut {
                 offset: layout.offset(pages),
                 len: 0,
                 reason: CutReason::MissingEnd,
             });
-        }
-        if pages < whole {
-            let unwritten = Cut {
-                offset: layout.offset(pages),
-                len: layout.offset(whole) - layout.offset(pages),
-                reason: if written {
-                    CutReason::FailedPages
-                } else {
-                    CutReason::UnwrittenPages
-                },
-            };
-            let at = cuts.iter().take_while(|cut| cut.offset < unwritten.offset);
-            cuts.insert(at.count(), unwritten);
         }
         Ok(Tail {
             pages,
