@@ -20,7 +20,7 @@ use crate::stop::Signal;
 use crate::supervision::{self, NodeRef, ScopeNode, TaskNode};
 use crate::task::{Execution, Handle, Owner, Placement, Runnable, Task, TaskRef};
 use crate::worker::dedicated::{self, Launch};
-use crate::worker::{Arrival, RunnerState, Sleep, deliver};
+use crate::worker::{RunnerState, Sleep, deliver};
 use crate::{Clock, Error, Metrics, Spawner};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -81,7 +81,7 @@ impl LabelPath {
 
 impl Owner for TaskNode<LabelPath> {
     fn schedule(runnable: Runnable) {
-        deliver::<LabelPath>(runnable, Arrival::Wake);
+        deliver::<LabelPath>(runnable);
     }
 
     fn is_aborted(&self) -> bool {
@@ -108,7 +108,7 @@ impl Owner for TaskNode<LabelPath> {
 /// Delivers a new pool task's first runnable. Not generic, so the spawns of every future type
 /// share this one compiled path instead of an instance each.
 fn deliver_spawned(runnable: Runnable) {
-    deliver::<LabelPath>(runnable, Arrival::Spawn);
+    deliver::<LabelPath>(runnable);
 }
 
 /// The capabilities of a task. Cheap to clone (one count); `Send + Sync + 'static`.

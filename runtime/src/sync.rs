@@ -11,10 +11,10 @@
 //! still checked against a real lock: what changes is only whose futex call parks the thread.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, fence};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, fence};
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

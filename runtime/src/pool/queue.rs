@@ -1,5 +1,11 @@
 //! A worker's run queue: bounded, FIFO, one producer (its worker), many lock-free thieves.
 //!
+//! The oldest item of a queue that was empty when it arrived is *kept* apart, in a slot only
+//! the owner touches: thieves take from the ring behind it and never the kept item. This is
+//! what lets every spawn go to the spawning worker's queue (tokio's rule, which hands a burst
+//! to thieves half a queue at a time) while a busy worker still keeps its first spawn and a
+//! lone queued wake stays where it was woken (the seed's placement tests).
+//!
 //! The layout follows tokio's `multi_thread/queue.rs`: a ring buffer of [`CAPACITY`] slots, a
 //! `tail` only the owner writes, and a `head` word packing two indices, `steal` and `real`.
 //! `real` is the next slot to pop. `steal` equals `real` except while a thief copies out the
@@ -7,23 +13,30 @@
 //! reuse those slots, and no other thief may start.
 //!
 //! Invariants:
+//! - The kept item, when present, is older than every item in the ring: an item is kept only
+//!   when it arrives at a queue with no kept item and an empty ring. `pop` takes it first.
+//! - Only the owner reads or writes the kept slot; `kept` (the flag) mirrors it for other
+//!   threads' counts, which are snapshots either way.
 //! - Slots in `[real, tail)` hold items owned by the queue, slots in `[steal, real)` items a
 //!   thief is copying out; every other slot is uninitialized. Only the owner writes slots and
 //!   `tail`, and it writes a slot before it publishes the new `tail` with `Release`; a thief
 //!   reads `tail` with `Acquire` before it reads the slots below it.
-//! - `tail - steal <= CAPACITY`: the owner never overwrites a slot a thief may still read.
-//! - A thief claims `floor(len / 2)` items, so a lone item is never stolen and the owner always
-//!   keeps at least as much as it gave away.
-//! - Overflow gives the **newest** half back from the tail, and only when the queue is full
-//!   and no steal is in progress (`steal == real`, `tail - real == CAPACITY`); while a steal is
-//!   in progress, only the new item overflows. The owner lowers `tail`, then checks with a
+//! - `tail - steal + kept <= CAPACITY` (`kept` counting 1 for a kept item): the owner never
+//!   overwrites a slot a thief may still read, and the whole queue holds at most `CAPACITY`.
+//! - A thief claims half of everything queued, kept item included, rounded down, and at most
+//!   the ring's items: a lone item (kept or not) is never stolen, and the owner always keeps at
+//!   least as much as it gave away.
+//! - Overflow gives the **newest** half back from the tail (one less beside a kept item), and
+//!   only when the queue is full and no steal is in progress (`steal == real`,
+//!   `tail - real + kept == CAPACITY`); while a steal is in progress, only the new item
+//!   overflows. The owner lowers `tail`, then checks with a
 //!   compare-and-swap that `head` is still what it read: a thief claiming from that `head` saw
-//!   at most `CAPACITY` items and claims at most half, inside `[real, tail - CAPACITY / 2)`,
+//!   at most `CAPACITY` items and claims at most half, inside `[real, real + CAPACITY / 2)`,
 //!   and every thief after the check reads the lowered tail. If `head` moved (a steal ended
 //!   and another could start from the new `real` with the old tail), the owner restores
 //!   `tail` and decides again.
 
-use crate::sync::{AtomicU32, AtomicU64, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, UnsafeCell};
 use crate::task::Runnable;
 use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
@@ -54,6 +67,10 @@ pub struct RunQueue<T = Runnable> {
     /// One past the newest item. Written by the owner only, with `Release` after the slot.
     tail: AtomicU32,
     buffer: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    /// The kept item (see the module documentation). Owner only.
+    kept_item: UnsafeCell<Option<T>>,
+    /// Whether `kept_item` holds an item. Written by the owner only, read by anyone for counts.
+    kept: AtomicBool,
 }
 
 // SAFETY: slots are accessed only under the index protocol of the module invariants, which
@@ -70,13 +87,21 @@ impl<T> Default for RunQueue<T> {
             buffer: (0..CAPACITY)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
+            kept_item: UnsafeCell::new(None),
+            kept: AtomicBool::new(false),
         }
     }
 }
 
 impl<T> RunQueue<T> {
-    /// Number of items queued and not claimed by a thief (a snapshot for anyone but the owner).
+    /// Number of items queued and not claimed by a thief, the kept item included (a snapshot
+    /// for anyone but the owner).
     pub fn len(&self) -> usize {
+        self.ring_len() + usize::from(self.kept.load(Ordering::Acquire))
+    }
+
+    /// Number of items in the ring (queued behind the kept item, stealable).
+    fn ring_len(&self) -> usize {
         let (_, real) = unpack(self.head.load(Ordering::Acquire));
         let tail = self.tail.load(Ordering::Acquire);
         tail.wrapping_sub(real) as usize
@@ -95,34 +120,60 @@ impl<T> RunQueue<T> {
     pub(crate) fn room(&self) -> usize {
         let (steal, _) = unpack(self.head.load(Ordering::Acquire));
         let tail = self.tail.load(Ordering::Acquire);
-        CAPACITY - tail.wrapping_sub(steal) as usize
+        CAPACITY
+            - usize::from(self.kept.load(Ordering::Acquire))
+            - tail.wrapping_sub(steal) as usize
     }
 
-    /// Whether a thief may take from this queue: a lone item is never stolen.
+    /// Whether a thief may take from this queue: a lone item is never stolen, nor the kept
+    /// one.
     pub fn is_stealable(&self) -> bool {
-        self.len() >= 2
+        let ring = self.ring_len();
+        ring >= 1 && ring + usize::from(self.kept.load(Ordering::Acquire)) >= 2
     }
 
-    /// Appends `item` and returns the queue's length after the push. When the queue is full,
-    /// the newest half (with `item`) is handed to `overflow` as one batch for the global queue
-    /// instead, or only `item` while a thief is copying out a range; 0 is returned then.
+    /// How many items a thief claims when it sees `ring` items in the ring: half of all that is
+    /// queued, kept item included, rounded down, and never more than the ring holds.
+    fn share(&self, ring: u32) -> u32 {
+        let kept = u32::from(self.kept.load(Ordering::Acquire));
+        (ring.wrapping_add(kept) / 2).min(ring)
+    }
+
+    /// Appends `item` and returns the queue's length after the push (kept item included). An
+    /// item arriving at an empty queue is kept (see the module documentation). When the ring
+    /// is full, the newest half (with `item`) is handed to `overflow` as one batch for the
+    /// global queue instead, or only `item` while a thief is copying out a range; 0 is
+    /// returned then.
     ///
     /// # Safety
     /// Only the queue's owning worker may call this (single producer).
     pub(crate) unsafe fn push_back(&self, item: T, overflow: impl FnOnce(Vec<T>)) -> usize {
-        // Only this thread writes `tail`.
+        // Only this thread writes `tail` and `kept`.
         let tail = self.tail.load(Ordering::Relaxed);
+        let kept = self.kept.load(Ordering::Relaxed);
         loop {
             let head = self.head.load(Ordering::Acquire);
             let (steal, real) = unpack(head);
-            if tail.wrapping_sub(steal) < CAPACITY as u32 {
+            if !kept && real == tail {
+                // Empty ring and no kept item: this item is the oldest. A thief copying out
+                // `[steal, real)` took those items already; they are no longer queued here.
+                self.kept_item.with_mut(|slot| {
+                    // SAFETY: only the owner (us) touches the kept slot.
+                    unsafe { *slot = Some(item) };
+                });
+                self.kept.store(true, Ordering::Release);
+                return 1;
+            }
+            // The kept item takes one of the queue's `CAPACITY` places.
+            let capacity = CAPACITY as u32 - u32::from(kept);
+            if tail.wrapping_sub(steal) < capacity {
                 self.buffer[(tail & MASK) as usize].with_mut(|slot| {
                     // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a
                     // thief or the owner reads, and only the owner (us) writes slots.
                     unsafe { (*slot).write(item) };
                 });
                 self.tail.store(tail.wrapping_add(1), Ordering::Release);
-                return tail.wrapping_sub(real) as usize + 1;
+                return tail.wrapping_sub(real) as usize + 1 + usize::from(kept);
             }
             if steal != real {
                 // A thief is copying out a range and frees room soon; this one item goes to
@@ -130,15 +181,17 @@ impl<T> RunQueue<T> {
                 overflow(vec![item]);
                 return 0;
             }
-            // Full, no steal in progress: give the newest half back from the tail. Lower the
-            // tail first, then check that `head` has not moved since we read it: a thief that
+            // Full (`tail - real == capacity`), no steal in progress: give back from the tail
+            // everything above the oldest `HALF` of the ring (half the queue, or one less
+            // beside a kept item). Lower the tail first, then check that `head` has not moved since we read it: a thief that
             // finished a steal meanwhile moved `real`, and one starting after it could claim
             // from the new `real` with the old tail, above `start`. The compare-and-swap also
             // hands the lowered tail to every later thief, which reads `head` (through this
             // RMW's release sequence) before `tail`. A thief still claiming from `head` as we
-            // read it saw at most `CAPACITY` items from `real` and claims at most half, below
-            // `start`.
-            let start = tail.wrapping_sub(HALF);
+            // read it saw at most `CAPACITY` items in the ring from `real` and claims at most
+            // half of them and the kept item, `(CAPACITY + 1) / 2 == HALF`, below `start`.
+            let start = real.wrapping_add(HALF);
+            let given = tail.wrapping_sub(start);
             self.tail.store(start, Ordering::Release);
             if self
                 .head
@@ -149,8 +202,8 @@ impl<T> RunQueue<T> {
                 self.tail.store(tail, Ordering::Release);
                 continue;
             }
-            let mut batch = Vec::with_capacity(HALF as usize + 1);
-            for index in 0..HALF {
+            let mut batch = Vec::with_capacity(given as usize + 1);
+            for index in 0..given {
                 let slot = start.wrapping_add(index) & MASK;
                 batch.push(self.buffer[slot as usize].with(|slot| {
                     // SAFETY: slots `[start, tail)` were initialized by us; the check above
@@ -165,11 +218,16 @@ impl<T> RunQueue<T> {
         }
     }
 
-    /// Takes the oldest item.
+    /// Takes the oldest item: the kept one, else the ring's oldest.
     ///
     /// # Safety
     /// Only the queue's owning worker may call this.
     pub(crate) unsafe fn pop(&self) -> Option<T> {
+        if self.kept.load(Ordering::Relaxed) {
+            self.kept.store(false, Ordering::Release);
+            // SAFETY: only the owner (us) touches the kept slot, and the flag said it is full.
+            return self.kept_item.with_mut(|slot| unsafe { (*slot).take() });
+        }
         let mut head = self.head.load(Ordering::Acquire);
         loop {
             let (steal, real) = unpack(head);
@@ -200,9 +258,10 @@ impl<T> RunQueue<T> {
         }
     }
 
-    /// Steals half of this queue's items (rounded down) into `dst`, appended in order. Returns
-    /// how many moved: 0 when the queue holds fewer than two, another thief is at work, or
-    /// `dst` lacks room for half a queue.
+    /// Steals half of this queue's items (rounded down, kept item counted but never taken) into
+    /// `dst`'s ring, appended in order. Returns how many moved: 0 when the queue holds fewer
+    /// than two or only its kept item, another thief is at work, or `dst` lacks room for half
+    /// a queue.
     ///
     /// # Safety
     /// Only `dst`'s owning worker may call this, and `dst` must not be `self`.
@@ -221,7 +280,7 @@ impl<T> RunQueue<T> {
                 return 0;
             }
             let tail = self.tail.load(Ordering::Acquire);
-            let count = tail.wrapping_sub(real) / 2;
+            let count = self.share(tail.wrapping_sub(real));
             if count == 0 {
                 return 0;
             }
@@ -300,6 +359,7 @@ mod tests {
     /// claimed has no room, and the next push overflows instead of overwriting the range.
     #[test]
     fn room_counts_the_range_a_thief_is_copying() {
+        // The first item is kept; the ring behind it is full.
         let victim = Arc::new(filled(0..CAPACITY as u32));
         assert_eq!(victim.room(), 0);
         let claimed = Arc::new(Barrier::new(2));
@@ -337,8 +397,12 @@ mod tests {
         resume.wait();
         let (stolen, items) = thief.join().unwrap();
         assert_eq!(stolen, CAPACITY / 2);
-        assert_eq!(items, (0..HALF).collect::<Vec<_>>());
-        assert_eq!(victim.room(), CAPACITY / 2);
+        assert_eq!(
+            items,
+            (1..=HALF).collect::<Vec<_>>(),
+            "the ring's oldest half"
+        );
+        assert_eq!(victim.room(), CAPACITY / 2, "the kept item holds one place");
     }
 
     fn filled(items: std::ops::Range<u32>) -> RunQueue<u32> {
@@ -368,34 +432,50 @@ mod tests {
 
     #[test]
     fn overflow_hands_over_the_newest_half_with_the_new_item() {
+        // The kept item and a full ring: `CAPACITY` in all.
         let queue = filled(0..CAPACITY as u32);
         let mut batch = None;
         // SAFETY: this test thread is the only producer.
         let len = unsafe { queue.push_back(CAPACITY as u32, |overflow| batch = Some(overflow)) };
         assert_eq!(len, 0, "an overflowing push reports no length");
         let batch = batch.expect("the push into a full queue overflows");
-        let newest: Vec<u32> = (HALF..=CAPACITY as u32).collect();
+        let newest: Vec<u32> = (HALF + 1..=CAPACITY as u32).collect();
         assert_eq!(batch, newest, "the newest half and the new item, in order");
         assert_eq!(
             drain(&queue),
-            (0..HALF).collect::<Vec<_>>(),
-            "the oldest half stays"
+            (0..=HALF).collect::<Vec<_>>(),
+            "the kept item and the ring's oldest half stay"
         );
+        // Without a kept item the ring holds `CAPACITY` and gives back exactly half.
+        // SAFETY: as above.
+        unsafe {
+            queue.push_back(0, |_| panic!("no overflow"));
+            queue.push_back(1, |_| panic!("no overflow"));
+            assert_eq!(queue.pop(), Some(0));
+            for item in 2..=CAPACITY as u32 {
+                queue.push_back(item, |_| panic!("no overflow"));
+            }
+            assert_eq!(queue.len(), CAPACITY);
+            let mut batch = None;
+            queue.push_back(u32::MAX, |overflow| batch = Some(overflow));
+            assert_eq!(batch.map(|batch| batch.len()), Some(HALF as usize + 1));
+        }
     }
 
     #[test]
-    fn a_thief_takes_the_oldest_half_rounded_down_and_never_a_lone_item() {
+    fn a_thief_takes_the_oldest_half_behind_the_kept_item_and_never_a_lone_item() {
         let thief = RunQueue::default();
         let lone = filled(0..1);
+        assert!(!lone.is_stealable());
         // SAFETY: this thread owns `thief`.
         assert_eq!(unsafe { lone.steal_into(&thief) }, 0);
         assert_eq!(lone.len(), 1);
 
         let victim = filled(0..7);
         // SAFETY: this thread owns `thief`.
-        assert_eq!(unsafe { victim.steal_into(&thief) }, 3);
-        assert_eq!(drain(&thief), [0, 1, 2], "the oldest, in order");
-        // Each steal takes half of what remains, leaving the last one.
+        assert_eq!(unsafe { victim.steal_into(&thief) }, 3, "half of seven");
+        assert_eq!(drain(&thief), [1, 2, 3], "the ring's oldest, in order");
+        // Each steal takes half of what remains, down to the kept item, which stays.
         // SAFETY: as above.
         let steals: Vec<usize> = std::iter::from_fn(|| {
             let count = unsafe { victim.steal_into(&thief) };
@@ -403,12 +483,33 @@ mod tests {
         })
         .collect();
         assert_eq!(steals, [2, 1]);
-        assert_eq!(drain(&victim), [6]);
+        assert!(!victim.is_stealable());
+        assert_eq!(drain(&victim), [0], "the kept item is never stolen");
+    }
+
+    /// A lone item in the ring behind no kept item is not stolen either: the owner popped the
+    /// kept item and the ring's oldest is now its next.
+    #[test]
+    fn a_lone_ring_item_without_a_kept_item_stays() {
+        let queue = filled(0..2);
+        // SAFETY: this test thread owns the queue.
+        assert_eq!(unsafe { queue.pop() }, Some(0));
+        assert_eq!(queue.len(), 1);
+        assert!(!queue.is_stealable());
+        let thief = RunQueue::default();
+        // SAFETY: this thread owns `thief`.
+        assert_eq!(unsafe { queue.steal_into(&thief) }, 0);
+        // An item arriving behind it goes to the ring, not the kept slot: FIFO holds.
+        // SAFETY: this test thread owns the queue.
+        assert_eq!(unsafe { queue.push_back(2, |_| panic!("no overflow")) }, 2);
+        assert_eq!(drain(&queue), [1, 2]);
     }
 
     #[test]
     fn a_thief_without_room_for_half_a_queue_takes_nothing() {
-        let thief = filled(0..HALF + 1);
+        // The kept item and more than half a ring.
+        let thief = filled(0..HALF + 2);
+        assert!(thief.room() < HALF as usize);
         let victim = filled(0..8);
         // SAFETY: this thread owns `thief`.
         assert_eq!(unsafe { victim.steal_into(&thief) }, 0);
@@ -470,6 +571,7 @@ mod models {
             let mut seen = Vec::new();
             // SAFETY: this thread is the victim's owner.
             unsafe {
+                // The kept item, a full ring, and one more that overflows.
                 for item in 0..CAPACITY as u32 + 1 {
                     victim.push_back(item, |batch| seen.extend(batch));
                 }
@@ -491,6 +593,7 @@ mod models {
             let victim = Arc::new(RunQueue::<u32>::default());
             // SAFETY: this thread is the victim's owner.
             unsafe {
+                // The kept item and a full ring.
                 for item in 0..CAPACITY as u32 {
                     victim.push_back(item, |_| unreachable!("not full yet"));
                 }

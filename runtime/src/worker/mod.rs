@@ -65,22 +65,18 @@ pub struct RunnerState {
 /// The most tasks a worker polls between two services of its ring and timers.
 pub(crate) const TURN_BUDGET: usize = 61;
 
-/// How a runnable arrives.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arrival {
-    /// A wake: on a worker of the same pool it joins that worker's queue.
-    Wake,
-    /// A new task: it stays on the spawning worker only if that worker's queue is empty or the
-    /// pool has one worker; otherwise it goes to the global queue for another worker.
-    Spawn,
-}
-
 /// Delivers `runnable` to its task's home: locally on a running worker of its own pool,
 /// through the global queue from anywhere else (a foreign thread, a dedicated worker, another
 /// runtime's worker, a closing worker), or to its dedicated worker's inbox.
 ///
+/// Spawns and wakes alike go to the local queue, as tokio's do: a burst of spawns is handed
+/// to other workers by stealing, half a queue at a time, where a global queue would wake a
+/// worker for every few. The seed's placement comment (a busy worker queues its spawns
+/// globally) is kept in effect by the queue's kept item: a worker's oldest queued runnable is
+/// never stolen (see [`crate::pool::queue`] and `runtime/TESTING.md`).
+///
 /// The runnable's task is owned by a [`TaskNode`] of label `S` (see [`crate::task::Owner`]).
-pub(crate) fn deliver<S: 'static>(runnable: Runnable, arrival: Arrival) {
+pub(crate) fn deliver<S: 'static>(runnable: Runnable) {
     let pool = match home::<S>(&runnable) {
         Home::Pool(pool) => pool.as_ptr(),
         Home::Dedicated(inbox) => {
@@ -97,10 +93,6 @@ pub(crate) fn deliver<S: 'static>(runnable: Runnable, arrival: Arrival) {
             || seat.pool.is_closed()
             || !std::ptr::eq(pool, Arc::as_ptr(&seat.pool))
         {
-            return;
-        }
-        let queue = seat.pool.queue(seat.index);
-        if arrival == Arrival::Spawn && seat.pool.workers() > 1 && !queue.is_empty() {
             return;
         }
         push_local(
