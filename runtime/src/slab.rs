@@ -7,11 +7,23 @@
 //!   before they remove.
 //! - The slab never shrinks its storage: a long-lived owner keeps as many slots as it ever had
 //!   live values at once.
+//! - Free slots form a list threaded through the slots themselves (the most recently freed
+//!   first), so the slab is one allocation however values come and go.
+
+/// A slot: a value, or a free slot naming the next free one.
+enum Entry<T> {
+    Occupied(T),
+    Vacant { next: usize },
+}
+
+/// No next free slot.
+const NONE: usize = usize::MAX;
 
 /// Values in reusable slots.
 pub(crate) struct Slab<T> {
-    slots: Vec<Option<T>>,
-    free: Vec<usize>,
+    slots: Vec<Entry<T>>,
+    /// The first free slot, or `NONE`.
+    free: usize,
     len: usize,
 }
 
@@ -19,7 +31,7 @@ impl<T> Default for Slab<T> {
     fn default() -> Self {
         Self {
             slots: Vec::new(),
-            free: Vec::new(),
+            free: NONE,
             len: 0,
         }
     }
@@ -29,26 +41,32 @@ impl<T> Slab<T> {
     /// Stores `value` and returns its slot.
     pub(crate) fn insert(&mut self, value: T) -> usize {
         self.len += 1;
-        match self.free.pop() {
-            Some(index) => {
-                self.slots[index] = Some(value);
-                index
-            }
-            None => {
-                self.slots.push(Some(value));
-                self.slots.len() - 1
-            }
+        if self.free == NONE {
+            self.slots.push(Entry::Occupied(value));
+            return self.slots.len() - 1;
         }
+        let index = self.free;
+        match std::mem::replace(&mut self.slots[index], Entry::Occupied(value)) {
+            Entry::Vacant { next } => self.free = next,
+            Entry::Occupied(_) => unreachable!("the free list names only vacant slots"),
+        }
+        index
     }
 
     /// The value in `index`, if any.
     pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        self.slots.get(index).and_then(Option::as_ref)
+        match self.slots.get(index)? {
+            Entry::Occupied(value) => Some(value),
+            Entry::Vacant { .. } => None,
+        }
     }
 
     /// The value in `index`, mutably, if any.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        self.slots.get_mut(index).and_then(Option::as_mut)
+        match self.slots.get_mut(index)? {
+            Entry::Occupied(value) => Some(value),
+            Entry::Vacant { .. } => None,
+        }
     }
 
     /// Takes the value out of `index` if `matches` accepts it, freeing the slot.
@@ -58,20 +76,28 @@ impl<T> Slab<T> {
         matches: impl FnOnce(&T) -> bool,
     ) -> Option<T> {
         let slot = self.slots.get_mut(index)?;
-        if !slot.as_ref().is_some_and(matches) {
+        if !matches!(slot, Entry::Occupied(value) if matches(value)) {
             return None;
         }
-        let value = slot.take();
-        self.free.push(index);
+        let entry = std::mem::replace(slot, Entry::Vacant { next: self.free });
+        self.free = index;
         self.len -= 1;
-        value
+        match entry {
+            Entry::Occupied(value) => Some(value),
+            Entry::Vacant { .. } => unreachable!("checked occupied above"),
+        }
     }
 
     /// Takes every value out, leaving the slab empty.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> {
-        self.free.clear();
+        self.free = NONE;
         self.len = 0;
-        std::mem::take(&mut self.slots).into_iter().flatten()
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Entry::Occupied(value) => Some(value),
+                Entry::Vacant { .. } => None,
+            })
     }
 
     /// Number of values stored.
@@ -95,7 +121,10 @@ impl<T> Slab<T> {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(index, slot)| slot.as_ref().map(|value| (index, value)))
+            .filter_map(|(index, slot)| match slot {
+                Entry::Occupied(value) => Some((index, value)),
+                Entry::Vacant { .. } => None,
+            })
     }
 }
 
@@ -121,5 +150,24 @@ mod tests {
         drained.sort_unstable();
         assert_eq!(drained, ["second", "third"]);
         assert!(slab.is_empty());
+    }
+
+    #[test]
+    fn freed_slots_are_reused_last_freed_first_and_never_twice() {
+        let mut slab = Slab::default();
+        let slots: Vec<usize> = (0..4).map(|value| slab.insert(value)).collect();
+        for &slot in &[slots[1], slots[3], slots[0]] {
+            assert!(slab.remove_if(slot, |_| true).is_some());
+            assert_eq!(slab.remove_if(slot, |_| true), None, "freed once");
+            assert_eq!(slab.get(slot), None);
+        }
+        assert_eq!(slab.len(), 1);
+        let reused: Vec<usize> = (10..13).map(|value| slab.insert(value)).collect();
+        assert_eq!(reused, [slots[0], slots[3], slots[1]]);
+        assert_eq!(slab.insert(13), 4, "a full slab grows");
+        assert_eq!(slab.capacity(), 5);
+        let mut values: Vec<_> = slab.iter().map(|(_, value)| *value).collect();
+        values.sort_unstable();
+        assert_eq!(values, [2, 10, 11, 12, 13]);
     }
 }

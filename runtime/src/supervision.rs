@@ -52,11 +52,9 @@ impl<S: 'static> Clone for NodeRef<S> {
 }
 
 struct Links<S: 'static> {
-    /// Allocated with the first child: most tasks never have one, and their cells stay small.
-    children: Option<Box<Slab<Child<S>>>>,
-    /// The scope nodes `ScopeNode::shared_child` made here, by label, held weakly: alive while a
-    /// context or task under them is. Allocated with the first one.
-    shared: Option<Box<SharedChildren<S>>>,
+    /// Allocated with the first child or shared scope: most tasks never have one, and their
+    /// cells stay small.
+    family: Option<Box<Family<S>>>,
     /// The parent; dropped when the node ends.
     parent: Option<NodeRef<S>>,
 }
@@ -64,15 +62,28 @@ struct Links<S: 'static> {
 impl<S: 'static> Default for Links<S> {
     fn default() -> Self {
         Self {
-            children: None,
-            shared: None,
+            family: None,
             parent: None,
         }
     }
 }
 
-/// Scope nodes shared by label (see `ScopeNode::shared_child`).
-type SharedChildren<S> = Vec<(&'static str, Weak<ScopeNode<S>>)>;
+/// A node's children, in one allocation with the scopes shared by label.
+struct Family<S: 'static> {
+    children: Slab<Child<S>>,
+    /// The scope nodes `ScopeNode::shared_child` made here, by label, held weakly: alive while
+    /// a context or task under them is.
+    shared: Vec<(&'static str, Weak<ScopeNode<S>>)>,
+}
+
+impl<S: 'static> Default for Family<S> {
+    fn default() -> Self {
+        Self {
+            children: Slab::default(),
+            shared: Vec::new(),
+        }
+    }
+}
 
 /// What every node carries.
 pub(crate) struct NodeCore<S: 'static> {
@@ -166,16 +177,19 @@ impl<S: 'static> NodeCore<S> {
             return Err(child);
         }
         Ok(links
-            .children
+            .family
             .get_or_insert_with(Box::default)
+            .children
             .insert(child))
     }
 
     /// Removes the child at `slot` if it is still the node at `identity`.
     fn release(&self, slot: usize, identity: *const ()) {
         let mut links = self.links.lock();
-        if let Some(children) = links.children.as_mut() {
-            children.remove_if(slot, |child| child.identity() == identity);
+        if let Some(family) = links.family.as_mut() {
+            family
+                .children
+                .remove_if(slot, |child| child.identity() == identity);
         }
     }
 
@@ -192,10 +206,11 @@ impl<S: 'static> NodeCore<S> {
     /// Empties the child list into counted references; called with the lock held, which is
     /// what keeps task entries alive while they are counted (see [`Child`]).
     fn take_children(links: &mut Links<S>) -> Vec<NodeRef<S>> {
-        let Some(children) = links.children.as_mut() else {
+        let Some(family) = links.family.as_mut() else {
             return Vec::new();
         };
-        children
+        family
+            .children
             .drain()
             .filter_map(|child| match child {
                 Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
@@ -296,9 +311,9 @@ pub(crate) fn end<S: 'static>(core: &NodeCore<S>, task: &TaskRef) {
     let (children, parent) = {
         let mut links = core.links.lock();
         let childless = links
-            .children
+            .family
             .as_ref()
-            .is_none_or(|children| children.is_empty());
+            .is_none_or(|family| family.children.is_empty());
         let children = if core.is_closed() || childless {
             None
         } else {
@@ -347,7 +362,7 @@ impl<S: 'static> ScopeNode<S> {
             let mut links = parent.core().links.lock();
             let first = Self::find_shared(&links, label);
             if first.is_none() {
-                let shared = links.shared.get_or_insert_with(Box::default);
+                let shared = &mut links.family.get_or_insert_with(Box::default).shared;
                 shared.retain(|(_, node)| node.strong_count() > 0);
                 shared.push((label, Arc::downgrade(fresh)));
             }
@@ -366,8 +381,9 @@ impl<S: 'static> ScopeNode<S> {
     /// The live shared node of `label` among `links`, if any.
     fn find_shared(links: &Links<S>, label: &'static str) -> Option<Arc<ScopeNode<S>>> {
         links
-            .shared
+            .family
             .as_ref()?
+            .shared
             .iter()
             .find(|(existing, _)| *existing == label)
             .and_then(|(_, node)| node.upgrade())
@@ -520,7 +536,11 @@ mod tests {
                 unreachable!("child contexts stand on scope nodes")
             };
             let links = node.core.links.lock();
-            let children = links.children.as_ref().expect("children were adopted");
+            let children = &links
+                .family
+                .as_ref()
+                .expect("children were adopted")
+                .children;
             assert!(children.is_empty(), "nothing stays adopted");
             let slots = children.capacity();
             assert!(slots <= 2, "slots are reused: {slots}");
