@@ -16,14 +16,13 @@
 use crate::metrics::Label;
 use crate::panic::Payload;
 use crate::pool::Home;
+use crate::sharded::{ShardedCounter, ShardedGauge};
 use crate::stop::Signal;
 use crate::supervision::{self, NodeRef, ScopeNode, TaskNode};
 use crate::task::{Execution, Handle, Owner, Placement, Runnable, Task, TaskRef};
 use crate::worker::dedicated::{self, Launch};
 use crate::worker::{RunnerState, Sleep, deliver};
 use crate::{Clock, Error, Metrics, Spawner};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
@@ -38,7 +37,7 @@ pub(crate) struct LabelPath {
     shared: Arc<RunnerState>,
     name: String,
     attributes: Vec<(&'static str, String)>,
-    families: [OnceLock<(Counter, Gauge)>; 3],
+    families: [OnceLock<(ShardedCounter, ShardedGauge)>; 3],
     /// The scopes `child` made under this one, by label: a scope is only a name, attributes
     /// and metric handles, so every child context with one label shares one (spawning
     /// thousands of actors under one label then makes one scope, not thousands). Labels are
@@ -188,7 +187,7 @@ impl Context {
         }
     }
 
-    fn families(&self) -> &(Counter, Gauge) {
+    fn families(&self) -> &(ShardedCounter, ShardedGauge) {
         let scope = self.scope();
         scope.families[self.execution.slot()].get_or_init(|| {
             let label =

@@ -76,6 +76,7 @@ mod panic;
 mod pool;
 mod resolver;
 mod runner;
+mod sharded;
 mod slab;
 mod stop;
 pub mod storage;

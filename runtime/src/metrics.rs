@@ -13,7 +13,14 @@
 //!   live operation: a driver bug, so it stays zero (the test suite checks it does).
 //! - `runtime_ring_receive_buffers_refused_total` counts rings whose provided receive buffers
 //!   the kernel refused to register (their streams receive one call at a time instead).
+//! - The values every spawn, task end and ring operation changes (`tasks_spawned`,
+//!   `tasks_running`, `pending_operations`) are kept in per-thread cells ([`crate::sharded`]) and
+//!   summed when read: a spawn on one worker and the task's end on another then write
+//!   different cache lines instead of passing one line between the cores for every task. A
+//!   read is exact once the writers are quiet; a read racing writers may count an operation
+//!   on one thread and not its counterpart on another.
 
+use crate::sharded::{ShardedCounter, ShardedGauge};
 use crate::sync::Mutex;
 use crate::task::Execution;
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
@@ -55,9 +62,9 @@ impl EncodeLabelSet for Label {
 /// The runner's metrics.
 pub(crate) struct RuntimeMetrics {
     registry: Mutex<Registry>,
-    pub(crate) tasks_spawned: Family<Label, Counter>,
-    pub(crate) tasks_running: Family<Label, Gauge>,
-    pub(crate) pending_operations: Gauge,
+    pub(crate) tasks_spawned: Family<Label, ShardedCounter>,
+    pub(crate) tasks_running: Family<Label, ShardedGauge>,
+    pub(crate) pending_operations: ShardedGauge,
     pub(crate) unknown_completions: Counter,
     pub(crate) receive_buffers_refused: Counter,
     pub(crate) tasks_live: Gauge,
@@ -66,9 +73,9 @@ pub(crate) struct RuntimeMetrics {
 impl RuntimeMetrics {
     pub(crate) fn new() -> Self {
         let mut registry = Registry::default();
-        let tasks_spawned = Family::<Label, Counter>::default();
-        let tasks_running = Family::<Label, Gauge>::default();
-        let pending_operations = Gauge::default();
+        let tasks_spawned = Family::<Label, ShardedCounter>::default();
+        let tasks_running = Family::<Label, ShardedGauge>::default();
+        let pending_operations = ShardedGauge::default();
         let unknown_completions = Counter::default();
         let receive_buffers_refused = Counter::default();
         let tasks_live = Gauge::default();

@@ -54,7 +54,6 @@ use deadlines::{Deadlines, Expired};
 use io_uring::{IoUring, opcode, squeue, types};
 use operation::{InFlight, Step};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use provided::ProvidedBuffers;
 use std::collections::VecDeque;
 use std::io;
@@ -91,7 +90,7 @@ fn untoken(token: u64) -> (usize, u64) {
 #[derive(Clone, Default)]
 pub(crate) struct RingMetrics {
     /// Operations in flight (submitted or in a backlog).
-    pub(crate) pending_operations: Gauge,
+    pub(crate) pending_operations: crate::sharded::ShardedGauge,
     /// Completions whose `user_data` named no live operation (a bug; always zero).
     pub(crate) unknown_completions: Counter,
     /// Rings whose provided receive buffers the kernel refused.
