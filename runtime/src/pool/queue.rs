@@ -74,7 +74,8 @@ pub struct RunQueue<T = Runnable> {
 }
 
 // SAFETY: slots are accessed only under the index protocol of the module invariants, which
-// gives every slot one reader or one writer at a time; items are `Send`.
+// gives every slot one reader or one writer at a time, and the kept slot only by the owner
+// (every method touching it requires the caller to be the owner); items are `Send`.
 unsafe impl<T: Send> Sync for RunQueue<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Send for RunQueue<T> {}
@@ -168,7 +169,7 @@ impl<T> RunQueue<T> {
             let capacity = CAPACITY as u32 - u32::from(kept);
             if tail.wrapping_sub(steal) < capacity {
                 self.buffer[(tail & MASK) as usize].with_mut(|slot| {
-                    // SAFETY: `tail - steal < CAPACITY`, so this slot is outside every range a
+                    // SAFETY: `tail - steal < CAPACITY - kept`, so this slot is outside every range a
                     // thief or the owner reads, and only the owner (us) writes slots.
                     unsafe { (*slot).write(item) };
                 });
@@ -268,7 +269,9 @@ impl<T> RunQueue<T> {
     pub(crate) unsafe fn steal_into(&self, dst: &RunQueue<T>) -> usize {
         let dst_tail = dst.tail.load(Ordering::Relaxed);
         let (dst_steal, _) = unpack(dst.head.load(Ordering::Acquire));
-        if dst_tail.wrapping_sub(dst_steal) > HALF {
+        // `dst`'s kept item takes one of its places too (we own `dst`: the flag is ours).
+        let dst_kept = u32::from(dst.kept.load(Ordering::Relaxed));
+        if dst_tail.wrapping_sub(dst_steal) + dst_kept > HALF {
             return 0;
         }
         // Claim `[real, real + n)` by moving `real` while `steal` stays: the owner can keep
@@ -303,8 +306,8 @@ impl<T> RunQueue<T> {
                 unsafe { (*slot).assume_init_read() }
             });
             dst.buffer[(dst_tail.wrapping_add(offset) & MASK) as usize].with_mut(|slot| {
-                // SAFETY: we own `dst`, which had room for `HALF >= count` more items, so these
-                // slots are unused by its readers.
+                // SAFETY: we own `dst`, which had room for `HALF >= count` more items beside
+                // its kept item (checked above), so these slots are unused by its readers.
                 unsafe { (*slot).write(item) };
             });
         }
@@ -505,6 +508,17 @@ mod tests {
         assert_eq!(drain(&queue), [1, 2]);
     }
 
+    /// A thief's own kept item counts against its room: it never ends above `CAPACITY`.
+    #[test]
+    fn a_thief_with_a_kept_item_and_half_a_ring_takes_nothing() {
+        let thief = filled(0..HALF + 1);
+        let victim = filled(1000..1000 + CAPACITY as u32);
+        // SAFETY: this thread owns `thief`.
+        assert_eq!(unsafe { victim.steal_into(&thief) }, 0);
+        assert!(thief.len() <= CAPACITY);
+        assert_eq!(thief.room(), CAPACITY - HALF as usize - 1);
+    }
+
     #[test]
     fn a_thief_without_room_for_half_a_queue_takes_nothing() {
         // The kept item and more than half a ring.
@@ -622,6 +636,87 @@ mod models {
             seen.extend(std::iter::from_fn(|| unsafe { victim.pop() }));
             seen.sort_unstable();
             assert_eq!(seen, (0..=CAPACITY as u32).collect::<Vec<_>>());
+        });
+    }
+
+    /// The owner empties its queue and refills it, a new kept item first, while a thief's steal
+    /// of the old ring is in flight: every item comes out exactly once.
+    #[test]
+    fn a_kept_item_refilled_during_a_steal_accounts_for_every_item() {
+        crate::sync::model(|| {
+            let victim = Arc::new(RunQueue::<u32>::default());
+            let mut seen = Vec::new();
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                for item in 0..3 {
+                    victim.push_back(item, |_| unreachable!("no overflow"));
+                }
+                seen.extend(victim.pop());
+            }
+            let thief = {
+                let victim = victim.clone();
+                thread::spawn(move || {
+                    let mine = RunQueue::default();
+                    // SAFETY: this thread owns `mine`.
+                    unsafe { victim.steal_into(&mine) };
+                    // SAFETY: as above.
+                    std::iter::from_fn(|| unsafe { mine.pop() }).collect::<Vec<u32>>()
+                })
+            };
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                seen.extend(victim.pop());
+                seen.extend(victim.pop());
+                for item in 3..3 + CAPACITY as u32 {
+                    victim.push_back(item, |batch| seen.extend(batch));
+                }
+            }
+            seen.extend(thief.join().unwrap());
+            // SAFETY: as above.
+            seen.extend(std::iter::from_fn(|| unsafe { victim.pop() }));
+            seen.sort_unstable();
+            assert_eq!(seen, (0..3 + CAPACITY as u32).collect::<Vec<_>>());
+        });
+    }
+
+    /// An overflow of a ring full without a kept item (the owner popped it) races a thief
+    /// that may have read the kept flag before the pop: every item comes out exactly once.
+    #[test]
+    fn an_overflow_without_a_kept_item_racing_a_thief_accounts_for_every_item() {
+        crate::sync::model(|| {
+            let victim = Arc::new(RunQueue::<u32>::default());
+            let mut seen = Vec::new();
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                victim.push_back(0, |_| unreachable!("no overflow"));
+                victim.push_back(1, |_| unreachable!("no overflow"));
+            }
+            let thief = {
+                let victim = victim.clone();
+                thread::spawn(move || {
+                    let mine = RunQueue::default();
+                    let mut items = Vec::new();
+                    for _ in 0..2 {
+                        // SAFETY: this thread owns `mine`.
+                        unsafe { victim.steal_into(&mine) };
+                        // SAFETY: as above.
+                        items.extend(std::iter::from_fn(|| unsafe { mine.pop() }));
+                    }
+                    items
+                })
+            };
+            // SAFETY: this thread is the victim's owner.
+            unsafe {
+                seen.extend(victim.pop());
+                for item in 2..3 + CAPACITY as u32 {
+                    victim.push_back(item, |batch| seen.extend(batch));
+                }
+            }
+            seen.extend(thief.join().unwrap());
+            // SAFETY: as above.
+            seen.extend(std::iter::from_fn(|| unsafe { victim.pop() }));
+            seen.sort_unstable();
+            assert_eq!(seen, (0..3 + CAPACITY as u32).collect::<Vec<_>>());
         });
     }
 

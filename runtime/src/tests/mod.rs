@@ -1576,9 +1576,9 @@ mod pool;
 mod shutdown;
 
 /// With several workers the root's tasks all complete on at most that many threads; a quiet
-/// worker zero keeps the first spawn, and the rest are handed out through the global queue:
-/// while the root holds worker zero, the other workers start every one of them, so none runs
-/// on worker zero. With one worker every task runs on the root's thread.
+/// worker zero keeps the first spawn (its queue's kept item), and the rest are stolen from its
+/// queue: while the root holds worker zero, the other workers start every one of them, so none
+/// runs on worker zero. With one worker every task runs on the root's thread.
 #[test]
 fn tasks_spread_across_workers_and_complete() {
     for workers in [1, 2, 4] {
@@ -1601,10 +1601,10 @@ fn tasks_spread_across_workers_and_complete() {
                     .collect();
                 if workers > 1 {
                     // The root holds worker zero: only the other workers can start the
-                    // globally queued spawns.
+                    // spawns queued behind its kept one, by stealing them.
                     spin_until(
                         || started.load(Ordering::SeqCst) >= 3 * workers - 1,
-                        "the globally queued spawns must start on the other workers",
+                        "the spawns behind the kept one must start on the other workers",
                     );
                 }
                 let mut threads = Vec::new();

@@ -72,8 +72,8 @@ pub(crate) const TURN_BUDGET: usize = 61;
 /// Spawns and wakes alike go to the local queue, as tokio's do: a burst of spawns is handed
 /// to other workers by stealing, half a queue at a time, where a global queue would wake a
 /// worker for every few. The seed's placement comment (a busy worker queues its spawns
-/// globally) is kept in effect by the queue's kept item: a worker's oldest queued runnable is
-/// never stolen (see [`crate::pool::queue`] and `runtime/TESTING.md`).
+/// globally) is kept in effect by the queue's kept item: a runnable arriving at an empty queue
+/// is kept apart and never stolen (see [`crate::pool::queue`] and `runtime/TESTING.md`).
 ///
 /// The runnable's task is owned by a [`TaskNode`] of label `S` (see [`crate::task::Owner`]).
 pub(crate) fn deliver<S: 'static>(runnable: Runnable) {
