@@ -19,12 +19,19 @@
 //!   task detaches from its parent when it ends ([`end`]) and a scope when it is dropped,
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
+//! - On a pool worker polling a batch of tasks ([`LeaveBatch`]), a task that ends leaves its
+//!   parent's list when the batch ends, not at once: the batch holds a counted reference to the
+//!   task (so the parent's entry never names a freed cell) and the parent, and applies the
+//!   leaves under one lock per parent. A spawner on one core and tasks ending on another then
+//!   pass the parent's lock and list between the cores once a batch instead of once a task.
+//!   An entry still listed for an ended task is harmless: a cascade finds its node closed.
 
 use crate::pool::Home;
 use crate::slab::Slab;
 use crate::sync::Mutex;
 use crate::task::{Execution, TaskPtr, TaskRef};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A child entry: scopes weakly (a dropped scope leaves), tasks by address. A task entry
@@ -89,9 +96,9 @@ impl<S: 'static> Default for Family<S> {
 pub(crate) struct NodeCore<S: 'static> {
     /// Readable without the lock (spawn checks it every call); written under it.
     closed: AtomicBool,
-    /// This node's slot among its parent's children: written by the thread that adopts the
-    /// node before the node is shared, read when it leaves.
-    slot: AtomicUsize,
+    /// This node's slot among its parent's children, and the tag of the thread that adopted it
+    /// ([`SlotWord`]): written by that thread before the node is shared, read when it leaves.
+    slot: AtomicU64,
     links: Mutex<Links<S>>,
     /// The label of contexts on this node; `None` only for the bare cells of unit tests.
     scope: Option<Arc<S>>,
@@ -101,7 +108,7 @@ impl<S: 'static> Default for NodeCore<S> {
     fn default() -> Self {
         Self {
             closed: AtomicBool::new(false),
-            slot: AtomicUsize::new(0),
+            slot: AtomicU64::new(0),
             links: Mutex::new(Links::default()),
             scope: None,
         }
@@ -156,7 +163,7 @@ impl<S: 'static> NodeCore<S> {
     pub(crate) fn under(parent: NodeRef<S>, scope: Arc<S>) -> Self {
         Self {
             closed: AtomicBool::new(false),
-            slot: AtomicUsize::new(usize::MAX),
+            slot: AtomicU64::new(SlotWord::UNADOPTED),
             links: Mutex::new(Links {
                 parent: Some(parent),
                 ..Links::default()
@@ -226,7 +233,7 @@ impl<S: 'static> NodeCore<S> {
         if let Some(parent) = parent {
             parent
                 .core()
-                .release(self.slot.load(Ordering::Relaxed), identity);
+                .release(SlotWord::slot(self.slot.load(Ordering::Relaxed)), identity);
         }
     }
 }
@@ -267,7 +274,9 @@ impl<S: 'static> NodeRef<S> {
     /// closed parent refuses, and the task is closed and aborted instead (it never runs).
     pub(crate) fn adopt_task(&self, task: &TaskRef) {
         match self.core().adopt(Child::Task(task.ptr())) {
-            Ok(slot) => TaskNode::<S>::of(task).slot.store(slot, Ordering::Relaxed),
+            Ok(slot) => TaskNode::<S>::of(task)
+                .slot
+                .store(SlotWord::adopted_here(slot), Ordering::Relaxed),
             Err(_) => NodeRef::<S>::Task(task.clone()).abort(),
         }
     }
@@ -325,7 +334,231 @@ pub(crate) fn end<S: 'static>(core: &NodeCore<S>, task: &TaskRef) {
     if let Some(children) = children {
         cascade(children, Vec::new());
     }
-    core.leave(parent, task.identity());
+    let Some(parent) = parent else { return };
+    let word = core.slot.load(Ordering::Relaxed);
+    let slot = SlotWord::slot(word);
+    // A task ending on the thread that adopted it finds its parent's list in this core's
+    // cache: leaving at once is cheapest. One ending elsewhere leaves with its batch.
+    let parent = if SlotWord::adopted_here_word(word) {
+        Some(parent)
+    } else {
+        PendingLeave::defer(parent, slot, task)
+    };
+    if let Some(parent) = parent {
+        parent.core().release(slot, task.identity());
+    }
+}
+
+/// A node's slot word: its slot among its parent's children in the low [`SlotWord::BITS`]
+/// bits, and above them a tag of the thread that adopted it (zero for a scope node, which
+/// leaves at once wherever it is dropped).
+struct SlotWord;
+
+impl SlotWord {
+    const BITS: u32 = 40;
+    const SLOTS: u64 = (1 << Self::BITS) - 1;
+    /// The word of a node not adopted (yet): no slot names it.
+    const UNADOPTED: u64 = Self::SLOTS;
+
+    /// The word of a slot adopted by the calling thread.
+    fn adopted_here(slot: usize) -> u64 {
+        let slot = slot as u64;
+        assert!(slot < Self::SLOTS, "a node with 2^40 children");
+        slot | (u64::from(thread_tag()) << Self::BITS)
+    }
+
+    /// The slot of a word.
+    fn slot(word: u64) -> usize {
+        (word & Self::SLOTS) as usize
+    }
+
+    /// Whether the word was adopted by the calling thread.
+    fn adopted_here_word(word: u64) -> bool {
+        word >> Self::BITS == u64::from(thread_tag())
+    }
+}
+
+/// This thread's tag: distinct among the first 2^24 - 1 threads, never zero.
+fn thread_tag() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    thread_local! {
+        static TAG: Cell<u32> = const { Cell::new(0) };
+    }
+    TAG.with(|tag| {
+        if tag.get() == 0 {
+            let next = NEXT.fetch_add(1, Ordering::Relaxed) % ((1 << 24) - 1);
+            tag.set(next + 1);
+        }
+        tag.get()
+    })
+}
+
+/// Holds back the leaves of tasks that end on this thread until it is dropped (see the module
+/// invariants). For a pool worker's batch of polls; not reentrant (a nested batch applies its
+/// leaves with the outer one).
+pub(crate) struct LeaveBatch {
+    outer: bool,
+}
+
+thread_local! {
+    /// Whether a [`LeaveBatch`] is open on this thread.
+    static BATCHING: Cell<bool> = const { Cell::new(false) };
+    /// The leaves held back by the open batch.
+    static PENDING: RefCell<Vec<PendingLeave>> = const { RefCell::new(Vec::new()) };
+}
+
+impl LeaveBatch {
+    /// Opens a batch on this thread.
+    pub(crate) fn begin() -> Self {
+        let outer = !BATCHING.with(|batching| batching.replace(true));
+        Self { outer }
+    }
+}
+
+impl Drop for LeaveBatch {
+    fn drop(&mut self) {
+        if !self.outer {
+            return;
+        }
+        // Applied before the flag falls, so a leave deferred by a drop below is applied too;
+        // unwinding included, so no entry outlives the references that guard it.
+        loop {
+            let mut pending = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
+            if pending.is_empty() {
+                break;
+            }
+            let mut start = 0;
+            while start < pending.len() {
+                let parent = pending[start].parent_identity();
+                let len = pending[start..]
+                    .iter()
+                    .take_while(|leave| leave.parent_identity() == parent)
+                    .count();
+                let run = &mut pending[start..start + len];
+                // SAFETY: every leave of `run` has the same parent, whose label type is the
+                // one `run[0].release` was made for (see `PendingLeave::defer`).
+                unsafe { (run[0].release)(run) };
+                start += len;
+            }
+            // Dropping the references may free cells and scopes (a scope's drop leaves its
+            // parent at once); no lock is held here.
+            pending.clear();
+            PENDING.with(|slot| {
+                let mut slot = slot.borrow_mut();
+                if slot.is_empty() {
+                    // Keep the allocation for the next batch.
+                    *slot = pending;
+                }
+            });
+        }
+        BATCHING.with(|batching| batching.set(false));
+    }
+}
+
+/// A parent held by a pending leave, its label type erased (the batch is one list per thread
+/// for every label type).
+enum ErasedParent {
+    /// From `Arc::into_raw` of an `Arc<ScopeNode<S>>`; given back by `drop_scope`.
+    Scope(*const ()),
+    Task(TaskRef),
+}
+
+/// A task's leave of its parent, held back by a [`LeaveBatch`].
+struct PendingLeave {
+    parent: ErasedParent,
+    slot: usize,
+    /// The ended task: this count keeps its cell alive, and so the parent's entry valid.
+    task: TaskRef,
+    /// Whether the leave was applied; one dropped before is applied by its drop, so no entry
+    /// outlives this count whatever ends the batch (a thread's exit included).
+    applied: bool,
+    /// Removes the leaves of a run with this parent from its list, under one lock, and marks
+    /// them applied.
+    release: unsafe fn(&mut [PendingLeave]),
+    /// Gives back a `Scope` parent's count.
+    drop_scope: unsafe fn(*const ()),
+}
+
+impl PendingLeave {
+    /// Holds back `task`'s leave of `parent` if a batch is open on this thread; otherwise
+    /// hands `parent` back for the caller to leave at once.
+    fn defer<S: 'static>(parent: NodeRef<S>, slot: usize, task: &TaskRef) -> Option<NodeRef<S>> {
+        if !BATCHING.with(Cell::get) {
+            return Some(parent);
+        }
+        let parent = match parent {
+            NodeRef::Scope(scope) => ErasedParent::Scope(Arc::into_raw(scope).cast()),
+            NodeRef::Task(task) => ErasedParent::Task(task),
+        };
+        let leave = PendingLeave {
+            parent,
+            slot,
+            task: task.clone(),
+            applied: false,
+            release: release_run::<S>,
+            drop_scope: drop_scope::<S>,
+        };
+        PENDING.with(|pending| pending.borrow_mut().push(leave));
+        None
+    }
+
+    fn parent_identity(&self) -> *const () {
+        match &self.parent {
+            ErasedParent::Scope(scope) => *scope,
+            ErasedParent::Task(task) => task.identity(),
+        }
+    }
+}
+
+impl Drop for PendingLeave {
+    fn drop(&mut self) {
+        if !self.applied {
+            let release = self.release;
+            // SAFETY: a run of one, with its own parent and label type.
+            unsafe { release(std::slice::from_mut(self)) };
+        }
+        if let ErasedParent::Scope(scope) = self.parent {
+            // SAFETY: `scope` came from `Arc::into_raw` of the `Arc<ScopeNode<S>>` that
+            // `drop_scope` was made for, and this is its only release.
+            unsafe { (self.drop_scope)(scope) };
+        }
+    }
+}
+
+/// Removes every leave of `run` from the list of its parent, of label type `S`.
+///
+/// # Safety
+/// Every leave of `run` has the same parent, and `S` is that parent's label type.
+unsafe fn release_run<S: 'static>(run: &mut [PendingLeave]) {
+    let Some(first) = run.first() else { return };
+    let core: &NodeCore<S> = match &first.parent {
+        // SAFETY: the pending leave holds a count of this `ScopeNode<S>` (caller's contract on
+        // `S`), so it is alive.
+        ErasedParent::Scope(scope) => &unsafe { &*scope.cast::<ScopeNode<S>>() }.core,
+        ErasedParent::Task(task) => TaskNode::<S>::of(task),
+    };
+    let mut links = core.links.lock();
+    if let Some(family) = links.family.as_mut() {
+        for leave in run.iter() {
+            let identity = leave.task.identity();
+            family
+                .children
+                .remove_if(leave.slot, |child| child.identity() == identity);
+        }
+    }
+    drop(links);
+    for leave in run {
+        leave.applied = true;
+    }
+}
+
+/// Gives back a count of a `ScopeNode<S>` taken with `Arc::into_raw`.
+///
+/// # Safety
+/// `scope` came from `Arc::into_raw` of an `Arc<ScopeNode<S>>`, and is given back once.
+unsafe fn drop_scope<S: 'static>(scope: *const ()) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Arc::from_raw(scope.cast::<ScopeNode<S>>()) });
 }
 
 impl<S: 'static> ScopeNode<S> {
@@ -414,7 +647,8 @@ impl<S: 'static> ScopeNode<S> {
         });
         match parent.core().adopt(Child::Scope(Arc::downgrade(&scope))) {
             Ok(slot) => {
-                scope.core.slot.store(slot, Ordering::Relaxed);
+                // Tag zero: a scope leaves at once (its drop is not in a batch).
+                scope.core.slot.store(slot as u64, Ordering::Relaxed);
                 (NodeRef::Scope(scope), false)
             }
             Err(_) => {

@@ -37,6 +37,7 @@ use super::idle::{IdleRole, Spinner};
 use super::{Local, RootWake, TURN_BUDGET, push_local, run_deferred, service};
 use crate::panic::Panics;
 use crate::pool::{CAPACITY, Message, Pool};
+use crate::supervision::LeaveBatch;
 use crate::task::{Polled, Runnable};
 use crate::worker::RunnerState;
 use std::future::Future;
@@ -207,6 +208,8 @@ impl Worker {
     }
 
     fn poll_tasks(&mut self) -> usize {
+        // Tasks that end in this batch leave their parents when it ends, one lock a parent.
+        let _leaves = LeaveBatch::begin();
         let mut polled = 0;
         while polled < TURN_BUDGET && !self.pool().is_closed() {
             let Some(runnable) = self.next_runnable() else {
