@@ -680,6 +680,55 @@ mod tests {
             .with_idle_spinner(SpinnerConfig::disabled())
     }
 
+    /// The children listed under a scope node.
+    fn listed(scope: &crate::Context) -> usize {
+        let NodeRef::Scope(node) = &scope.tree else {
+            unreachable!("child contexts stand on scope nodes")
+        };
+        let links = node.core.links.lock();
+        links
+            .family
+            .as_ref()
+            .map_or(0, |family| family.children.len())
+    }
+
+    /// A task adopted on a foreign thread and ending on the worker leaves its parent when the
+    /// worker's batch ends: a task later in the same batch still finds it listed, can abort
+    /// the parent (the cascade finds the ended task closed and leaves its result alone), and
+    /// the list is empty once the batch is over.
+    #[test]
+    fn a_leave_held_by_a_batch_survives_an_abort_of_its_parent_and_is_applied_at_its_end() {
+        Runner::new(config()).start(|context| async move {
+            let scope = context.child("scope");
+            let (ended, aborter) = std::thread::scope(|threads| {
+                threads
+                    .spawn(|| {
+                        // Spawned from a foreign thread: adopted there, queued globally, and
+                        // taken by the worker in one share, `ended` first.
+                        let ended = scope.clone().spawn(|_| async { 7 });
+                        let aborter = context.clone().spawn({
+                            let scope = scope.clone();
+                            move |_| async move {
+                                let still_listed = listed(&scope);
+                                scope.tree.abort();
+                                still_listed
+                            }
+                        });
+                        (ended, aborter)
+                    })
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(ended.await.unwrap(), 7, "the ended task keeps its result");
+            assert_eq!(
+                aborter.await.unwrap(),
+                1,
+                "the ended task is listed until its batch ends"
+            );
+            assert_eq!(listed(&scope), 0, "the held leave was applied");
+        });
+    }
+
     #[test]
     fn closing_a_scope_closes_its_descendants() {
         Runner::new(config()).start(|context| async move {
