@@ -5,7 +5,11 @@
 //!   changed on one thread and read back there are exact, and a value incremented on one
 //!   worker and decremented on another writes two cache lines that stay with their cores.
 //! - A read sums the cells with relaxed loads: exact once the writers are quiet; a read racing
-//!   writers may see one thread's change and not its counterpart's on another thread.
+//!   writers may see one thread's change and not its counterpart's on another thread (a
+//!   gauge raised on one worker and lowered on another can read one below its true value, -1
+//!   included, for as long as the two writes race the read).
+//! - A value costs [`SHARDS`] cache lines (512 bytes, with its `Arc`, about 600): a label
+//!   family of the runtime keeps one per label set it has seen.
 
 use prometheus_client::metrics::counter::{self, Counter};
 use prometheus_client::metrics::gauge::{self, Gauge};
@@ -20,9 +24,9 @@ pub(crate) type ShardedGauge = Gauge<i64, Sharded<AtomicI64>>;
 /// How many cells a [`Sharded`] value has; threads share them round-robin.
 const SHARDS: usize = 8;
 
-/// One cell on a cache line of its own (128 bytes: the adjacent-line prefetcher pairs lines).
+/// One cell on a cache line of its own.
 #[derive(Default)]
-#[repr(align(128))]
+#[repr(align(64))]
 struct Padded<A>(A);
 
 /// A metric value kept in [`SHARDS`] cells, each thread writing its own (threads are assigned

@@ -9,6 +9,8 @@
 //!   live values at once.
 //! - Free slots form a list threaded through the slots themselves (the most recently freed
 //!   first), so the slab is one allocation however values come and go.
+//! - Slot 0 is kept inline: a slab that never holds two values at once allocates nothing
+//!   (most supervision nodes with children have one).
 
 /// A slot: a value, or a free slot naming the next free one.
 enum Entry<T> {
@@ -21,7 +23,10 @@ const NONE: usize = usize::MAX;
 
 /// Values in reusable slots.
 pub(crate) struct Slab<T> {
-    slots: Vec<Entry<T>>,
+    /// Slot 0, once used.
+    first: Option<Entry<T>>,
+    /// Slots 1 and up.
+    rest: Vec<Entry<T>>,
     /// The first free slot, or `NONE`.
     free: usize,
     len: usize,
@@ -30,7 +35,8 @@ pub(crate) struct Slab<T> {
 impl<T> Default for Slab<T> {
     fn default() -> Self {
         Self {
-            slots: Vec::new(),
+            first: None,
+            rest: Vec::new(),
             free: NONE,
             len: 0,
         }
@@ -38,15 +44,36 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    fn entry(&self, index: usize) -> Option<&Entry<T>> {
+        match index {
+            0 => self.first.as_ref(),
+            index => self.rest.get(index - 1),
+        }
+    }
+
+    fn entry_mut(&mut self, index: usize) -> Option<&mut Entry<T>> {
+        match index {
+            0 => self.first.as_mut(),
+            index => self.rest.get_mut(index - 1),
+        }
+    }
+
     /// Stores `value` and returns its slot.
     pub(crate) fn insert(&mut self, value: T) -> usize {
         self.len += 1;
         if self.free == NONE {
-            self.slots.push(Entry::Occupied(value));
-            return self.slots.len() - 1;
+            if self.first.is_none() {
+                self.first = Some(Entry::Occupied(value));
+                return 0;
+            }
+            self.rest.push(Entry::Occupied(value));
+            return self.rest.len();
         }
         let index = self.free;
-        match std::mem::replace(&mut self.slots[index], Entry::Occupied(value)) {
+        let entry = self
+            .entry_mut(index)
+            .expect("the free list names only existing slots");
+        match std::mem::replace(entry, Entry::Occupied(value)) {
             Entry::Vacant { next } => self.free = next,
             Entry::Occupied(_) => unreachable!("the free list names only vacant slots"),
         }
@@ -55,7 +82,7 @@ impl<T> Slab<T> {
 
     /// The value in `index`, if any.
     pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        match self.slots.get(index)? {
+        match self.entry(index)? {
             Entry::Occupied(value) => Some(value),
             Entry::Vacant { .. } => None,
         }
@@ -63,7 +90,7 @@ impl<T> Slab<T> {
 
     /// The value in `index`, mutably, if any.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        match self.slots.get_mut(index)? {
+        match self.entry_mut(index)? {
             Entry::Occupied(value) => Some(value),
             Entry::Vacant { .. } => None,
         }
@@ -75,11 +102,12 @@ impl<T> Slab<T> {
         index: usize,
         matches: impl FnOnce(&T) -> bool,
     ) -> Option<T> {
-        let slot = self.slots.get_mut(index)?;
+        let free = self.free;
+        let slot = self.entry_mut(index)?;
         if !matches!(slot, Entry::Occupied(value) if matches(value)) {
             return None;
         }
-        let entry = std::mem::replace(slot, Entry::Vacant { next: self.free });
+        let entry = std::mem::replace(slot, Entry::Vacant { next: free });
         self.free = index;
         self.len -= 1;
         match entry {
@@ -92,8 +120,10 @@ impl<T> Slab<T> {
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> {
         self.free = NONE;
         self.len = 0;
-        std::mem::take(&mut self.slots)
+        self.first
+            .take()
             .into_iter()
+            .chain(std::mem::take(&mut self.rest))
             .filter_map(|entry| match entry {
                 Entry::Occupied(value) => Some(value),
                 Entry::Vacant { .. } => None,
@@ -113,13 +143,14 @@ impl<T> Slab<T> {
     /// Number of slots, used or free.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
+        usize::from(self.first.is_some()) + self.rest.len()
     }
 
     /// Iterates over `(slot, value)` pairs.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> {
-        self.slots
+        self.first
             .iter()
+            .chain(&self.rest)
             .enumerate()
             .filter_map(|(index, slot)| match slot {
                 Entry::Occupied(value) => Some((index, value)),

@@ -16,7 +16,8 @@
 //! - No lock is held while a task is aborted: aborting wakes tasks and finishes metrics, which
 //!   may run arbitrary code.
 //! - Children hold their parent strongly and parents hold scopes weakly and tasks strongly; a
-//!   task detaches from its parent when it ends ([`end`]) and a scope when it is dropped,
+//!   task detaches from its parent when it ends ([`end`], or with its worker's batch, below)
+//!   and a scope when it is dropped,
 //!   so a long-lived parent keeps a list as long as its live children, and an abort from the
 //!   root reaches every node still in use.
 //! - On a pool worker polling a batch of tasks ([`LeaveBatch`]), a task that ends leaves its
@@ -35,7 +36,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A child entry: scopes weakly (a dropped scope leaves), tasks by address. A task entry
-/// holds no count: every adopted task leaves its parent (in [`end`]) before its cell can be
+/// holds no count: every adopted task leaves its parent (in [`end`], or when the batch that
+/// held its leave applies it, that leave holding a count until then) before its cell can be
 /// freed, and an entry is only turned into a counted reference under the parent's lock, which
 /// that leaving needs too, so an entry never outlives its cell.
 enum Child<S: 'static> {
@@ -75,19 +77,61 @@ impl<S: 'static> Default for Links<S> {
     }
 }
 
+/// The scope nodes made under one node by label, held weakly. The first is kept inline: most
+/// nodes that make one make only one (a task opening `child(label)`).
+struct SharedScopes<S: 'static> {
+    first: Option<(&'static str, Weak<ScopeNode<S>>)>,
+    rest: Vec<(&'static str, Weak<ScopeNode<S>>)>,
+}
+
+impl<S: 'static> Default for SharedScopes<S> {
+    fn default() -> Self {
+        Self {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl<S: 'static> SharedScopes<S> {
+    fn iter(&self) -> impl Iterator<Item = &(&'static str, Weak<ScopeNode<S>>)> {
+        self.first.iter().chain(&self.rest)
+    }
+
+    /// Drops the entries of scopes no longer alive.
+    fn forget_dropped(&mut self) {
+        if self
+            .first
+            .as_ref()
+            .is_some_and(|(_, node)| node.strong_count() == 0)
+        {
+            self.first = None;
+        }
+        self.rest.retain(|(_, node)| node.strong_count() > 0);
+    }
+
+    fn push(&mut self, label: &'static str, node: Weak<ScopeNode<S>>) {
+        if self.first.is_none() {
+            self.first = Some((label, node));
+        } else {
+            self.rest.push((label, node));
+        }
+    }
+}
+
 /// A node's children, in one allocation with the scopes shared by label.
 struct Family<S: 'static> {
     children: Slab<Child<S>>,
     /// The scope nodes `ScopeNode::shared_child` made here, by label, held weakly: alive while
     /// a context or task under them is.
-    shared: Vec<(&'static str, Weak<ScopeNode<S>>)>,
+    shared: SharedScopes<S>,
 }
 
 impl<S: 'static> Default for Family<S> {
     fn default() -> Self {
         Self {
             children: Slab::default(),
-            shared: Vec::new(),
+            shared: SharedScopes::default(),
         }
     }
 }
@@ -221,8 +265,9 @@ impl<S: 'static> NodeCore<S> {
             .drain()
             .filter_map(|child| match child {
                 Child::Scope(scope) => scope.upgrade().map(NodeRef::Scope),
-                // SAFETY: the entry is still in the list, so its task has not left, so its
-                // cell is alive; we hold the lock the task needs to leave.
+                // SAFETY: the entry is still in the list, so its task has not left (or its
+                // leave is held by a batch, which holds a count), so its cell is alive; we
+                // hold the lock the leave needs.
                 Child::Task(task) => Some(NodeRef::Task(unsafe { task.counted() })),
             })
             .collect()
@@ -420,6 +465,17 @@ impl Drop for LeaveBatch {
         if !self.outer {
             return;
         }
+        /// Closes the batch however its flush ends: a destructor that panics below (an output
+        /// nobody read, freed with its cell) must not leave every later batch on this thread
+        /// looking nested, holding its leaves forever. Leaves still held then are applied by
+        /// the next batch's flush, or by their own drops.
+        struct Close;
+        impl Drop for Close {
+            fn drop(&mut self) {
+                BATCHING.with(|batching| batching.set(false));
+            }
+        }
+        let _close = Close;
         // Applied before the flag falls, so a leave deferred by a drop below is applied too;
         // unwinding included, so no entry outlives the references that guard it.
         loop {
@@ -451,7 +507,6 @@ impl Drop for LeaveBatch {
                 }
             });
         }
-        BATCHING.with(|batching| batching.set(false));
     }
 }
 
@@ -596,8 +651,8 @@ impl<S: 'static> ScopeNode<S> {
             let first = Self::find_shared(&links, label);
             if first.is_none() {
                 let shared = &mut links.family.get_or_insert_with(Box::default).shared;
-                shared.retain(|(_, node)| node.strong_count() > 0);
-                shared.push((label, Arc::downgrade(fresh)));
+                shared.forget_dropped();
+                shared.push(label, Arc::downgrade(fresh));
             }
             first
         };
@@ -727,6 +782,66 @@ mod tests {
             );
             assert_eq!(listed(&scope), 0, "the held leave was applied");
         });
+    }
+
+    /// A destructor that panics while a batch applies its leaves (an output nobody took, freed
+    /// with its cell) fails its runner, and leaves no batch open on the thread: a second
+    /// runner there applies its leaves, and every cell of it is freed when it returns.
+    #[test]
+    fn a_panic_while_a_batch_applies_its_leaves_leaves_no_batch_open() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                if !std::thread::panicking() {
+                    panic!("bomb in an unread output");
+                }
+            }
+        }
+        let first = std::panic::catch_unwind(|| {
+            Runner::new(config()).start(|context| async move {
+                let scope = context.child("scope");
+                let handle = std::thread::scope(|threads| {
+                    threads
+                        .spawn(|| scope.clone().spawn(|_| async { Bomb }))
+                        .join()
+                        .unwrap()
+                });
+                drop(handle);
+                futures::future::pending::<()>().await
+            })
+        });
+        assert!(first.is_err(), "the bomb fails the first runner");
+        let stuck = BATCHING.with(Cell::get);
+        let pending = PENDING.with(|p| p.borrow().len());
+        // A second runner on the same thread.
+        let (listed_after, pool) = Runner::new(config()).start(|context| async move {
+            let scope = context.child("scope");
+            let ended = std::thread::scope(|threads| {
+                threads
+                    .spawn(|| scope.clone().spawn(|_| async { 7 }))
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(ended.await.unwrap(), 7);
+            for _ in 0..10 {
+                crate::reschedule().await;
+            }
+            (listed(&scope), context.runtime().pool.clone())
+        });
+        assert!(
+            !stuck,
+            "the failed flush closed its batch ({pending} leaves left)"
+        );
+        assert_eq!(
+            listed_after, 0,
+            "the second runner's batch applied its leave"
+        );
+        assert_eq!(
+            Arc::weak_count(&pool),
+            0,
+            "every cell of the second runner was freed"
+        );
+        assert_eq!(PENDING.with(|pending| pending.borrow().len()), 0);
     }
 
     #[test]
