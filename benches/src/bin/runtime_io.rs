@@ -90,10 +90,21 @@ where
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(WORKERS);
-    let config = Config::default()
+    let mut config = Config::default()
         .with_worker_threads(workers)
         .with_ring_config(ring)
         .with_storage_directory(storage);
+    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
+        let values: Vec<u64> = spin
+            .split(',')
+            .map(|value| value.parse().expect("OURS_SPIN_US: microseconds"))
+            .collect();
+        config = config.with_idle_spinner(runtime::SpinnerConfig {
+            budget_us: values[0],
+            max_budget_us: values[1],
+            quick_wake_us: values[2],
+        });
+    }
     Runner::new(config).start(f)
 }
 
