@@ -279,8 +279,10 @@ const SUBCOMMANDS: &[(&str, &str, i64)] = &[
 pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
     // ASCII case only, as Redis compares: a Unicode fold (the Kelvin sign to `k`) would pass
     // a name here that `plan` then does not know.
-    let name = String::from_utf8_lossy(&command[0].to_ascii_lowercase()).into_owned();
-    let Some(&(_, arity, ..)) = COMMANDS.iter().find(|entry| entry.0 == name) else {
+    let Some(&(name, arity, ..)) = COMMANDS
+        .iter()
+        .find(|entry| entry.0.as_bytes().eq_ignore_ascii_case(&command[0]))
+    else {
         return Err(unknown(command));
     };
     let has_subcommands = SUBCOMMANDS.iter().any(|entry| entry.0 == name);
@@ -577,13 +579,14 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
     let name = arguments.next().expect("checked: a command has a name");
     let arguments: Vec<Vec<u8>> = arguments.collect();
     let upper = name.to_ascii_uppercase();
-    let lower = String::from_utf8_lossy(&name).to_lowercase();
+    // Only for the errors that name the command: not made for the commands that succeed.
+    let lower = || String::from_utf8_lossy(&name).to_lowercase();
     let store = Planned::Store;
     let reply = match (upper.as_slice(), arguments.as_slice()) {
         (b"PING", []) => Reply::Simple("PONG".into()),
         (b"PING", [message]) | (b"ECHO", [message]) => Reply::bulk(message.clone()),
         // Redis's arity lets `PING` take any number; the command takes at most one.
-        (b"PING", _) => wrong_arity(&lower),
+        (b"PING", _) => wrong_arity(&lower()),
         (b"QUIT", _) => return Planned::Now(Reply::ok(), true),
         (b"GET", [key]) => return store(Op::Get(key.clone()), Render::Bulk),
         (b"SET", [key, value, options @ ..]) => match set_options(options) {
@@ -612,7 +615,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
         }
         (b"SETEX" | b"PSETEX", [key, time, value]) => {
             let unit = if upper == b"SETEX" { 1000 } else { 1 };
-            match expire_time(time, unit, true, &lower) {
+            match expire_time(time, unit, true, &lower()) {
                 Err(reply) => reply,
                 Ok(deadline) => {
                     let op = Op::Set {
@@ -692,9 +695,9 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             return store(Op::SetMany { pairs, absent }, render);
         }
         // The pairs' count is the command's own check (Redis's arity allows any count).
-        (b"MSET" | b"MSETNX", _) => wrong_arity(&lower),
+        (b"MSET" | b"MSETNX", _) => wrong_arity(&lower()),
         (b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT", [key, time, options @ ..]) => {
-            match expire(&upper, &lower, time, options) {
+            match expire(&upper, &lower(), time, options) {
                 Err(reply) => reply,
                 Ok((at, condition)) => {
                     let op = Op::Expire {
@@ -781,7 +784,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             }
         }
         (b"CONFIG", [_, patterns @ ..]) => return config(patterns),
-        _ => unreachable!("checked, and every command checked is planned: {lower}"),
+        _ => unreachable!("checked, and every command checked is planned: {}", lower()),
     };
     now(reply)
 }

@@ -52,6 +52,7 @@ pub mod recovery;
 pub mod session;
 pub mod shards;
 pub mod store;
+pub mod view;
 
 pub use commands::{execute, parse_integer};
 pub use recovery::StartError;
@@ -156,6 +157,7 @@ pub async fn serve_with(
     let metrics_listener = context.bind(metrics).await.map_err(ServeError::Bind)?;
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
     let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
+    let view = shared.view.clone();
     let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
     let supervisor = supervisor.spawn(context);
     let max = max_connections();
@@ -179,7 +181,7 @@ pub async fn serve_with(
     };
     let accepting = context.clone();
     drop(context.clone().spawn(move |_| async move {
-        accept(accepting, listener, store, connections, max).await;
+        accept(accepting, listener, store, view, connections, max).await;
     }));
     let exposing = context.clone();
     drop(context.clone().spawn(move |_| async move {
@@ -196,6 +198,7 @@ async fn accept(
     context: runtime::Context,
     mut listener: Listener,
     store: StoreRef,
+    view: Arc<view::View>,
     connections: DynamicSupervisorRef,
     max: usize,
 ) {
@@ -206,6 +209,7 @@ async fn accept(
         };
         let connections = connections.clone();
         let store = store.clone();
+        let view = view.clone();
         drop(context.clone().spawn(move |clock| async move {
             // Started once (temporary): the factory takes the socket and the slot. If the
             // child is refused (the service is stopping), they are taken back here.
@@ -219,6 +223,7 @@ async fn accept(
                         sink: Some(sink),
                         stream: Some(stream),
                         store: store.clone(),
+                        view: view.clone(),
                         _slot: slot,
                     }
                 }

@@ -36,6 +36,7 @@
 
 use super::log::{self, Data, Entry, Record};
 use super::recovery::{self, Opened};
+use super::view::View;
 use actors::prelude::*;
 use bytes::Bytes;
 use runtime::buffer::paged::{CacheRef, Writer};
@@ -144,6 +145,8 @@ pub struct Shared {
     /// Held by a rewrite while it writes its generation: a restarted incarnation opens the
     /// log only once its predecessor's rewrite is done with the file.
     rewriting: Arc<futures::lock::Mutex<()>>,
+    /// What has been acknowledged, for the connections to read (see [`super::view`]).
+    pub(super) view: Arc<View>,
 }
 
 impl Shared {
@@ -154,6 +157,9 @@ impl Shared {
         recovered: Opened,
     ) -> Self {
         let recovery_metrics = recovery::ReportMetrics::register(&context);
+        // Built before any connection is accepted: a read never finds the view emptier than
+        // what the start replayed.
+        let view = Arc::new(View::of(&recovered.data));
         let shared = Shared {
             context,
             cache,
@@ -162,6 +168,7 @@ impl Shared {
             incarnations: std::sync::atomic::AtomicU64::new(0),
             recovered: std::sync::Mutex::new(None),
             rewriting: Arc::new(futures::lock::Mutex::new(())),
+            view,
         };
         shared.report_recovery(&recovered);
         *shared
@@ -200,6 +207,9 @@ pub struct Store {
     /// Records queued since the last commit, and the answers waiting for them.
     pending: Vec<u8>,
     answers: Vec<Answer>,
+    /// The changes queued and not yet published to the view: published just before the
+    /// answers that depend on them are given (see [`super::view`]).
+    unpublished: Vec<Record>,
     /// A `commit` is queued in the mailbox.
     commit_queued: bool,
     rewrite: Option<Rewrite>,
@@ -240,6 +250,7 @@ impl Store {
             incarnation,
             pending: Vec::new(),
             answers: Vec::new(),
+            unpublished: Vec::new(),
             commit_queued: false,
             rewrite: None,
             retiring: None,
@@ -265,10 +276,13 @@ impl Store {
     /// `none`, at once.
     /// While the generation a rewrite replaced is being removed, an answer that would follow
     /// one waiting for that removal waits too, so answers keep their order.
+    /// With `everysec` and `none`, what is queued is published to the view first: it is
+    /// acknowledged now.
     fn answer(&mut self, ctx: &mut actors::Context<Self>, answer: impl FnOnce() + Send + 'static) {
-        if self.durability() != Durability::Always
-            || (self.pending.is_empty() && self.held.is_empty())
-        {
+        if self.durability() != Durability::Always {
+            self.publish();
+            answer();
+        } else if self.pending.is_empty() && self.held.is_empty() {
             answer();
         } else if self.pending.is_empty() {
             self.held.push(Box::new(answer));
@@ -286,6 +300,7 @@ impl Store {
         }
         let start = self.pending.len();
         record.encode(&mut self.pending);
+        self.unpublished.push(record.clone());
         if let Some(rewrite) = &mut self.rewrite {
             rewrite.since.extend_from_slice(&self.pending[start..]);
         }
@@ -335,12 +350,20 @@ impl Store {
         }
         let answers = std::mem::take(&mut self.answers);
         if self.removal.is_some() {
+            // Published with the held answers, once the removal is done.
             self.held.extend(answers);
         } else {
+            self.publish();
             for answer in answers {
                 answer();
             }
         }
+    }
+
+    /// Publishes what is queued to the view: called just before the answers that depend on
+    /// it are given (see [`super::view`]).
+    fn publish(&mut self) {
+        self.shared.view.publish(&mut self.unpublished);
     }
 
     /// Removes generation `old` on a blocking worker, and has the store told when it is gone.
@@ -845,6 +868,10 @@ impl Store {
                 .await
                 .unwrap_or_else(|error| panic!("kv: {error}"));
                 self.shared.report_recovery(&opened);
+                // What the predecessor published is all in the log; what it queued and did
+                // not publish may be too (synced, not yet answered): the view starts again
+                // from the replay.
+                self.shared.view.reset(&opened.data);
                 opened
             }
         };
@@ -892,6 +919,7 @@ impl Store {
         {
             return;
         }
+        self.publish();
         let held = std::mem::take(&mut self.held);
         for answer in held.into_iter().chain(std::mem::take(&mut self.answers)) {
             answer();
@@ -964,6 +992,7 @@ impl Store {
             return;
         }
         self.removal = None;
+        self.publish();
         for answer in std::mem::take(&mut self.held) {
             answer();
         }
