@@ -1,8 +1,9 @@
 //! The key-value service behind the `kv` and `tour` programs: the Redis protocol (RESP2,
 //! and inline commands for `nc` and `telnet`; see [`crate::resp`]) over TCP, connection
-//! actors on the pool under a dynamic supervisor, one dedicated storage actor owning an
-//! append-only log in a paged, checksummed blob, under a supervisor that restarts it on
-//! failure, and a `/metrics` endpoint for Prometheus.
+//! actors on the pool under a dynamic supervisor, one storage actor owning an append-only
+//! log in a paged, checksummed blob (its syncs made by a task on a thread of its own),
+//! under a supervisor that restarts it on failure, a view of the acknowledged data that
+//! connections read without the store ([`view`]), and a `/metrics` endpoint for Prometheus.
 //!
 //! Commands, answered as redis-server 7.0 answers them (replies and error wording; the
 //! differential test `examples/tests/redis_diff.rs` compares them byte for byte, and the
@@ -32,8 +33,9 @@
 //! Durability (see [`store`]): with `always` (the default) a write is answered only after
 //! its record is synced, so an acknowledged write survives SIGKILL, and writes that arrive
 //! while a sync is in flight are committed together by the next one (group commit); a read
-//! is answered once what it read is durable. `everysec` and `none` answer at once, as
-//! Redis's do. On start the store replays its log; a tail that a crash can leave (and damage
+//! is answered once what it read is durable: from the view, which holds only acknowledged
+//! writes, or from the store behind the connection's own writes. `everysec` and `none`
+//! answer at once, as Redis's do. On start the store replays its log; a tail that a crash can leave (and damage
 //! can imitate) is copied beside the log, cut, printed and counted in the `kv_recovery_*`
 //! metrics (`--strict` refuses it instead), and damage anywhere else is refused with the file
 //! and offset (see [`recovery`]); `--repair` keeps every record that verifies. The rewrite's

@@ -7,13 +7,24 @@
 //!   nothing (a read, a refused `SET NX`) once what it read is durable (see `answer`). With
 //!   `everysec` and `none` writes are answered at once and synced by a timer (every second)
 //!   or never, as Redis does; a crash then loses what was not synced.
-//! - **Group commit, inline**: a write applies to the data at once and queues its record
-//!   and its answer; the first record of a group also queues a `commit` behind the messages
-//!   already waiting, so the commit runs once they are handled. It writes and syncs the
-//!   group on the store's own thread (the syscalls directly, no ring round trip), then
-//!   answers it. Writes that arrive meanwhile wait in the mailbox for the next group: one
-//!   sync serves everything that arrived during the last one, as with Redis's
-//!   `appendfsync always`.
+//! - **Published when answered**: every change is published to the view the connections
+//!   read without the store ([`super::view`]) just before the answers that depend on it are
+//!   given (with `always`, after its sync; with `everysec` and `none`, at once), one commit
+//!   (or one message) under one lock.
+//! - **Group commit, pipelined, one commit in flight**: the store runs on the pool, next to
+//!   the connections (a batch costs no wake of another thread). A write applies to the data
+//!   at once and queues its record and its answer; the first record of a group queues a
+//!   `commit` behind the messages already waiting, so the commit takes them too. The commit
+//!   hands the group's records (and the log's writer) to the syncer, a task on a thread of
+//!   its own that writes and syncs them with the system calls directly (no ring round trip,
+//!   no io-wq hop), and the store goes on applying what arrives meanwhile. When the syncer
+//!   is done (`synced`), the group is published and answered and the next commit is queued
+//!   behind the messages waiting: one sync serves everything that arrived during the last,
+//!   as with Redis's `appendfsync always`, and at most one commit is in flight, so commits
+//!   reach the disk in order. A read whose data may be in the commit in flight is answered
+//!   with it.
+//! - **No write outlives its incarnation**: `on_stop` waits for the commit in flight
+//!   whatever ended the incarnation, so a restarted one opens a log nobody writes.
 //! - **A rewrite never holds what is not in its predecessor** until it is the store: it is
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
@@ -193,8 +204,59 @@ struct Rewrite {
     since: Vec<u8>,
 }
 
+/// A commit handed to the syncer: the log's writer and the records to append, whether to
+/// sync them, and where the writer goes back.
+struct Job {
+    writer: Writer,
+    records: Vec<u8>,
+    sync: bool,
+    done: futures::channel::oneshot::Sender<Result<Writer, runtime::Error>>,
+    number: u64,
+}
+
+/// A commit the syncer has: what waits for it.
+struct InFlight {
+    number: u64,
+    finished: futures::channel::oneshot::Receiver<Result<Writer, runtime::Error>>,
+    answers: Vec<Answer>,
+    /// With `always`, its changes, published when its answers are given.
+    changes: Vec<Record>,
+    /// The generation to remove once it is done (a rewrite's first commit).
+    retiring: Option<u64>,
+}
+
+/// The syncer: appends each job's records to the log, syncs them if asked, hands the writer
+/// back and tells the store. On a thread of its own, so the writes and the sync are system
+/// calls made there (no ring round trip, no io-wq hop; see `runtime::storage`), while the
+/// store goes on serving on the pool. Ends when the store's incarnation drops its sender.
+async fn sync_jobs(
+    mut jobs: futures::channel::mpsc::UnboundedReceiver<Job>,
+    store: actors::WeakRef<Store>,
+    incarnation: u64,
+) {
+    use futures::StreamExt as _;
+    while let Some(Job {
+        writer,
+        records,
+        sync,
+        done,
+        number,
+    }) = jobs.next().await
+    {
+        let written = match writer.append(&records).await {
+            Ok((writer, _)) if sync => writer.sync().await,
+            Ok((writer, _)) => Ok(writer),
+            Err(error) => Err(error),
+        };
+        let _ = done.send(written);
+        if let Some(store) = store.upgrade() {
+            let _ = store.tell_synced(incarnation, number).await;
+        }
+    }
+}
+
 /// The storage actor. See the [module](self) for what it guarantees.
-#[actor(dedicated, name = "kv_store", mailbox = 256)]
+#[actor(name = "kv_store", mailbox = 256)]
 pub struct Store {
     data: Data,
     /// The log's writer (`None` only before `on_start`).
@@ -212,6 +274,12 @@ pub struct Store {
     unpublished: Vec<Record>,
     /// A `commit` is queued in the mailbox.
     commit_queued: bool,
+    /// Where commits go to be written and synced: a task on a thread of its own (see the
+    /// [module](self)); `None` only before `on_start`.
+    syncer: Option<futures::channel::mpsc::UnboundedSender<Job>>,
+    /// The commit the syncer has (it holds the writer meanwhile), and the commits numbered.
+    in_flight: Option<InFlight>,
+    commits: u64,
     rewrite: Option<Rewrite>,
     /// The generation to remove once the next commit (the new one's first) is done.
     retiring: Option<u64>,
@@ -252,6 +320,9 @@ impl Store {
             answers: Vec::new(),
             unpublished: Vec::new(),
             commit_queued: false,
+            syncer: None,
+            in_flight: None,
+            commits: 0,
             rewrite: None,
             retiring: None,
             rewrite_after: None,
@@ -282,6 +353,9 @@ impl Store {
         if self.durability() != Durability::Always {
             self.publish();
             answer();
+        } else if let (true, Some(in_flight)) = (self.pending.is_empty(), &mut self.in_flight) {
+            // What it read may be in the commit in flight: answered with it.
+            in_flight.answers.push(Box::new(answer));
         } else if self.pending.is_empty() && self.held.is_empty() {
             answer();
         } else if self.pending.is_empty() {
@@ -315,45 +389,86 @@ impl Store {
         }
     }
 
-    /// Writes and syncs what is queued (with `none`, writes the whole pages only), then gives
-    /// the answers waiting for it. On the store's own thread the writes and the sync are
-    /// system calls made here, not ring operations. A failure fails the store, which restarts
-    /// from its log; the answers waiting are dropped (their askers see an error: the writes
-    /// may or may not be durable). The first commit of a rewrite's generation starts the
-    /// removal of the one it replaces, and the answers wait for that removal.
-    async fn write_queued(&mut self, ctx: &mut actors::Context<Self>) {
-        if self.pending.is_empty() {
+    /// Hands what is queued to the syncer (see the [module](self)): written, and synced
+    /// unless the durability is `none` (a rewrite's first commit is synced whatever the
+    /// durability: the generation it replaces is removed next). The answers waiting for it,
+    /// and (with `always`) the changes they publish, go with it; they are given when the
+    /// syncer is done ([`finish_commit`](Self::finish_commit)). Nothing if a commit is in
+    /// flight already (the next starts when it is done) or nothing is queued.
+    fn start_commit(&mut self) {
+        if self.in_flight.is_some() || self.pending.is_empty() {
             return;
         }
-        let writer = self.writer.take().expect("opened in on_start");
+        let writer = self
+            .writer
+            .take()
+            .expect("opened in on_start, and back once no commit is in flight");
         let records = std::mem::take(&mut self.pending);
-        // A rewrite's first commit is synced whatever the durability: the generation it
-        // replaces is removed next.
-        let sync = self.durability() != Durability::None || self.retiring.is_some();
-        let written = match writer.append(&records).await {
-            Ok((writer, _)) if sync => {
-                self.syncs += 1;
-                writer.sync().await
-            }
-            Ok((writer, _)) => Ok(writer),
-            Err(error) => Err(error),
+        let retiring = self.retiring.take();
+        let sync = self.durability() != Durability::None || retiring.is_some();
+        if sync {
+            self.syncs += 1;
+        }
+        // With `everysec` and `none` what is queued is published already (or now: a sweep's
+        // removals): it was answered at once.
+        let changes = if self.durability() == Durability::Always {
+            std::mem::take(&mut self.unpublished)
+        } else {
+            self.publish();
+            Vec::new()
         };
-        match written {
-            Ok(writer) => self.writer = Some(writer),
-            Err(error) => sync_failed(&error),
+        self.commits += 1;
+        let (done, finished) = futures::channel::oneshot::channel();
+        let job = Job {
+            writer,
+            records,
+            sync,
+            done,
+            number: self.commits,
+        };
+        let syncer = self.syncer.as_ref().expect("started in on_start");
+        if syncer.unbounded_send(job).is_err() {
+            // The syncer ended: the runtime is stopping. Nothing queued is answered.
+            return;
+        }
+        self.in_flight = Some(InFlight {
+            number: self.commits,
+            finished,
+            answers: std::mem::take(&mut self.answers),
+            changes,
+            retiring,
+        });
+    }
+
+    /// Ends the commit in flight once the syncer is done with it: the writer comes back, a
+    /// rewrite's first commit starts the removal of the generation it replaced, and the
+    /// commit's changes are published and its answers given (held, with its changes, while
+    /// a removal runs). A failed write or sync ends the process (see `sync_failed`).
+    async fn finish_commit(&mut self, ctx: &mut actors::Context<Self>) {
+        let Some(in_flight) = self.in_flight.take() else {
+            return;
+        };
+        match in_flight.finished.await {
+            Ok(Ok(writer)) => self.writer = Some(writer),
+            Ok(Err(error)) => sync_failed(&error),
+            // The syncer was dropped with the runtime: nothing is answered.
+            Err(_) => return,
         }
         // Nobody is answered from the new generation before its predecessor is removed: while
         // that exists, no write was acknowledged from the new one alone (see
         // `recovery::open`).
-        if let Some(old) = self.retiring.take() {
+        if let Some(old) = in_flight.retiring {
             self.start_removal(ctx, old);
         }
-        let answers = std::mem::take(&mut self.answers);
+        let (answers, mut changes) = (in_flight.answers, in_flight.changes);
         if self.removal.is_some() {
-            // Published with the held answers, once the removal is done.
+            // Published with the held answers, once the removal is done, before what was
+            // queued since.
             self.held.extend(answers);
+            changes.append(&mut self.unpublished);
+            self.unpublished = changes;
         } else {
-            self.publish();
+            self.shared.view.publish(&mut changes);
             for answer in answers {
                 answer();
             }
@@ -766,6 +881,10 @@ impl Store {
 
     /// The live entry at `key`: an expired one is removed first.
     fn live(&mut self, key: &[u8]) -> Option<&Entry> {
+        if self.data.expiring() == 0 {
+            // Nothing expires: one lookup.
+            return self.data.get(key);
+        }
         let expired = self
             .data
             .get(key)?
@@ -878,6 +997,18 @@ impl Store {
         self.data = opened.data;
         self.generation = opened.generation;
         self.writer = Some(opened.writer);
+        let (jobs, queue) = futures::channel::mpsc::unbounded();
+        self.syncer = Some(jobs);
+        let (store, incarnation) = (ctx.weak_ref(), self.incarnation);
+        // In the service's scope, not the actor's: it finishes the commit in flight, which
+        // `on_stop` waits for, whatever ends the incarnation.
+        drop(
+            self.shared
+                .context
+                .clone()
+                .dedicated()
+                .spawn(move |_| sync_jobs(queue, store, incarnation)),
+        );
         ctx.run_every(SWEEP_EVERY, |store: &mut Store, ctx| {
             store.sweep(SWEEP_KEYS);
             store.want_commit(ctx);
@@ -893,6 +1024,26 @@ impl Store {
     /// answers waiting for it (and for a removal still running). After a panic nothing queued
     /// is synced: it may be half of a transaction.
     async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, reason: &actors::ExitReason) {
+        // The commit in flight first, whatever the reason: a restarted incarnation opens the
+        // log only once no write of this one is under way.
+        let mut answers = Vec::new();
+        if let Some(in_flight) = self.in_flight.take() {
+            match in_flight.finished.await {
+                Ok(Ok(writer)) => self.writer = Some(writer),
+                Ok(Err(error)) => sync_failed(&error),
+                Err(_) => return,
+            }
+            if in_flight.retiring.is_some() {
+                // A rewrite's first commit, whose predecessor is not removed: nothing that
+                // depends on it is answered (a fresh start removes the old generation).
+                self.retiring = in_flight.retiring;
+            } else {
+                answers = in_flight.answers;
+                let mut changes = in_flight.changes;
+                changes.append(&mut self.unpublished);
+                self.unpublished = changes;
+            }
+        }
         let Some(writer) = self.writer.take() else {
             return;
         };
@@ -919,18 +1070,42 @@ impl Store {
         {
             return;
         }
+        if self.retiring.is_some() {
+            return;
+        }
         self.publish();
         let held = std::mem::take(&mut self.held);
-        for answer in held.into_iter().chain(std::mem::take(&mut self.answers)) {
+        for answer in answers
+            .into_iter()
+            .chain(held)
+            .chain(std::mem::take(&mut self.answers))
+        {
             answer();
         }
     }
 
-    /// Makes what is queued durable and answers it: queued by the first record of a group
-    /// (see the [module](self)), and by the timers.
-    async fn commit(&mut self, ctx: &mut actors::Context<Self>) {
+    /// Hands what is queued to the syncer, unless a commit is in flight (its end asks
+    /// again): queued by the first record of a group (see the [module](self)), by the end
+    /// of a commit, and by the timers.
+    async fn commit(&mut self, _ctx: &mut actors::Context<Self>) {
         self.commit_queued = false;
-        self.write_queued(ctx).await;
+        self.start_commit();
+    }
+
+    /// The syncer is done with commit `number`: its answers are given, and the next commit
+    /// is queued behind the messages waiting now (they arrived during this one).
+    async fn synced(&mut self, ctx: &mut actors::Context<Self>, incarnation: u64, number: u64) {
+        if incarnation != self.incarnation
+            || self
+                .in_flight
+                .as_ref()
+                .is_none_or(|in_flight| in_flight.number != number)
+        {
+            // Ended already (by a rewrite that waited for it), or an earlier incarnation's.
+            return;
+        }
+        self.finish_commit(ctx).await;
+        self.want_commit(ctx);
         self.consider_rewrite(ctx);
     }
 
@@ -951,10 +1126,9 @@ impl Store {
             self.consider_rewrite(ctx);
         }
         if !self.commit_queued && !self.answers.is_empty() {
-            // The mailbox is full, so the group is large already: committed here rather
+            // The mailbox is full, so the group is large already: committed now rather
             // than behind senders that may keep winning the freed places.
-            self.write_queued(ctx).await;
-            self.consider_rewrite(ctx);
+            self.start_commit();
         }
     }
 
@@ -976,6 +1150,8 @@ impl Store {
         let Some(Rewrite { since }) = self.rewrite.take() else {
             return;
         };
+        // The commit in flight ends on the old generation first (its writer is dropped).
+        self.finish_commit(ctx).await;
         // What is queued is a suffix of `since`, or was logged before the snapshot (which
         // holds its effect): the new log takes `since`, then `Current`.
         self.pending = since;
@@ -983,7 +1159,7 @@ impl Store {
         self.retiring = Some(self.generation);
         self.generation = generation;
         self.writer = Some(writer);
-        self.commit(ctx).await;
+        self.start_commit();
     }
 
     /// The generation a rewrite replaced is gone: the answers that waited for it are given.
@@ -1258,6 +1434,9 @@ impl Watches {
 
     /// A change to `key`: every session watching it is dirty.
     fn touch(&mut self, key: &[u8]) {
+        if self.by_key.is_empty() {
+            return;
+        }
         if let Some(sessions) = self.by_key.get(key) {
             for session in sessions {
                 if let Some(watching) = self.sessions.get_mut(session) {
