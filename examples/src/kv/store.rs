@@ -11,20 +11,22 @@
 //!   read without the store ([`super::view`]) just before the answers that depend on it are
 //!   given (with `always`, after its sync; with `everysec` and `none`, at once), one commit
 //!   (or one message) under one lock.
-//! - **Group commit, pipelined, one commit in flight**: the store runs on the pool, next to
-//!   the connections (a batch costs no wake of another thread). A write applies to the data
-//!   at once and queues its record and its answer; the first record of a group queues a
-//!   `commit` behind the messages already waiting, so the commit takes them too. The commit
-//!   hands the group's records (and the log's writer) to the syncer, a task on a thread of
-//!   its own that writes and syncs them with the system calls directly (no ring round trip,
-//!   no io-wq hop), and the store goes on applying what arrives meanwhile. When the syncer
-//!   is done (`synced`), the group is published and answered and the next commit is queued
-//!   behind the messages waiting: one sync serves everything that arrived during the last,
-//!   as with Redis's `appendfsync always`, and at most one commit is in flight, so commits
-//!   reach the disk in order. A read whose data may be in the commit in flight is answered
-//!   with it.
-//! - **No write outlives its incarnation**: `on_stop` waits for the commit in flight
-//!   whatever ended the incarnation, so a restarted one opens a log nobody writes.
+//! - **Group commit, pipelined**: the store runs on the pool, next to the connections (a
+//!   batch costs no wake of another thread). A write applies to the data at once and queues
+//!   its record and its answer; the first record of a group queues a `commit` behind the
+//!   messages already waiting, so the commit takes them too. The commit hands the group's
+//!   records to the syncer, a task on a thread of its own that holds the log's writer and
+//!   makes the writes and syncs with the system calls directly (no ring round trip, no
+//!   io-wq hop). The syncer takes every commit handed to it since its last sync, writes
+//!   them in one write and syncs once, then goes straight on to what was handed meanwhile;
+//!   the store is told (`synced`) and publishes and answers those commits, in order. One
+//!   sync serves everything that arrived during the last, as with Redis's `appendfsync
+//!   always`, without the syncer waiting for the store between syncs; commits reach the disk
+//!   in the order handed. A read whose data may be in a commit not yet durable is answered
+//!   with the last one handed.
+//! - **No write outlives its incarnation**: `on_stop` closes the syncer's queue and waits
+//!   for it to finish what it was handed, whatever ended the incarnation, so a restarted one
+//!   opens a log nobody writes.
 //! - **A rewrite never holds what is not in its predecessor** until it is the store: it is
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
@@ -204,20 +206,18 @@ struct Rewrite {
     since: Vec<u8>,
 }
 
-/// A commit handed to the syncer: the log's writer and the records to append, whether to
-/// sync them, and where the writer goes back.
+/// A commit handed to the syncer: the records to append (to `switch`, a rewrite's new
+/// generation, from this one on), and whether to sync them.
 struct Job {
-    writer: Writer,
+    number: u64,
     records: Vec<u8>,
     sync: bool,
-    done: futures::channel::oneshot::Sender<Result<Writer, runtime::Error>>,
-    number: u64,
+    switch: Option<Writer>,
 }
 
-/// A commit the syncer has: what waits for it.
+/// A commit handed to the syncer, not yet durable: what waits for it.
 struct InFlight {
     number: u64,
-    finished: futures::channel::oneshot::Receiver<Result<Writer, runtime::Error>>,
     answers: Vec<Answer>,
     /// With `always`, its changes, published when its answers are given.
     changes: Vec<Record>,
@@ -225,42 +225,71 @@ struct InFlight {
     retiring: Option<u64>,
 }
 
-/// The syncer: appends each job's records to the log, syncs them if asked, hands the writer
-/// back and tells the store. On a thread of its own, so the writes and the sync are system
-/// calls made there (no ring round trip, no io-wq hop; see `runtime::storage`), while the
-/// store goes on serving on the pool. Ends when the store's incarnation drops its sender.
+/// The syncer: takes every commit handed to it since its last sync, appends their records in
+/// one write and syncs them once (if any asked for a sync), tells the store the last one
+/// done, and goes straight on to what was handed meanwhile, without waiting for the store.
+/// On a thread of its own, so the writes and the sync are system calls made there (no ring
+/// round trip, no io-wq hop; see `runtime::storage`), while the store goes on serving on
+/// the pool. Publishes the log's size in `size`. Ends when the store's incarnation drops its
+/// sender, having done every commit handed to it, and then resolves `done`; a failed write
+/// or sync ends the process (see `sync_failed`).
 async fn sync_jobs(
+    mut writer: Writer,
     mut jobs: futures::channel::mpsc::UnboundedReceiver<Job>,
     store: actors::WeakRef<Store>,
     incarnation: u64,
+    size: Arc<std::sync::atomic::AtomicU64>,
+    done: futures::channel::oneshot::Sender<()>,
 ) {
     use futures::StreamExt as _;
-    while let Some(Job {
-        writer,
-        records,
-        sync,
-        done,
-        number,
-    }) = jobs.next().await
-    {
-        let written = match writer.append(&records).await {
-            Ok((writer, _)) if sync => writer.sync().await,
-            Ok((writer, _)) => Ok(writer),
-            Err(error) => Err(error),
-        };
-        let _ = done.send(written);
+    let (mut records, mut sync) = (Vec::new(), false);
+    while let Some(first) = jobs.next().await {
+        let mut last = first.number;
+        let mut next = Some(first);
+        while let Some(job) = next {
+            if let Some(switch) = job.switch {
+                // What the old generation has waiting is written and synced first: the
+                // commits before the switch are answered from it.
+                let old = std::mem::replace(&mut writer, switch);
+                drop(write(old, &mut records, &mut sync).await);
+            }
+            records.extend_from_slice(&job.records);
+            sync |= job.sync;
+            last = job.number;
+            next = jobs.try_recv().ok();
+        }
+        writer = write(writer, &mut records, &mut sync).await;
+        size.store(writer.size(), std::sync::atomic::Ordering::Relaxed);
         if let Some(store) = store.upgrade() {
-            let _ = store.tell_synced(incarnation, number).await;
+            let _ = store.tell_synced(incarnation, last).await;
         }
     }
+    let _ = done.send(());
+}
+
+/// Appends `records` (emptied) to the log, and syncs if `sync` (reset).
+async fn write(writer: Writer, records: &mut Vec<u8>, sync: &mut bool) -> Writer {
+    if records.is_empty() && !*sync {
+        return writer;
+    }
+    let written = if records.is_empty() {
+        writer.sync().await
+    } else {
+        match writer.append(records).await {
+            Ok((writer, _)) if *sync => writer.sync().await,
+            Ok((writer, _)) => Ok(writer),
+            Err(error) => Err(error),
+        }
+    };
+    records.clear();
+    *sync = false;
+    written.unwrap_or_else(|error| sync_failed(&error))
 }
 
 /// The storage actor. See the [module](self) for what it guarantees.
 #[actor(name = "kv_store", mailbox = 256)]
 pub struct Store {
     data: Data,
-    /// The log's writer (`None` only before `on_start`).
-    writer: Option<Writer>,
     /// The log's generation.
     generation: u64,
     shared: Arc<Shared>,
@@ -274,11 +303,16 @@ pub struct Store {
     unpublished: Vec<Record>,
     /// A `commit` is queued in the mailbox.
     commit_queued: bool,
-    /// Where commits go to be written and synced: a task on a thread of its own (see the
-    /// [module](self)); `None` only before `on_start`.
+    /// Where commits go to be written and synced: a task on a thread of its own that holds
+    /// the log's writer (see the [module](self)); `None` only before `on_start` and after
+    /// `on_stop`. It resolves `syncer_done` when it has ended.
     syncer: Option<futures::channel::mpsc::UnboundedSender<Job>>,
-    /// The commit the syncer has (it holds the writer meanwhile), and the commits numbered.
-    in_flight: Option<InFlight>,
+    syncer_done: Option<futures::channel::oneshot::Receiver<()>>,
+    /// The log's size, as the syncer last wrote it.
+    log_size: Arc<std::sync::atomic::AtomicU64>,
+    /// The commits handed to the syncer and not yet durable, in order, and the commits
+    /// numbered.
+    in_flight: std::collections::VecDeque<InFlight>,
     commits: u64,
     rewrite: Option<Rewrite>,
     /// The generation to remove once the next commit (the new one's first) is done.
@@ -292,8 +326,9 @@ pub struct Store {
     /// told separately (`retired`), and `on_stop` waits for this alone, never for a message
     /// to its own mailbox.
     removal: Option<futures::channel::oneshot::Receiver<()>>,
-    /// Answers waiting for `removal`, in order.
+    /// Answers waiting for `removal`, in order, and (with `always`) the changes they publish.
     held: Vec<Answer>,
+    held_changes: Vec<Record>,
     /// `BGREWRITEAOF` asked for a rewrite, whatever the log's size: started at the end of
     /// the message that asked (or, if an earlier incarnation's rewrite still writes, later).
     rewrite_asked: bool,
@@ -312,7 +347,6 @@ impl Store {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Store {
             data: Data::default(),
-            writer: None,
             generation: 0,
             shared,
             incarnation,
@@ -321,7 +355,9 @@ impl Store {
             unpublished: Vec::new(),
             commit_queued: false,
             syncer: None,
-            in_flight: None,
+            syncer_done: None,
+            log_size: Arc::default(),
+            in_flight: std::collections::VecDeque::new(),
             commits: 0,
             rewrite: None,
             retiring: None,
@@ -329,6 +365,7 @@ impl Store {
             rewrite_asked: false,
             removal: None,
             held: Vec::new(),
+            held_changes: Vec::new(),
             watches: Watches::default(),
             // Any odd start will do; varied by incarnation.
             seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
@@ -353,8 +390,9 @@ impl Store {
         if self.durability() != Durability::Always {
             self.publish();
             answer();
-        } else if let (true, Some(in_flight)) = (self.pending.is_empty(), &mut self.in_flight) {
-            // What it read may be in the commit in flight: answered with it.
+        } else if let (true, Some(in_flight)) = (self.pending.is_empty(), self.in_flight.back_mut())
+        {
+            // What it read may be in the last commit in flight: answered with it.
             in_flight.answers.push(Box::new(answer));
         } else if self.pending.is_empty() && self.held.is_empty() {
             answer();
@@ -389,23 +427,39 @@ impl Store {
         }
     }
 
-    /// Hands what is queued to the syncer (see the [module](self)): written, and synced
-    /// unless the durability is `none` (a rewrite's first commit is synced whatever the
-    /// durability: the generation it replaces is removed next). The answers waiting for it,
-    /// and (with `always`) the changes they publish, go with it; they are given when the
-    /// syncer is done ([`finish_commit`](Self::finish_commit)). Nothing if a commit is in
-    /// flight already (the next starts when it is done) or nothing is queued.
+    /// Hands what is queued to the syncer (see the [module](self)), with the answers waiting
+    /// for it and (with `always`) the changes they publish, given when the syncer says it is
+    /// done ([`synced`](Self::synced)). Synced unless the durability is `none` (a rewrite's
+    /// first commit is synced whatever the durability: the generation it replaces is removed
+    /// next); `switch`: a rewrite's new generation, which takes it and what follows.
     fn start_commit(&mut self) {
-        if self.in_flight.is_some() || self.pending.is_empty() {
+        self.hand(None, false);
+    }
+
+    /// [`start_commit`](Self::start_commit), to `switch` if a rewrite's generation takes
+    /// over here; `last`: the clean stop's commit, synced whatever the durability, even if
+    /// nothing is queued.
+    fn hand(&mut self, switch: Option<Writer>, last: bool) {
+        if self.pending.is_empty() && !last {
             return;
         }
-        let writer = self
-            .writer
-            .take()
-            .expect("opened in on_start, and back once no commit is in flight");
+        let Some(syncer) = &self.syncer else {
+            return;
+        };
         let records = std::mem::take(&mut self.pending);
         let retiring = self.retiring.take();
-        let sync = self.durability() != Durability::None || retiring.is_some();
+        let sync = last || self.durability() != Durability::None || retiring.is_some();
+        self.commits += 1;
+        let job = Job {
+            number: self.commits,
+            records,
+            sync,
+            switch,
+        };
+        if syncer.unbounded_send(job).is_err() {
+            // The syncer ended: the runtime is stopping. Nothing queued is answered.
+            return;
+        }
         if sync {
             self.syncs += 1;
         }
@@ -417,60 +471,41 @@ impl Store {
             self.publish();
             Vec::new()
         };
-        self.commits += 1;
-        let (done, finished) = futures::channel::oneshot::channel();
-        let job = Job {
-            writer,
-            records,
-            sync,
-            done,
+        self.in_flight.push_back(InFlight {
             number: self.commits,
-        };
-        let syncer = self.syncer.as_ref().expect("started in on_start");
-        if syncer.unbounded_send(job).is_err() {
-            // The syncer ended: the runtime is stopping. Nothing queued is answered.
-            return;
-        }
-        self.in_flight = Some(InFlight {
-            number: self.commits,
-            finished,
             answers: std::mem::take(&mut self.answers),
             changes,
             retiring,
         });
     }
 
-    /// Ends the commit in flight once the syncer is done with it: the writer comes back, a
-    /// rewrite's first commit starts the removal of the generation it replaced, and the
-    /// commit's changes are published and its answers given (held, with its changes, while
-    /// a removal runs). A failed write or sync ends the process (see `sync_failed`).
-    async fn finish_commit(&mut self, ctx: &mut actors::Context<Self>) {
-        let Some(in_flight) = self.in_flight.take() else {
-            return;
-        };
-        match in_flight.finished.await {
-            Ok(Ok(writer)) => self.writer = Some(writer),
-            Ok(Err(error)) => sync_failed(&error),
-            // The syncer was dropped with the runtime: nothing is answered.
-            Err(_) => return,
-        }
-        // Nobody is answered from the new generation before its predecessor is removed: while
-        // that exists, no write was acknowledged from the new one alone (see
-        // `recovery::open`).
-        if let Some(old) = in_flight.retiring {
-            self.start_removal(ctx, old);
-        }
-        let (answers, mut changes) = (in_flight.answers, in_flight.changes);
-        if self.removal.is_some() {
-            // Published with the held answers, once the removal is done, before what was
-            // queued since.
-            self.held.extend(answers);
-            changes.append(&mut self.unpublished);
-            self.unpublished = changes;
-        } else {
-            self.shared.view.publish(&mut changes);
-            for answer in answers {
-                answer();
+    /// Commit `number` and those before it are durable: a rewrite's first commit starts the
+    /// removal of the generation it replaced, and each commit's changes are published and
+    /// its answers given, in order (held, with their changes, while a removal runs).
+    fn finish_commits(&mut self, ctx: &mut actors::Context<Self>, number: u64) {
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|in_flight| in_flight.number <= number)
+        {
+            let in_flight = self.in_flight.pop_front().expect("checked");
+            // Nobody is answered from the new generation before its predecessor is removed:
+            // while that exists, no write was acknowledged from the new one alone (see
+            // `recovery::open`).
+            if let Some(old) = in_flight.retiring {
+                self.start_removal(ctx, old);
+            }
+            let (answers, mut changes) = (in_flight.answers, in_flight.changes);
+            if self.removal.is_some() {
+                // Published with the held answers, once the removal is done, before what
+                // was queued since.
+                self.held.extend(answers);
+                self.held_changes.append(&mut changes);
+            } else {
+                self.shared.view.publish(&mut changes);
+                for answer in answers {
+                    answer();
+                }
             }
         }
     }
@@ -907,10 +942,10 @@ impl Store {
     /// Starts a rewrite if the log has grown past its bound and none is under way.
     fn consider_rewrite(&mut self, ctx: &mut actors::Context<Self>) {
         let options = &self.shared.options;
-        let Some(writer) = &self.writer else {
+        if self.syncer.is_none() {
             return;
-        };
-        let size = writer.size();
+        }
+        let size = self.log_size.load(std::sync::atomic::Ordering::Relaxed);
         let live = self.data.live_bytes() as u64;
         let grown = size >= options.rewrite_min_bytes
             && size >= live.saturating_mul(options.rewrite_ratio)
@@ -996,18 +1031,22 @@ impl Store {
         };
         self.data = opened.data;
         self.generation = opened.generation;
-        self.writer = Some(opened.writer);
+        let writer = opened.writer;
+        self.log_size
+            .store(writer.size(), std::sync::atomic::Ordering::Relaxed);
         let (jobs, queue) = futures::channel::mpsc::unbounded();
+        let (done, syncer_done) = futures::channel::oneshot::channel();
         self.syncer = Some(jobs);
-        let (store, incarnation) = (ctx.weak_ref(), self.incarnation);
-        // In the service's scope, not the actor's: it finishes the commit in flight, which
-        // `on_stop` waits for, whatever ends the incarnation.
+        self.syncer_done = Some(syncer_done);
+        let (store, incarnation, size) = (ctx.weak_ref(), self.incarnation, self.log_size.clone());
+        // In the service's scope, not the actor's: it finishes the commits handed to it,
+        // which `on_stop` waits for, whatever ends the incarnation.
         drop(
             self.shared
                 .context
                 .clone()
                 .dedicated()
-                .spawn(move |_| sync_jobs(queue, store, incarnation)),
+                .spawn(move |_| sync_jobs(writer, queue, store, incarnation, size, done)),
         );
         ctx.run_every(SWEEP_EVERY, |store: &mut Store, ctx| {
             store.sweep(SWEEP_KEYS);
@@ -1022,45 +1061,34 @@ impl Store {
 
     /// A clean stop syncs what is queued (with `everysec` and `none` too), and gives the
     /// answers waiting for it (and for a removal still running). After a panic nothing queued
-    /// is synced: it may be half of a transaction.
+    /// is synced: it may be half of a transaction. Either way the syncer finishes what it was
+    /// handed first: a restarted incarnation opens the log only once no write of this one is
+    /// under way.
     async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, reason: &actors::ExitReason) {
-        // The commit in flight first, whatever the reason: a restarted incarnation opens the
-        // log only once no write of this one is under way.
-        let mut answers = Vec::new();
-        if let Some(in_flight) = self.in_flight.take() {
-            match in_flight.finished.await {
-                Ok(Ok(writer)) => self.writer = Some(writer),
-                Ok(Err(error)) => sync_failed(&error),
-                Err(_) => return,
-            }
-            if in_flight.retiring.is_some() {
-                // A rewrite's first commit, whose predecessor is not removed: nothing that
-                // depends on it is answered (a fresh start removes the old generation).
-                self.retiring = in_flight.retiring;
-            } else {
-                answers = in_flight.answers;
-                let mut changes = in_flight.changes;
-                changes.append(&mut self.unpublished);
-                self.unpublished = changes;
-            }
+        let panicked = matches!(reason, actors::ExitReason::Panicked(_));
+        if !panicked {
+            self.hand(None, true);
         }
-        let Some(writer) = self.writer.take() else {
+        // What is queued after a panic may be half a transaction (a panic in the middle of
+        // `EXEC`): never made durable. It was not acknowledged (or, with `everysec` and
+        // `none`, is what a crash may lose); the restarted store replays the log as it is.
+        self.syncer = None;
+        let Some(done) = self.syncer_done.take() else {
             return;
         };
-        if let actors::ExitReason::Panicked(_) = reason {
-            // What is queued may be half a transaction (a panic in the middle of `EXEC`):
-            // never made durable. It was not acknowledged (or, with `everysec` and `none`,
-            // is what a crash may lose); the restarted store replays the log as it is.
+        if done.await.is_err() || panicked {
+            // The syncer was dropped with the runtime: nothing more is answered.
             return;
         }
-        let records = std::mem::take(&mut self.pending);
-        let synced = match writer.append(&records).await {
-            Ok((writer, _)) => writer.sync().await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = synced {
-            // A restart after this would build on pages that may not be on the disk.
-            sync_failed(&error);
+        // Every commit handed is durable now. One that a rewrite's generation took over is
+        // not answered, nor anything after it: its predecessor is not removed (a fresh start
+        // removes it).
+        if self
+            .in_flight
+            .iter()
+            .any(|in_flight| in_flight.retiring.is_some())
+        {
+            return;
         }
         // Answers that wait for a removal still running are given once it is done; if it
         // never finishes (the runtime stopping aborted it), they are dropped: their askers see
@@ -1070,42 +1098,32 @@ impl Store {
         {
             return;
         }
-        if self.retiring.is_some() {
-            return;
-        }
-        self.publish();
-        let held = std::mem::take(&mut self.held);
-        for answer in answers
-            .into_iter()
-            .chain(held)
-            .chain(std::mem::take(&mut self.answers))
-        {
+        self.shared.view.publish(&mut self.held_changes);
+        for answer in std::mem::take(&mut self.held) {
             answer();
+        }
+        for in_flight in std::mem::take(&mut self.in_flight) {
+            let mut changes = in_flight.changes;
+            self.shared.view.publish(&mut changes);
+            for answer in in_flight.answers {
+                answer();
+            }
         }
     }
 
-    /// Hands what is queued to the syncer, unless a commit is in flight (its end asks
-    /// again): queued by the first record of a group (see the [module](self)), by the end
-    /// of a commit, and by the timers.
+    /// Hands what is queued to the syncer: queued by the first record of a group (see the
+    /// [module](self)), and by the timers.
     async fn commit(&mut self, _ctx: &mut actors::Context<Self>) {
         self.commit_queued = false;
         self.start_commit();
     }
 
-    /// The syncer is done with commit `number`: its answers are given, and the next commit
-    /// is queued behind the messages waiting now (they arrived during this one).
+    /// The syncer is done with commit `number` and those before it: their answers are given.
     async fn synced(&mut self, ctx: &mut actors::Context<Self>, incarnation: u64, number: u64) {
-        if incarnation != self.incarnation
-            || self
-                .in_flight
-                .as_ref()
-                .is_none_or(|in_flight| in_flight.number != number)
-        {
-            // Ended already (by a rewrite that waited for it), or an earlier incarnation's.
+        if incarnation != self.incarnation {
             return;
         }
-        self.finish_commit(ctx).await;
-        self.want_commit(ctx);
+        self.finish_commits(ctx, number);
         self.consider_rewrite(ctx);
     }
 
@@ -1137,7 +1155,7 @@ impl Store {
     /// generation it replaces is removed once that commit is done.
     async fn rewritten(
         &mut self,
-        ctx: &mut actors::Context<Self>,
+        _ctx: &mut actors::Context<Self>,
         incarnation: u64,
         generation: u64,
         writer: Writer,
@@ -1150,16 +1168,13 @@ impl Store {
         let Some(Rewrite { since }) = self.rewrite.take() else {
             return;
         };
-        // The commit in flight ends on the old generation first (its writer is dropped).
-        self.finish_commit(ctx).await;
         // What is queued is a suffix of `since`, or was logged before the snapshot (which
         // holds its effect): the new log takes `since`, then `Current`.
         self.pending = since;
         Record::Current.encode(&mut self.pending);
         self.retiring = Some(self.generation);
         self.generation = generation;
-        self.writer = Some(writer);
-        self.start_commit();
+        self.hand(Some(writer), false);
     }
 
     /// The generation a rewrite replaced is gone: the answers that waited for it are given.
@@ -1168,7 +1183,7 @@ impl Store {
             return;
         }
         self.removal = None;
-        self.publish();
+        self.shared.view.publish(&mut self.held_changes);
         for answer in std::mem::take(&mut self.held) {
             answer();
         }
