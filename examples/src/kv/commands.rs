@@ -310,7 +310,7 @@ pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
     }
     arity_fits(arity, command.len())
         .then_some(())
-        .ok_or_else(|| wrong_arity(&name))
+        .ok_or_else(|| wrong_arity(name))
 }
 
 fn arity_fits(arity: i64, count: usize) -> bool {
