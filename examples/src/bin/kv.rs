@@ -97,7 +97,14 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let config = runtime::Config::default().with_storage_directory(&arguments.data);
+    let mut config = runtime::Config::default().with_storage_directory(&arguments.data);
+    // `KV_WORKER_THREADS`: the pool's workers (the runtime's default otherwise).
+    if let Some(workers) = std::env::var("KV_WORKER_THREADS")
+        .ok()
+        .and_then(|workers| workers.parse().ok())
+    {
+        config = config.with_worker_threads(workers);
+    }
     runtime::Runner::new(config).start(|context| async move {
         // Held to the end: on an early return it releases the signal-waiting task.
         let _interrupts =

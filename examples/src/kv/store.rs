@@ -230,15 +230,18 @@ struct InFlight {
 /// done, and goes straight on to what was handed meanwhile, without waiting for the store.
 /// On a thread of its own, so the writes and the sync are system calls made there (no ring
 /// round trip, no io-wq hop; see `runtime::storage`), while the store goes on serving on
-/// the pool. Publishes the log's size in `size`. Ends when the store's incarnation drops its
-/// sender, having done every commit handed to it, and then resolves `done`; a failed write
-/// or sync ends the process (see `sync_failed`).
+/// the pool. Publishes the log's size in `size`, and the last commit done in `durable`
+/// before it tells the store (without waiting: a full mailbox loses the message, and the
+/// store then finds `durable` on its next message or tick). Ends when the store's
+/// incarnation drops its sender, having done every commit handed to it, and then resolves
+/// `done`; a failed write or sync ends the process (see `sync_failed`).
 async fn sync_jobs(
     mut writer: Writer,
     mut jobs: futures::channel::mpsc::UnboundedReceiver<Job>,
     store: actors::WeakRef<Store>,
     incarnation: u64,
     size: Arc<std::sync::atomic::AtomicU64>,
+    durable: Arc<std::sync::atomic::AtomicU64>,
     done: futures::channel::oneshot::Sender<()>,
 ) {
     use futures::StreamExt as _;
@@ -260,8 +263,12 @@ async fn sync_jobs(
         }
         writer = write(writer, &mut records, &mut sync).await;
         size.store(writer.size(), std::sync::atomic::Ordering::Relaxed);
+        // Release: pairs with the store's Acquire in `catch_up` (the sync is done before).
+        durable.store(last, std::sync::atomic::Ordering::Release);
+        // Never waits for room: waiting could hold the syncer while the store, stopping,
+        // waits for the syncer.
         if let Some(store) = store.upgrade() {
-            let _ = store.tell_synced(incarnation, last).await;
+            let _ = store.try_synced(incarnation, last);
         }
     }
     let _ = done.send(());
@@ -308,8 +315,9 @@ pub struct Store {
     /// `on_stop`. It resolves `syncer_done` when it has ended.
     syncer: Option<futures::channel::mpsc::UnboundedSender<Job>>,
     syncer_done: Option<futures::channel::oneshot::Receiver<()>>,
-    /// The log's size, as the syncer last wrote it.
+    /// The log's size, as the syncer last wrote it, and the last commit it made durable.
     log_size: Arc<std::sync::atomic::AtomicU64>,
+    durable: Arc<std::sync::atomic::AtomicU64>,
     /// The commits handed to the syncer and not yet durable, in order, and the commits
     /// numbered.
     in_flight: std::collections::VecDeque<InFlight>,
@@ -357,6 +365,7 @@ impl Store {
             syncer: None,
             syncer_done: None,
             log_size: Arc::default(),
+            durable: Arc::default(),
             in_flight: std::collections::VecDeque::new(),
             commits: 0,
             rewrite: None,
@@ -477,6 +486,20 @@ impl Store {
             changes,
             retiring,
         });
+    }
+
+    /// Finishes the commits the syncer has made durable, if its `synced` was lost to a full
+    /// mailbox: checked on every batch and every sweep tick.
+    fn catch_up(&mut self, ctx: &mut actors::Context<Self>) {
+        // Acquire: pairs with the syncer's Release store.
+        let durable = self.durable.load(std::sync::atomic::Ordering::Acquire);
+        if self
+            .in_flight
+            .front()
+            .is_some_and(|in_flight| in_flight.number <= durable)
+        {
+            self.finish_commits(ctx, durable);
+        }
     }
 
     /// Commit `number` and those before it are durable: a rewrite's first commit starts the
@@ -1038,7 +1061,8 @@ impl Store {
         let (done, syncer_done) = futures::channel::oneshot::channel();
         self.syncer = Some(jobs);
         self.syncer_done = Some(syncer_done);
-        let (store, incarnation, size) = (ctx.weak_ref(), self.incarnation, self.log_size.clone());
+        let (store, incarnation) = (ctx.weak_ref(), self.incarnation);
+        let (size, durable) = (self.log_size.clone(), self.durable.clone());
         // In the service's scope, not the actor's: it finishes the commits handed to it,
         // which `on_stop` waits for, whatever ends the incarnation.
         drop(
@@ -1046,9 +1070,10 @@ impl Store {
                 .context
                 .clone()
                 .dedicated()
-                .spawn(move |_| sync_jobs(writer, queue, store, incarnation, size, done)),
+                .spawn(move |_| sync_jobs(writer, queue, store, incarnation, size, durable, done)),
         );
         ctx.run_every(SWEEP_EVERY, |store: &mut Store, ctx| {
+            store.catch_up(ctx);
             store.sweep(SWEEP_KEYS);
             store.want_commit(ctx);
         });
@@ -1135,6 +1160,7 @@ impl Store {
         ops: Vec<Op>,
         reply: actors::Reply<Vec<Outcome>>,
     ) {
+        self.catch_up(ctx);
         let outcomes: Vec<Outcome> = ops.into_iter().map(|op| self.apply_op(op)).collect();
         if self.durability() != Durability::Always && self.pending.len() >= QUEUED_BOUND {
             self.want_commit(ctx);
