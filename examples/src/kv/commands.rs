@@ -593,7 +593,7 @@ impl Upper {
         let mut bytes = [0; Upper::MAX];
         let length = name.len().min(Upper::MAX);
         bytes[..length].copy_from_slice(&name[..length]);
-        bytes.make_ascii_uppercase();
+        bytes[..length].make_ascii_uppercase();
         Upper { bytes, length }
     }
 
