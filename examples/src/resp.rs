@@ -130,7 +130,7 @@ impl Decoder {
                         let Some(line) = self.line()? else {
                             return Ok(None);
                         };
-                        let count = parse_length(&line[1..])
+                        let count = parse_length(&self.buffer[line][1..])
                             .filter(|count| *count <= MAX_ARGUMENTS as i64)
                             .ok_or_else(|| Error("invalid multibulk length".into()))?;
                         if count <= 0 {
@@ -146,7 +146,7 @@ impl Decoder {
                         let Some(line) = self.line()? else {
                             return Ok(None);
                         };
-                        let arguments = split_inline(&line)?;
+                        let arguments = split_inline(&self.buffer[line])?;
                         if arguments.is_empty() {
                             continue;
                         }
@@ -183,7 +183,7 @@ impl Decoder {
                         };
                         return Ok(None);
                     };
-                    let len = parse_length(&line[1..])
+                    let len = parse_length(&self.buffer[line][1..])
                         .filter(|len| (0..=MAX_BULK as i64).contains(len))
                         .ok_or_else(|| Error("invalid bulk length".into()))?
                         as usize;
@@ -231,9 +231,10 @@ impl Decoder {
         }
     }
 
-    /// The next line without its ending (`\n`, a `\r` before it dropped), if whole; a line
+    /// Where the next line is in the buffer, without its ending (`\n`, a `\r` before it
+    /// dropped), if whole (no copy: a command's header lines cost no allocation); a line
     /// past `MAX_INLINE` is an error whether or not it ended.
-    fn line(&mut self) -> Result<Option<Vec<u8>>, Error> {
+    fn line(&mut self) -> Result<Option<std::ops::Range<usize>>, Error> {
         let rest = &self.buffer[self.at..];
         let Some(end) = rest[self.scanned..]
             .iter()
@@ -248,14 +249,15 @@ impl Decoder {
             return Ok(None);
         };
         self.scanned = 0;
-        let mut line = &rest[..end];
-        if line.last() == Some(&b'\r') {
-            line = &line[..line.len() - 1];
-        }
-        if line.len() > MAX_INLINE {
+        let length = if rest[..end].last() == Some(&b'\r') {
+            end - 1
+        } else {
+            end
+        };
+        if length > MAX_INLINE {
             return Err(Error("too big inline request".into()));
         }
-        let line = line.to_vec();
+        let line = self.at..self.at + length;
         self.at += end + 1;
         Ok(Some(line))
     }

@@ -17,8 +17,10 @@
 //!   beside the log (`kv/<log>.cut-<offset>`), cut, and reported on start and in the
 //!   `kv_recovery_*` metrics.
 //!
-//! Commands: see `examples::kv`. The storage actor runs on a thread of its own under a
-//! supervisor that restarts it from its log if it fails. Ctrl-C stops the service cleanly.
+//! Commands: see `examples::kv`. The storage actor runs on the pool (its log's writes and
+//! syncs on a thread of its own) under a supervisor that restarts it from its log if it
+//! fails. `KV_WORKER_THREADS` sets the pool's workers (by default one fewer than the cores,
+//! at least one). Ctrl-C stops the service cleanly.
 
 use runtime::prelude::*;
 use std::net::SocketAddr;
@@ -80,6 +82,18 @@ fn parse(mut arguments: impl Iterator<Item = String>) -> Result<Arguments, Strin
     })
 }
 
+/// The pool's workers unless `KV_WORKER_THREADS` says: one core fewer than the machine has
+/// (at least one), leaving a core to the store's syncer thread and the kernel's network and
+/// disk work. Measured on two vCPUs (`benches/README.md`, "`kv` against `redis-server`"), one
+/// worker answers up to 1.4x the requests of two: the connections and the store then share
+/// one thread, and a batch costs no wake of another.
+fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |cores| cores.get())
+        .saturating_sub(1)
+        .max(1)
+}
+
 fn main() -> ExitCode {
     let arguments = match parse(std::env::args().skip(1)) {
         Ok(arguments) => arguments,
@@ -97,7 +111,11 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let config = runtime::Config::default().with_storage_directory(&arguments.data);
+    let mut config = runtime::Config::default().with_storage_directory(&arguments.data);
+    config = config.with_worker_threads(examples::limits::setting(
+        "KV_WORKER_THREADS",
+        default_workers(),
+    ));
     runtime::Runner::new(config).start(|context| async move {
         // Held to the end: on an early return it releases the signal-waiting task.
         let _interrupts =

@@ -279,10 +279,16 @@ const SUBCOMMANDS: &[(&str, &str, i64)] = &[
 pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
     // ASCII case only, as Redis compares: a Unicode fold (the Kelvin sign to `k`) would pass
     // a name here that `plan` then does not know.
-    let name = String::from_utf8_lossy(&command[0].to_ascii_lowercase()).into_owned();
-    let Some(&(_, arity, ..)) = COMMANDS.iter().find(|entry| entry.0 == name) else {
+    // `COMMANDS` is sorted by name (a test holds it so): found in a few comparisons.
+    let Ok(at) = COMMANDS.binary_search_by(|entry| {
+        entry
+            .0
+            .bytes()
+            .cmp(command[0].iter().map(u8::to_ascii_lowercase))
+    }) else {
         return Err(unknown(command));
     };
+    let (name, arity, ..) = COMMANDS[at];
     let has_subcommands = SUBCOMMANDS.iter().any(|entry| entry.0 == name);
     if has_subcommands && command.len() >= 2 {
         let subcommand = String::from_utf8_lossy(&command[1].to_ascii_lowercase()).into_owned();
@@ -304,7 +310,7 @@ pub fn check(command: &[Vec<u8>]) -> Result<(), Reply> {
     }
     arity_fits(arity, command.len())
         .then_some(())
-        .ok_or_else(|| wrong_arity(&name))
+        .ok_or_else(|| wrong_arity(name))
 }
 
 fn arity_fits(arity: i64, count: usize) -> bool {
@@ -572,18 +578,44 @@ fn now(reply: Reply) -> Planned {
 /// Plans one command that [`check`] accepted, for `session` (`CLIENT`, `HELLO` and
 /// `SELECT` read or change it). Transactions are the session's: see
 /// [`Session::plan`].
+/// A checked command's name in upper case, on the stack (no allocation per command): every
+/// name [`check`] passes is at most [`Upper::MAX`] bytes.
+pub struct Upper {
+    bytes: [u8; Upper::MAX],
+    length: usize,
+}
+
+impl Upper {
+    pub const MAX: usize = 16;
+
+    /// `name` in upper case; a longer name (never a checked one) is cut, and matches none.
+    pub fn of(name: &[u8]) -> Upper {
+        let mut bytes = [0; Upper::MAX];
+        let length = name.len().min(Upper::MAX);
+        bytes[..length].copy_from_slice(&name[..length]);
+        bytes[..length].make_ascii_uppercase();
+        Upper { bytes, length }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.length]
+    }
+}
+
 pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
     let mut arguments = command.into_iter();
     let name = arguments.next().expect("checked: a command has a name");
     let arguments: Vec<Vec<u8>> = arguments.collect();
-    let upper = name.to_ascii_uppercase();
-    let lower = String::from_utf8_lossy(&name).to_lowercase();
+    let upper = Upper::of(&name);
+    let upper = upper.as_slice();
+    // Only for the errors that name the command: not made for the commands that succeed.
+    let lower = || String::from_utf8_lossy(&name).to_lowercase();
     let store = Planned::Store;
-    let reply = match (upper.as_slice(), arguments.as_slice()) {
+    let reply = match (upper, arguments.as_slice()) {
         (b"PING", []) => Reply::Simple("PONG".into()),
         (b"PING", [message]) | (b"ECHO", [message]) => Reply::bulk(message.clone()),
         // Redis's arity lets `PING` take any number; the command takes at most one.
-        (b"PING", _) => wrong_arity(&lower),
+        (b"PING", _) => wrong_arity(&lower()),
         (b"QUIT", _) => return Planned::Now(Reply::ok(), true),
         (b"GET", [key]) => return store(Op::Get(key.clone()), Render::Bulk),
         (b"SET", [key, value, options @ ..]) => match set_options(options) {
@@ -612,7 +644,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
         }
         (b"SETEX" | b"PSETEX", [key, time, value]) => {
             let unit = if upper == b"SETEX" { 1000 } else { 1 };
-            match expire_time(time, unit, true, &lower) {
+            match expire_time(time, unit, true, &lower()) {
                 Err(reply) => reply,
                 Ok(deadline) => {
                     let op = Op::Set {
@@ -692,9 +724,9 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             return store(Op::SetMany { pairs, absent }, render);
         }
         // The pairs' count is the command's own check (Redis's arity allows any count).
-        (b"MSET" | b"MSETNX", _) => wrong_arity(&lower),
+        (b"MSET" | b"MSETNX", _) => wrong_arity(&lower()),
         (b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT", [key, time, options @ ..]) => {
-            match expire(&upper, &lower, time, options) {
+            match expire(upper, &lower(), time, options) {
                 Err(reply) => reply,
                 Ok((at, condition)) => {
                     let op = Op::Expire {
@@ -781,7 +813,7 @@ pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
             }
         }
         (b"CONFIG", [_, patterns @ ..]) => return config(patterns),
-        _ => unreachable!("checked, and every command checked is planned: {lower}"),
+        _ => unreachable!("checked, and every command checked is planned: {}", lower()),
     };
     now(reply)
 }
@@ -1161,6 +1193,20 @@ pub fn parse_integer(bytes: &[u8]) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    /// `check` finds names by binary search: the table is sorted, and every name fits
+    /// `Upper`.
+    #[test]
+    fn the_command_table_is_sorted_and_its_names_are_short() {
+        let names: Vec<&str> = super::COMMANDS.iter().map(|entry| entry.0).collect();
+        assert!(names.windows(2).all(|pair| pair[0] < pair[1]), "{names:?}");
+        assert!(names.iter().all(|name| name.len() <= super::Upper::MAX));
+        assert!(
+            names
+                .iter()
+                .all(|name| name.bytes().all(|byte| byte.is_ascii_lowercase()))
+        );
+    }
+
     use super::check;
 
     /// Names and subcommands are compared in ASCII case only, as Redis compares them: a

@@ -8,6 +8,13 @@
 //! - **Commands take effect in the order sent**: each batch is queued in the store's
 //!   mailbox (`Ask::queued`) before the next is made, the store runs a batch in order, and
 //!   one mailbox is handled in order.
+//! - **A read waits for no write it does not depend on**: a read the view serves (`GET`,
+//!   `MGET`, `EXISTS`, `STRLEN`, `TYPE`; see [`super::view`]) is answered from it on this
+//!   connection's thread when nothing of this connection is waiting for the store (no batch
+//!   unanswered, none being gathered). Every write of this connection is then answered, so
+//!   published, and the read sees it (read-your-writes); what it sees is acknowledged (with
+//!   `always`, durable). A read behind an unanswered batch goes to the store in order
+//!   behind it, as every command used to.
 //! - **Replies go in the order of their commands**, whenever each is ready; at most
 //!   `MAX_IN_FLIGHT` wait, past which the connection stops reading (TCP holds the client
 //!   back) until the oldest is answered.
@@ -27,6 +34,7 @@ use super::commands::{Planned, Render, failed};
 use super::session::Session;
 use super::store::StoreRef;
 use super::store::{Op, Outcome};
+use super::view::View;
 use crate::limits::setting;
 use crate::resp::{Decoder, Encoded, Reply};
 use futures::FutureExt as _;
@@ -69,6 +77,7 @@ pub(super) struct Connection {
     pub(super) sink: Option<Sink>,
     pub(super) stream: Option<Stream>,
     pub(super) store: StoreRef,
+    pub(super) view: std::sync::Arc<View>,
     /// Counts the connection among the service's until the actor is dropped.
     pub(super) _slot: crate::limits::Slot,
 }
@@ -81,9 +90,10 @@ impl Connection {
         let sink = self.sink.take().expect("set by the acceptor");
         let stream = self.stream.take().expect("set by the acceptor");
         let store = self.store.clone();
+        let view = self.view.clone();
         drop(ctx.runtime().clone().spawn(move |clock| async move {
             let mut session = Session::new();
-            serve(&clock, &store, &mut session, sink, stream).await;
+            serve(&clock, &store, &view, &mut session, sink, stream).await;
             // The keys it watched are forgotten with it.
             if let Some(op) = session.leaving() {
                 let _ = store.run(vec![op]).await;
@@ -116,6 +126,8 @@ struct Replies<'s> {
     count: usize,
     /// Bytes of the commands they answer.
     weight: usize,
+    /// Batches among them, waiting for the store.
+    batches: usize,
 }
 
 impl<'s> Replies<'s> {
@@ -147,6 +159,7 @@ impl<'s> Replies<'s> {
             Ok(ask) => {
                 self.count += renders.len();
                 self.weight += weight;
+                self.batches += 1;
                 self.pending
                     .push_back(Pending::Batch(Box::pin(ask), renders, weight));
             }
@@ -172,6 +185,7 @@ impl<'s> Replies<'s> {
                 reply.encode_shared(out);
             }
             Some(Pending::Batch(_, renders, weight)) => {
+                self.batches -= 1;
                 self.count -= renders.len();
                 self.weight -= weight;
                 match outcomes.expect("a batch is written with its outcomes") {
@@ -259,6 +273,7 @@ impl Receiver {
 async fn serve(
     clock: &runtime::Context,
     store: &StoreRef,
+    view: &View,
     session: &mut Session,
     mut sink: Sink,
     stream: Stream,
@@ -290,6 +305,15 @@ async fn serve(
                     begun = None;
                     let command_weight = weight(&command);
                     match session.plan(command) {
+                        // Nothing of this connection waits for the store: a read the view
+                        // serves is answered here (see the module's invariants).
+                        Planned::Store(op, render)
+                            if ops.is_empty()
+                                && replies.batches == 0
+                                && let Some(outcome) = view.read(&op) =>
+                        {
+                            (render.reply(outcome), command_weight)
+                        }
                         Planned::Store(op, render) => {
                             ops.push(op);
                             renders.push(render);

@@ -201,12 +201,19 @@ impl Data {
     }
 
     pub fn insert(&mut self, key: Vec<u8>, entry: Entry) {
-        self.remove(&key);
+        // The replaced entry's deadline is looked up only if some key has one: a plain
+        // overwrite costs one lookup.
+        if !self.deadlines.is_empty() {
+            self.remove(&key);
+        }
         if let Some(deadline) = entry.expires {
             self.deadlines.insert((deadline, key.clone()));
         }
-        self.live += OVERHEAD + key.len() + entry.value.len();
-        self.entries.insert(key, entry);
+        let length = key.len();
+        self.live += OVERHEAD + length + entry.value.len();
+        if let Some(replaced) = self.entries.insert(key, entry) {
+            self.live -= OVERHEAD + length + replaced.value.len();
+        }
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {

@@ -1,8 +1,9 @@
 //! The key-value service behind the `kv` and `tour` programs: the Redis protocol (RESP2,
 //! and inline commands for `nc` and `telnet`; see [`crate::resp`]) over TCP, connection
-//! actors on the pool under a dynamic supervisor, one dedicated storage actor owning an
-//! append-only log in a paged, checksummed blob, under a supervisor that restarts it on
-//! failure, and a `/metrics` endpoint for Prometheus.
+//! actors on the pool under a dynamic supervisor, one storage actor owning an append-only
+//! log in a paged, checksummed blob (its syncs made by a task on a thread of its own),
+//! under a supervisor that restarts it on failure, a view of the acknowledged data that
+//! connections read without the store ([`view`]), and a `/metrics` endpoint for Prometheus.
 //!
 //! Commands, answered as redis-server 7.0 answers them (replies and error wording; the
 //! differential test `examples/tests/redis_diff.rs` compares them byte for byte, and the
@@ -32,8 +33,9 @@
 //! Durability (see [`store`]): with `always` (the default) a write is answered only after
 //! its record is synced, so an acknowledged write survives SIGKILL, and writes that arrive
 //! while a sync is in flight are committed together by the next one (group commit); a read
-//! is answered once what it read is durable. `everysec` and `none` answer at once, as
-//! Redis's do. On start the store replays its log; a tail that a crash can leave (and damage
+//! is answered once what it read is durable: from the view, which holds only acknowledged
+//! writes, or from the store behind the connection's own writes. `everysec` and `none`
+//! answer at once, as Redis's do. On start the store replays its log; a tail that a crash can leave (and damage
 //! can imitate) is copied beside the log, cut, printed and counted in the `kv_recovery_*`
 //! metrics (`--strict` refuses it instead), and damage anywhere else is refused with the file
 //! and offset (see [`recovery`]); `--repair` keeps every record that verifies. The rewrite's
@@ -52,6 +54,7 @@ pub mod recovery;
 pub mod session;
 pub mod shards;
 pub mod store;
+pub mod view;
 
 pub use commands::{execute, parse_integer};
 pub use recovery::StartError;
@@ -156,6 +159,7 @@ pub async fn serve_with(
     let metrics_listener = context.bind(metrics).await.map_err(ServeError::Bind)?;
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
     let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
+    let view = shared.view.clone();
     let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
     let supervisor = supervisor.spawn(context);
     let max = max_connections();
@@ -179,7 +183,7 @@ pub async fn serve_with(
     };
     let accepting = context.clone();
     drop(context.clone().spawn(move |_| async move {
-        accept(accepting, listener, store, connections, max).await;
+        accept(accepting, listener, store, view, connections, max).await;
     }));
     let exposing = context.clone();
     drop(context.clone().spawn(move |_| async move {
@@ -196,6 +200,7 @@ async fn accept(
     context: runtime::Context,
     mut listener: Listener,
     store: StoreRef,
+    view: Arc<view::View>,
     connections: DynamicSupervisorRef,
     max: usize,
 ) {
@@ -206,6 +211,7 @@ async fn accept(
         };
         let connections = connections.clone();
         let store = store.clone();
+        let view = view.clone();
         drop(context.clone().spawn(move |clock| async move {
             // Started once (temporary): the factory takes the socket and the slot. If the
             // child is refused (the service is stopping), they are taken back here.
@@ -219,6 +225,7 @@ async fn accept(
                         sink: Some(sink),
                         stream: Some(stream),
                         store: store.clone(),
+                        view: view.clone(),
                         _slot: slot,
                     }
                 }

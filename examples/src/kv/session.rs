@@ -105,7 +105,7 @@ impl Session {
             }
             return Planned::Now(reply, false);
         }
-        let upper = command[0].to_ascii_uppercase();
+        let upper = commands::Upper::of(&command[0]);
         let now = |reply| Planned::Now(reply, false);
         match (upper.as_slice(), &mut self.transaction) {
             (b"MULTI", Some(_)) => now(Reply::error("MULTI calls can not be nested")),

@@ -73,8 +73,11 @@ impl<V: Clone> Shards<V> {
 
     /// The value at `key`, to change it in place; `None` (and no copy) if absent.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
-        self.get(key)?;
-        self.shard_mut(key).get_mut(key)
+        let shard = self.shard_of(key);
+        if !self.shards[shard].contains_key(key) {
+            return None;
+        }
+        Arc::make_mut(&mut self.shards[shard]).get_mut(key)
     }
 
     /// Puts `value` at `key`; returns the value it replaces.
@@ -88,8 +91,11 @@ impl<V: Clone> Shards<V> {
 
     /// Takes the value at `key` out; no copy if absent.
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
-        self.get(key)?;
-        let removed = self.shard_mut(key).remove(key);
+        let shard = self.shard_of(key);
+        if !self.shards[shard].contains_key(key) {
+            return None;
+        }
+        let removed = Arc::make_mut(&mut self.shards[shard]).remove(key);
         self.len -= usize::from(removed.is_some());
         removed
     }

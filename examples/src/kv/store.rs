@@ -7,13 +7,26 @@
 //!   nothing (a read, a refused `SET NX`) once what it read is durable (see `answer`). With
 //!   `everysec` and `none` writes are answered at once and synced by a timer (every second)
 //!   or never, as Redis does; a crash then loses what was not synced.
-//! - **Group commit, inline**: a write applies to the data at once and queues its record
-//!   and its answer; the first record of a group also queues a `commit` behind the messages
-//!   already waiting, so the commit runs once they are handled. It writes and syncs the
-//!   group on the store's own thread (the syscalls directly, no ring round trip), then
-//!   answers it. Writes that arrive meanwhile wait in the mailbox for the next group: one
-//!   sync serves everything that arrived during the last one, as with Redis's
-//!   `appendfsync always`.
+//! - **Published when answered**: every change is published to the view the connections
+//!   read without the store ([`super::view`]) just before the answers that depend on it are
+//!   given (with `always`, after its sync; with `everysec` and `none`, at once), one commit
+//!   (or one message) under one lock.
+//! - **Group commit, pipelined**: the store runs on the pool, next to the connections (a
+//!   batch costs no wake of another thread). A write applies to the data at once and queues
+//!   its record and its answer; the first record of a group queues a `commit` behind the
+//!   messages already waiting, so the commit takes them too. The commit hands the group's
+//!   records to the syncer, a task on a thread of its own that holds the log's writer and
+//!   makes the writes and syncs with the system calls directly (no ring round trip, no
+//!   io-wq hop). The syncer takes every commit handed to it since its last sync, writes
+//!   them in one write and syncs once, then goes straight on to what was handed meanwhile;
+//!   the store is told (`synced`) and publishes and answers those commits, in order. One
+//!   sync serves everything that arrived during the last, as with Redis's `appendfsync
+//!   always`, without the syncer waiting for the store between syncs; commits reach the disk
+//!   in the order handed. A read whose data may be in a commit not yet durable is answered
+//!   with the last one handed.
+//! - **No write outlives its incarnation**: `on_stop` closes the syncer's queue and waits
+//!   for it to finish what it was handed, whatever ended the incarnation, so a restarted one
+//!   opens a log nobody writes.
 //! - **A rewrite never holds what is not in its predecessor** until it is the store: it is
 //!   the snapshot of the data at one moment, then every record logged since (kept aside while
 //!   it was written), then `Current`, all in the first sync to the new generation. Its
@@ -36,6 +49,7 @@
 
 use super::log::{self, Data, Entry, Record};
 use super::recovery::{self, Opened};
+use super::view::View;
 use actors::prelude::*;
 use bytes::Bytes;
 use runtime::buffer::paged::{CacheRef, Writer};
@@ -144,6 +158,8 @@ pub struct Shared {
     /// Held by a rewrite while it writes its generation: a restarted incarnation opens the
     /// log only once its predecessor's rewrite is done with the file.
     rewriting: Arc<futures::lock::Mutex<()>>,
+    /// What has been acknowledged, for the connections to read (see [`super::view`]).
+    pub(super) view: Arc<View>,
 }
 
 impl Shared {
@@ -154,6 +170,9 @@ impl Shared {
         recovered: Opened,
     ) -> Self {
         let recovery_metrics = recovery::ReportMetrics::register(&context);
+        // Built before any connection is accepted: a read never finds the view emptier than
+        // what the start replayed.
+        let view = Arc::new(View::of(&recovered.data));
         let shared = Shared {
             context,
             cache,
@@ -162,6 +181,7 @@ impl Shared {
             incarnations: std::sync::atomic::AtomicU64::new(0),
             recovered: std::sync::Mutex::new(None),
             rewriting: Arc::new(futures::lock::Mutex::new(())),
+            view,
         };
         shared.report_recovery(&recovered);
         *shared
@@ -186,12 +206,97 @@ struct Rewrite {
     since: Vec<u8>,
 }
 
+/// A commit handed to the syncer: the records to append (to `switch`, a rewrite's new
+/// generation, from this one on), and whether to sync them.
+struct Job {
+    number: u64,
+    records: Vec<u8>,
+    sync: bool,
+    switch: Option<Writer>,
+}
+
+/// A commit handed to the syncer, not yet durable: what waits for it.
+struct InFlight {
+    number: u64,
+    answers: Vec<Answer>,
+    /// With `always`, its changes, published when its answers are given.
+    changes: Vec<Record>,
+    /// The generation to remove once it is done (a rewrite's first commit).
+    retiring: Option<u64>,
+}
+
+/// The syncer: takes every commit handed to it since its last sync, appends their records in
+/// one write and syncs them once (if any asked for a sync), tells the store the last one
+/// done, and goes straight on to what was handed meanwhile, without waiting for the store.
+/// On a thread of its own, so the writes and the sync are system calls made there (no ring
+/// round trip, no io-wq hop; see `runtime::storage`), while the store goes on serving on
+/// the pool. Publishes the log's size in `size`, and the last commit done in `durable`
+/// before it tells the store (without waiting: a full mailbox loses the message, and the
+/// store then finds `durable` on its next message or tick). Ends when the store's
+/// incarnation drops its sender, having done every commit handed to it, and then resolves
+/// `done`; a failed write or sync ends the process (see `sync_failed`).
+async fn sync_jobs(
+    mut writer: Writer,
+    mut jobs: futures::channel::mpsc::UnboundedReceiver<Job>,
+    store: actors::WeakRef<Store>,
+    incarnation: u64,
+    size: Arc<std::sync::atomic::AtomicU64>,
+    durable: Arc<std::sync::atomic::AtomicU64>,
+    done: futures::channel::oneshot::Sender<()>,
+) {
+    use futures::StreamExt as _;
+    let (mut records, mut sync) = (Vec::new(), false);
+    while let Some(first) = jobs.next().await {
+        let mut last = first.number;
+        let mut next = Some(first);
+        while let Some(job) = next {
+            if let Some(switch) = job.switch {
+                // What the old generation has waiting is written and synced first: the
+                // commits before the switch are answered from it.
+                let old = std::mem::replace(&mut writer, switch);
+                drop(write(old, &mut records, &mut sync).await);
+            }
+            records.extend_from_slice(&job.records);
+            sync |= job.sync;
+            last = job.number;
+            next = jobs.try_recv().ok();
+        }
+        writer = write(writer, &mut records, &mut sync).await;
+        size.store(writer.size(), std::sync::atomic::Ordering::Relaxed);
+        // Release: pairs with the store's Acquire in `catch_up` (the sync is done before).
+        durable.store(last, std::sync::atomic::Ordering::Release);
+        // Never waits for room: waiting could hold the syncer while the store, stopping,
+        // waits for the syncer.
+        if let Some(store) = store.upgrade() {
+            let _ = store.try_synced(incarnation, last);
+        }
+    }
+    let _ = done.send(());
+}
+
+/// Appends `records` (emptied) to the log, and syncs if `sync` (reset).
+async fn write(writer: Writer, records: &mut Vec<u8>, sync: &mut bool) -> Writer {
+    if records.is_empty() && !*sync {
+        return writer;
+    }
+    let written = if records.is_empty() {
+        writer.sync().await
+    } else {
+        match writer.append(records).await {
+            Ok((writer, _)) if *sync => writer.sync().await,
+            Ok((writer, _)) => Ok(writer),
+            Err(error) => Err(error),
+        }
+    };
+    records.clear();
+    *sync = false;
+    written.unwrap_or_else(|error| sync_failed(&error))
+}
+
 /// The storage actor. See the [module](self) for what it guarantees.
-#[actor(dedicated, name = "kv_store", mailbox = 256)]
+#[actor(name = "kv_store", mailbox = 256)]
 pub struct Store {
     data: Data,
-    /// The log's writer (`None` only before `on_start`).
-    writer: Option<Writer>,
     /// The log's generation.
     generation: u64,
     shared: Arc<Shared>,
@@ -200,8 +305,23 @@ pub struct Store {
     /// Records queued since the last commit, and the answers waiting for them.
     pending: Vec<u8>,
     answers: Vec<Answer>,
+    /// The changes queued and not yet published to the view: published just before the
+    /// answers that depend on them are given (see [`super::view`]).
+    unpublished: Vec<Record>,
     /// A `commit` is queued in the mailbox.
     commit_queued: bool,
+    /// Where commits go to be written and synced: a task on a thread of its own that holds
+    /// the log's writer (see the [module](self)); `None` only before `on_start` and after
+    /// `on_stop`. It resolves `syncer_done` when it has ended.
+    syncer: Option<futures::channel::mpsc::UnboundedSender<Job>>,
+    syncer_done: Option<futures::channel::oneshot::Receiver<()>>,
+    /// The log's size, as the syncer last wrote it, and the last commit it made durable.
+    log_size: Arc<std::sync::atomic::AtomicU64>,
+    durable: Arc<std::sync::atomic::AtomicU64>,
+    /// The commits handed to the syncer and not yet durable, in order, and the commits
+    /// numbered.
+    in_flight: std::collections::VecDeque<InFlight>,
+    commits: u64,
     rewrite: Option<Rewrite>,
     /// The generation to remove once the next commit (the new one's first) is done.
     retiring: Option<u64>,
@@ -214,8 +334,9 @@ pub struct Store {
     /// told separately (`retired`), and `on_stop` waits for this alone, never for a message
     /// to its own mailbox.
     removal: Option<futures::channel::oneshot::Receiver<()>>,
-    /// Answers waiting for `removal`, in order.
+    /// Answers waiting for `removal`, in order, and (with `always`) the changes they publish.
     held: Vec<Answer>,
+    held_changes: Vec<Record>,
     /// `BGREWRITEAOF` asked for a rewrite, whatever the log's size: started at the end of
     /// the message that asked (or, if an earlier incarnation's rewrite still writes, later).
     rewrite_asked: bool,
@@ -234,19 +355,26 @@ impl Store {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Store {
             data: Data::default(),
-            writer: None,
             generation: 0,
             shared,
             incarnation,
             pending: Vec::new(),
             answers: Vec::new(),
+            unpublished: Vec::new(),
             commit_queued: false,
+            syncer: None,
+            syncer_done: None,
+            log_size: Arc::default(),
+            durable: Arc::default(),
+            in_flight: std::collections::VecDeque::new(),
+            commits: 0,
             rewrite: None,
             retiring: None,
             rewrite_after: None,
             rewrite_asked: false,
             removal: None,
             held: Vec::new(),
+            held_changes: Vec::new(),
             watches: Watches::default(),
             // Any odd start will do; varied by incarnation.
             seed: 0x9e37_79b9_7f4a_7c15 ^ (incarnation << 1) | 1,
@@ -265,10 +393,17 @@ impl Store {
     /// `none`, at once.
     /// While the generation a rewrite replaced is being removed, an answer that would follow
     /// one waiting for that removal waits too, so answers keep their order.
+    /// With `everysec` and `none`, what is queued is published to the view first: it is
+    /// acknowledged now.
     fn answer(&mut self, ctx: &mut actors::Context<Self>, answer: impl FnOnce() + Send + 'static) {
-        if self.durability() != Durability::Always
-            || (self.pending.is_empty() && self.held.is_empty())
+        if self.durability() != Durability::Always {
+            self.publish();
+            answer();
+        } else if let (true, Some(in_flight)) = (self.pending.is_empty(), self.in_flight.back_mut())
         {
+            // What it read may be in the last commit in flight: answered with it.
+            in_flight.answers.push(Box::new(answer));
+        } else if self.pending.is_empty() && self.held.is_empty() {
             answer();
         } else if self.pending.is_empty() {
             self.held.push(Box::new(answer));
@@ -286,6 +421,7 @@ impl Store {
         }
         let start = self.pending.len();
         record.encode(&mut self.pending);
+        self.unpublished.push(record.clone());
         if let Some(rewrite) = &mut self.rewrite {
             rewrite.since.extend_from_slice(&self.pending[start..]);
         }
@@ -300,47 +436,107 @@ impl Store {
         }
     }
 
-    /// Writes and syncs what is queued (with `none`, writes the whole pages only), then gives
-    /// the answers waiting for it. On the store's own thread the writes and the sync are
-    /// system calls made here, not ring operations. A failure fails the store, which restarts
-    /// from its log; the answers waiting are dropped (their askers see an error: the writes
-    /// may or may not be durable). The first commit of a rewrite's generation starts the
-    /// removal of the one it replaces, and the answers wait for that removal.
-    async fn write_queued(&mut self, ctx: &mut actors::Context<Self>) {
-        if self.pending.is_empty() {
+    /// Hands what is queued to the syncer (see the [module](self)), with the answers waiting
+    /// for it and (with `always`) the changes they publish, given when the syncer says it is
+    /// done ([`synced`](Self::synced)). Synced unless the durability is `none` (a rewrite's
+    /// first commit is synced whatever the durability: the generation it replaces is removed
+    /// next); `switch`: a rewrite's new generation, which takes it and what follows.
+    fn start_commit(&mut self) {
+        self.hand(None, false);
+    }
+
+    /// [`start_commit`](Self::start_commit), to `switch` if a rewrite's generation takes
+    /// over here; `last`: the clean stop's commit, synced whatever the durability, even if
+    /// nothing is queued.
+    fn hand(&mut self, switch: Option<Writer>, last: bool) {
+        if self.pending.is_empty() && !last {
             return;
         }
-        let writer = self.writer.take().expect("opened in on_start");
-        let records = std::mem::take(&mut self.pending);
-        // A rewrite's first commit is synced whatever the durability: the generation it
-        // replaces is removed next.
-        let sync = self.durability() != Durability::None || self.retiring.is_some();
-        let written = match writer.append(&records).await {
-            Ok((writer, _)) if sync => {
-                self.syncs += 1;
-                writer.sync().await
-            }
-            Ok((writer, _)) => Ok(writer),
-            Err(error) => Err(error),
+        let Some(syncer) = &self.syncer else {
+            return;
         };
-        match written {
-            Ok(writer) => self.writer = Some(writer),
-            Err(error) => sync_failed(&error),
+        let records = std::mem::take(&mut self.pending);
+        let retiring = self.retiring.take();
+        let sync = last || self.durability() != Durability::None || retiring.is_some();
+        self.commits += 1;
+        let job = Job {
+            number: self.commits,
+            records,
+            sync,
+            switch,
+        };
+        if syncer.unbounded_send(job).is_err() {
+            // The syncer ended: the runtime is stopping. Nothing queued is answered.
+            return;
         }
-        // Nobody is answered from the new generation before its predecessor is removed: while
-        // that exists, no write was acknowledged from the new one alone (see
-        // `recovery::open`).
-        if let Some(old) = self.retiring.take() {
-            self.start_removal(ctx, old);
+        if sync {
+            self.syncs += 1;
         }
-        let answers = std::mem::take(&mut self.answers);
-        if self.removal.is_some() {
-            self.held.extend(answers);
+        // With `everysec` and `none` what is queued is published already (or now: a sweep's
+        // removals): it was answered at once.
+        let changes = if self.durability() == Durability::Always {
+            std::mem::take(&mut self.unpublished)
         } else {
-            for answer in answers {
-                answer();
+            self.publish();
+            Vec::new()
+        };
+        self.in_flight.push_back(InFlight {
+            number: self.commits,
+            answers: std::mem::take(&mut self.answers),
+            changes,
+            retiring,
+        });
+    }
+
+    /// Finishes the commits the syncer has made durable, if its `synced` was lost to a full
+    /// mailbox: checked on every batch and every sweep tick.
+    fn catch_up(&mut self, ctx: &mut actors::Context<Self>) {
+        // Acquire: pairs with the syncer's Release store.
+        let durable = self.durable.load(std::sync::atomic::Ordering::Acquire);
+        if self
+            .in_flight
+            .front()
+            .is_some_and(|in_flight| in_flight.number <= durable)
+        {
+            self.finish_commits(ctx, durable);
+        }
+    }
+
+    /// Commit `number` and those before it are durable: a rewrite's first commit starts the
+    /// removal of the generation it replaced, and each commit's changes are published and
+    /// its answers given, in order (held, with their changes, while a removal runs).
+    fn finish_commits(&mut self, ctx: &mut actors::Context<Self>, number: u64) {
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|in_flight| in_flight.number <= number)
+        {
+            let in_flight = self.in_flight.pop_front().expect("checked");
+            // Nobody is answered from the new generation before its predecessor is removed:
+            // while that exists, no write was acknowledged from the new one alone (see
+            // `recovery::open`).
+            if let Some(old) = in_flight.retiring {
+                self.start_removal(ctx, old);
+            }
+            let (answers, mut changes) = (in_flight.answers, in_flight.changes);
+            if self.removal.is_some() {
+                // Published with the held answers, once the removal is done, before what
+                // was queued since.
+                self.held.extend(answers);
+                self.held_changes.append(&mut changes);
+            } else {
+                self.shared.view.publish(&mut changes);
+                for answer in answers {
+                    answer();
+                }
             }
         }
+    }
+
+    /// Publishes what is queued to the view: called just before the answers that depend on
+    /// it are given (see [`super::view`]).
+    fn publish(&mut self) {
+        self.shared.view.publish(&mut self.unpublished);
     }
 
     /// Removes generation `old` on a blocking worker, and has the store told when it is gone.
@@ -743,6 +939,10 @@ impl Store {
 
     /// The live entry at `key`: an expired one is removed first.
     fn live(&mut self, key: &[u8]) -> Option<&Entry> {
+        if self.data.expiring() == 0 {
+            // Nothing expires: one lookup.
+            return self.data.get(key);
+        }
         let expired = self
             .data
             .get(key)?
@@ -765,10 +965,10 @@ impl Store {
     /// Starts a rewrite if the log has grown past its bound and none is under way.
     fn consider_rewrite(&mut self, ctx: &mut actors::Context<Self>) {
         let options = &self.shared.options;
-        let Some(writer) = &self.writer else {
+        if self.syncer.is_none() {
             return;
-        };
-        let size = writer.size();
+        }
+        let size = self.log_size.load(std::sync::atomic::Ordering::Relaxed);
         let live = self.data.live_bytes() as u64;
         let grown = size >= options.rewrite_min_bytes
             && size >= live.saturating_mul(options.rewrite_ratio)
@@ -845,13 +1045,35 @@ impl Store {
                 .await
                 .unwrap_or_else(|error| panic!("kv: {error}"));
                 self.shared.report_recovery(&opened);
+                // What the predecessor published is all in the log; what it queued and did
+                // not publish may be too (synced, not yet answered): the view starts again
+                // from the replay.
+                self.shared.view.reset(&opened.data);
                 opened
             }
         };
         self.data = opened.data;
         self.generation = opened.generation;
-        self.writer = Some(opened.writer);
+        let writer = opened.writer;
+        self.log_size
+            .store(writer.size(), std::sync::atomic::Ordering::Relaxed);
+        let (jobs, queue) = futures::channel::mpsc::unbounded();
+        let (done, syncer_done) = futures::channel::oneshot::channel();
+        self.syncer = Some(jobs);
+        self.syncer_done = Some(syncer_done);
+        let (store, incarnation) = (ctx.weak_ref(), self.incarnation);
+        let (size, durable) = (self.log_size.clone(), self.durable.clone());
+        // In the service's scope, not the actor's: it finishes the commits handed to it,
+        // which `on_stop` waits for, whatever ends the incarnation.
+        drop(
+            self.shared
+                .context
+                .clone()
+                .dedicated()
+                .spawn(move |_| sync_jobs(writer, queue, store, incarnation, size, durable, done)),
+        );
         ctx.run_every(SWEEP_EVERY, |store: &mut Store, ctx| {
+            store.catch_up(ctx);
             store.sweep(SWEEP_KEYS);
             store.want_commit(ctx);
         });
@@ -864,25 +1086,34 @@ impl Store {
 
     /// A clean stop syncs what is queued (with `everysec` and `none` too), and gives the
     /// answers waiting for it (and for a removal still running). After a panic nothing queued
-    /// is synced: it may be half of a transaction.
+    /// is synced: it may be half of a transaction. Either way the syncer finishes what it was
+    /// handed first: a restarted incarnation opens the log only once no write of this one is
+    /// under way.
     async fn on_stop(&mut self, _ctx: &mut actors::Context<Self>, reason: &actors::ExitReason) {
-        let Some(writer) = self.writer.take() else {
+        let panicked = matches!(reason, actors::ExitReason::Panicked(_));
+        if !panicked {
+            self.hand(None, true);
+        }
+        // What is queued after a panic may be half a transaction (a panic in the middle of
+        // `EXEC`): never made durable. It was not acknowledged (or, with `everysec` and
+        // `none`, is what a crash may lose); the restarted store replays the log as it is.
+        self.syncer = None;
+        let Some(done) = self.syncer_done.take() else {
             return;
         };
-        if let actors::ExitReason::Panicked(_) = reason {
-            // What is queued may be half a transaction (a panic in the middle of `EXEC`):
-            // never made durable. It was not acknowledged (or, with `everysec` and `none`,
-            // is what a crash may lose); the restarted store replays the log as it is.
+        if done.await.is_err() || panicked {
+            // The syncer was dropped with the runtime: nothing more is answered.
             return;
         }
-        let records = std::mem::take(&mut self.pending);
-        let synced = match writer.append(&records).await {
-            Ok((writer, _)) => writer.sync().await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = synced {
-            // A restart after this would build on pages that may not be on the disk.
-            sync_failed(&error);
+        // Every commit handed is durable now. One that a rewrite's generation took over is
+        // not answered, nor anything after it: its predecessor is not removed (a fresh start
+        // removes it).
+        if self
+            .in_flight
+            .iter()
+            .any(|in_flight| in_flight.retiring.is_some())
+        {
+            return;
         }
         // Answers that wait for a removal still running are given once it is done; if it
         // never finishes (the runtime stopping aborted it), they are dropped: their askers see
@@ -892,17 +1123,32 @@ impl Store {
         {
             return;
         }
-        let held = std::mem::take(&mut self.held);
-        for answer in held.into_iter().chain(std::mem::take(&mut self.answers)) {
+        self.shared.view.publish(&mut self.held_changes);
+        for answer in std::mem::take(&mut self.held) {
             answer();
+        }
+        for in_flight in std::mem::take(&mut self.in_flight) {
+            let mut changes = in_flight.changes;
+            self.shared.view.publish(&mut changes);
+            for answer in in_flight.answers {
+                answer();
+            }
         }
     }
 
-    /// Makes what is queued durable and answers it: queued by the first record of a group
-    /// (see the [module](self)), and by the timers.
-    async fn commit(&mut self, ctx: &mut actors::Context<Self>) {
+    /// Hands what is queued to the syncer: queued by the first record of a group (see the
+    /// [module](self)), and by the timers.
+    async fn commit(&mut self, _ctx: &mut actors::Context<Self>) {
         self.commit_queued = false;
-        self.write_queued(ctx).await;
+        self.start_commit();
+    }
+
+    /// The syncer is done with commit `number` and those before it: their answers are given.
+    async fn synced(&mut self, ctx: &mut actors::Context<Self>, incarnation: u64, number: u64) {
+        if incarnation != self.incarnation {
+            return;
+        }
+        self.finish_commits(ctx, number);
         self.consider_rewrite(ctx);
     }
 
@@ -914,6 +1160,7 @@ impl Store {
         ops: Vec<Op>,
         reply: actors::Reply<Vec<Outcome>>,
     ) {
+        self.catch_up(ctx);
         let outcomes: Vec<Outcome> = ops.into_iter().map(|op| self.apply_op(op)).collect();
         if self.durability() != Durability::Always && self.pending.len() >= QUEUED_BOUND {
             self.want_commit(ctx);
@@ -923,10 +1170,9 @@ impl Store {
             self.consider_rewrite(ctx);
         }
         if !self.commit_queued && !self.answers.is_empty() {
-            // The mailbox is full, so the group is large already: committed here rather
+            // The mailbox is full, so the group is large already: committed now rather
             // than behind senders that may keep winning the freed places.
-            self.write_queued(ctx).await;
-            self.consider_rewrite(ctx);
+            self.start_commit();
         }
     }
 
@@ -935,7 +1181,7 @@ impl Store {
     /// generation it replaces is removed once that commit is done.
     async fn rewritten(
         &mut self,
-        ctx: &mut actors::Context<Self>,
+        _ctx: &mut actors::Context<Self>,
         incarnation: u64,
         generation: u64,
         writer: Writer,
@@ -954,8 +1200,7 @@ impl Store {
         Record::Current.encode(&mut self.pending);
         self.retiring = Some(self.generation);
         self.generation = generation;
-        self.writer = Some(writer);
-        self.commit(ctx).await;
+        self.hand(Some(writer), false);
     }
 
     /// The generation a rewrite replaced is gone: the answers that waited for it are given.
@@ -964,6 +1209,7 @@ impl Store {
             return;
         }
         self.removal = None;
+        self.shared.view.publish(&mut self.held_changes);
         for answer in std::mem::take(&mut self.held) {
             answer();
         }
@@ -1229,6 +1475,9 @@ impl Watches {
 
     /// A change to `key`: every session watching it is dirty.
     fn touch(&mut self, key: &[u8]) {
+        if self.by_key.is_empty() {
+            return;
+        }
         if let Some(sessions) = self.by_key.get(key) {
             for session in sessions {
                 if let Some(watching) = self.sessions.get_mut(session) {
