@@ -227,23 +227,43 @@ impl<F: Future> Future for Guarded<F> {
     }
 }
 
-/// Runs one incarnation of `actor` on `ctx`'s mailbox until it stops, and returns why.
-/// `started` runs once `on_start` has returned (with `true`) or panicked (`false`).
-pub(crate) async fn run<A: Actor>(
-    mut actor: A,
-    ctx: &mut Context<A>,
-    metrics: &mut ActorMetrics,
-    started: impl FnOnce(bool),
-) -> Exit {
-    let mut consumer = ctx
+/// What the run loop needs from the incarnation it runs: its factory, its context and
+/// metrics, and whom to tell that it started. Reached through one reference, kept in place
+/// in the incarnation's future (an `async fn` stores each argument twice: as it was passed
+/// and as the local it is moved to; see `spawn::Launch::run`).
+pub(crate) trait Running<A: Actor> {
+    /// Builds the actor; called once, where it runs. May panic.
+    fn make(&mut self) -> A;
+    /// `on_start` returned (`true`), or it or `make` panicked (`false`).
+    fn started(&mut self, ok: bool);
+    /// The actor's context and metrics.
+    fn parts(&mut self) -> (&mut Context<A>, &mut ActorMetrics);
+}
+
+/// Runs one incarnation of the actor `this` builds until it stops, and returns why. A
+/// panicking factory is a failed start: `started(false)`, and no `on_stop` (there is no
+/// actor to call it on).
+pub(crate) async fn run<A: Actor>(this: &mut impl Running<A>) -> Exit {
+    let mut actor = match catch_unwind(AssertUnwindSafe(|| this.make())) {
+        Ok(actor) => actor,
+        Err(payload) => {
+            this.started(false);
+            this.parts().0.end_incarnation();
+            return Exit::Panicked(payload);
+        }
+    };
+    let mut consumer = this
+        .parts()
+        .0
         .mailbox()
         .consumer()
         .expect("one incarnation consumes the mailbox at a time");
-    let mut exit = match guarded(actor.on_start(ctx)).await {
+    let mut exit = match guarded(actor.on_start(this.parts().0)).await {
         Ok(()) => None,
         Err(payload) => Some(Exit::Panicked(payload)),
     };
-    started(exit.is_none());
+    this.started(exit.is_none());
+    let (ctx, metrics) = this.parts();
     while exit.is_none() {
         if ctx.stopping() {
             exit = Some(Exit::Stopped);

@@ -13,7 +13,7 @@
 //!   thread of its own it is a [`ThreadBound`] one, so state that is not `Send` is built,
 //!   used and dropped on that thread only.
 
-use crate::actor::{Exit, run};
+use crate::actor::{Exit, Running, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::{ActorMetrics, Families};
 use crate::thread_bound::ThreadBound;
@@ -21,7 +21,6 @@ use crate::{Actor, ActorId, Context, ExitReason, Placement, Ref};
 use runtime::Spawner as _;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 /// `context` with `placement` applied.
@@ -253,32 +252,41 @@ pub struct Launch<A: Actor> {
 impl<A: Actor> Launch<A> {
     /// The incarnation: builds the actor (a panicking factory is a failed start), runs it,
     /// and reports its end.
-    pub async fn run(self, runtime: runtime::Context) {
-        let Launch { mailbox, mut ended } = self;
-        let mut ctx = Context::<A>::new(runtime, mailbox);
-        let actor = match catch_unwind(AssertUnwindSafe(|| ended.hooks().make())) {
-            Ok(actor) => actor,
-            Err(payload) => {
-                ended.hooks().started(false);
-                ctx.end_incarnation();
-                ended.call(Exit::Panicked(payload));
-                return;
-            }
+    ///
+    /// Not an `async fn`: one stores its arguments twice (as passed, and as the locals they
+    /// are moved to), and this future is most of an idle actor's memory. The block below
+    /// captures the one `Incarnation` and uses it in place.
+    pub fn run(self, runtime: runtime::Context) -> impl Future<Output = ()> {
+        let Launch { mailbox, ended } = self;
+        let mut incarnation = Incarnation {
+            ctx: Context::new(runtime, mailbox),
+            ended,
         };
-        let OnEnd {
-            metrics,
-            began,
-            hooks,
-        } = &mut ended;
-        let hooks = hooks
-            .as_deref_mut()
-            .expect("an incarnation's hooks stay until its end");
-        let started = move |ok| {
-            *began = ok;
-            hooks.started(ok);
-        };
-        let exit = run(actor, &mut ctx, metrics, started).await;
-        ended.call(exit);
+        async move {
+            let exit = run(&mut incarnation).await;
+            incarnation.ended.call(exit);
+        }
+    }
+}
+
+/// A running incarnation's context and end hooks, as its future keeps them.
+struct Incarnation<A: Actor> {
+    ctx: Context<A>,
+    ended: OnEnd<A>,
+}
+
+impl<A: Actor> Running<A> for Incarnation<A> {
+    fn make(&mut self) -> A {
+        self.ended.hooks().make()
+    }
+
+    fn started(&mut self, ok: bool) {
+        self.ended.began = ok;
+        self.ended.hooks().started(ok);
+    }
+
+    fn parts(&mut self) -> (&mut Context<A>, &mut ActorMetrics) {
+        (&mut self.ctx, &mut self.ended.metrics)
     }
 }
 
