@@ -43,7 +43,7 @@ use runtime::__private::Mutex;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -57,7 +57,8 @@ const PERMIT_SHIFT: u32 = 2;
 /// The shared part of a mailbox.
 pub(crate) struct Mailbox<M> {
     queue: Queue<M>,
-    capacity: usize,
+    /// At most 2^31 (the slot queue's limit); narrow fields here keep an idle actor small.
+    capacity: u32,
     /// Permits taken `<< 1`, and the closed bit (checked by loom, with the slot queue).
     state: crate::sync::AtomicUsize,
     /// Refs alive (checked by loom with weak refs' upgrades).
@@ -67,14 +68,14 @@ pub(crate) struct Mailbox<M> {
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
     /// Senders waiting for a permit.
-    waiting: AtomicUsize,
+    waiting: AtomicU32,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
     waiters: Mutex<Option<Box<Waiters>>>,
     /// The label's `actor_ask_timeouts_total`, set when an incarnation first starts; until
     /// then (a supervised child's ref exists before it starts) timeouts wait in
     /// `early_timeouts`, added to it when it is set or when a later incarnation starts.
     ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
-    early_timeouts: AtomicU64,
+    early_timeouts: AtomicU32,
 }
 
 #[derive(Default)]
@@ -100,15 +101,15 @@ impl<M: Send> Mailbox<M> {
         assert!(capacity > 0, "a mailbox holds at least one message");
         Arc::new(Mailbox {
             queue: Queue::new(capacity),
-            capacity,
+            capacity: u32::try_from(capacity).expect("a mailbox holds at most 2^31 messages"),
             state: crate::sync::AtomicUsize::new(0),
             senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
-            waiting: AtomicUsize::new(0),
+            waiting: AtomicU32::new(0),
             waiters: Mutex::new(None),
             ask_timeouts: OnceLock::new(),
-            early_timeouts: AtomicU64::new(0),
+            early_timeouts: AtomicU32::new(0),
         })
     }
 
@@ -116,7 +117,12 @@ impl<M: Send> Mailbox<M> {
     pub(crate) fn count_ask_timeout(&self) {
         match self.ask_timeouts.get() {
             Some(counter) => drop(counter.inc()),
-            None => drop(self.early_timeouts.fetch_add(1, Ordering::Relaxed)),
+            // Saturating: a count this large is lost in the label's anyway.
+            None => drop(self.early_timeouts.fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |early| early.checked_add(1),
+            )),
         }
     }
 
@@ -129,7 +135,7 @@ impl<M: Send> Mailbox<M> {
         let counter = self.ask_timeouts.get_or_init(counter);
         let early = self.early_timeouts.swap(0, Ordering::Relaxed);
         if early > 0 {
-            counter.inc_by(early);
+            counter.inc_by(u64::from(early));
         }
     }
 
@@ -139,7 +145,7 @@ impl<M: Send> Mailbox<M> {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -204,7 +210,7 @@ impl<M: Send> Mailbox<M> {
             if state & CLOSED != 0 {
                 return Err(Error::Closed);
             }
-            if state >> PERMIT_SHIFT >= self.capacity {
+            if state >> PERMIT_SHIFT >= self.capacity as usize {
                 return Err(Error::Full);
             }
             match self.state.compare_exchange_weak(
@@ -283,7 +289,8 @@ impl<M: Send> Mailbox<M> {
             .as_mut()
             .map(|waiters| std::mem::take(&mut waiters.queue))
             .unwrap_or_default();
-        self.waiting.fetch_sub(waiters.len(), Ordering::SeqCst);
+        // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
+        self.waiting.fetch_sub(waiters.len() as u32, Ordering::SeqCst);
         for (_, waker) in waiters {
             waker.wake();
         }
