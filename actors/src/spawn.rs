@@ -96,7 +96,7 @@ pub fn spawn_with<A: Actor>(
             // to the runtime.
             ending.end(reason);
             if let Exit::Panicked(payload) = exit {
-                std::panic::resume_unwind(payload);
+                std::panic::resume_unwind(*payload);
             }
         },
     ));
