@@ -655,7 +655,7 @@ mod tests {
     use std::task::{Context, Poll};
 
     fn mailbox() -> Arc<Mailbox<u32>> {
-        let mailbox = Mailbox::new(8, ActorId::next("test"));
+        let mailbox = Mailbox::new(8, ActorId::next(&"test"));
         mailbox.add_sender();
         mailbox
     }
@@ -743,7 +743,7 @@ mod tests {
     fn exits_kill_at_once_unless_trapped() {
         for traps in [false, true] {
             let this = mailbox();
-            let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+            let partner = Mailbox::<u32>::new(8, ActorId::next(&"partner"));
             link(&peer(&this), partner.clone());
             this.life.set_traps_exits(traps);
             let mut consumer = this.consumer().unwrap();
@@ -758,7 +758,7 @@ mod tests {
             }
         }
         let this = mailbox();
-        let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+        let partner = Mailbox::<u32>::new(8, ActorId::next(&"partner"));
         link(&peer(&this), partner.clone());
         let mut consumer = this.consumer().unwrap();
         partner.end(ExitReason::Normal);
@@ -776,7 +776,7 @@ mod tests {
     #[test]
     fn a_link_fires_once_and_unlink_is_final() {
         let first = mailbox();
-        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        let second = Mailbox::<u32>::new(8, ActorId::next(&"second"));
         second.add_sender();
         link(&peer(&first), second.clone());
         let mut first_consumer = first.consumer().unwrap();
@@ -791,7 +791,7 @@ mod tests {
         );
 
         let first = mailbox();
-        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        let second = Mailbox::<u32>::new(8, ActorId::next(&"second"));
         link(&peer(&first), second.clone());
         unlink(&*first, &*second);
         let mut consumer = first.consumer().unwrap();
@@ -805,7 +805,7 @@ mod tests {
     fn monitors_notify_once_and_demonitor_withdraws() {
         let watcher = mailbox();
         let mut consumer = watcher.consumer().unwrap();
-        let target = Mailbox::<u32>::new(8, ActorId::next("target"));
+        let target = Mailbox::<u32>::new(8, ActorId::next(&"target"));
         let _monitor = monitor(&peer(&watcher), target.clone());
         target.end(ExitReason::Stopped);
         target.end(ExitReason::Normal);
@@ -819,7 +819,7 @@ mod tests {
         let _late = monitor(&peer(&watcher), target.clone());
         assert_eq!(next(&mut consumer), "down target stopped", "already ended");
 
-        let other = Mailbox::<u32>::new(8, ActorId::next("other"));
+        let other = Mailbox::<u32>::new(8, ActorId::next(&"other"));
         let cancelled = monitor(&peer(&watcher), other.clone());
         other.end(ExitReason::Shutdown);
         demonitor(&*watcher, cancelled);
@@ -913,10 +913,10 @@ mod models {
     #[test]
     fn links_made_from_both_sides_at_once_fire_once() {
         crate::sync::model(|| {
-            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
+            let a = Mailbox::<u8>::new(2, ActorId::next(&"a"));
             a.life.set_traps_exits(true);
             a.add_sender();
-            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            let b = Mailbox::<u8>::new(2, ActorId::next(&"b"));
             let (a_peer, b_peer): (Arc<dyn Peer>, Arc<dyn Peer>) = (a.clone(), b.clone());
             let other = {
                 let (a_peer, b_peer) = (a_peer.clone(), b_peer.clone());
@@ -935,8 +935,8 @@ mod models {
     #[test]
     fn a_link_racing_the_linkers_own_end_is_heard_or_not_made() {
         crate::sync::model(|| {
-            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
-            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            let a = Mailbox::<u8>::new(2, ActorId::next(&"a"));
+            let b = Mailbox::<u8>::new(2, ActorId::next(&"b"));
             b.life.set_traps_exits(true);
             b.add_sender();
             let a_peer: Arc<dyn Peer> = a.clone();

@@ -290,7 +290,8 @@ impl<M: Send> Mailbox<M> {
             .map(|waiters| std::mem::take(&mut waiters.queue))
             .unwrap_or_default();
         // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
-        self.waiting.fetch_sub(waiters.len() as u32, Ordering::SeqCst);
+        self.waiting
+            .fetch_sub(waiters.len() as u32, Ordering::SeqCst);
         for (_, waker) in waiters {
             waker.wake();
         }
@@ -661,7 +662,7 @@ mod tests {
     /// the message back; a receive makes room again, also across the queue's wrap-around.
     #[test]
     fn fifo_within_capacity_and_full_beyond_it() {
-        let mailbox = Mailbox::new(3, ActorId::next("test"));
+        let mailbox = Mailbox::new(3, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().expect("the first consumer");
         assert!(mailbox.consumer().is_none(), "one consumer at a time");
@@ -685,7 +686,7 @@ mod tests {
     /// permit; a dropped waiting send passes its wake on to the next waiter.
     #[test]
     fn a_full_mailbox_wakes_a_waiting_sender_when_room_appears() {
-        let mailbox = Mailbox::new(1, ActorId::next("test"));
+        let mailbox = Mailbox::new(1, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u32).unwrap();
@@ -728,7 +729,7 @@ mod tests {
     #[test]
     fn close_drops_what_is_queued_and_refuses_the_rest() {
         let drops = Arc::new(AtomicUsize::new(0));
-        let mailbox = Mailbox::new(2, ActorId::next("test"));
+        let mailbox = Mailbox::new(2, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         for _ in 0..2 {
@@ -774,7 +775,7 @@ mod tests {
     /// `Disconnected`; a stop request comes before any further message.
     #[test]
     fn the_last_sender_leaving_disconnects_after_its_messages() {
-        let mailbox = Mailbox::new(4, ActorId::next("test"));
+        let mailbox = Mailbox::new(4, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u8).unwrap();
@@ -794,7 +795,7 @@ mod tests {
     fn producers_on_other_threads_reach_a_parking_consumer() {
         const PRODUCERS: usize = 2;
         let per_producer = if cfg!(miri) { 20 } else { 2000 };
-        let mailbox = Mailbox::new(4, ActorId::next("test"));
+        let mailbox = Mailbox::new(4, ActorId::next(&"test"));
         let mut consumer = mailbox.consumer().unwrap();
         let producers: Vec<_> = (0..PRODUCERS)
             .map(|producer| {
@@ -836,7 +837,7 @@ mod models {
 
     /// A two-message mailbox with one ref, and its consumer.
     fn referenced() -> (Arc<Mailbox<u8>>, Consumer<u8>) {
-        let mailbox = Mailbox::new(2, ActorId::next("test"));
+        let mailbox = Mailbox::new(2, ActorId::next(&"test"));
         mailbox.add_sender();
         let consumer = mailbox.consumer().expect("the first consumer");
         (mailbox, consumer)
@@ -927,7 +928,7 @@ mod models {
     #[test]
     fn a_send_racing_close_is_never_stranded() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2, ActorId::next("test"));
+            let mailbox = Mailbox::new(2, ActorId::next(&"test"));
             let message = Arc::new(());
             let sender = {
                 let (mailbox, message) = (mailbox.clone(), message.clone());
