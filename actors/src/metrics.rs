@@ -159,13 +159,14 @@ impl Families {
             handles,
             busy_since: 0,
             unpublished: 0,
+            began: false,
             depth: 0,
         }
     }
 }
 
 /// Publish at least this often while an actor stays busy.
-const FLUSH_EVERY: u64 = 1024;
+const FLUSH_EVERY: u16 = 1024;
 
 /// One actor's handles on its label's metrics, with what it has not published yet. Counts
 /// the actor as running while it lives.
@@ -175,7 +176,11 @@ pub(crate) struct ActorMetrics {
     /// `Option` (16 bytes): with the narrow fields below, 24 bytes in every actor's future.
     busy_since: u64,
     /// Handled and not published yet: fewer than `FLUSH_EVERY`.
-    unpublished: u32,
+    unpublished: u16,
+    /// The incarnation's `on_start` returned (what its end hooks are told). Not a metric:
+    /// kept here, in bytes the fields around it leave free, rather than beside the metrics
+    /// in every actor's future.
+    pub(crate) began: bool,
     /// This actor's share of its label's depth gauge, as last published (a depth is at most
     /// the mailbox's capacity, below 2^31).
     depth: i32,
@@ -193,7 +198,7 @@ impl ActorMetrics {
     /// A message was handled.
     pub(crate) fn handled(&mut self, queued: usize) {
         self.unpublished += 1;
-        if u64::from(self.unpublished) >= FLUSH_EVERY {
+        if self.unpublished >= FLUSH_EVERY {
             self.publish(queued);
         }
     }
