@@ -283,12 +283,18 @@ impl<M: Send> Mailbox<M> {
     pub(crate) fn close(&self) {
         // `AcqRel` at least: see `push`.
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
-        let waiters = self
-            .waiters
-            .lock()
-            .as_mut()
-            .map(|waiters| std::mem::take(&mut waiters.queue))
-            .unwrap_or_default();
+        // With no sender waiting, no lock: a `SeqCst` RMW then a `SeqCst` load, as in
+        // `return_permit`, so a sender registering now either is seen here or sees the
+        // closed bit when it looks again after registering (see `Sending::poll`).
+        let waiters = if self.waiting.load(Ordering::SeqCst) == 0 {
+            VecDeque::new()
+        } else {
+            self.waiters
+                .lock()
+                .as_mut()
+                .map(|waiters| std::mem::take(&mut waiters.queue))
+                .unwrap_or_default()
+        };
         // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
         self.waiting
             .fetch_sub(waiters.len() as u32, Ordering::SeqCst);
@@ -449,6 +455,10 @@ impl<M: Send> Consumer<M> {
 
 impl<M: Send> Drop for Consumer<M> {
     fn drop(&mut self) {
+        // Nobody consumes until the next consumer registers its own waker: the waker left
+        // here would only be woken by the end that usually follows (`close`), scheduling the
+        // task that is ending for nothing.
+        drop(self.mailbox.life.consumer_waker.take());
         self.mailbox.consumer_taken.store(false, Ordering::Release);
     }
 }
