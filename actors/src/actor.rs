@@ -260,6 +260,8 @@ async fn on_signal<A: Actor>(actor: &mut A, ctx: &mut Context<A>, signal: Signal
 /// Runs one incarnation of the actor `this` builds until it stops, and returns why. A
 /// panicking factory is a failed start: `started(false)`, and no `on_stop` (there is no
 /// actor to call it on).
+// Not an `async fn` on purpose (clippy would make it one): see the comment inside.
+#[allow(clippy::manual_async_fn)]
 pub(crate) fn run<A: Actor>(this: &mut impl Running<A>) -> impl Future<Output = Exit> + '_ {
     // A block rather than an `async fn`, which would keep `this` twice (see `Running`).
     async move {

@@ -37,13 +37,13 @@
 mod queue;
 
 use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
+use crate::sync::fence;
 use crate::{ActorId, Error, ExitReason};
 use queue::{Popped, Queue};
-use runtime::__private::Mutex;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -68,9 +68,9 @@ pub(crate) struct Mailbox<M> {
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
     /// Senders waiting for a permit.
-    waiting: AtomicU32,
+    waiting: crate::sync::AtomicU32,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
-    waiters: Mutex<Option<Box<Waiters>>>,
+    waiters: crate::sync::Mutex<Option<Box<Waiters>>>,
     /// The label's `actor_ask_timeouts_total`, set when an incarnation first starts; until
     /// then (a supervised child's ref exists before it starts) timeouts wait in
     /// `early_timeouts`, added to it when it is set or when a later incarnation starts.
@@ -106,8 +106,8 @@ impl<M: Send> Mailbox<M> {
             senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
-            waiting: AtomicU32::new(0),
-            waiters: Mutex::new(None),
+            waiting: crate::sync::AtomicU32::new(0),
+            waiters: crate::sync::Mutex::new(None),
             ask_timeouts: OnceLock::new(),
             early_timeouts: AtomicU32::new(0),
         })
@@ -283,18 +283,16 @@ impl<M: Send> Mailbox<M> {
     pub(crate) fn close(&self) {
         // `AcqRel` at least: see `push`.
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
-        // With no sender waiting, no lock: a `SeqCst` RMW then a `SeqCst` load, as in
-        // `return_permit`, so a sender registering now either is seen here or sees the
-        // closed bit when it looks again after registering (see `Sending::poll`).
-        let waiters = if self.waiting.load(Ordering::SeqCst) == 0 {
-            VecDeque::new()
-        } else {
-            self.waiters
-                .lock()
-                .as_mut()
-                .map(|waiters| std::mem::take(&mut waiters.queue))
-                .unwrap_or_default()
-        };
+        // Under the waiters' lock even when nobody waits: a sender registering now either
+        // registered first (and is taken here) or locks after this and then sees the closed
+        // bit. (Skipping the lock when `waiting` reads zero relies on `SeqCst` ordering
+        // between two locations, which loom cannot check: its model below failed with it.)
+        let waiters = self
+            .waiters
+            .lock()
+            .as_mut()
+            .map(|waiters| std::mem::take(&mut waiters.queue))
+            .unwrap_or_default();
         // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
         self.waiting
             .fetch_sub(waiters.len() as u32, Ordering::SeqCst);
@@ -930,6 +928,43 @@ mod models {
                 }
             }
             producer.join().unwrap();
+        });
+    }
+
+    /// A sender that finds the mailbox full registers as `close` runs: either `close` finds
+    /// it and wakes it, or its look after registering sees the mailbox closed. Never left
+    /// waiting on a closed mailbox.
+    #[test]
+    fn a_sender_waiting_as_the_mailbox_closes_is_never_left_waiting() {
+        struct Woken(loom::sync::atomic::AtomicBool);
+        impl std::task::Wake for Woken {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(1, ActorId::next(&"test"));
+            mailbox.try_send(0u8).expect("room for one");
+            let closer = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || mailbox.close())
+            };
+            let woken = Arc::new(Woken(loom::sync::atomic::AtomicBool::new(false)));
+            let waker = Waker::from(woken.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut sending = mailbox.send(1u8);
+            let first = Pin::new(&mut sending).poll(&mut cx);
+            closer.join().unwrap();
+            if first.is_pending() {
+                assert!(
+                    woken.0.load(Ordering::SeqCst),
+                    "a waiting sender was not woken by the close"
+                );
+                let again = Pin::new(&mut sending).poll(&mut cx);
+                assert!(matches!(again, Poll::Ready(Err(Error::Closed))));
+            } else {
+                assert!(matches!(first, Poll::Ready(Err(Error::Closed))));
+            }
         });
     }
 

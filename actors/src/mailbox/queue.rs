@@ -394,12 +394,18 @@ mod models {
     use super::*;
     use loom::sync::Arc;
 
-    /// Two producers push into a fresh queue (racing to allocate its first block) while the
-    /// consumer pops: each value comes out exactly once, and a producer's values in order.
+    /// Two producers push into a queue whose cursors have just reached a block of two slots
+    /// no push has allocated yet (both racing to allocate it) while the consumer pops: each
+    /// value comes out exactly once, and a producer's values in order.
     #[test]
     fn racing_pushes_and_pops_lose_nothing() {
         crate::sync::model(|| {
             let queue = Arc::new(Queue::new(4));
+            // Past the two blocks of one slot: the pushes below share block 2 (slots 2, 3).
+            for value in [10, 11] {
+                queue.push(value);
+                assert_eq!(queue.pop(), Some(value));
+            }
             let producers: Vec<_> = (0..2)
                 .map(|producer| {
                     let queue = queue.clone();
