@@ -149,8 +149,9 @@ pub(crate) enum Exit {
     /// A linked actor ended abnormally: its id and reason (boxed: rare, and it would double
     /// the size of every actor's run loop).
     Linked(Box<(ActorId, ExitReason)>),
-    /// A handler or hook panicked; the payload.
-    Panicked(Box<dyn Any + Send>),
+    /// A handler or hook panicked; the payload (boxed once more: a thin pointer keeps the
+    /// exit, which every idle actor's future holds, at two words).
+    Panicked(Box<Box<dyn Any + Send>>),
     /// Its task was aborted, or never ran: `on_stop` did not run.
     Aborted,
 }
@@ -165,7 +166,7 @@ impl Exit {
                 partner: linked.0,
                 reason: Box::new(linked.1.clone()),
             },
-            Exit::Panicked(payload) => ExitReason::panicked(&**payload),
+            Exit::Panicked(payload) => ExitReason::panicked(&***payload),
             Exit::Aborted => ExitReason::Shutdown,
         }
     }
@@ -227,81 +228,117 @@ impl<F: Future> Future for Guarded<F> {
     }
 }
 
-/// Runs one incarnation of `actor` on `ctx`'s mailbox until it stops, and returns why.
-/// `started` runs once `on_start` has returned (with `true`) or panicked (`false`).
-pub(crate) async fn run<A: Actor>(
-    mut actor: A,
-    ctx: &mut Context<A>,
-    metrics: &mut ActorMetrics,
-    started: impl FnOnce(bool),
-) -> Exit {
-    let mut consumer = ctx
-        .mailbox()
-        .consumer()
-        .expect("one incarnation consumes the mailbox at a time");
-    let mut exit = match guarded(actor.on_start(ctx)).await {
-        Ok(()) => None,
-        Err(payload) => Some(Exit::Panicked(payload)),
-    };
-    started(exit.is_none());
-    while exit.is_none() {
-        if ctx.stopping() {
-            exit = Some(Exit::Stopped);
-            break;
+/// What the run loop needs from the incarnation it runs: its factory, its context and
+/// metrics, and whom to tell that it started. Reached through one reference, kept in place
+/// in the incarnation's future (an `async fn` stores each argument twice: as it was passed
+/// and as the local it is moved to; see `spawn::Launch::run`).
+pub(crate) trait Running<A: Actor> {
+    /// Builds the actor; called once, where it runs. May panic.
+    fn make(&mut self) -> A;
+    /// `on_start` returned (`true`), or it or `make` panicked (`false`).
+    fn started(&mut self, ok: bool);
+    /// The actor's context and metrics.
+    fn parts(&mut self) -> (&mut Context<A>, &mut ActorMetrics);
+}
+
+/// Runs the hook a down notification or (for an actor that traps exits) a linked actor's
+/// exit is for; `signal` is taken whole, so the caller keeps nothing of it across the await.
+async fn on_signal<A: Actor>(actor: &mut A, ctx: &mut Context<A>, signal: Signal) {
+    match signal {
+        Signal::Down(down) => {
+            let Down { id, reason, .. } = *down;
+            actor.on_down(ctx, id, reason).await;
         }
-        let received = match consumer.try_recv() {
-            Some(received) => received,
-            None => {
-                metrics.idle();
-                consumer.recv_after_empty().await
-            }
-        };
-        let handled = match received {
-            Received::Message(message) => {
-                metrics.taken(consumer.mailbox().len());
-                let handled = guarded(actor.handle(ctx, message)).await;
-                metrics.handled(consumer.mailbox().len());
-                handled
-            }
-            Received::Signal(Signal::Down(down)) => {
-                let Down { id, reason, .. } = *down;
-                guarded(actor.on_down(ctx, id, reason)).await
-            }
-            Received::Signal(Signal::Exit(linked)) if A::TRAPS_EXITS => {
-                let LinkExit { from, reason } = *linked;
-                guarded(actor.on_link_exit(ctx, from, reason)).await
-            }
-            Received::Signal(Signal::Exit(linked)) => {
-                exit = Some(Exit::Linked(Box::new((linked.from, linked.reason))));
-                Ok(())
-            }
-            Received::Signal(Signal::Stop) => {
-                exit = Some(Exit::Terminated);
-                Ok(())
-            }
-            Received::Stop => {
-                exit = Some(Exit::Requested);
-                Ok(())
-            }
-            Received::Disconnected => {
-                exit = Some(Exit::Unreachable);
-                Ok(())
-            }
-        };
-        if let Err(payload) = handled {
-            exit = Some(Exit::Panicked(payload));
+        Signal::Exit(linked) => {
+            let LinkExit { from, reason } = *linked;
+            actor.on_link_exit(ctx, from, reason).await;
         }
+        Signal::Stop => {}
     }
-    metrics.idle();
-    drop(consumer);
-    ctx.end_incarnation();
-    let exit = exit.expect("set when the loop ends");
-    // Boxed: it lives across `on_stop`'s awaits, in every idle actor's future otherwise.
-    let reason = Box::new(exit.reason());
-    let stopped = guarded(actor.on_stop(ctx, &reason)).await;
-    drop(actor);
-    match (exit, stopped) {
-        (Exit::Panicked(payload), _) | (_, Err(payload)) => Exit::Panicked(payload),
-        (exit, Ok(())) => exit,
+}
+
+/// Runs one incarnation of the actor `this` builds until it stops, and returns why. A
+/// panicking factory is a failed start: `started(false)`, and no `on_stop` (there is no
+/// actor to call it on).
+// Not an `async fn` on purpose (clippy would make it one): see the comment inside.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn run<A: Actor>(this: &mut impl Running<A>) -> impl Future<Output = Exit> + '_ {
+    // A block rather than an `async fn`, which would keep `this` twice (see `Running`).
+    async move {
+        let mut actor = match catch_unwind(AssertUnwindSafe(|| this.make())) {
+            Ok(actor) => actor,
+            Err(payload) => {
+                this.started(false);
+                this.parts().0.end_incarnation();
+                return Exit::Panicked(Box::new(payload));
+            }
+        };
+        let mut consumer = this
+            .parts()
+            .0
+            .mailbox()
+            .consumer()
+            .expect("one incarnation consumes the mailbox at a time");
+        let mut exit = match guarded(actor.on_start(this.parts().0)).await {
+            Ok(()) => None,
+            Err(payload) => Some(Exit::Panicked(Box::new(payload))),
+        };
+        this.started(exit.is_none());
+        // The context and metrics are reached through `this` each time, not kept in locals:
+        // two references fewer in every idle actor's future.
+        'messages: while exit.is_none() {
+            if this.parts().0.stopping() {
+                exit = Some(Exit::Stopped);
+                break;
+            }
+            // Neither `received` nor the signal taken out of it lives across an await: the
+            // handler's future and a hook's then overlap in every idle actor's future, and
+            // nothing beside them keeps the 24 bytes of a `Received`.
+            let signal = 'signal: {
+                let message = 'message: {
+                    let received = match consumer.try_recv() {
+                        Some(received) => received,
+                        None => {
+                            this.parts().1.idle();
+                            consumer.recv_after_empty().await
+                        }
+                    };
+                    match received {
+                        Received::Message(message) => break 'message message,
+                        Received::Signal(Signal::Exit(linked)) if !A::TRAPS_EXITS => {
+                            exit = Some(Exit::Linked(Box::new((linked.from, linked.reason))));
+                        }
+                        Received::Signal(Signal::Stop) => exit = Some(Exit::Terminated),
+                        Received::Signal(signal) => break 'signal signal,
+                        Received::Stop => exit = Some(Exit::Requested),
+                        Received::Disconnected => exit = Some(Exit::Unreachable),
+                    }
+                    continue 'messages;
+                };
+                this.parts().1.taken(consumer.mailbox().len());
+                let handled = guarded(actor.handle(this.parts().0, message)).await;
+                this.parts().1.handled(consumer.mailbox().len());
+                if let Err(payload) = handled {
+                    exit = Some(Exit::Panicked(Box::new(payload)));
+                }
+                continue 'messages;
+            };
+            if let Err(payload) = guarded(on_signal(&mut actor, this.parts().0, signal)).await {
+                exit = Some(Exit::Panicked(Box::new(payload)));
+            }
+        }
+        this.parts().1.idle();
+        drop(consumer);
+        this.parts().0.end_incarnation();
+        let exit = exit.expect("set when the loop ends");
+        // Boxed: it lives across `on_stop`'s awaits, in every idle actor's future otherwise.
+        let reason = Box::new(exit.reason());
+        let stopped = guarded(actor.on_stop(this.parts().0, &reason)).await;
+        drop(actor);
+        match (exit, stopped) {
+            (Exit::Panicked(payload), _) => Exit::Panicked(payload),
+            (_, Err(payload)) => Exit::Panicked(Box::new(payload)),
+            (exit, Ok(())) => exit,
+        }
     }
 }

@@ -15,18 +15,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActorId {
     serial: u64,
-    label: &'static str,
+    /// One pointer, not a string's two words: an id is in every actor's mailbox (and in
+    /// every down notification). Compared, hashed and ordered as the string it points to.
+    label: &'static &'static str,
 }
 
 impl ActorId {
-    /// A fresh id for an actor labelled `label`.
-    pub(crate) fn next(label: &'static str) -> Self {
+    /// A fresh id for an actor labelled `label` (an actor type's `&A::LABEL`, a promoted
+    /// constant).
+    pub(crate) fn next(label: &'static &'static str) -> Self {
         // Relaxed: only uniqueness matters, which the RMW's total order gives.
         static SERIAL: AtomicU64 = AtomicU64::new(1);
         ActorId {
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             label,
         }
+    }
+
+    /// A fresh id for a label known only at run time (a supervisor's name): the label is
+    /// interned once, in a process-wide list that grows only with the distinct labels used
+    /// (they are `'static` strings already, so the list adds a pointer to each).
+    pub(crate) fn next_named(label: &'static str) -> Self {
+        static LABELS: std::sync::Mutex<Vec<&'static &'static str>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut labels = LABELS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let interned = match labels.iter().find(|known| ***known == label) {
+            Some(known) => *known,
+            None => {
+                let leaked: &'static &'static str = Box::leak(Box::new(label));
+                labels.push(leaked);
+                leaked
+            }
+        };
+        drop(labels);
+        Self::next(interned)
     }
 
     /// The actor's label (its type's, or the one given with `#[actor(name = "...")]`).
@@ -176,8 +200,8 @@ mod tests {
     /// Ids are unique, keep their label, and show as `label#n`.
     #[test]
     fn ids_are_unique_and_show_their_label() {
-        let first = ActorId::next("worker");
-        let second = ActorId::next("worker");
+        let first = ActorId::next(&"worker");
+        let second = ActorId::next(&"worker");
         assert_ne!(first, second);
         assert!(second.serial() > first.serial());
         assert_eq!(first.label(), "worker");

@@ -107,17 +107,22 @@ pub(crate) struct Life {
 }
 
 struct State {
+    /// How the actor ended; `None` while it runs.
     ended: Option<EndedWith>,
+    /// Before the end: what a monitored, linked, joined or signalled actor holds. After it:
+    /// only an uncommon reason (`EndedWith::Other`), in `Extra::reason`.
     extra: Option<Box<Extra>>,
 }
 
-/// The reason an actor ended with, as its life keeps it: the common reasons in place, the
-/// rest boxed (a running actor pays two words, and most ends allocate nothing).
+/// The reason an actor ended with, as its life keeps it: a byte, the common reasons in
+/// place and the rest in `Extra::reason` (a running actor pays one byte here, beside the
+/// lock's, and most ends allocate nothing).
+#[derive(Clone, Copy)]
 enum EndedWith {
     Normal,
     Stopped,
     Shutdown,
-    Other(Box<ExitReason>),
+    Other,
 }
 
 impl EndedWith {
@@ -126,17 +131,24 @@ impl EndedWith {
             ExitReason::Normal => EndedWith::Normal,
             ExitReason::Stopped => EndedWith::Stopped,
             ExitReason::Shutdown => EndedWith::Shutdown,
-            other => EndedWith::Other(Box::new(other.clone())),
+            _ => EndedWith::Other,
         }
     }
+}
 
-    fn reason(&self) -> ExitReason {
-        match self {
+impl State {
+    /// The reason the actor ended with, if it has.
+    fn reason(&self) -> Option<ExitReason> {
+        Some(match self.ended? {
             EndedWith::Normal => ExitReason::Normal,
             EndedWith::Stopped => ExitReason::Stopped,
             EndedWith::Shutdown => ExitReason::Shutdown,
-            EndedWith::Other(reason) => ExitReason::clone(reason),
-        }
+            EndedWith::Other => self
+                .extra
+                .as_ref()
+                .and_then(|extra| extra.reason.clone())
+                .expect("an uncommon reason is kept with the end"),
+        })
     }
 }
 
@@ -165,6 +177,8 @@ struct Extra {
     /// What runs when the actor ends, before anyone else hears of it (a registry's entry
     /// leaving, say).
     on_end: Vec<Box<dyn FnOnce() + Send>>,
+    /// After the end: the reason, if it is none of the common ones `EndedWith` keeps.
+    reason: Option<ExitReason>,
 }
 
 /// What the end took out of a life, to deliver with no lock held.
@@ -205,8 +219,15 @@ impl Life {
         if state.ended.is_some() {
             return None;
         }
-        state.ended = Some(EndedWith::new(&reason));
+        let ended = EndedWith::new(&reason);
+        state.ended = Some(ended);
         let extra = state.extra.take();
+        if let EndedWith::Other = ended {
+            state.extra = Some(Box::new(Extra {
+                reason: Some(reason.clone()),
+                ..Extra::default()
+            }));
+        }
         self.attention.fetch_and(!SIGNALS, Ordering::Relaxed);
         Some(Finished {
             id: self.id,
@@ -221,8 +242,8 @@ impl Life {
         // `Join` on this actor locks it again.
         let mut replaced = None;
         let mut state = self.state.lock();
-        if let Some(ended) = &state.ended {
-            return Some(ended.reason());
+        if let Some(reason) = state.reason() {
+            return Some(reason);
         }
         let joiners = &mut state.extra.get_or_insert_with(Box::default).joiners;
         match *slot {
@@ -438,6 +459,7 @@ impl Finished {
             stop_queued: _,
             stop_at: _,
             on_end,
+            reason: _,
         } = *extra;
         // Signals it will never handle.
         drop((signals, kill));
@@ -525,8 +547,8 @@ pub(crate) fn monitor(watcher: &Arc<dyn Peer>, target: Arc<dyn Peer>) -> Monitor
     }
     let ended = {
         let mut state = target.life().state.lock();
-        match &state.ended {
-            Some(ended) => Some(ended.reason()),
+        match state.reason() {
+            Some(reason) => Some(reason),
             None => {
                 let extra = state.extra.get_or_insert_with(Box::default);
                 extra.watchers.insert(id, Arc::downgrade(watcher));
@@ -581,8 +603,8 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     }
     let ended = {
         let mut state = other.life().state.lock();
-        match &state.ended {
-            Some(ended) => Some(ended.reason()),
+        match state.reason() {
+            Some(reason) => Some(reason),
             None => {
                 // Keyed by serial: `other` linking to `this` at the same moment leaves one
                 // entry either way.
@@ -599,13 +621,7 @@ pub(crate) fn link(this: &Arc<dyn Peer>, other: Arc<dyn Peer>) {
     // `this` may have ended between the two sections, its end delivered before `other`
     // listed it: deliver it now. `deliver_exit` admits one of the two deliveries only (the
     // first takes the entry out), so `other` hears of it once either way.
-    let ended = this
-        .life()
-        .state
-        .lock()
-        .ended
-        .as_ref()
-        .map(EndedWith::reason);
+    let ended = this.life().state.lock().reason();
     if let Some(reason) = ended {
         deliver_exit(&*other, this_id, reason);
     }
@@ -639,7 +655,7 @@ mod tests {
     use std::task::{Context, Poll};
 
     fn mailbox() -> Arc<Mailbox<u32>> {
-        let mailbox = Mailbox::new(8, ActorId::next("test"));
+        let mailbox = Mailbox::new(8, ActorId::next(&"test"));
         mailbox.add_sender();
         mailbox
     }
@@ -666,14 +682,14 @@ mod tests {
     }
 
     /// A signal is two words, and a running actor's life stays small: both are in every
-    /// idle actor (its run loop holds a `Received`; its mailbox a `Life`, two words of which
-    /// keep the common end reasons in place, so most ends allocate nothing).
+    /// idle actor (its run loop holds a `Received`; its mailbox a `Life`, one byte of which
+    /// keeps the common end reasons, so most ends allocate nothing).
     #[test]
     fn signals_and_lives_stay_small() {
         assert!(std::mem::size_of::<Signal>() <= 2 * std::mem::size_of::<usize>());
-        assert!(std::mem::size_of::<Option<EndedWith>>() <= 2 * std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Option<EndedWith>>() == 1);
         assert!(
-            std::mem::size_of::<Life>() <= 88,
+            std::mem::size_of::<Life>() <= 80,
             "{}",
             std::mem::size_of::<Life>()
         );
@@ -727,7 +743,7 @@ mod tests {
     fn exits_kill_at_once_unless_trapped() {
         for traps in [false, true] {
             let this = mailbox();
-            let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+            let partner = Mailbox::<u32>::new(8, ActorId::next(&"partner"));
             link(&peer(&this), partner.clone());
             this.life.set_traps_exits(traps);
             let mut consumer = this.consumer().unwrap();
@@ -742,7 +758,7 @@ mod tests {
             }
         }
         let this = mailbox();
-        let partner = Mailbox::<u32>::new(8, ActorId::next("partner"));
+        let partner = Mailbox::<u32>::new(8, ActorId::next(&"partner"));
         link(&peer(&this), partner.clone());
         let mut consumer = this.consumer().unwrap();
         partner.end(ExitReason::Normal);
@@ -760,7 +776,7 @@ mod tests {
     #[test]
     fn a_link_fires_once_and_unlink_is_final() {
         let first = mailbox();
-        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        let second = Mailbox::<u32>::new(8, ActorId::next(&"second"));
         second.add_sender();
         link(&peer(&first), second.clone());
         let mut first_consumer = first.consumer().unwrap();
@@ -775,7 +791,7 @@ mod tests {
         );
 
         let first = mailbox();
-        let second = Mailbox::<u32>::new(8, ActorId::next("second"));
+        let second = Mailbox::<u32>::new(8, ActorId::next(&"second"));
         link(&peer(&first), second.clone());
         unlink(&*first, &*second);
         let mut consumer = first.consumer().unwrap();
@@ -789,7 +805,7 @@ mod tests {
     fn monitors_notify_once_and_demonitor_withdraws() {
         let watcher = mailbox();
         let mut consumer = watcher.consumer().unwrap();
-        let target = Mailbox::<u32>::new(8, ActorId::next("target"));
+        let target = Mailbox::<u32>::new(8, ActorId::next(&"target"));
         let _monitor = monitor(&peer(&watcher), target.clone());
         target.end(ExitReason::Stopped);
         target.end(ExitReason::Normal);
@@ -803,7 +819,7 @@ mod tests {
         let _late = monitor(&peer(&watcher), target.clone());
         assert_eq!(next(&mut consumer), "down target stopped", "already ended");
 
-        let other = Mailbox::<u32>::new(8, ActorId::next("other"));
+        let other = Mailbox::<u32>::new(8, ActorId::next(&"other"));
         let cancelled = monitor(&peer(&watcher), other.clone());
         other.end(ExitReason::Shutdown);
         demonitor(&*watcher, cancelled);
@@ -897,10 +913,10 @@ mod models {
     #[test]
     fn links_made_from_both_sides_at_once_fire_once() {
         crate::sync::model(|| {
-            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
+            let a = Mailbox::<u8>::new(2, ActorId::next(&"a"));
             a.life.set_traps_exits(true);
             a.add_sender();
-            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            let b = Mailbox::<u8>::new(2, ActorId::next(&"b"));
             let (a_peer, b_peer): (Arc<dyn Peer>, Arc<dyn Peer>) = (a.clone(), b.clone());
             let other = {
                 let (a_peer, b_peer) = (a_peer.clone(), b_peer.clone());
@@ -919,8 +935,8 @@ mod models {
     #[test]
     fn a_link_racing_the_linkers_own_end_is_heard_or_not_made() {
         crate::sync::model(|| {
-            let a = Mailbox::<u8>::new(2, ActorId::next("a"));
-            let b = Mailbox::<u8>::new(2, ActorId::next("b"));
+            let a = Mailbox::<u8>::new(2, ActorId::next(&"a"));
+            let b = Mailbox::<u8>::new(2, ActorId::next(&"b"));
             b.life.set_traps_exits(true);
             b.add_sender();
             let a_peer: Arc<dyn Peer> = a.clone();

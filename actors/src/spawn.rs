@@ -13,7 +13,7 @@
 //!   thread of its own it is a [`ThreadBound`] one, so state that is not `Send` is built,
 //!   used and dropped on that thread only.
 
-use crate::actor::{Exit, run};
+use crate::actor::{Exit, Running, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::{ActorMetrics, Families};
 use crate::thread_bound::ThreadBound;
@@ -21,7 +21,7 @@ use crate::{Actor, ActorId, Context, ExitReason, Placement, Ref};
 use runtime::Spawner as _;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// `context` with `placement` applied.
@@ -35,7 +35,7 @@ pub(crate) fn placed(context: runtime::Context, placement: Placement) -> runtime
 
 /// A fresh mailbox for an actor of type `A`, with a fresh id.
 pub(crate) fn mailbox<A: Actor>() -> Arc<Mailbox<A::Message>> {
-    let mailbox = Mailbox::new(A::MAILBOX, ActorId::next(A::LABEL));
+    let mailbox = Mailbox::new(A::MAILBOX, ActorId::next(&A::LABEL));
     mailbox.life.set_traps_exits(A::TRAPS_EXITS);
     mailbox
 }
@@ -97,7 +97,7 @@ pub fn spawn_with<A: Actor>(
             // to the runtime.
             ending.end(reason);
             if let Exit::Panicked(payload) = exit {
-                std::panic::resume_unwind(payload);
+                std::panic::resume_unwind(*payload);
             }
         },
     ));
@@ -121,9 +121,47 @@ trait Hooks<A>: Send {
 /// the end, so a factory larger than [`INLINE_FACTORY`] is boxed on its own (an actor moved
 /// in by `spawn` would otherwise keep a dead copy of itself for its whole life).
 struct Closures<M, S, E> {
-    make: Option<M>,
-    started: Option<S>,
-    ended: E,
+    /// Taken by `make` (which sets `made`); dropped with the hooks if never taken.
+    make: ManuallyDrop<M>,
+    /// Taken by `started` (which sets `told`); dropped with the hooks if never taken.
+    started: ManuallyDrop<S>,
+    /// Taken by `ended`.
+    ended: Option<E>,
+    made: bool,
+    told: bool,
+}
+
+impl<M, S, E> Closures<M, S, E> {
+    fn new(make: M, started: S, ended: E) -> Self {
+        Closures {
+            make: ManuallyDrop::new(make),
+            started: ManuallyDrop::new(started),
+            ended: Some(ended),
+            made: false,
+            told: false,
+        }
+    }
+
+    /// Drops `make` and `started` if they were never called.
+    fn drop_uncalled(&mut self) {
+        if !self.made {
+            self.made = true;
+            // SAFETY: `made` was clear, so `make` still holds its closure; setting the flag
+            // first means nothing takes or drops it again, even if this drop panics.
+            unsafe { ManuallyDrop::drop(&mut self.make) };
+        }
+        if !self.told {
+            self.told = true;
+            // SAFETY: as above, with `told` for `started`.
+            unsafe { ManuallyDrop::drop(&mut self.started) };
+        }
+    }
+}
+
+impl<M, S, E> Drop for Closures<M, S, E> {
+    fn drop(&mut self) {
+        self.drop_uncalled();
+    }
 }
 
 impl<A, M, S, E> Hooks<A> for Closures<M, S, E>
@@ -133,30 +171,30 @@ where
     E: FnOnce(Exit, ExitReason, bool) + Send,
 {
     fn make(&mut self) -> A {
-        let make = self
-            .make
-            .take()
-            .expect("an incarnation builds its actor once");
+        assert!(!self.made, "an incarnation builds its actor once");
+        self.made = true;
+        // SAFETY: `made` was clear, so `make` still holds its closure, taken once here: the
+        // flag is set first, so nothing takes or drops it again (a panicking call consumed it).
+        let make = unsafe { ManuallyDrop::take(&mut self.make) };
         make()
     }
 
     fn started(&mut self, ok: bool) {
-        if let Some(started) = self.started.take() {
+        if !self.told {
+            self.told = true;
+            // SAFETY: as in `make`, with `told` for `started`.
+            let started = unsafe { ManuallyDrop::take(&mut self.started) };
             started(ok);
         }
     }
 
-    fn ended(self: Box<Self>, exit: Exit, reason: ExitReason, began: bool) {
-        let Closures {
-            make,
-            started,
-            ended,
-        } = *self;
+    fn ended(mut self: Box<Self>, exit: Exit, reason: ExitReason, began: bool) {
         // What was never called (a refused spawn, or a future dropped before `on_start`
         // returned) goes before the end is reported: a supervisor waiting for `started` sees
         // it dropped first.
-        drop(make);
-        drop(started);
+        self.drop_uncalled();
+        let ended = self.ended.take().expect("an incarnation ends once");
+        drop(self);
         ended(exit, reason, began);
     }
 }
@@ -168,8 +206,8 @@ const INLINE_FACTORY: usize = 64;
 /// if dropped first), that exit's reason, and whether its `on_start` had returned. Counts
 /// the exit either way.
 struct OnEnd<A> {
+    /// Also keeps whether `on_start` returned ([`ActorMetrics::began`]), in its spare bytes.
     metrics: ActorMetrics,
-    began: bool,
     hooks: Option<Box<dyn Hooks<A>>>,
 }
 
@@ -188,7 +226,7 @@ impl<A> OnEnd<A> {
         if let Some(hooks) = self.hooks.take() {
             let reason = exit.reason();
             self.metrics.exit(&reason);
-            hooks.ended(exit, reason, self.began);
+            hooks.ended(exit, reason, self.metrics.began);
         }
     }
 }
@@ -213,23 +251,14 @@ pub(crate) fn spawn_incarnation<A: Actor>(
     ended: impl FnOnce(Exit, ExitReason, bool) + Send + 'static,
 ) -> runtime::Handle<()> {
     let hooks: Box<dyn Hooks<A>> = if size_of_val(&make) <= INLINE_FACTORY {
-        Box::new(Closures {
-            make: Some(make),
-            started: Some(started),
-            ended,
-        })
+        Box::new(Closures::new(make, started, ended))
     } else {
         let make: Box<dyn FnOnce() -> A + Send> = Box::new(make);
-        Box::new(Closures {
-            make: Some(make),
-            started: Some(started),
-            ended,
-        })
+        Box::new(Closures::new(make, started, ended))
     };
     // Counts the actor as running from here: a refused spawn drops it at once.
     let ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
-        began: false,
         hooks: Some(hooks),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
@@ -253,32 +282,41 @@ pub struct Launch<A: Actor> {
 impl<A: Actor> Launch<A> {
     /// The incarnation: builds the actor (a panicking factory is a failed start), runs it,
     /// and reports its end.
-    pub async fn run(self, runtime: runtime::Context) {
-        let Launch { mailbox, mut ended } = self;
-        let mut ctx = Context::<A>::new(runtime, mailbox);
-        let actor = match catch_unwind(AssertUnwindSafe(|| ended.hooks().make())) {
-            Ok(actor) => actor,
-            Err(payload) => {
-                ended.hooks().started(false);
-                ctx.end_incarnation();
-                ended.call(Exit::Panicked(payload));
-                return;
-            }
+    ///
+    /// Not an `async fn`: one stores its arguments twice (as passed, and as the locals they
+    /// are moved to), and this future is most of an idle actor's memory. The block below
+    /// captures the one `Incarnation` and uses it in place.
+    pub fn run(self, runtime: runtime::Context) -> impl Future<Output = ()> {
+        let Launch { mailbox, ended } = self;
+        let mut incarnation = Incarnation {
+            ctx: Context::new(runtime, mailbox),
+            ended,
         };
-        let OnEnd {
-            metrics,
-            began,
-            hooks,
-        } = &mut ended;
-        let hooks = hooks
-            .as_deref_mut()
-            .expect("an incarnation's hooks stay until its end");
-        let started = move |ok| {
-            *began = ok;
-            hooks.started(ok);
-        };
-        let exit = run(actor, &mut ctx, metrics, started).await;
-        ended.call(exit);
+        async move {
+            let exit = run(&mut incarnation).await;
+            incarnation.ended.call(exit);
+        }
+    }
+}
+
+/// A running incarnation's context and end hooks, as its future keeps them.
+struct Incarnation<A: Actor> {
+    ctx: Context<A>,
+    ended: OnEnd<A>,
+}
+
+impl<A: Actor> Running<A> for Incarnation<A> {
+    fn make(&mut self) -> A {
+        self.ended.hooks().make()
+    }
+
+    fn started(&mut self, ok: bool) {
+        self.ended.metrics.began = ok;
+        self.ended.hooks().started(ok);
+    }
+
+    fn parts(&mut self) -> (&mut Context<A>, &mut ActorMetrics) {
+        (&mut self.ctx, &mut self.ended.metrics)
     }
 }
 

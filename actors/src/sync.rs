@@ -3,10 +3,10 @@
 //! every interleaving the memory model allows. Everything else in the crate uses `std`.
 
 #[cfg(actors_loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, fence};
 
 #[cfg(not(actors_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, fence};
 
 /// The lock of an actor's life: the runtime's (`parking_lot`'s, `std`'s under Miri), or loom's in models (a lock loom cannot see
 /// would block its single thread).

@@ -37,13 +37,13 @@
 mod queue;
 
 use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
+use crate::sync::fence;
 use crate::{ActorId, Error, ExitReason};
 use queue::{Popped, Queue};
-use runtime::__private::Mutex;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -57,7 +57,8 @@ const PERMIT_SHIFT: u32 = 2;
 /// The shared part of a mailbox.
 pub(crate) struct Mailbox<M> {
     queue: Queue<M>,
-    capacity: usize,
+    /// At most 2^31 (the slot queue's limit); narrow fields here keep an idle actor small.
+    capacity: u32,
     /// Permits taken `<< 1`, and the closed bit (checked by loom, with the slot queue).
     state: crate::sync::AtomicUsize,
     /// Refs alive (checked by loom with weak refs' upgrades).
@@ -67,14 +68,14 @@ pub(crate) struct Mailbox<M> {
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
     /// Senders waiting for a permit.
-    waiting: AtomicUsize,
+    waiting: crate::sync::AtomicU32,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
-    waiters: Mutex<Option<Box<Waiters>>>,
+    waiters: crate::sync::Mutex<Option<Box<Waiters>>>,
     /// The label's `actor_ask_timeouts_total`, set when an incarnation first starts; until
     /// then (a supervised child's ref exists before it starts) timeouts wait in
     /// `early_timeouts`, added to it when it is set or when a later incarnation starts.
     ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
-    early_timeouts: AtomicU64,
+    early_timeouts: AtomicU32,
 }
 
 #[derive(Default)]
@@ -100,15 +101,15 @@ impl<M: Send> Mailbox<M> {
         assert!(capacity > 0, "a mailbox holds at least one message");
         Arc::new(Mailbox {
             queue: Queue::new(capacity),
-            capacity,
+            capacity: u32::try_from(capacity).expect("a mailbox holds at most 2^31 messages"),
             state: crate::sync::AtomicUsize::new(0),
             senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
-            waiting: AtomicUsize::new(0),
-            waiters: Mutex::new(None),
+            waiting: crate::sync::AtomicU32::new(0),
+            waiters: crate::sync::Mutex::new(None),
             ask_timeouts: OnceLock::new(),
-            early_timeouts: AtomicU64::new(0),
+            early_timeouts: AtomicU32::new(0),
         })
     }
 
@@ -116,7 +117,12 @@ impl<M: Send> Mailbox<M> {
     pub(crate) fn count_ask_timeout(&self) {
         match self.ask_timeouts.get() {
             Some(counter) => drop(counter.inc()),
-            None => drop(self.early_timeouts.fetch_add(1, Ordering::Relaxed)),
+            // Saturating: a count this large is lost in the label's anyway.
+            None => drop(self.early_timeouts.fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |early| early.checked_add(1),
+            )),
         }
     }
 
@@ -129,7 +135,7 @@ impl<M: Send> Mailbox<M> {
         let counter = self.ask_timeouts.get_or_init(counter);
         let early = self.early_timeouts.swap(0, Ordering::Relaxed);
         if early > 0 {
-            counter.inc_by(early);
+            counter.inc_by(u64::from(early));
         }
     }
 
@@ -139,7 +145,7 @@ impl<M: Send> Mailbox<M> {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -204,7 +210,7 @@ impl<M: Send> Mailbox<M> {
             if state & CLOSED != 0 {
                 return Err(Error::Closed);
             }
-            if state >> PERMIT_SHIFT >= self.capacity {
+            if state >> PERMIT_SHIFT >= self.capacity as usize {
                 return Err(Error::Full);
             }
             match self.state.compare_exchange_weak(
@@ -277,13 +283,19 @@ impl<M: Send> Mailbox<M> {
     pub(crate) fn close(&self) {
         // `AcqRel` at least: see `push`.
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
+        // Under the waiters' lock even when nobody waits: a sender registering now either
+        // registered first (and is taken here) or locks after this and then sees the closed
+        // bit. (Skipping the lock when `waiting` reads zero relies on `SeqCst` ordering
+        // between two locations, which loom cannot check: its model below failed with it.)
         let waiters = self
             .waiters
             .lock()
             .as_mut()
             .map(|waiters| std::mem::take(&mut waiters.queue))
             .unwrap_or_default();
-        self.waiting.fetch_sub(waiters.len(), Ordering::SeqCst);
+        // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
+        self.waiting
+            .fetch_sub(waiters.len() as u32, Ordering::SeqCst);
         for (_, waker) in waiters {
             waker.wake();
         }
@@ -441,6 +453,10 @@ impl<M: Send> Consumer<M> {
 
 impl<M: Send> Drop for Consumer<M> {
     fn drop(&mut self) {
+        // Nobody consumes until the next consumer registers its own waker: the waker left
+        // here would only be woken by the end that usually follows (`close`), scheduling the
+        // task that is ending for nothing.
+        drop(self.mailbox.life.consumer_waker.take());
         self.mailbox.consumer_taken.store(false, Ordering::Release);
     }
 }
@@ -654,7 +670,7 @@ mod tests {
     /// the message back; a receive makes room again, also across the queue's wrap-around.
     #[test]
     fn fifo_within_capacity_and_full_beyond_it() {
-        let mailbox = Mailbox::new(3, ActorId::next("test"));
+        let mailbox = Mailbox::new(3, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().expect("the first consumer");
         assert!(mailbox.consumer().is_none(), "one consumer at a time");
@@ -678,7 +694,7 @@ mod tests {
     /// permit; a dropped waiting send passes its wake on to the next waiter.
     #[test]
     fn a_full_mailbox_wakes_a_waiting_sender_when_room_appears() {
-        let mailbox = Mailbox::new(1, ActorId::next("test"));
+        let mailbox = Mailbox::new(1, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u32).unwrap();
@@ -721,7 +737,7 @@ mod tests {
     #[test]
     fn close_drops_what_is_queued_and_refuses_the_rest() {
         let drops = Arc::new(AtomicUsize::new(0));
-        let mailbox = Mailbox::new(2, ActorId::next("test"));
+        let mailbox = Mailbox::new(2, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         for _ in 0..2 {
@@ -767,7 +783,7 @@ mod tests {
     /// `Disconnected`; a stop request comes before any further message.
     #[test]
     fn the_last_sender_leaving_disconnects_after_its_messages() {
-        let mailbox = Mailbox::new(4, ActorId::next("test"));
+        let mailbox = Mailbox::new(4, ActorId::next(&"test"));
         mailbox.add_sender();
         let mut consumer = mailbox.consumer().unwrap();
         mailbox.try_send(1u8).unwrap();
@@ -787,7 +803,7 @@ mod tests {
     fn producers_on_other_threads_reach_a_parking_consumer() {
         const PRODUCERS: usize = 2;
         let per_producer = if cfg!(miri) { 20 } else { 2000 };
-        let mailbox = Mailbox::new(4, ActorId::next("test"));
+        let mailbox = Mailbox::new(4, ActorId::next(&"test"));
         let mut consumer = mailbox.consumer().unwrap();
         let producers: Vec<_> = (0..PRODUCERS)
             .map(|producer| {
@@ -829,7 +845,7 @@ mod models {
 
     /// A two-message mailbox with one ref, and its consumer.
     fn referenced() -> (Arc<Mailbox<u8>>, Consumer<u8>) {
-        let mailbox = Mailbox::new(2, ActorId::next("test"));
+        let mailbox = Mailbox::new(2, ActorId::next(&"test"));
         mailbox.add_sender();
         let consumer = mailbox.consumer().expect("the first consumer");
         (mailbox, consumer)
@@ -915,12 +931,49 @@ mod models {
         });
     }
 
+    /// A sender that finds the mailbox full registers as `close` runs: either `close` finds
+    /// it and wakes it, or its look after registering sees the mailbox closed. Never left
+    /// waiting on a closed mailbox.
+    #[test]
+    fn a_sender_waiting_as_the_mailbox_closes_is_never_left_waiting() {
+        struct Woken(loom::sync::atomic::AtomicBool);
+        impl std::task::Wake for Woken {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(1, ActorId::next(&"test"));
+            mailbox.try_send(0u8).expect("room for one");
+            let closer = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || mailbox.close())
+            };
+            let woken = Arc::new(Woken(loom::sync::atomic::AtomicBool::new(false)));
+            let waker = Waker::from(woken.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut sending = mailbox.send(1u8);
+            let first = Pin::new(&mut sending).poll(&mut cx);
+            closer.join().unwrap();
+            if first.is_pending() {
+                assert!(
+                    woken.0.load(Ordering::SeqCst),
+                    "a waiting sender was not woken by the close"
+                );
+                let again = Pin::new(&mut sending).poll(&mut cx);
+                assert!(matches!(again, Poll::Ready(Err(Error::Closed))));
+            } else {
+                assert!(matches!(first, Poll::Ready(Err(Error::Closed))));
+            }
+        });
+    }
+
     /// A send racing `close`: the message is either refused or, once pushed, dropped by one
     /// of the two drains; never left in a closed mailbox (where an ask would wait forever).
     #[test]
     fn a_send_racing_close_is_never_stranded() {
         crate::sync::model(|| {
-            let mailbox = Mailbox::new(2, ActorId::next("test"));
+            let mailbox = Mailbox::new(2, ActorId::next(&"test"));
             let message = Arc::new(());
             let sender = {
                 let (mailbox, message) = (mailbox.clone(), message.clone());

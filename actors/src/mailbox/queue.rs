@@ -1,8 +1,8 @@
 //! A bounded lock-free MPMC queue of slots, after Dmitry Vyukov's bounded queue: each slot
 //! carries a stamp that says whose turn it is, so a push and a pop each cost one CAS on their
-//! cursor and never take a lock. Slots are allocated in blocks on first use, so an actor
-//! that never has more than a few messages queued holds one small block, not its whole
-//! capacity.
+//! cursor and never take a lock. Slots are allocated in blocks on first use, and the blocks
+//! double in size along the ring (the first holds one slot for a capacity up to 128), so an
+//! actor that has handled a few messages holds a few slots, not its whole capacity.
 //!
 //! Invariants:
 //! - `head` and `tail` only grow (wrapping). A slot at index `i` with stamp `s`:
@@ -27,11 +27,10 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::Ordering;
 
-/// Slots in the smallest block; a queue has at most `BLOCKS` blocks, so larger queues have
-/// larger blocks.
-const BLOCK: usize = 8;
 /// Blocks per queue, at most: their pointers live in the queue itself, with no allocation of
-/// their own.
+/// their own. Block 0 holds `first` slots and block `k >= 1` holds `first << (k - 1)` (it
+/// starts at that index too), so the ring is `first << (BLOCKS - 1)` slots at most, and
+/// `first` is one for rings of up to 128 slots.
 const BLOCKS: usize = 8;
 
 struct Slot<T> {
@@ -44,12 +43,12 @@ pub(crate) struct Queue<T> {
     // two cursors, which the permit counter's line shares anyway.
     head: AtomicUsize,
     tail: AtomicUsize,
-    /// `len / block` blocks of `block` slots, allocated on first use.
+    /// Blocks doubling in size (see [`BLOCKS`]), allocated on first use.
     blocks: [AtomicPtr<Slot<T>>; BLOCKS],
-    /// Slots per block (a power of two).
-    block: usize,
+    /// `log2` of the slots in block 0 (and in block 1).
+    first_shift: u32,
     /// Slots in all (a power of two).
-    len: usize,
+    len: u32,
 }
 
 /// What [`Queue::pop_unless`] found.
@@ -71,23 +70,42 @@ impl<T> Queue<T> {
     /// A queue with room for at least `capacity` values (rounded up to a power of two).
     pub(crate) fn new(capacity: usize) -> Self {
         let len = capacity.max(1).next_power_of_two();
-        let block = (len / BLOCKS).max(len.min(BLOCK));
+        let len = u32::try_from(len).expect("a mailbox holds at most 2^31 messages");
+        // The smallest first block that keeps the ring within `BLOCKS` blocks.
+        let first_shift = len.trailing_zeros().saturating_sub(BLOCKS as u32 - 1);
         Queue {
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             blocks: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
-            block,
+            first_shift,
             len,
         }
     }
 
+    /// The block holding ring position `position`, and the position its block starts at
+    /// (block `k >= 1` starts at `first << (k - 1)`, which is also its length).
+    #[inline]
+    fn locate(&self, position: usize) -> (usize, usize) {
+        let block = (usize::BITS - (position >> self.first_shift).leading_zeros()) as usize;
+        let start = ((1usize << block) >> 1) << self.first_shift;
+        (block, start)
+    }
+
+    /// Slots in block `block`.
+    fn block_len(&self, block: usize) -> usize {
+        (1usize << block.saturating_sub(1)) << self.first_shift
+    }
+
     /// The slot at `index`, if its block exists.
+    #[inline]
     fn slot(&self, index: usize) -> Option<&Slot<T>> {
-        let position = index & (self.len - 1);
-        let block = self.blocks[position / self.block].load(Ordering::Acquire);
-        // SAFETY: a non-null block pointer was installed by `allocate`, points to `block`
-        // slots, and lives until the queue is dropped.
-        (!block.is_null()).then(|| unsafe { &*block.add(position % self.block) })
+        let position = index & (self.len as usize - 1);
+        let (block, start) = self.locate(position);
+        let pointer = self.blocks[block].load(Ordering::Acquire);
+        // SAFETY: a non-null block pointer was installed by `slot_or_allocate`, points to
+        // `block_len(block)` slots for the positions from `start` on (`locate` puts
+        // `position` among them), and lives until the queue is dropped.
+        (!pointer.is_null()).then(|| unsafe { &*pointer.add(position - start) })
     }
 
     /// The slot at `index`, allocating its block if needed.
@@ -95,21 +113,22 @@ impl<T> Queue<T> {
         if let Some(slot) = self.slot(index) {
             return slot;
         }
-        let position = index & (self.len - 1);
-        let first = position - position % self.block;
-        let fresh: Box<[Slot<T>]> = (first..first + self.block)
+        let (block, start) = self.locate(index & (self.len as usize - 1));
+        let len = self.block_len(block);
+        let fresh: Box<[Slot<T>]> = (start..start + len)
             .map(|index| Slot {
                 stamp: AtomicUsize::new(index),
                 value: UnsafeCell::new(MaybeUninit::uninit()),
             })
             .collect();
         let fresh = Box::into_raw(fresh).cast::<Slot<T>>();
-        let pointer = &self.blocks[position / self.block];
+        let pointer = &self.blocks[block];
         if let Err(_installed) =
             pointer.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
         {
-            // SAFETY: `fresh` came from `Box::into_raw` just above and was never shared.
-            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, self.block)) });
+            // SAFETY: `fresh` came from `Box::into_raw` of a slice of `len` slots just above
+            // and was never shared.
+            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(fresh, len)) });
         }
         self.slot(index).expect("installed above")
     }
@@ -200,7 +219,7 @@ impl<T> Queue<T> {
                             .value
                             .with(|cell| unsafe { (*cell).assume_init_read() });
                         slot.stamp
-                            .store(head.wrapping_add(self.len), Ordering::Release);
+                            .store(head.wrapping_add(self.len as usize), Ordering::Release);
                         return Popped::Value(value);
                     }
                     Err(current) => head = current,
@@ -219,12 +238,15 @@ impl<T> Queue<T> {
 impl<T> Drop for Queue<T> {
     fn drop(&mut self) {
         while self.pop().is_some() {}
-        for pointer in self.blocks.iter() {
-            let block = pointer.load(Ordering::Acquire);
-            if !block.is_null() {
-                // SAFETY: installed by `allocate` from a boxed slice of `self.block` slots,
-                // whose values were all popped above; nothing else holds it now.
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(block, self.block)) });
+        for (block, pointer) in self.blocks.iter().enumerate() {
+            let slots = pointer.load(Ordering::Acquire);
+            if !slots.is_null() {
+                // SAFETY: installed by `slot_or_allocate` from a boxed slice of
+                // `block_len(block)` slots, whose values were all popped above; nothing else
+                // holds it now.
+                drop(unsafe {
+                    Box::from_raw(ptr::slice_from_raw_parts_mut(slots, self.block_len(block)))
+                });
             }
         }
     }
@@ -249,12 +271,22 @@ mod tests {
         }
     }
 
-    /// A large queue has larger blocks, still at most `BLOCKS` of them, and keeps its order
-    /// across laps.
+    /// Blocks double along the ring; a large queue starts with a larger first block, still
+    /// at most `BLOCKS` blocks, and keeps its order across laps.
     #[test]
     fn large_queues_keep_order_in_larger_blocks() {
+        let small = Queue::<u32>::new(64);
+        let lens: Vec<_> = (0..7).map(|block| small.block_len(block)).collect();
+        assert_eq!(lens, [1, 1, 2, 4, 8, 16, 32]);
+        assert_eq!(small.locate(0), (0, 0));
+        assert_eq!(small.locate(1), (1, 1));
+        assert_eq!(small.locate(3), (2, 2));
+        assert_eq!(small.locate(63), (6, 32));
+        let queue = Queue::<u32>::new(1000);
+        assert_eq!((queue.len, queue.first_shift), (1024, 3));
+        assert_eq!(queue.locate(1023), (BLOCKS - 1, 512));
         let queue = Queue::new(100);
-        assert_eq!((queue.len, queue.block), (128, 16));
+        assert_eq!((queue.len, queue.first_shift), (128, 0));
         for lap in 0..3 {
             for value in 0..100 {
                 queue.push(lap * 1000 + value);
@@ -278,13 +310,16 @@ mod tests {
         };
         assert_eq!(allocated(&queue), 0);
         assert_eq!(queue.pop(), None);
-        for value in 0..BLOCK as u32 {
+        queue.push(0);
+        assert_eq!(queue.pop(), Some(0));
+        assert_eq!(allocated(&queue), 1, "one message, one slot");
+        for value in 1..8 {
             queue.push(value);
             assert_eq!(queue.pop(), Some(value));
         }
-        assert_eq!(allocated(&queue), 1);
+        assert_eq!(allocated(&queue), 4, "blocks of 1, 1, 2 and 4 slots");
         queue.push(99);
-        assert_eq!(allocated(&queue), 2);
+        assert_eq!(allocated(&queue), 5);
         assert_eq!(queue.pop(), Some(99));
     }
 
@@ -359,12 +394,18 @@ mod models {
     use super::*;
     use loom::sync::Arc;
 
-    /// Two producers push into a fresh queue (racing to allocate its first block) while the
-    /// consumer pops: each value comes out exactly once, and a producer's values in order.
+    /// Two producers push into a queue whose cursors have just reached a block of two slots
+    /// no push has allocated yet (both racing to allocate it) while the consumer pops: each
+    /// value comes out exactly once, and a producer's values in order.
     #[test]
     fn racing_pushes_and_pops_lose_nothing() {
         crate::sync::model(|| {
             let queue = Arc::new(Queue::new(4));
+            // Past the two blocks of one slot: the pushes below share block 2 (slots 2, 3).
+            for value in [10, 11] {
+                queue.push(value);
+                assert_eq!(queue.pop(), Some(value));
+            }
             let producers: Vec<_> = (0..2)
                 .map(|producer| {
                     let queue = queue.clone();

@@ -545,7 +545,7 @@ impl Supervisor {
         let label = supervisor.state.label;
         let child = SupervisorChild {
             label,
-            id: ActorId::next(label),
+            id: ActorId::next_named(label),
             nested: Arc::new(Mutex::new(Nested {
                 state: Some(supervisor.state),
                 closed: false,

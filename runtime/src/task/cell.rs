@@ -40,7 +40,7 @@
 //!   hands out the owner, so reading an owner as the wrong type is a panic, never a bad cast.
 
 use super::Owner;
-use super::join::JoinSlot;
+use super::join::{Ended, JoinSlot};
 use super::state::{Clear, EndPoll, StartPoll, State, Wake};
 use crate::Error;
 use crate::panic::Panics;
@@ -188,7 +188,7 @@ where
                 let result = if clean {
                     Ok(output)
                 } else {
-                    Err(Error::Closed)
+                    Err(Ended::Closed)
                 };
                 supervision.publish(result, || owner.published());
                 Poll::Ready(())
@@ -197,7 +197,7 @@ where
                 // SAFETY: RUNNING, see above.
                 unsafe { Self::dispose(cell) };
                 owner.end(&this);
-                supervision.publish(Err(Error::Exited), || owner.published());
+                supervision.publish(Err(Ended::Exited), || owner.published());
                 owner.panicked(payload);
                 Poll::Ready(())
             }

@@ -53,10 +53,28 @@ const PUBLISHED: usize = 1 << 1;
 /// The waker cell holds the handle's waker, and belongs to the publisher.
 const WAKER_SET: usize = 1 << 2;
 
+/// How a task ends without its output: the only errors a handle resolves to. Stored in a
+/// byte: a whole `Error` in the result cell is 64 bytes in every task's cell.
+pub(crate) enum Ended {
+    /// [`Error::Closed`].
+    Closed,
+    /// [`Error::Exited`].
+    Exited,
+}
+
+impl From<Ended> for Error {
+    fn from(ended: Ended) -> Self {
+        match ended {
+            Ended::Closed => Error::Closed,
+            Ended::Exited => Error::Exited,
+        }
+    }
+}
+
 /// Where one task's result goes, until its handle takes it.
 pub(crate) struct JoinSlot<T> {
     state: AtomicUsize,
-    result: UnsafeCell<Option<Result<T, Error>>>,
+    result: UnsafeCell<Option<Result<T, Ended>>>,
     waker: UnsafeCell<Option<Waker>>,
 }
 
@@ -100,7 +118,7 @@ impl<T> JoinSlot<T> {
 
     /// Publishes `result` unless something was published first; then runs `published`, makes
     /// the result visible, and wakes the handle if it waits. Returns whether it published.
-    pub(crate) fn publish(&self, result: Result<T, Error>, published: impl FnOnce()) -> bool {
+    pub(crate) fn publish(&self, result: Result<T, Ended>, published: impl FnOnce()) -> bool {
         if self.state.fetch_or(CLAIMED, Relaxed) & CLAIMED != 0 {
             return false;
         }
@@ -116,7 +134,7 @@ impl<T> JoinSlot<T> {
     /// Publishes `Closed` unless a result was published first. Returns whether it did (the
     /// caller then wakes the task so its future is dropped).
     pub(crate) fn abort(&self, published: impl FnOnce()) -> bool {
-        self.publish(Err(Error::Closed), published)
+        self.publish(Err(Ended::Closed), published)
     }
 
     /// The handle's poll: takes the result if one was published, else leaves `waker` to be
@@ -197,7 +215,9 @@ impl<T> JoinSlot<T> {
         // SAFETY: per the caller's contract the claimant's write happened before, and nobody
         // else reads or writes the cell any more.
         let result = self.result.with_mut(|slot| unsafe { (*slot).take() });
-        result.expect("Handle polled after it resolved")
+        result
+            .expect("Handle polled after it resolved")
+            .map_err(Error::from)
     }
 
     /// Whether a result has been published (it may have been taken since).
