@@ -44,8 +44,10 @@ impl Member {
         ctx.stop();
     }
 
-    /// Never returns: a handler that ignores a stop request.
+    /// Never returns: a handler that ignores a stop request. Journals that it started.
     async fn hang(&mut self) {
+        let entry = format!("hang {}#{}", self.name, self.incarnation);
+        self.journal.lock().push(entry);
         futures::future::pending::<()>().await;
     }
 }
@@ -273,10 +275,14 @@ async fn a_child_past_its_shutdown_timeout_is_aborted(context: runtime::Context)
         member.incarnation().await.unwrap();
     }
     b.tell_hang().await.unwrap();
+    // A stop request is taken before queued messages: stop only once b is in the handler.
+    while !journal.lock().iter().any(|entry| entry == "hang b#1") {
+        runtime::reschedule().await;
+    }
     supervisor.stop();
     supervisor.join().await.unwrap();
     // b never ran `on_stop`: it was aborted mid-handler.
-    assert_eq!(entries(&journal, 3), ["stop c#1", "stop a#1"]);
+    assert_eq!(entries(&journal, 3), ["hang b#1", "stop c#1", "stop a#1"]);
     assert_eq!(b.incarnation().await, Err(Error::Closed));
 }
 
