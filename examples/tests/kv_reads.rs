@@ -1,8 +1,8 @@
 //! Reads answered from the view of acknowledged data, on the connection's thread (see
 //! `examples::kv::view`): a connection reads its own writes, pipelined or not; a read racing
 //! writes sees an old or a new value whole, and never goes back; a transaction is seen whole
-//! or not at all; and a value read was durable (with `--durability always`): after SIGKILL
-//! the key holds it or a later one.
+//! or not at all; and with `--durability always` a value is never visible to another
+//! connection before it is durable (every sync held, then failed, by strace's fault injection).
 
 mod common;
 
@@ -132,8 +132,9 @@ fn index_of(value: &[u8]) -> u32 {
 
 /// A `GET` racing `SET`s of another connection sees a value written whole, never one torn,
 /// and never an older value after a newer one; with `--durability always`, a value read
-/// was durable: after SIGKILL (taken while writes are still in flight), the key holds the
-/// last value read, or a later one.
+/// was kept: after SIGKILL (taken once the writer has stopped, every write answered), the key
+/// holds the last value read, or a later one. (That a value is not visible before its sync is
+/// the next test's.)
 #[test]
 fn a_read_racing_writes_sees_whole_durable_values_and_never_goes_back() {
     let data = data_directory("race");
@@ -253,4 +254,90 @@ fn a_transaction_is_read_whole_or_not_at_all() {
         assert_eq!(server.interrupt(), "kv stopped\n");
         std::fs::remove_dir_all(&data).unwrap();
     }
+}
+
+/// The process a tracer started (its only child), killed with SIGKILL when this is dropped.
+struct Tracee(libc::pid_t);
+
+impl Tracee {
+    fn of(tracer: u32) -> Tracee {
+        let children = std::fs::read_to_string(format!("/proc/{tracer}/task/{tracer}/children"))
+            .expect("the tracer's children are listed");
+        let pid = children
+            .split_whitespace()
+            .next()
+            .expect("the tracer started kv before kv printed its address")
+            .parse()
+            .unwrap();
+        Tracee(pid)
+    }
+}
+
+impl Drop for Tracee {
+    fn drop(&mut self) {
+        // SAFETY: sending a signal to a process this test started (through strace).
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
+/// With `--durability always`, a write is never visible to another connection before it is
+/// durable: every `fdatasync` of the server is made to wait 300 ms and then fail (strace's
+/// fault injection), so no write ever becomes durable and the server ends (a failed sync ends
+/// kv); while it waits, another connection reads the key over and over, and every read finds
+/// it absent until the connection ends. `.ci/tools` installs strace and `.ci/run` then
+/// requires it (`REQUIRE_STRACE`); without it this test skips and says so.
+#[test]
+fn a_write_is_never_visible_to_other_connections_before_it_is_durable() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("REQUIRE_STRACE").is_none(),
+            "strace is required (REQUIRE_STRACE is set) but not installed"
+        );
+        println!("kv_reads durability test SKIPPED: strace is not installed (see .ci/tools)");
+        return;
+    }
+    let data = data_directory("never-visible-before-durable");
+    let arguments = [
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fdatasync",
+        "-e",
+        "inject=fdatasync:error=EIO:delay_enter=300000",
+        env!("CARGO_BIN_EXE_kv"),
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+        data.to_str().unwrap(),
+    ];
+    let mut server = Server::launch("strace", "kv listening on", &arguments, &[]);
+    // kv is strace's child: killing strace would leave it running, so it is killed first,
+    // however the test ends.
+    let _tracee = Tracee::of(server.child.id());
+    let _metrics = server.printed();
+    let mut writer = server.connect();
+    let mut reader = server.connect();
+    writer.send(&set("key", "never durable"));
+    let mut reads = 0;
+    loop {
+        if !reader.try_send(&frame(&[b"GET", b"key"])) {
+            break;
+        }
+        match try_reply(&mut reader) {
+            Ok(value) => assert_eq!(value, None, "a read saw a write that never became durable"),
+            Err(()) => break,
+        }
+        reads += 1;
+    }
+    assert!(reads > 0, "the reads ran while the sync was held");
+    assert!(
+        try_reply(&mut writer).is_err(),
+        "the write was never acknowledged: its connection ended"
+    );
+    let _ = std::fs::remove_dir_all(&data);
 }

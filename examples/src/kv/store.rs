@@ -466,7 +466,9 @@ impl Store {
             switch,
         };
         if syncer.unbounded_send(job).is_err() {
-            // The syncer ended: the runtime is stopping. Nothing queued is answered.
+            // The syncer ended: the runtime is stopping. Nothing queued is answered. (A
+            // syncer that panicked fails the runner: kv runs with uncaught panics, so this
+            // is never a store carrying on without its log.)
             return;
         }
         if sync {

@@ -15,8 +15,11 @@
 //!   change (or a later one). A connection whose own writes are all answered therefore reads
 //!   them here (read-your-writes); one with a write still unanswered sends its reads to the
 //!   store behind it instead (see [`super::connection`]).
-//! - **Expired is absent**: a read here treats an entry whose deadline has passed as gone,
-//!   as the store does; removing it (and logging the removal) is the store's sweep's job.
+//! - **Expiry is the store's to decide**: a read that meets an entry whose deadline has passed
+//!   is not answered here but sent to the store. The store may have kept the key (a `PERSIST`
+//!   or `EXPIRE` that reached it before the deadline, its record not yet synced): answering
+//!   "absent" here would show the key gone and then back. The store answers it in order
+//!   behind its own pending commits.
 //! - A restarted store resets the view to what it replayed, which holds everything
 //!   acknowledged (every acknowledged write was synced, or, with `everysec` and `none`, is
 //!   what a crash may lose).
@@ -83,32 +86,42 @@ impl View {
     }
 
     /// Answers `op` from the view if it is a read the view serves (`GET`, `MGET`,
-    /// `EXISTS`, `STRLEN`, `TYPE`); `None` for anything else, which goes to the store.
+    /// `EXISTS`, `STRLEN`, `TYPE`) and meets no entry past its deadline; `None` otherwise,
+    /// and the read goes to the store.
     pub fn read(&self, op: &Op) -> Option<Outcome> {
         let entries = self.entries.read();
         // Read once, and only if some entry has a deadline.
         let mut now = None;
-        let mut live = |key: &[u8]| {
-            entries.get(key).filter(|entry| {
-                entry
+        // `Err` for an entry past its deadline: the store decides (see the module).
+        let mut live = |key: &[u8]| match entries.get(key) {
+            Some(entry)
+                if entry
                     .expires
-                    .is_none_or(|deadline| deadline > *now.get_or_insert_with(log::now_ms))
-            })
+                    .is_some_and(|deadline| deadline <= *now.get_or_insert_with(log::now_ms)) =>
+            {
+                Err(())
+            }
+            found => Ok(found),
         };
         Some(match op {
-            Op::Get(key) => Outcome::Value(live(key).map(|entry| entry.value.clone())),
+            Op::Get(key) => Outcome::Value(live(key).ok()?.map(|entry| entry.value.clone())),
             Op::GetMany(keys) => Outcome::Values(
                 keys.iter()
-                    .map(|key| live(key).map(|entry| entry.value.clone()))
-                    .collect(),
+                    .map(|key| Ok(live(key)?.map(|entry| entry.value.clone())))
+                    .collect::<Result<_, ()>>()
+                    .ok()?,
             ),
             Op::Exists(keys) => {
-                Outcome::Count(keys.iter().filter(|key| live(key).is_some()).count() as i64)
+                let mut count = 0;
+                for key in keys {
+                    count += i64::from(live(key).ok()?.is_some());
+                }
+                Outcome::Count(count)
             }
             Op::Strlen(key) => {
-                Outcome::Count(live(key).map_or(0, |entry| entry.value.len() as i64))
+                Outcome::Count(live(key).ok()?.map_or(0, |entry| entry.value.len() as i64))
             }
-            Op::Type(key) => Outcome::Applied(live(key).is_some()),
+            Op::Type(key) => Outcome::Applied(live(key).ok()?.is_some()),
             _ => return None,
         })
     }
@@ -135,10 +148,11 @@ mod tests {
         Some(Outcome::Value(Some(Bytes::from(value.as_bytes().to_vec()))))
     }
 
-    /// Published records apply in order; an expired entry reads as absent; writes and
-    /// store-only reads are not answered here.
+    /// Published records apply in order; a read meeting an entry past its deadline is left to
+    /// the store (which may have kept the key); writes and store-only reads are not answered
+    /// here.
     #[test]
-    fn published_records_apply_in_order_and_expired_is_absent() {
+    fn published_records_apply_in_order_and_expired_entries_are_the_stores() {
         let view = View::default();
         assert_eq!(get(&view, "a"), Some(Outcome::Value(None)));
         let mut records = vec![
@@ -156,13 +170,20 @@ mod tests {
         assert!(records.is_empty());
         assert_eq!(get(&view, "a"), value("1"));
         assert_eq!(get(&view, "b"), Some(Outcome::Value(None)));
-        assert_eq!(get(&view, "c"), Some(Outcome::Value(None)), "expired");
+        assert_eq!(
+            get(&view, "c"),
+            None,
+            "past its deadline: the store's to answer"
+        );
         assert_eq!(get(&view, "d"), value("4"));
         let keys = |names: &[&str]| names.iter().map(|name| name.as_bytes().to_vec()).collect();
         assert_eq!(
-            view.read(&Op::Exists(keys(&["a", "a", "b", "c", "d"]))),
+            view.read(&Op::Exists(keys(&["a", "a", "b", "d"]))),
             Some(Outcome::Count(3))
         );
+        assert_eq!(view.read(&Op::Exists(keys(&["a", "c"]))), None);
+        assert_eq!(view.read(&Op::GetMany(keys(&["a", "c"]))), None);
+        assert_eq!(view.read(&Op::Type(b"c".to_vec())), None);
         assert_eq!(
             view.read(&Op::Strlen(b"a".to_vec())),
             Some(Outcome::Count(1))
