@@ -14,7 +14,7 @@
 //!   takes the lock, so a read that starts after an answer was given sees that answer's
 //!   change (or a later one). A connection whose own writes are all answered therefore reads
 //!   them here (read-your-writes); one with a write still unanswered sends its reads to the
-//!   store behind it instead (see [`super::connection`]).
+//!   store behind it instead (see the `connection` module).
 //! - **Expiry is the store's to decide**: a read that meets an entry whose deadline has passed
 //!   is not answered here but sent to the store. The store may have kept the key (a `PERSIST`
 //!   or `EXPIRE` that reached it before the deadline, its record not yet synced): answering
