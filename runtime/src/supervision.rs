@@ -479,10 +479,14 @@ impl Drop for LeaveBatch {
         // Applied before the flag falls, so a leave deferred by a drop below is applied too;
         // unwinding included, so no entry outlives the references that guard it.
         loop {
-            let mut pending = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
-            if pending.is_empty() {
+            // Taken only when there is something to apply: the list keeps its allocation.
+            let taken = PENDING.with(|pending| {
+                let mut pending = pending.borrow_mut();
+                (!pending.is_empty()).then(|| std::mem::take(&mut *pending))
+            });
+            let Some(mut pending) = taken else {
                 break;
-            }
+            };
             let mut start = 0;
             while start < pending.len() {
                 let parent = pending[start].parent_identity();

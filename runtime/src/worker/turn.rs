@@ -209,12 +209,14 @@ impl Worker {
 
     fn poll_tasks(&mut self) -> usize {
         // Tasks that end in this batch leave their parents when it ends, one lock a parent.
-        let _leaves = LeaveBatch::begin();
+        // Opened at the first task: a turn that polls none pays nothing for it.
+        let mut leaves = None;
         let mut polled = 0;
         while polled < TURN_BUDGET && !self.pool().is_closed() {
             let Some(runnable) = self.next_runnable() else {
                 break;
             };
+            leaves.get_or_insert_with(LeaveBatch::begin);
             polled += 1;
             self.return_count();
             match runnable.run() {
