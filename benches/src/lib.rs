@@ -187,6 +187,26 @@ pub fn run_table(workloads: &[Workload], peer: &str, warmups: usize, samples: us
     }
 }
 
+/// The idle spinner `OURS_SPIN_US=budget,max,quick` asks for (microseconds), if set: a knob for
+/// tuning the spinner's defaults, not for the reported tables.
+pub fn spinner_from_env() -> Option<runtime::SpinnerConfig> {
+    let spin = std::env::var("OURS_SPIN_US").ok()?;
+    let values: Vec<u64> = spin
+        .split(',')
+        .map(|value| value.parse().expect("OURS_SPIN_US: microseconds"))
+        .collect();
+    assert_eq!(
+        values.len(),
+        3,
+        "OURS_SPIN_US: budget,max,quick in microseconds"
+    );
+    Some(runtime::SpinnerConfig {
+        budget_us: values[0],
+        max_budget_us: values[1],
+        quick_wake_us: values[2],
+    })
+}
+
 /// Runs `f` as the root of a fresh runtime of ours with `workers` workers and returns what
 /// it measured. `OURS_SPIN_US=budget,max,quick` overrides the idle spinner (for tuning its
 /// defaults). The storage directory each default config picks is removed afterwards.
@@ -196,16 +216,8 @@ where
     Fut: Future<Output = Duration>,
 {
     let mut config = Config::default().with_worker_threads(workers);
-    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
-        let values: Vec<u64> = spin
-            .split(',')
-            .map(|value| value.parse().expect("OURS_SPIN_US: microseconds"))
-            .collect();
-        config = config.with_idle_spinner(runtime::SpinnerConfig {
-            budget_us: values[0],
-            max_budget_us: values[1],
-            quick_wake_us: values[2],
-        });
+    if let Some(spinner) = spinner_from_env() {
+        config = config.with_idle_spinner(spinner);
     }
     let storage = config.storage_directory().clone();
     let elapsed = Runner::new(config).start(f);

@@ -94,16 +94,8 @@ where
         .with_worker_threads(workers)
         .with_ring_config(ring)
         .with_storage_directory(storage);
-    if let Ok(spin) = std::env::var("OURS_SPIN_US") {
-        let values: Vec<u64> = spin
-            .split(',')
-            .map(|value| value.parse().expect("OURS_SPIN_US: microseconds"))
-            .collect();
-        config = config.with_idle_spinner(runtime::SpinnerConfig {
-            budget_us: values[0],
-            max_budget_us: values[1],
-            quick_wake_us: values[2],
-        });
+    if let Some(spinner) = benches::spinner_from_env() {
+        config = config.with_idle_spinner(spinner);
     }
     Runner::new(config).start(f)
 }
