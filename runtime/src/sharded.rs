@@ -14,7 +14,7 @@
 use prometheus_client::metrics::counter::{self, Counter};
 use prometheus_client::metrics::gauge::{self, Gauge};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// A counter whose cells are per thread (see [`Sharded`]).
 pub(crate) type ShardedCounter = Counter<u64, Sharded<AtomicU64>>;
@@ -35,20 +35,26 @@ struct Padded<A>(A);
 #[derive(Default)]
 pub(crate) struct Sharded<A>([Padded<A>; SHARDS]);
 
+/// The calling thread's number: assigned in turn on first use, never zero, below 2^24 (the
+/// 2^24-th thread wraps to 1). Threads use it to pick their cell here, and the supervision
+/// tree to tell whether a task ends on the thread that adopted it.
+pub(crate) fn thread_number() -> u32 {
+    const NUMBERS: u32 = (1 << 24) - 1;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    thread_local! {
+        static NUMBER: Cell<u32> = const { Cell::new(0) };
+    }
+    NUMBER.with(|number| {
+        if number.get() == 0 {
+            number.set(NEXT.fetch_add(1, Ordering::Relaxed) % NUMBERS + 1);
+        }
+        number.get()
+    })
+}
+
 /// The cell of the calling thread.
 fn shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    SHARD.with(|shard| {
-        let mut index = shard.get();
-        if index == usize::MAX {
-            index = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            shard.set(index);
-        }
-        index
-    })
+    thread_number() as usize % SHARDS
 }
 
 impl std::fmt::Debug for Sharded<AtomicU64> {

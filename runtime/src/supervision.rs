@@ -28,11 +28,12 @@
 //!   An entry still listed for an ended task is harmless: a cascade finds its node closed.
 
 use crate::pool::Home;
+use crate::sharded::thread_number;
 use crate::slab::Slab;
 use crate::sync::Mutex;
 use crate::task::{Execution, TaskPtr, TaskRef};
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A child entry: scopes weakly (a dropped scope leaves), tasks by address. A task entry
@@ -140,7 +141,7 @@ impl<S: 'static> Default for Family<S> {
 pub(crate) struct NodeCore<S: 'static> {
     /// Readable without the lock (spawn checks it every call); written under it.
     closed: AtomicBool,
-    /// This node's slot among its parent's children, and the tag of the thread that adopted it
+    /// This node's slot among its parent's children, and the number of the thread that adopted it
     /// ([`SlotWord`]): written by that thread before the node is shared, read when it leaves.
     slot: AtomicU64,
     links: Mutex<Links<S>>,
@@ -395,7 +396,7 @@ pub(crate) fn end<S: 'static>(core: &NodeCore<S>, task: &TaskRef) {
 }
 
 /// A node's slot word: its slot among its parent's children in the low [`SlotWord::BITS`]
-/// bits, and above them a tag of the thread that adopted it (zero for a scope node, which
+/// bits, and above them the number of the thread that adopted it (`sharded::thread_number`) (zero for a scope node, which
 /// leaves at once wherever it is dropped).
 struct SlotWord;
 
@@ -409,7 +410,7 @@ impl SlotWord {
     fn adopted_here(slot: usize) -> u64 {
         let slot = slot as u64;
         assert!(slot < Self::SLOTS, "a node with 2^40 children");
-        slot | (u64::from(thread_tag()) << Self::BITS)
+        slot | (u64::from(thread_number()) << Self::BITS)
     }
 
     /// The slot of a word.
@@ -419,23 +420,8 @@ impl SlotWord {
 
     /// Whether the word was adopted by the calling thread.
     fn adopted_here_word(word: u64) -> bool {
-        word >> Self::BITS == u64::from(thread_tag())
+        word >> Self::BITS == u64::from(thread_number())
     }
-}
-
-/// This thread's tag: distinct among the first 2^24 - 1 threads, never zero.
-fn thread_tag() -> u32 {
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    thread_local! {
-        static TAG: Cell<u32> = const { Cell::new(0) };
-    }
-    TAG.with(|tag| {
-        if tag.get() == 0 {
-            let next = NEXT.fetch_add(1, Ordering::Relaxed) % ((1 << 24) - 1);
-            tag.set(next + 1);
-        }
-        tag.get()
-    })
 }
 
 /// Holds back the leaves of tasks that end on this thread until it is dropped (see the module
