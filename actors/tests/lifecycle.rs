@@ -155,11 +155,14 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
     ];
     for case in cases {
         let journal = Journal::default();
-        let (probe_ref, expected) = match case.name {
+        // `held` is a strong ref kept until the end is seen: a last-ref drop would race
+        // with the way of ending under test (a link signal arrives after the partner's ask
+        // failed, so dropping the last ref in between could end the probe `Normal`).
+        let (probe_ref, expected, held) = match case.name {
             "ctx.stop()" => {
                 let probe = probe(&journal).spawn(&context);
                 probe.tell_finish().await.unwrap();
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "last ref dropped" => {
                 let probe = probe(&journal).spawn(&context);
@@ -167,24 +170,24 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
                 let weak = probe.downgrade();
                 let expected = (case.expected)(&probe);
                 drop(probe);
-                (weak, expected)
+                (weak, expected, None)
             }
             "ref stop()" => {
                 let probe = probe(&journal).spawn(&context);
                 let other = probe.clone();
                 assert_eq!(other.stop().await, ExitReason::Stopped);
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "handler panic" => {
                 let probe = probe(&journal).spawn(&context);
                 assert_eq!(probe.fail().await, Err(Error::Panicked { actor: "probe" }));
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "on_start panic" => {
                 let mut failing = probe(&journal);
                 failing.fail_on_start = true;
                 let probe = failing.spawn(&context);
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "scope ended" => {
                 let (made, made_ref) = oneshot::channel();
@@ -199,7 +202,7 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
                 parent.abort();
                 drop(release);
                 let _ = parent.await;
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "supervisor stop" | "supervisor abort past the shutdown timeout" => {
                 let mut supervisor = Supervisor::new("probes", Strategy::OneForOne);
@@ -218,7 +221,7 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
                 }
                 supervisor.stop();
                 supervisor.join().await.unwrap();
-                (probe.downgrade(), (case.expected)(&probe))
+                (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "linked actor panicked" => {
                 let partner = probe(&Journal::default()).spawn(&context);
@@ -229,7 +232,7 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
                     partner: partner.id(),
                     reason: Box::new(ExitReason::Panicked("probe fails".to_string())),
                 };
-                (probe.downgrade(), expected)
+                (probe.downgrade(), expected, Some(probe))
             }
             other => unreachable!("{other}"),
         };
@@ -238,6 +241,7 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
         if let Some(strong) = probe.upgrade() {
             panic!("{}: an ended actor upgrades to {strong:?}", case.name);
         }
+        drop(held);
         let on_stop = format!("on_stop: {expected}");
         if case.on_stop_runs {
             assert_eq!(last(&journal), Some(on_stop), "{}: on_stop", case.name);
