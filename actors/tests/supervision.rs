@@ -325,6 +325,11 @@ async fn a_nested_supervisor_aborted_mid_shutdown_restarts_cleanly(context: runt
 
     assert_eq!(stuck.incarnation().await, Ok(1));
     stuck.tell_hang().await.unwrap();
+    // A stop request is taken before queued messages (which wait for the next incarnation):
+    // fail the sibling only once the child is in the handler, or the hang would move on.
+    while !journal.lock().iter().any(|entry| entry == "hang stuck#1") {
+        runtime::reschedule().await;
+    }
     assert!(sibling.fail().await.is_err());
     assert_eq!(sibling.incarnation().await, Ok(2));
     assert_eq!(
@@ -332,6 +337,12 @@ async fn a_nested_supervisor_aborted_mid_shutdown_restarts_cleanly(context: runt
         Ok(2),
         "the stuck child started again"
     );
+    let journal = journal.lock();
+    assert!(
+        !journal.iter().any(|entry| entry == "stop stuck#1"),
+        "the stuck incarnation was aborted, not stopped: {journal:?}"
+    );
+    drop(journal);
     outer.stop();
     outer.join().await.unwrap();
 }
