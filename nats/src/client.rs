@@ -15,6 +15,14 @@
 //! - While disconnected, publishes and flushes queue in `out` up to the reconnect buffer;
 //!   `SUB` and `UNSUB` only change the subscription table, which a new connection replays
 //!   (with each subscription's remaining message limit) before what `out` holds.
+//! - A request is never sent after it resolved: one queued while disconnected has its
+//!   frame's place in `out` recorded (`held`), and a new connection cuts out the frames of
+//!   requests that resolved meanwhile (timed out, dropped, failed), so a caller that gave up
+//!   on a request never has it delivered later from the reconnect buffer.
+//! - A `Permissions Violation` the server reports fails what it concerns at once: requests
+//!   to the denied publish subject (and later publishes to it, until the next connection),
+//!   or, for a denied subscription, the subscription (ended) and, when it is the request
+//!   inbox, every waiting request.
 //! - A writer serves one connection: each connection has a generation, and a writer of an
 //!   older one never takes frames meant for the next.
 //! - Nothing outside the client runs under its lock: events, wakes of other tasks' futures
@@ -70,6 +78,18 @@ struct PendingRequest {
     reply: oneshot::Sender<Result<Message, Error>>,
 }
 
+/// A request's frame queued in `out` while disconnected: `out[start..end]`, cut out by the
+/// next connection if request `token` resolved meanwhile.
+struct Held {
+    start: usize,
+    end: usize,
+    token: u64,
+}
+
+/// Publish subjects the server denied on this connection, remembered (up to this many) so
+/// that later publishes to them fail at once.
+const DENIED_SUBJECTS: usize = 256;
+
 pub(crate) struct State {
     pub(crate) status: Status,
     /// Incremented whenever the connection is lost or the client closes.
@@ -88,6 +108,10 @@ pub(crate) struct State {
     response_sid: Option<u64>,
     next_token: u64,
     requests: HashMap<u64, PendingRequest>,
+    /// Request frames in `out` queued while disconnected, in order.
+    held: Vec<Held>,
+    /// Publish subjects the server denied on this connection.
+    denied: std::collections::HashSet<String>,
     pub(crate) info: ServerInfo,
     pub(crate) server: String,
 }
@@ -103,6 +127,7 @@ struct Waiting {
 impl Waiting {
     fn take(state: &mut State) -> Self {
         state.out.clear();
+        state.held.clear();
         state.pings_unanswered = 0;
         let mut wakers: Vec<Waker> = state.room.drain(..).collect();
         wakers.extend(state.writer.take());
@@ -151,6 +176,38 @@ pub(crate) fn random_u64() -> u64 {
     hasher.finish()
 }
 
+/// What the server's `Permissions Violation` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operation {
+    Publish,
+    Subscribe,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Publish => "publish",
+            Operation::Subscribe => "subscribe",
+        }
+    }
+}
+
+/// The operation and subject of a `-ERR` that reports a permissions violation, as
+/// nats-server words it: `Permissions Violation for Publish to "<subject>"` or `... for
+/// Subscription to "<subject>"` (with ` using queue "<group>"` after a queue subscription).
+pub(crate) fn permission_violation(text: &str) -> Option<(Operation, &str)> {
+    let text = text.trim().trim_matches('\'');
+    let rest = text.strip_prefix("Permissions Violation for ")?;
+    let (operation, rest) = if let Some(rest) = rest.strip_prefix("Publish to ") {
+        (Operation::Publish, rest)
+    } else {
+        (Operation::Subscribe, rest.strip_prefix("Subscription to ")?)
+    };
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some((operation, &rest[..end]))
+}
+
 /// What [`Client::publish_urgent`] may queue past the high-water mark.
 const URGENT_RESERVE: usize = 64 * 1024;
 
@@ -188,6 +245,8 @@ impl Shared {
                 response_sid: None,
                 next_token: 0,
                 requests: HashMap::new(),
+                held: Vec::new(),
+                denied: std::collections::HashSet::new(),
                 info: ServerInfo::default(),
                 server: String::new(),
             }),
@@ -299,8 +358,17 @@ impl Shared {
                     encoder.unsubscribe(sid, Some(max - subscriber.delivered));
                 }
             }
-            fresh.extend_from_slice(&state.out);
+            // What was queued meanwhile, but not the requests that resolved since.
+            let mut from = 0;
+            for held in std::mem::take(&mut state.held) {
+                if !state.requests.contains_key(&held.token) {
+                    fresh.extend_from_slice(&state.out[from..held.start]);
+                    from = held.end;
+                }
+            }
+            fresh.extend_from_slice(&state.out[from..]);
             state.out = fresh;
+            state.denied.clear();
             wake(state.writer.take());
         }
         self.learn_servers(&established.server, &established.info.connect_urls);
@@ -370,6 +438,66 @@ impl Shared {
         waiting.fail(|| Error::Closed);
         for queue in queues {
             queue.close();
+        }
+    }
+
+    /// The server denied `operation` on `subject` (its `Permissions Violation`): fails what
+    /// it concerns (see the module's invariants). Subjects are compared as written: a denied
+    /// wildcard subscription names its own pattern.
+    pub(crate) fn permission_denied(&self, operation: Operation, subject: &str) {
+        let denied = || Error::PermissionDenied {
+            operation: operation.as_str().into(),
+            subject: subject.to_string(),
+        };
+        let (requests, queues) = {
+            let mut state = self.lock();
+            match operation {
+                Operation::Publish => {
+                    if state.denied.len() < DENIED_SUBJECTS {
+                        state.denied.insert(subject.to_string());
+                    }
+                    let tokens: Vec<u64> = state
+                        .requests
+                        .iter()
+                        .filter(|(_, request)| request.subject == subject)
+                        .map(|(token, _)| *token)
+                        .collect();
+                    let requests: Vec<_> = tokens
+                        .into_iter()
+                        .filter_map(|token| state.requests.remove(&token))
+                        .collect();
+                    (requests, Vec::new())
+                }
+                Operation::Subscribe => {
+                    let sids: Vec<u64> = state
+                        .subscriptions
+                        .iter()
+                        .filter(|(_, subscriber)| subscriber.subject == subject)
+                        .map(|(sid, _)| *sid)
+                        .collect();
+                    let mut requests = Vec::new();
+                    let mut queues = Vec::new();
+                    for sid in sids {
+                        let subscriber = state.subscriptions.remove(&sid).expect("listed");
+                        match subscriber.delivery {
+                            Delivery::Queue(queue) => queues.push(queue),
+                            Delivery::Responses => {
+                                // No reply can come: the requests fail, and the next
+                                // request subscribes the inbox again.
+                                state.response_sid = None;
+                                requests.extend(state.requests.drain().map(|(_, r)| r));
+                            }
+                        }
+                    }
+                    (requests, queues)
+                }
+            }
+        };
+        for request in requests {
+            let _ = request.reply.send(Err(denied()));
+        }
+        for queue in queues {
+            queue.close_denied(denied());
         }
     }
 
@@ -571,6 +699,12 @@ impl Client {
         let max_payload = state.info.max_payload;
         if size > max_payload {
             return Err(Error::TooLarge { size, max_payload });
+        }
+        if !state.denied.is_empty() && state.denied.contains(subject) {
+            return Err(Error::PermissionDenied {
+                operation: "publish".into(),
+                subject: subject.to_string(),
+            });
         }
         if headers.is_some() && !state.info.headers {
             return Err(Error::Invalid(
@@ -802,6 +936,7 @@ impl Client {
             self.ensure_responses(&mut state);
             let token = state.next_token;
             let reply = format!("{}.{token}", self.inner.shared.inbox_prefix);
+            let start = state.out.len();
             match self.enqueue(&mut state, subject, Some(&reply), None, payload) {
                 Err(Error::WouldBlock) => {
                     wait_for_room(&mut state, cx.waker());
@@ -809,6 +944,10 @@ impl Client {
                 }
                 Err(error) => Poll::Ready(Err(error)),
                 Ok(()) => {
+                    if state.status == Status::Reconnecting {
+                        let end = state.out.len();
+                        state.held.push(Held { start, end, token });
+                    }
                     state.next_token += 1;
                     let (sender, answer) = oneshot::channel();
                     state.requests.insert(
@@ -906,5 +1045,29 @@ impl Drop for CloseOnDrop {
         if !std::thread::panicking() {
             self.0.emit(Event::Closed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permissions_violation_is_read_as_its_operation_and_subject() {
+        assert_eq!(
+            permission_violation("'Permissions Violation for Publish to \"a.b\"'"),
+            Some((Operation::Publish, "a.b"))
+        );
+        assert_eq!(
+            permission_violation(
+                "Permissions Violation for Subscription to \"x.>\" using queue \"q\""
+            ),
+            Some((Operation::Subscribe, "x.>"))
+        );
+        assert_eq!(permission_violation("Slow Consumer"), None);
+        assert_eq!(
+            permission_violation("Permissions Violation for Publish to \"unterminated"),
+            None
+        );
     }
 }

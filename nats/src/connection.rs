@@ -22,7 +22,7 @@
 //!   client is closed or `max_reconnects` attempts failed, and then closes the client.
 
 use crate::Error;
-use crate::client::{CloseOnDrop, Shared, random_u64};
+use crate::client::{CloseOnDrop, Shared, permission_violation, random_u64};
 use crate::json::{self, Value};
 use crate::options::{Event, Options, ServerAddress};
 use crate::protocol::{Encoder, Parser, ServerOp};
@@ -376,6 +376,11 @@ async fn read(
                 Ok(Some(ServerOp::Pong)) => shared.pong(),
                 Ok(Some(ServerOp::Ok)) => {}
                 Ok(Some(ServerOp::Err(text))) => {
+                    // A permissions violation leaves the connection open: fail what it
+                    // concerns rather than let it wait for an answer that cannot come.
+                    if let Some((operation, subject)) = permission_violation(&text) {
+                        shared.permission_denied(operation, subject);
+                    }
                     shared.emit(Event::ServerError(text.clone()));
                     last_error = Some(text);
                 }

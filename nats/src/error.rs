@@ -31,6 +31,9 @@ pub enum Error {
     NoResponders { subject: String },
     /// A request or flush that was not answered in time.
     Timeout(Duration),
+    /// The server refused this client's `operation` (`publish` or `subscribe`) on `subject`:
+    /// the account's permissions do not allow it (the server's `Permissions Violation`).
+    PermissionDenied { operation: String, subject: String },
     /// The client was closed.
     Closed,
 }
@@ -71,6 +74,11 @@ impl fmt::Display for Error {
                 write!(f, "no responders: nobody subscribes to {subject:?}")
             }
             Error::Timeout(after) => write!(f, "no answer from NATS within {after:?}"),
+            Error::PermissionDenied { operation, subject } => write!(
+                f,
+                "the NATS server does not permit this client to {operation} {subject:?}: \
+                 grant it in the account's `permissions` ({operation} allow list)"
+            ),
             Error::Closed => write!(f, "the NATS client is closed"),
         }
     }

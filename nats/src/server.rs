@@ -22,6 +22,7 @@ pub struct ServerBuilder {
     token: Option<String>,
     max_payload: Option<usize>,
     port: Option<u16>,
+    config: Vec<String>,
 }
 
 impl ServerBuilder {
@@ -40,6 +41,13 @@ impl ServerBuilder {
     /// The server's `max_payload` (its default is 1 MiB).
     pub fn max_payload(mut self, bytes: usize) -> Self {
         self.max_payload = Some(bytes);
+        self
+    }
+
+    /// Adds `text` to the server's configuration file, for what the builder has no method for
+    /// (say an `authorization { users = [...] }` block with per-user `permissions`).
+    pub fn config(mut self, text: &str) -> Self {
+        self.config.push(text.to_string());
         self
     }
 
@@ -102,17 +110,24 @@ impl Server {
     }
 
     fn launch(builder: ServerBuilder) -> io::Result<Server> {
-        let config = match builder.max_payload {
-            Some(max_payload) => {
-                let path = std::env::temp_dir().join(format!(
-                    "nats-server-{}-{:x}.conf",
-                    std::process::id(),
-                    crate::client::random_u64()
-                ));
-                std::fs::write(&path, format!("max_payload: {max_payload}\n"))?;
-                Some(path)
-            }
-            None => None,
+        let mut text: String = builder
+            .config
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect();
+        if let Some(max_payload) = builder.max_payload {
+            text.push_str(&format!("max_payload: {max_payload}\n"));
+        }
+        let config = if text.is_empty() {
+            None
+        } else {
+            let path = std::env::temp_dir().join(format!(
+                "nats-server-{}-{:x}.conf",
+                std::process::id(),
+                crate::client::random_u64()
+            ));
+            std::fs::write(&path, text)?;
+            Some(path)
         };
         let (child, port, log) = match spawn(&builder, config.as_ref()) {
             Ok(started) => started,

@@ -7,8 +7,9 @@
 //!   [`Event::SlowConsumer`](crate::Event::SlowConsumer)); the episode ends when the queue is
 //!   empty again. A slow subscriber never holds up the connection or other subscriptions.
 //! - Messages come out in the order the server delivered them.
-//! - Once closed (unsubscribed, the subscription's limit reached, or the client closed), the
-//!   queue hands out what it holds and then ends.
+//! - Once closed (unsubscribed, the subscription's limit reached, the client closed, or the
+//!   server denied the subscription), the queue hands out what it holds and then ends; a
+//!   denial is kept as the subscription's [`error`](Subscription::error).
 
 use crate::client::Client;
 use crate::protocol::Message;
@@ -36,6 +37,8 @@ struct State {
     bytes: usize,
     waker: Option<Waker>,
     closed: bool,
+    /// Why the server ended the subscription, if it refused it.
+    error: Option<crate::Error>,
     dropped: u64,
     /// A drop was reported and the queue has not been empty since.
     slow: bool,
@@ -89,6 +92,16 @@ impl Queue {
         if let Some(waker) = waker {
             waker.wake();
         }
+    }
+
+    /// Ends the queue because the server refused the subscription with `error`.
+    pub(crate) fn close_denied(&self, error: crate::Error) {
+        self.state.lock().error = Some(error);
+        self.close();
+    }
+
+    fn error(&self) -> Option<crate::Error> {
+        self.state.lock().error.clone()
     }
 
     fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
@@ -154,6 +167,13 @@ impl Subscription {
             Poll::Ready(message) => message,
             Poll::Pending => None,
         }
+    }
+
+    /// Why the subscription ended, when the server ended it: the
+    /// [`Error::PermissionDenied`](crate::Error::PermissionDenied) of a subject this client
+    /// may not subscribe to. `None` while it runs or after an ordinary end.
+    pub fn error(&self) -> Option<crate::Error> {
+        self.queue.error()
     }
 
     /// Messages dropped because this subscription's queue was full.

@@ -466,3 +466,115 @@ async fn closing_while_disconnected_does_not_wait_for_a_server(context: runtime:
     client.close().await;
     assert_eq!(client.publish("s", b"x").await.unwrap_err(), Error::Closed);
 }
+
+/// A request queued while disconnected and resolved before the reconnect (timed out here,
+/// dropped or failed alike) is cut from the reconnect buffer: the responder never sees it,
+/// while a request still waiting and a publish queued around it go out in order.
+#[runtime::test(timeout = "60s")]
+async fn a_request_that_resolved_while_disconnected_is_never_sent(context: runtime::Context) {
+    let Some(mut server) = server(Server::builder()) else {
+        return;
+    };
+    let (options, mut events) = options(&server.url());
+    let client = Client::connect(&context, options).await.unwrap();
+    let mut seen = client.subscribe("seen.>").unwrap();
+    client.flush().await.unwrap();
+    server.kill();
+    events
+        .wait_for(&context, "disconnected", |e| {
+            matches!(e, Event::Disconnected { .. })
+        })
+        .await;
+    client.publish("seen.first", b"1").await.unwrap();
+    // Queued while disconnected, then timed out: must never reach the server.
+    let expired = client
+        .request_with_timeout("seen.expired", b"late", Duration::from_millis(20))
+        .await;
+    assert_eq!(
+        expired.unwrap_err(),
+        Error::Timeout(Duration::from_millis(20))
+    );
+    // Queued while disconnected and dropped unanswered: never sent either.
+    {
+        let mut dropped = std::pin::pin!(client.request_with_timeout(
+            "seen.dropped",
+            b"x",
+            Duration::from_secs(50)
+        ));
+        assert!(futures::poll!(dropped.as_mut()).is_pending());
+    }
+    let waiting = context.clone().spawn({
+        let client = client.clone();
+        move |_| async move {
+            client
+                .request_with_timeout("seen.waiting", b"w", Duration::from_secs(50))
+                .await
+        }
+    });
+    // The spawned request is queued once it is pending in the client.
+    while client.__pending_requests() == 0 {
+        runtime::reschedule().await;
+    }
+    client.publish("seen.last", b"2").await.unwrap();
+    server.restart().unwrap();
+    let mut subjects = Vec::new();
+    while subjects.len() < 3 {
+        let message = seen.next().await.unwrap();
+        if message.subject == "seen.waiting" {
+            client
+                .publish(message.reply.as_deref().unwrap(), b"answered")
+                .await
+                .unwrap();
+        }
+        subjects.push(message.subject.to_string());
+    }
+    assert_eq!(subjects, ["seen.first", "seen.waiting", "seen.last"]);
+    assert_eq!(&waiting.await.unwrap().unwrap().payload[..], b"answered");
+    // Nothing else was sent: a marker published now is the next message.
+    client.publish("seen.marker", b"").await.unwrap();
+    assert_eq!(seen.next().await.unwrap().subject.as_str(), "seen.marker");
+}
+
+/// A permissions violation fails what it concerns at once with an error naming the
+/// operation and subject: a request to a subject this user may not publish to, later
+/// publishes to it, and a subscription it may not make; the connection goes on.
+#[runtime::test(timeout = "60s")]
+async fn a_permission_violation_fails_the_request_publish_or_subscription_it_concerns(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder().config(
+        "authorization { users = [ { user: limited, password: secret, permissions: { \
+         publish: { allow: [\"open.>\", \"_INBOX.>\"] }, subscribe: { allow: [\"open.>\", \
+         \"_INBOX.>\"] } } } ] }",
+    )) else {
+        return;
+    };
+    let url = format!("nats://limited:secret@127.0.0.1:{}", server.port());
+    let client = Client::connect(&context, options(&url).0).await.unwrap();
+    let denied = |operation: &str, subject: &str| Error::PermissionDenied {
+        operation: operation.into(),
+        subject: subject.into(),
+    };
+    // An hour's deadline: only the violation can end it within the test's timeout.
+    let error = client
+        .request_with_timeout("closed.thing", b"?", Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    assert_eq!(error, denied("publish", "closed.thing"));
+    assert!(error.to_string().contains("closed.thing"), "{error}");
+    assert_eq!(
+        client.publish("closed.thing", b"again").await.unwrap_err(),
+        denied("publish", "closed.thing")
+    );
+    let mut subscription = client.subscribe("closed.feed").unwrap();
+    assert_eq!(subscription.next().await, None, "the server refused it");
+    assert_eq!(
+        subscription.error(),
+        Some(denied("subscribe", "closed.feed"))
+    );
+    // The connection goes on for what is allowed.
+    let mut open = client.subscribe("open.feed").unwrap();
+    client.flush().await.unwrap();
+    client.publish("open.feed", b"fine").await.unwrap();
+    assert_eq!(&open.next().await.unwrap().payload[..], b"fine");
+}
