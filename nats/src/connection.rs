@@ -23,7 +23,6 @@
 
 use crate::Error;
 use crate::client::{CloseOnDrop, Shared, permission_violation, random_u64};
-use crate::json::{self, Value};
 use crate::options::{Event, Options, ServerAddress};
 use crate::protocol::{Encoder, Parser, ServerOp};
 use bytes::BytesMut;
@@ -31,6 +30,8 @@ use futures::future::{Either, select};
 use runtime::net::{Sink, Stream};
 use runtime::prelude::*;
 use runtime::{Context, IoBuf};
+use serde::{Deserialize, Serialize};
+use serde_json::ser::Formatter;
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -41,12 +42,15 @@ use std::time::{Duration, Instant};
 /// The most one receive asks for.
 const RECEIVE: usize = 64 * 1024;
 
-/// What the server's `INFO` said that the client uses.
-#[derive(Clone, Debug)]
+/// What the server's `INFO` said that the client uses. Members it omits keep the defaults
+/// below; members this client does not use are ignored.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
 pub(crate) struct ServerInfo {
     pub(crate) max_payload: usize,
     pub(crate) headers: bool,
     pub(crate) connect_urls: Vec<String>,
+    #[serde(rename = "ldm")]
     pub(crate) lame_duck: bool,
     pub(crate) tls_required: bool,
 }
@@ -65,25 +69,15 @@ impl Default for ServerInfo {
 }
 
 impl ServerInfo {
+    /// Reads an `INFO` object: text that is not JSON, or a member this client uses holding
+    /// the wrong type (a `max_payload` that is not a size, say), is an [`Error::Protocol`].
     fn parse(text: &str) -> Result<Self, Error> {
-        let value = json::parse(text)
-            .map_err(|why| Error::Protocol(format!("the server's INFO is not JSON: {why}")))?;
-        let flag = |key| value.get(key).and_then(Value::as_bool).unwrap_or(false);
-        let max_payload = value
-            .get("max_payload")
-            .and_then(Value::as_u64)
-            .map_or(Self::default().max_payload, |max| {
-                usize::try_from(max).unwrap_or(usize::MAX)
-            });
-        Ok(Self {
-            max_payload,
-            headers: flag("headers"),
-            connect_urls: value
-                .get("connect_urls")
-                .map(Value::as_strings)
-                .unwrap_or_default(),
-            lame_duck: flag("ldm"),
-            tls_required: flag("tls_required"),
+        serde_json::from_str(text).map_err(|error| {
+            Error::Protocol(if error.is_data() {
+                format!("the server's INFO is not what this client expects: {error}")
+            } else {
+                format!("the server's INFO is not JSON: {error}")
+            })
         })
     }
 }
@@ -108,21 +102,54 @@ fn refused(text: String) -> Error {
     }
 }
 
+/// The `CONNECT` options, in the order the members are written. Credentials the client has
+/// none of are left out.
+#[derive(Serialize)]
+struct Connect<'a> {
+    verbose: bool,
+    pedantic: bool,
+    lang: &'static str,
+    version: &'static str,
+    protocol: u8,
+    echo: bool,
+    headers: bool,
+    no_responders: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    #[serde(rename = "pass", skip_serializing_if = "Option::is_none")]
+    password: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth_token: Option<&'a str>,
+}
+
+/// serde_json's compact output, with every control character escaped: serde_json escapes
+/// those below U+0020 (line breaks among them) but writes DEL and the C1 range raw, which
+/// `Encoder::connect` refuses, so a client name holding one would fail every handshake. The
+/// Unicode line separators are escaped too, for readers that end lines at them.
+struct OneLine;
+
+impl Formatter for OneLine {
+    fn write_string_fragment<W>(&mut self, writer: &mut W, fragment: &str) -> io::Result<()>
+    where
+        W: ?Sized + io::Write,
+    {
+        let mut from = 0;
+        for (at, c) in fragment.char_indices() {
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+                writer.write_all(&fragment.as_bytes()[from..at])?;
+                // All of these are below U+10000, so four hex digits hold them.
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+                from = at + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[from..])
+    }
+}
+
 /// The `CONNECT` options: credentials from the server's URL, else from the options.
 fn connect_json(options: &Options, server: &ServerAddress, info: &ServerInfo) -> String {
-    let mut fields = vec![
-        r#""verbose":false"#.to_string(),
-        r#""pedantic":false"#.to_string(),
-        r#""lang":"rust""#.to_string(),
-        format!(r#""version":{}"#, json::quote(env!("CARGO_PKG_VERSION"))),
-        r#""protocol":1"#.to_string(),
-        r#""echo":true"#.to_string(),
-        // "No responders" replies need headers; a server before 2.2 has neither.
-        format!(r#""headers":{0},"no_responders":{0}"#, info.headers),
-    ];
-    if let Some(name) = &options.name {
-        fields.push(format!(r#""name":{}"#, json::quote(name)));
-    }
     let user = match (&server.user, &server.password) {
         (Some(user), Some(password)) => Some((user.as_str(), password.as_str())),
         _ if server.token.is_some() => None,
@@ -131,13 +158,31 @@ fn connect_json(options: &Options, server: &ServerAddress, info: &ServerInfo) ->
             .as_ref()
             .map(|(user, password)| (user.as_str(), password.as_str())),
     };
-    if let Some((user, password)) = user {
-        fields.push(format!(r#""user":{}"#, json::quote(user)));
-        fields.push(format!(r#""pass":{}"#, json::quote(password)));
-    } else if let Some(token) = server.token.as_ref().or(options.token.as_ref()) {
-        fields.push(format!(r#""auth_token":{}"#, json::quote(token)));
-    }
-    format!("{{{}}}", fields.join(","))
+    let auth_token = match user {
+        Some(_) => None,
+        None => server.token.as_deref().or(options.token.as_deref()),
+    };
+    let connect = Connect {
+        verbose: false,
+        pedantic: false,
+        lang: "rust",
+        version: env!("CARGO_PKG_VERSION"),
+        protocol: 1,
+        echo: true,
+        // "No responders" replies need headers; a server before 2.2 has neither.
+        headers: info.headers,
+        no_responders: info.headers,
+        name: options.name.as_deref(),
+        user: user.map(|(user, _)| user),
+        password: user.map(|(_, password)| password),
+        auth_token,
+    };
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, OneLine);
+    connect
+        .serialize(&mut serializer)
+        .expect("strings and booleans always serialize, and a Vec takes every write");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// Reads the next whole frame of the handshake.
@@ -506,6 +551,7 @@ async fn reconnect(shared: &Shared, context: &Context, current: &mut usize) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn info_is_read_with_defaults_for_what_it_omits() {
@@ -533,7 +579,7 @@ mod tests {
             .with_name("node \"1\"\n");
         let server = ServerAddress::parse("nats://u:p\"w@h:1").unwrap();
         let text = connect_json(&options, &server, &info);
-        let value = json::parse(&text).unwrap();
+        let value = serde_json::from_str::<Value>(&text).unwrap();
         assert_eq!(value.get("user").and_then(Value::as_str), Some("u"));
         assert_eq!(value.get("pass").and_then(Value::as_str), Some("p\"w"));
         assert_eq!(
@@ -546,12 +592,55 @@ mod tests {
         );
         assert!(!text.chars().any(char::is_control));
         let plain = ServerAddress::parse("h").unwrap();
-        let value = json::parse(&connect_json(&options, &plain, &info)).unwrap();
+        let value = serde_json::from_str::<Value>(&connect_json(&options, &plain, &info)).unwrap();
         assert_eq!(value.get("user").and_then(Value::as_str), Some("opt"));
         let token = ServerAddress::parse("tok@h").unwrap();
-        let value = json::parse(&connect_json(&options, &token, &info)).unwrap();
+        let value = serde_json::from_str::<Value>(&connect_json(&options, &token, &info)).unwrap();
         assert_eq!(value.get("auth_token").and_then(Value::as_str), Some("tok"));
         assert_eq!(value.get("user"), None);
+    }
+
+    /// Without a name or credentials, `CONNECT` holds exactly the members the client always
+    /// sends, in this order, with `headers` and `no_responders` as the server's `headers`.
+    #[test]
+    fn connect_without_name_or_credentials_holds_only_the_fixed_members() {
+        let options = Options::new(["nats://a"]).unwrap();
+        let server = ServerAddress::parse("h").unwrap();
+        for headers in [false, true] {
+            let info = ServerInfo {
+                headers,
+                ..ServerInfo::default()
+            };
+            assert_eq!(
+                connect_json(&options, &server, &info),
+                format!(
+                    r#"{{"verbose":false,"pedantic":false,"lang":"rust","version":"{}","protocol":1,"echo":true,"headers":{headers},"no_responders":{headers}}}"#,
+                    env!("CARGO_PKG_VERSION")
+                )
+            );
+        }
+    }
+
+    /// Any name reads back the same from `CONNECT`, which holds no control character (so
+    /// the encoder takes it), DEL and the C1 range included.
+    #[test]
+    fn connect_reads_back_any_name_and_holds_no_control_characters() {
+        let server = ServerAddress::parse("h").unwrap();
+        for name in [
+            "",
+            "plain",
+            "quote \" and backslash \\",
+            "line\nbreak\r\ttab\u{0}\u{1f}\u{7f}\u{85}\u{9f}\u{2028}\u{2029}",
+            "é😀",
+        ] {
+            let options = Options::new(["nats://a"]).unwrap().with_name(name);
+            let text = connect_json(&options, &server, &ServerInfo::default());
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+            assert!(!text.contains(['\u{2028}', '\u{2029}']), "{text:?}");
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value.get("name").and_then(Value::as_str), Some(name));
+            Encoder::new(&mut BytesMut::new()).connect(&text).unwrap();
+        }
     }
 
     #[test]

@@ -16,8 +16,9 @@
 //! The layers, each using only those below it:
 //! - [`protocol`]: the wire protocol as bytes (parsing what a server sends, encoding what a
 //!   client sends), with no I/O, so it runs (and is fuzzed) anywhere, Miri included;
-//!   `json` reads `INFO` and writes `CONNECT`; [`Headers`] is the header block.
-//! - `connection`: one connection's handshake, reader, writer and pinger, and reconnects.
+//!   [`Headers`] is the header block.
+//! - `connection`: one connection's handshake (reading the server's `INFO` and writing
+//!   `CONNECT`, JSON both, with serde_json), reader, writer and pinger, and reconnects.
 //! - [`Client`] and [`Subscription`]: what callers use, and the state they share with the
 //!   connection.
 //!
@@ -32,7 +33,6 @@ mod client;
 mod connection;
 mod error;
 mod headers;
-mod json;
 mod options;
 pub mod protocol;
 pub mod server;
