@@ -567,6 +567,50 @@ mod tests {
         assert!(ServerInfo::parse("{nope").is_err());
     }
 
+    /// Members this client does not read, of any type and nesting, are ignored: a newer
+    /// server's `INFO` still connects.
+    #[test]
+    fn info_members_the_client_does_not_use_are_ignored() {
+        let info = ServerInfo::parse(
+            r#"{"server_id":"NAB","version":"2.10.0","port":4222,"headers":true,
+            "max_payload":4096,"auth_required":true,"connect_urls":["10.0.0.1:4222","[::1]:4223"],
+            "nonce":null,"ratio":-1.5e2,"nested":{"a":[1,{"b":"\u00e9\ud83d\ude00\n"}]},
+            "some_future_flag":true}"#,
+        )
+        .unwrap();
+        assert_eq!(info.max_payload, 4096);
+        assert!(info.headers && !info.lame_duck && !info.tls_required);
+        assert_eq!(info.connect_urls, ["10.0.0.1:4222", "[::1]:4223"]);
+    }
+
+    /// A member the client reads that holds the wrong type is a protocol error saying the
+    /// `INFO` is not what this client expects (and what was expected), not a silent default;
+    /// text that is not JSON says so instead.
+    #[test]
+    fn info_with_a_wrong_typed_member_is_a_protocol_error_that_says_so() {
+        for text in [
+            r#"{"max_payload":"big"}"#,
+            r#"{"max_payload":-1}"#,
+            r#"{"headers":"yes"}"#,
+            r#"{"connect_urls":"a:1"}"#,
+            r#"{"connect_urls":[1]}"#,
+            r#"{"ldm":null}"#,
+        ] {
+            let Err(Error::Protocol(why)) = ServerInfo::parse(text) else {
+                panic!("{text}: not a protocol error");
+            };
+            assert!(
+                why.contains("the server's INFO is not what this client expects")
+                    && why.contains("expected"),
+                "{text}: {why}"
+            );
+        }
+        let Err(Error::Protocol(why)) = ServerInfo::parse("{nope") else {
+            panic!("not a protocol error");
+        };
+        assert!(why.contains("the server's INFO is not JSON"), "{why}");
+    }
+
     #[test]
     fn connect_carries_the_url_credentials_before_the_options_and_escapes_them() {
         let info = ServerInfo {
