@@ -13,6 +13,8 @@
 //!   with a CAS; to look at or replace it later, it first clears `WAKER` with a CAS. A failed
 //!   CAS means the sender is done (the only other writer of `state`): the receiver then
 //!   leaves the waker alone and takes the outcome.
+//! - `expiry`, set at creation and never changed, says when the value is no longer wanted
+//!   (a remote ask past its deadline): the sender may look at it instead of sending.
 
 use crate::sync::{AtomicUsize, UnsafeCell};
 use std::future::Future;
@@ -30,6 +32,13 @@ struct Inner<T> {
     state: AtomicUsize,
     value: UnsafeCell<MaybeUninit<T>>,
     waker: UnsafeCell<Option<Waker>>,
+    expiry: Option<Arc<dyn Expiry>>,
+}
+
+/// When the value of a channel is no longer wanted: asked by the sender before it does the
+/// work (a handler about to run for a remote ask whose asker has given up).
+pub(crate) trait Expiry: Send + Sync {
+    fn expired(&self) -> bool;
 }
 
 // SAFETY: the value crosses threads (hence `T: Send`); `value` and `waker` are each reached by
@@ -78,12 +87,23 @@ pub(crate) struct Receiver<T> {
 pub(crate) struct Canceled;
 
 pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    channel_with(None)
+}
+
+/// A channel whose value stops being wanted when `expiry` says so.
+#[cfg(feature = "remote")]
+pub(crate) fn expiring<T>(expiry: Arc<dyn Expiry>) -> (Sender<T>, Receiver<T>) {
+    channel_with(Some(expiry))
+}
+
+fn channel_with<T>(expiry: Option<Arc<dyn Expiry>>) -> (Sender<T>, Receiver<T>) {
     #[cfg(debug_assertions)]
     LIVE.fetch_add(1, Ordering::SeqCst);
     let inner = Arc::new(Inner {
         state: AtomicUsize::new(0),
         value: UnsafeCell::new(MaybeUninit::uninit()),
         waker: UnsafeCell::new(None),
+        expiry,
     });
     (
         Sender {
@@ -94,6 +114,15 @@ pub(crate) fn channel<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
+    /// Whether the value is no longer wanted (its expiry says so); never for a channel made
+    /// without one.
+    pub(crate) fn expired(&self) -> bool {
+        self.inner
+            .expiry
+            .as_ref()
+            .is_some_and(|expiry| expiry.expired())
+    }
+
     /// Sends `value`; a receiver that went away drops it with the channel.
     pub(crate) fn send(self, value: T) {
         // Moved out without running `Drop` (which reports a sender gone without a value); a

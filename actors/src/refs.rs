@@ -472,14 +472,25 @@ impl<R> Reply<R> {
         Reply { sender: None }
     }
 
-    /// A reply whose answer comes out of the receiver (what a remote ask's server awaits).
+    /// A reply whose answer comes out of the receiver (what a remote ask's server awaits),
+    /// and which is no longer wanted once `expiry` says so.
     #[cfg(feature = "remote")]
-    pub(crate) fn channel() -> (Self, oneshot::Receiver<Result<R, Panicked>>) {
-        let (sender, receiver) = oneshot::channel();
+    pub(crate) fn expiring(
+        expiry: std::sync::Arc<dyn oneshot::Expiry>,
+    ) -> (Self, oneshot::Receiver<Result<R, Panicked>>) {
+        let (sender, receiver) = oneshot::expiring(expiry);
         let reply = Reply {
             sender: Some(sender),
         };
         (reply, receiver)
+    }
+
+    /// Whether the asker can no longer take the answer, so the handler is not run (generated
+    /// code asks before it runs one): true only for a remote ask whose deadline has passed
+    /// or whose serving node was cut off since it was sent. A local ask always runs.
+    #[doc(hidden)]
+    pub fn __expired(&self) -> bool {
+        self.sender.as_ref().is_some_and(oneshot::Sender::expired)
     }
 
     /// Answers the ask. An asker that gave up is not an error.

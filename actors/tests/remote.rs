@@ -388,8 +388,11 @@ async fn a_spanning_topic_reaches_subscribers_on_every_node(context: runtime::Co
     }
 }
 
+/// An ask in flight when the NATS server restarts may or may not have reached its node, so
+/// it is not failed at the disconnect: it resolves `Timeout` at its deadline, after which it
+/// can no longer start anywhere (a retry then cannot run it twice).
 #[runtime::test(timeout = "60s")]
-async fn asks_in_flight_across_a_server_restart_fail_clearly_and_later_ones_succeed(
+async fn an_ask_in_flight_across_a_server_restart_times_out_at_its_deadline_and_later_ones_succeed(
     context: runtime::Context,
 ) {
     let Some(mut server) = server(Server::builder()) else {
@@ -403,15 +406,11 @@ async fn asks_in_flight_across_a_server_restart_fail_clearly_and_later_ones_succ
     let asking = join(&context, &server, "asking").await;
     let remote: CounterRemoteRef = asking.lookup("counter");
     assert_eq!(remote.add(1).await, Ok(1));
-    let mut pending = std::pin::pin!(remote.hold().timeout(Duration::from_secs(50)));
+    let mut pending = std::pin::pin!(remote.hold().timeout(Duration::from_secs(2)));
     assert!(futures::poll!(pending.as_mut()).is_pending());
     asking.client().flush().await.unwrap();
     server.restart().unwrap();
-    let error = pending.await.unwrap_err();
-    assert!(
-        matches!(&error, Error::Remote(why) if why.contains("connection dropped")),
-        "{error}"
-    );
+    assert_eq!(pending.await, Err(Error::Timeout));
     // Both nodes reconnect and resubscribe by themselves; the first asks after the restart
     // may find the serving node not back yet (not exposed), never a hang.
     loop {

@@ -551,9 +551,15 @@ pub(crate) fn handle_arm(
         quote!(__reply.send(#call);)
     };
     let cfgs = &handler.cfgs;
+    // A remote ask whose asker has given up is not run: its effect could come after the
+    // asker was told it failed.
     quote! {
         #(#cfgs)*
-        #message::#variant(#(#names,)* __reply) => { #body }
+        #message::#variant(#(#names,)* __reply) => {
+            if !__reply.__expired() {
+                #body
+            }
+        }
     }
 }
 

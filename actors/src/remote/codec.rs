@@ -1,10 +1,15 @@
 //! The bytes of remote messages: requests, replies and the nodes' announcements.
 //!
-//! A request is a 4-byte little-endian deadline in milliseconds (0 for none: a tell), the
-//! 4-byte schema of the actor's handlers (a hash of their names, argument and reply types, in
-//! order, as compiled: two nodes built from different versions or features of an actor refuse
-//! each other's messages rather than run the wrong handler), and then the handler's message
-//! in postcard (which names a variant by its index). A reply is postcard's `Result<R, Failure>`. postcard
+//! A request is a 16-byte header and then the handler's message in postcard (which names a
+//! variant by its index). The header, little-endian: the ask's deadline as a wall-clock time
+//! in milliseconds since the Unix epoch (8 bytes; 0 for a tell, which has none), the ask's
+//! whole budget in milliseconds (4 bytes: the deadline minus the budget is when it was sent),
+//! and the 4-byte schema of the actor's handlers (a hash of their names, argument and reply
+//! types, in order, as compiled: two nodes built from different versions or features of an
+//! actor refuse each other's messages rather than run the wrong handler). The deadline is
+//! absolute so that it means the same wherever the request waited (a reconnect buffer, the
+//! NATS server, a paused node's socket): nodes compare it with their own clocks, which
+//! must agree within the node's `max_clock_skew`. A reply is postcard's `Result<R, Failure>`. postcard
 //! was chosen for its documented, stable wire format, its varint integers (a message of a
 //! few small numbers is a few bytes), serde support with no schema to keep in step, and its
 //! small dependency tree.
@@ -12,6 +17,7 @@
 //! Invariant: nothing a peer sends makes decoding panic; bytes that do not parse as the
 //! expected type are an error that says which type and why.
 
+use super::auth;
 use crate::{Error, ExitReason};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -19,42 +25,72 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The request header: the deadline in milliseconds, and the handlers' schema.
-pub(crate) const HEADER: usize = 8;
+/// The request header: the deadline, the budget, and the handlers' schema.
+pub(crate) const HEADER: usize = 16;
+
+/// The wall clock in milliseconds since the Unix epoch (0 before it).
+pub(crate) fn wall_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
+
+/// An ask's deadline as it travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Deadline {
+    /// When the asker gives up: wall-clock milliseconds since the Unix epoch.
+    pub(crate) at_millis: u64,
+    /// The whole budget it was sent with, in milliseconds.
+    pub(crate) budget_millis: u32,
+}
+
+impl Deadline {
+    /// When the request was sent, by the asker's clock.
+    pub(crate) fn sent_millis(&self) -> u64 {
+        self.at_millis.saturating_sub(self.budget_millis.into())
+    }
+}
 
 /// `wire` as a request to handlers of `schema`, with no deadline yet (see
 /// [`set_deadline`]).
 pub(crate) fn request<W: Serialize>(wire: &W, schema: u32) -> Result<Vec<u8>, Error> {
-    let mut bytes = Vec::with_capacity(32);
-    bytes.extend_from_slice(&[0; 4]);
+    let mut bytes = Vec::with_capacity(40);
+    bytes.extend_from_slice(&[0; 12]);
     bytes.extend_from_slice(&schema.to_le_bytes());
     postcard::to_extend(wire, bytes)
         .map_err(|error| Error::Remote(format!("the message could not be encoded: {error}").into()))
 }
 
-/// Writes the deadline into a request's header (rounded up to a millisecond; at most
-/// `u32::MAX` ms, about 50 days).
-pub(crate) fn set_deadline(bytes: &mut [u8], deadline: Duration) {
-    let millis = deadline
+/// Writes into a request's header the deadline `budget` from `now_millis` (the wall clock;
+/// the budget rounded up to a millisecond, at most `u32::MAX` ms, about 50 days).
+pub(crate) fn set_deadline(bytes: &mut [u8], budget: Duration, now_millis: u64) -> Deadline {
+    let budget_millis = budget
         .as_nanos()
         .div_ceil(1_000_000)
         .clamp(1, u32::MAX as u128) as u32;
-    bytes[..4].copy_from_slice(&millis.to_le_bytes());
+    let deadline = Deadline {
+        at_millis: now_millis.saturating_add(budget_millis.into()),
+        budget_millis,
+    };
+    bytes[..8].copy_from_slice(&deadline.at_millis.to_le_bytes());
+    bytes[8..12].copy_from_slice(&budget_millis.to_le_bytes());
+    deadline
 }
 
 /// A request's deadline (`None` for a tell) and message, for handlers of `schema`.
 pub(crate) fn decode_request<W: DeserializeOwned>(
     bytes: &[u8],
     schema: u32,
-) -> Result<(Option<Duration>, W), String> {
+) -> Result<(Option<Deadline>, W), String> {
     if bytes.len() < HEADER {
         return Err(format!(
             "a request of {} bytes, shorter than its {HEADER}-byte header",
             bytes.len()
         ));
     }
-    let millis = u32::from_le_bytes(bytes[..4].try_into().expect("four bytes"));
-    let theirs = u32::from_le_bytes(bytes[4..HEADER].try_into().expect("four bytes"));
+    let at_millis = u64::from_le_bytes(bytes[..8].try_into().expect("eight bytes"));
+    let budget_millis = u32::from_le_bytes(bytes[8..12].try_into().expect("four bytes"));
+    let theirs = u32::from_le_bytes(bytes[12..HEADER].try_into().expect("four bytes"));
     if theirs != schema {
         return Err(format!(
             "the sender's `{}` has other handlers than this node's (schema {theirs:08x}, here \
@@ -63,7 +99,10 @@ pub(crate) fn decode_request<W: DeserializeOwned>(
             std::any::type_name::<W>()
         ));
     }
-    let deadline = (millis > 0).then(|| Duration::from_millis(millis.into()));
+    let deadline = (at_millis > 0).then_some(Deadline {
+        at_millis,
+        budget_millis,
+    });
     let wire = postcard::from_bytes(&bytes[HEADER..]).map_err(|error| {
         format!(
             "the message is not one of `{}`'s handlers ({error}): do both nodes run the \
@@ -82,6 +121,9 @@ pub(crate) enum Failure {
     Panicked(String),
     Timeout,
     Decode(String),
+    /// The serving node (named) was cut off from the cluster when the request was sent, so
+    /// its asker may have been told `NodeDown`: it was not run.
+    NodeDown(String),
 }
 
 /// A reply's bytes.
@@ -114,6 +156,7 @@ pub(crate) fn decode_reply<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, Error
         },
         Failure::Timeout => Error::Timeout,
         Failure::Decode(why) => Error::Remote(why.into()),
+        Failure::NodeDown(node) => Error::NodeDown { node: node.into() },
     })
 }
 
@@ -169,34 +212,76 @@ impl From<Exit> for ExitReason {
     }
 }
 
-/// What nodes announce on the cluster's announcement subject.
+/// What a node announces, with who sends it: the node, its incarnation, a sequence number
+/// counted per incarnation and subject, and its wall-clock send time in milliseconds.
+/// Beats go on `<prefix>.alive.<node>` over the control connection; everything else on
+/// `<prefix>.announce.<node>` over the data connection, in order with the node's replies.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Announcement {
-    /// A node is alive, and exposes these names.
+pub(crate) struct Announcement {
+    pub(crate) node: String,
+    pub(crate) incarnation: u64,
+    pub(crate) seq: u64,
+    pub(crate) sent_millis: u64,
+    pub(crate) body: Body,
+}
+
+/// What an announcement says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Body {
+    /// The node is alive (liveness only: it says nothing of its names, since it travels on
+    /// another connection than the announcements it would have to be ordered with).
+    Beat,
+    /// The node is alive, heartbeats this often, and exposes these names.
     Heartbeat {
-        node: String,
-        incarnation: u64,
         interval_ms: u32,
         misses: u32,
         exposed: Vec<String>,
     },
-    /// A node leaves: it is down from now on.
-    Leaving { node: String, incarnation: u64 },
-    /// An actor a node exposed ended; the node no longer exposes `name`.
-    Exited {
-        node: String,
-        incarnation: u64,
-        name: String,
-        exit: Exit,
-    },
+    /// The node leaves: it is down from now on.
+    Leaving,
+    /// An actor the node exposed ended; the node no longer exposes `name`.
+    Exited { name: String, exit: Exit },
 }
 
-pub(crate) fn announcement(announcement: &Announcement) -> Vec<u8> {
-    postcard::to_allocvec(announcement).expect("an announcement encodes")
+/// An announcement's bytes, followed by its tag on `subject` when membership is
+/// authenticated with `key`.
+pub(crate) fn announcement(
+    announcement: &Announcement,
+    subject: &str,
+    key: Option<&auth::Key>,
+) -> Vec<u8> {
+    let mut bytes = postcard::to_allocvec(announcement).expect("an announcement encodes");
+    if let Some(key) = key {
+        let tag = key.sign(subject, &bytes);
+        bytes.extend_from_slice(&tag);
+    }
+    bytes
 }
 
-pub(crate) fn decode_announcement(bytes: &[u8]) -> Option<Announcement> {
-    postcard::from_bytes(bytes).ok()
+/// The announcement in `bytes` received on `subject`: `None` unless it parses whole, was
+/// sent on its own node's subject (`<prefix>.announce.<node>`, `announce_prefix` being
+/// `<prefix>.announce.`), and, when membership is authenticated with `key`, carries a valid
+/// tag.
+pub(crate) fn decode_announcement(
+    bytes: &[u8],
+    subject: &str,
+    announce_prefix: &str,
+    key: Option<&auth::Key>,
+) -> Option<Announcement> {
+    let body = match key {
+        Some(key) => {
+            let split = bytes.len().checked_sub(auth::TAG)?;
+            let (body, tag) = bytes.split_at(split);
+            if !key.verify(subject, body, tag) {
+                return None;
+            }
+            body
+        }
+        None => bytes,
+    };
+    let (announcement, rest): (Announcement, _) = postcard::take_from_bytes(body).ok()?;
+    let on_own_subject = subject.strip_prefix(announce_prefix) == Some(&announcement.node);
+    (rest.is_empty() && on_own_subject).then_some(announcement)
 }
 
 #[cfg(test)]
@@ -226,9 +311,17 @@ mod tests {
         // Other handlers (another version of the actor): refused, saying why.
         let error = decode_request::<Wire>(&bytes, 8).unwrap_err();
         assert!(error.contains("other handlers"), "{error}");
-        set_deadline(&mut bytes, Duration::from_micros(1500));
+        let set = set_deadline(&mut bytes, Duration::from_micros(1500), 1_000_000);
         let (deadline, wire) = decode_request::<Wire>(&bytes, 7).unwrap();
-        assert_eq!(deadline, Some(Duration::from_millis(2)));
+        assert_eq!(deadline, Some(set));
+        assert_eq!(
+            set,
+            Deadline {
+                at_millis: 1_000_002,
+                budget_millis: 2
+            }
+        );
+        assert_eq!(set.sent_millis(), 1_000_000);
         assert_eq!(wire, Wire::add(5));
         let bytes = request(&Wire::name("é".into(), vec![0, 255]), 7).unwrap();
         assert_eq!(
@@ -250,7 +343,9 @@ mod tests {
                 .unwrap_err()
                 .contains("header")
         );
-        let error = decode_request::<Wire>(&[0, 0, 0, 0, 0, 0, 0, 0, 9], 0).unwrap_err();
+        let mut unknown_variant = vec![0; HEADER];
+        unknown_variant.push(9);
+        let error = decode_request::<Wire>(&unknown_variant, 0).unwrap_err();
         assert!(error.contains("Wire"), "{error}");
         // Every prefix and every byte flip of a valid request: an error or a value, never a
         // panic.
@@ -289,18 +384,59 @@ mod tests {
     }
 
     #[test]
-    fn announcements_round_trip() {
-        let heartbeat = Announcement::Heartbeat {
+    fn announcements_round_trip_on_their_own_subject_and_with_their_tag() {
+        let heartbeat = Announcement {
             node: "a".into(),
             incarnation: 9,
-            interval_ms: 500,
-            misses: 3,
-            exposed: vec!["counter".into()],
+            seq: 3,
+            sent_millis: 1_000,
+            body: Body::Heartbeat {
+                interval_ms: 500,
+                misses: 3,
+                exposed: vec!["counter".into()],
+            },
         };
+        let prefix = "actors.announce.";
+        let bytes = announcement(&heartbeat, "actors.announce.a", None);
         assert_eq!(
-            decode_announcement(&announcement(&heartbeat)),
-            Some(heartbeat)
+            decode_announcement(&bytes, "actors.announce.a", prefix, None),
+            Some(heartbeat.clone())
         );
-        assert_eq!(decode_announcement(b"\xff\xff"), None);
+        // Sent on another node's subject: a forgery.
+        assert_eq!(
+            decode_announcement(&bytes, "actors.announce.b", prefix, None),
+            None
+        );
+        assert_eq!(
+            decode_announcement(b"\xff\xff", "actors.announce.a", prefix, None),
+            None
+        );
+        let key = auth::Key::new(b"the cluster's secret");
+        let signed = announcement(&heartbeat, "actors.announce.a", Some(&key));
+        assert_eq!(
+            decode_announcement(&signed, "actors.announce.a", prefix, Some(&key)),
+            Some(heartbeat.clone())
+        );
+        // Unsigned, signed with another key, or altered: refused; and a node without the
+        // secret refuses signed ones (trailing bytes).
+        assert_eq!(
+            decode_announcement(&bytes, "actors.announce.a", prefix, Some(&key)),
+            None
+        );
+        let other = announcement(&heartbeat, "actors.announce.a", Some(&auth::Key::new(b"x")));
+        assert_eq!(
+            decode_announcement(&other, "actors.announce.a", prefix, Some(&key)),
+            None
+        );
+        let mut altered = signed.clone();
+        altered[2] ^= 1;
+        assert_eq!(
+            decode_announcement(&altered, "actors.announce.a", prefix, Some(&key)),
+            None
+        );
+        assert_eq!(
+            decode_announcement(&signed, "actors.announce.a", prefix, None),
+            None
+        );
     }
 }

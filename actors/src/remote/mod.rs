@@ -79,7 +79,10 @@
 //!   (NATS does not say which member of a queue group took a message).
 //! - Tells need no reply, so a tell to a name nobody exposes is dropped by NATS unseen.
 
+mod auth;
 mod codec;
+mod liveness;
+mod membership;
 mod node;
 mod remote_ref;
 mod serve;

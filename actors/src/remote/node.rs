@@ -1,27 +1,43 @@
-//! A node: one NATS connection, the names it exposes, what it knows of its peers from their
-//! heartbeats, and the asks and monitors that wait on them.
+//! A node: two NATS connections (data, and a control connection for membership, so that
+//! heartbeats never wait behind data a slow consumer holds up), the names it exposes, what it
+//! knows of its peers (`membership.rs`), and the asks and monitors that wait on them.
 //!
 //! Subjects, under a prefix (`actors` unless set):
 //! - `<prefix>.a.<name>`: messages to a name, subscribed by every node that exposes it in the
 //!   queue group of the same name (one of them takes each message);
 //! - `<prefix>.n.<node>.<name>`: messages to the actor one node exposes;
-//! - `<prefix>.node.<node>`: answered by the node, so a second node joining under its name
-//!   is refused;
-//! - `<prefix>.announce`: heartbeats, departures and ended exposures ([`Announcement`]);
+//! - `<prefix>.node.<node>`: answered by the node (on its control connection), so a second
+//!   node joining under its name is refused;
+//! - `<prefix>.announce.<node>`: the node's heartbeats (with the names it exposes), departure
+//!   and ended exposures ([`Announcement`]), on the data connection, so that they are
+//!   ordered with its replies (a reply sent as an actor ends arrives before its end);
+//! - `<prefix>.alive.<node>`: the node's beats, on the control connection: liveness that a
+//!   held-up data connection cannot hold up. Every node listens to `<prefix>.announce.*` and
+//!   `<prefix>.alive.*`, and takes a message only from the subject of the node it names;
 //! - `<prefix>.t.<topic>`: a topic spanning nodes.
 //!
 //! Invariants:
-//! - A peer is up from its first heartbeat until it misses `misses` in a row (by its own
-//!   announced interval), leaves, or comes back as a new incarnation (it restarted: the old
-//!   one is down). Being cut off from NATS makes every peer miss its heartbeats: a
-//!   partitioned node sees the others down, as they see it.
+//! - A peer is up from its first admitted heartbeat until it misses `misses` in a row (by its
+//!   announced interval, capped locally), leaves, or comes back as a new incarnation (it
+//!   restarted: the old one is down). Being cut off from NATS makes every peer miss its
+//!   heartbeats: a partitioned node sees the others down, as they see it.
+//! - A node that could not heartbeat for its own silence (paused, cut off, starved) assumes
+//!   its peers saw it down: it starts no remote ask until it heartbeats again, then takes a
+//!   new incarnation and starts no ask sent before its return (`liveness.rs`). Nor does it
+//!   judge its peers by a silence it caused: they get a whole silence from its return.
 //! - When a peer goes down, every waiting ask and monitor whose target can no longer answer
 //!   is resolved at once (one node's actor: that node is down; a name: no live node, this
-//!   one included, exposes it any more), each exactly once, outside the state lock.
+//!   one included, exposes it any more), each exactly once, outside the state lock. Asks
+//!   and monitors made later for a node known down resolve `NodeDown` at once.
 //! - An exposure ends when its actor ends, when it is withdrawn, or when the node leaves;
 //!   its end is announced so that monitors elsewhere resolve with the actor's exit reason.
+//! - Announcements go out in the order their state was read: each is encoded and queued
+//!   under the state lock, with the next sequence number of the current incarnation.
 
-use super::codec::{self, Announcement, Exit};
+use super::auth::Key;
+use super::codec::{self, Announcement, Body, Exit};
+use super::liveness::Liveness;
+use super::membership::{self, Change, Limits, Peers};
 use super::remote_ref::Target;
 use super::serve;
 use super::{Exposable, RemoteHandle, Served};
@@ -49,6 +65,12 @@ pub struct NodeOptions {
     pub(crate) heartbeat_misses: u32,
     pub(crate) ask_timeout: Duration,
     pub(crate) max_in_flight: usize,
+    pub(crate) max_clock_skew: Duration,
+    pub(crate) secret: Option<Key>,
+    secret_len: usize,
+    pub(crate) max_peers: usize,
+    pub(crate) max_names: usize,
+    pub(crate) max_peer_silence: Duration,
 }
 
 /// Why a node could not join.
@@ -141,7 +163,60 @@ impl NodeOptions {
             heartbeat_misses: 3,
             ask_timeout: Duration::from_secs(5),
             max_in_flight: 4096,
+            max_clock_skew: Duration::ZERO,
+            secret: None,
+            secret_len: 0,
+            max_peers: 1024,
+            max_names: 65_536,
+            max_peer_silence: Duration::from_secs(30),
         })
+    }
+
+    /// How far apart the nodes' wall clocks may be (default 0: one machine, or clocks kept
+    /// in step well below the asks' deadlines). An ask's deadline travels as a wall-clock
+    /// time, and a serving node starts it only while its own clock, plus this bound, is
+    /// before the deadline: so an ask never starts after its asker gave up, as long as the
+    /// clocks differ by no more than this. Asks whose whole deadline is shorter than the
+    /// bound never start. Must be below the heartbeat silence.
+    pub fn with_max_clock_skew(mut self, skew: Duration) -> Self {
+        self.max_clock_skew = skew;
+        self
+    }
+
+    /// Authenticates membership (heartbeats, departures, ended exposures) with a secret every
+    /// node of the cluster shares, at least 16 bytes: each announcement carries an
+    /// HMAC-SHA-256 tag over its subject and bytes, a sequence number and a send time, and
+    /// nodes take only announcements that verify, in order, and younger than
+    /// `max_peer_silence`. Without it, membership trusts whoever may publish on
+    /// `<prefix>.announce.<node>`: restrict that with NATS permissions per node (see the
+    /// crate's remote documentation), or expect a client on the same subjects to be able to
+    /// forge a node's departure.
+    pub fn with_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.secret = Some(Key::new(secret.as_ref()));
+        self.secret_len = secret.as_ref().len();
+        self
+    }
+
+    /// Bounds what peers may make this node keep: at most `max_peers` peers up (default
+    /// 1024), `max_names` names exposed over all of them (default 65,536), and a silence of
+    /// at most `max_silence` before a peer counts as down, whatever it announces (default
+    /// 30 s). What does not fit is refused and counted (`Node::dropped`).
+    pub fn with_peer_limits(
+        mut self,
+        max_peers: usize,
+        max_names: usize,
+        max_silence: Duration,
+    ) -> Self {
+        self.max_peers = max_peers;
+        self.max_names = max_names;
+        self.max_peer_silence = max_silence;
+        self
+    }
+
+    /// This node's silence: how long its peers wait for a heartbeat before it counts as
+    /// down (its interval times its misses, plus half an interval).
+    pub(crate) fn silence(&self) -> Duration {
+        self.heartbeat_interval * self.heartbeat_misses + self.heartbeat_interval / 2
     }
 
     /// Changes the NATS options (credentials, reconnects, limits).
@@ -197,17 +272,26 @@ impl NodeOptions {
                 "the ask timeout and max_in_flight must be above zero".into(),
             ));
         }
+        let silence = self.silence();
+        if self.max_clock_skew >= silence {
+            return Err(JoinError::Invalid(format!(
+                "the clock skew bound of {:?} must be below the heartbeat silence of {silence:?}",
+                self.max_clock_skew
+            )));
+        }
+        if self.max_peers == 0 || self.max_names == 0 || self.max_peer_silence < silence {
+            return Err(JoinError::Invalid(format!(
+                "the peer limits must allow at least one peer and one name, and a silence of at \
+                 least this node's own ({silence:?})"
+            )));
+        }
+        if self.secret.is_some() && self.secret_len < 16 {
+            return Err(JoinError::Invalid(
+                "the membership secret must be at least 16 bytes".into(),
+            ));
+        }
         Ok(())
     }
-}
-
-/// What a node knows of a peer.
-struct Peer {
-    incarnation: u64,
-    last_seen: Instant,
-    /// Down once unheard for this long (its interval times its misses).
-    silence: Duration,
-    exposed: HashSet<String>,
 }
 
 /// An ask or a monitor waiting on a target.
@@ -250,9 +334,13 @@ impl Exposure {
     }
 }
 
-#[derive(Default)]
 struct State {
-    peers: HashMap<String, Peer>,
+    peers: Peers,
+    /// This node's incarnation (a new one after it was cut off), and the sequence number of
+    /// its last announcement in it.
+    incarnation: u64,
+    seq: u64,
+    beat_seq: u64,
     exposed: HashMap<String, Exposure>,
     next_exposure: u64,
     spanned: HashSet<String>,
@@ -265,7 +353,7 @@ struct State {
 impl State {
     /// Whether a live node (this one included) exposes `name`.
     fn exposed_anywhere(&self, name: &str) -> bool {
-        self.exposed.contains_key(name) || self.peers.values().any(|p| p.exposed.contains(name))
+        self.exposed.contains_key(name) || self.peers.expose(name)
     }
 
     /// Whether `target` is known to run now: its node is up (or is `me`) and exposes it.
@@ -289,9 +377,16 @@ struct Metrics {
 
 pub(crate) struct NodeInner {
     pub(crate) name: String,
-    incarnation: u64,
     pub(crate) options: NodeOptions,
+    /// Data: asks, tells, replies, topics.
     pub(crate) client: nats::Client,
+    /// Membership: heartbeats, announcements and the name's control subject, which a
+    /// consumer that holds up the data connection cannot hold up.
+    control: nats::Client,
+    /// Whether this node's heartbeats have been flowing (read by every served ask).
+    pub(crate) liveness: Arc<Liveness>,
+    announce_prefix: String,
+    alive_prefix: String,
     /// When the node joined: peers are heard from only after.
     joined: Instant,
     /// The node's scope: its tasks run here.
@@ -342,37 +437,62 @@ impl Node {
         options.validate()?;
         let scope = context.child("node");
         let client = nats::Client::connect(&scope, options.nats.clone()).await?;
-        let control = format!("{}.node.{}", options.prefix, options.name);
-        // Whoever answers on the name's control subject holds it.
-        match client
-            .request_with_timeout(&control, b"", Duration::from_secs(1))
-            .await
-        {
-            Err(nats::Error::NoResponders { .. }) => {}
-            Ok(_) | Err(nats::Error::Timeout(_)) => {
-                return Err(JoinError::NameTaken(options.name));
-            }
-            Err(error) => return Err(JoinError::Nats(error)),
-        }
-        let control = client.subscribe(&control)?;
-        let announcements = client.subscribe(&format!("{}.announce", options.prefix))?;
+        let control = nats::Client::connect(
+            &scope,
+            options
+                .nats
+                .clone()
+                .with_name(format!("actors node {} (control)", options.name)),
+        )
+        .await?;
+        let control_subject = format!("{}.node.{}", options.prefix, options.name);
+        check_name_free(&control, &control_subject, &options).await?;
+        let control_subscription = control.subscribe(&control_subject)?;
+        let announce_prefix = format!("{}.announce.", options.prefix);
+        let alive_prefix = format!("{}.alive.", options.prefix);
+        let announcements = client.subscribe(&format!("{announce_prefix}*"))?;
+        let beats = control.subscribe(&format!("{alive_prefix}*"))?;
         let metrics = scope.__extension(|registry| {
             let metrics = Metrics::default();
             registry.register(
                 "remote_dropped",
-                "Remote messages dropped by the serving node, by node and reason (full, busy, decode)",
+                "Remote messages dropped by the serving node, and announcements refused, by \
+                 node and reason",
                 metrics.dropped.clone(),
             );
             metrics
         });
+        let limits = Limits {
+            max_peers: options.max_peers,
+            max_names: options.max_names,
+            max_silence: options.max_peer_silence,
+            authenticated: options.secret.is_some(),
+            skew: options.max_clock_skew,
+        };
+        let state = State {
+            peers: Peers::new(&options.name, limits),
+            incarnation: incarnation(),
+            seq: 0,
+            beat_seq: 0,
+            exposed: HashMap::new(),
+            next_exposure: 0,
+            spanned: HashSet::new(),
+            waiting: HashMap::new(),
+            next_waiter: 0,
+            left: false,
+            heartbeat: None,
+        };
         let inner = Arc::new(NodeInner {
             name: options.name.clone(),
-            incarnation: incarnation(),
             joined: Instant::now(),
+            liveness: Arc::new(Liveness::new(options.silence(), options.max_clock_skew)),
+            announce_prefix,
+            alive_prefix,
             options,
             client,
+            control,
             context: scope.clone(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             metrics: (*metrics).clone(),
         });
         let node = Node {
@@ -381,9 +501,9 @@ impl Node {
         inner.announce_heartbeat();
         let heartbeat = {
             let inner = inner.clone();
-            scope
-                .child("heartbeat")
-                .spawn(move |context| run(inner, context, control, announcements))
+            scope.child("heartbeat").spawn(move |context| {
+                run(inner, context, control_subscription, announcements, beats)
+            })
         };
         node.inner.state.lock().heartbeat = Some(heartbeat);
         Ok(node)
@@ -396,7 +516,14 @@ impl Node {
 
     /// The peers up now, by name.
     pub fn peers(&self) -> Vec<String> {
-        let mut peers: Vec<_> = self.inner.state.lock().peers.keys().cloned().collect();
+        let mut peers: Vec<_> = self
+            .inner
+            .state
+            .lock()
+            .peers
+            .iter()
+            .map(|(node, _)| node.clone())
+            .collect();
         peers.sort();
         peers
     }
@@ -426,7 +553,13 @@ impl Node {
 
     /// Remote messages this node dropped for `reason` (`full`: the mailbox had no room;
     /// `busy`: too many asks in flight; `decode`: bytes that are not the actor's message;
-    /// `heartbeat`: its own heartbeats it could not queue).
+    /// `expired`: asks whose deadline had passed before they could start; `cut_off`: asks
+    /// sent while this node was cut off, which their askers may have failed as `NodeDown`;
+    /// `heartbeat`: its own heartbeats it could not queue), and announcements it refused
+    /// (`forged`: not from the subject of the node it names, or a tag that does not verify;
+    /// `stale`, `replayed`, `conflict`: from an incarnation that is gone, a replay, or a
+    /// restart claimed while the known incarnation still heartbeats; `peer_table_full`,
+    /// `names_full`, `invalid_name`: past the peer limits).
     pub fn dropped(&self, reason: &'static str) -> u64 {
         self.inner.count(reason, 0)
     }
@@ -452,7 +585,7 @@ impl Node {
                 match state.exposed.get(name) {
                     Some(exposure) if exposure.token == token => {
                         let removed = state.exposed.remove(name);
-                        self.inner.announce_exit(&state, name, Exit::Shutdown);
+                        self.inner.announce_exit(&mut state, name, Exit::Shutdown);
                         removed
                     }
                     _ => None,
@@ -541,7 +674,7 @@ impl Node {
             let mut state = self.inner.state.lock();
             let removed = state.exposed.remove(name);
             if removed.is_some() {
-                self.inner.announce_exit(&state, name, Exit::Shutdown);
+                self.inner.announce_exit(&mut state, name, Exit::Shutdown);
             }
             removed
         };
@@ -588,15 +721,7 @@ impl Node {
             tasks.extend(state.heartbeat.take());
             let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
             // Queued under the lock that `left` was set under: no heartbeat follows it.
-            let leaving = Announcement::Leaving {
-                node: inner.name.clone(),
-                incarnation: inner.incarnation,
-            };
-            if inner
-                .client
-                .publish_urgent(&inner.announce_subject(), codec::announcement(&leaving))
-                .is_err()
-            {
+            if inner.announce(&mut state, Body::Leaving).is_err() {
                 // Peers then see this node down when its heartbeats stop instead.
                 inner.count("heartbeat", 1);
             }
@@ -609,13 +734,14 @@ impl Node {
             waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
         }
         inner.client.close().await;
+        inner.control.close().await;
     }
 
     /// Waits until `node` is up (its heartbeat was heard), for at most `timeout`.
     pub async fn wait_for_peer(&self, node: &str, timeout: Duration) -> Result<(), Error> {
         let started = Instant::now();
         loop {
-            if self.inner.state.lock().peers.contains_key(node) {
+            if self.inner.state.lock().peers.contains(node) {
                 return Ok(());
             }
             if started.elapsed() >= timeout {
@@ -659,9 +785,79 @@ pub(crate) fn remote_error(error: nats::Error) -> Error {
     }
 }
 
+/// Whether the node name of `subject` (its control subject) is free: nobody answers on it.
+/// A holder that answers has it. One that does not answer within a whole silence (its
+/// process just died and its connection has not closed yet, or it is paused or cut off) is
+/// down for its peers too, so the name is taken over.
+async fn check_name_free(
+    control: &nats::Client,
+    subject: &str,
+    options: &NodeOptions,
+) -> Result<(), JoinError> {
+    let give_up = Instant::now() + options.silence();
+    let attempt = (options.heartbeat_interval / 2).max(Duration::from_millis(50));
+    loop {
+        match control.request_with_timeout(subject, b"", attempt).await {
+            Err(nats::Error::NoResponders { .. }) => return Ok(()),
+            Ok(_) => return Err(JoinError::NameTaken(options.name.clone())),
+            Err(nats::Error::Timeout(_) | nats::Error::Disconnected) => {
+                if Instant::now() >= give_up {
+                    return Ok(());
+                }
+            }
+            Err(error) => return Err(JoinError::Nats(error)),
+        }
+    }
+}
+
 impl NodeInner {
-    pub(crate) fn announce_subject(&self) -> String {
-        format!("{}.announce", self.options.prefix)
+    /// Queues an announcement of `body` on this node's subject with the next sequence number,
+    /// under the state lock (`state`) so that announcements go out in the order of the
+    /// state they describe; past a congested write buffer (a node that could not heartbeat
+    /// under load would look dead).
+    fn announce(&self, state: &mut State, body: Body) -> Result<(), nats::Error> {
+        state.seq += 1;
+        let seq = state.seq;
+        self.publish(
+            &self.client,
+            &self.announce_prefix,
+            state.incarnation,
+            seq,
+            body,
+        )
+    }
+
+    /// Queues a beat on the control connection (under the state lock, like `announce`).
+    fn beat(&self, state: &mut State) -> Result<(), nats::Error> {
+        state.beat_seq += 1;
+        let seq = state.beat_seq;
+        self.publish(
+            &self.control,
+            &self.alive_prefix,
+            state.incarnation,
+            seq,
+            Body::Beat,
+        )
+    }
+
+    fn publish(
+        &self,
+        client: &nats::Client,
+        prefix: &str,
+        incarnation: u64,
+        seq: u64,
+        body: Body,
+    ) -> Result<(), nats::Error> {
+        let announcement = Announcement {
+            node: self.name.clone(),
+            incarnation,
+            seq,
+            sent_millis: codec::wall_millis(),
+            body,
+        };
+        let subject = format!("{prefix}{}", self.name);
+        let bytes = codec::announcement(&announcement, &subject, self.options.secret.as_ref());
+        client.publish_urgent(&subject, bytes)
     }
 
     /// Counts `add` drops for `reason` and returns the total.
@@ -673,50 +869,51 @@ impl NodeInner {
         counter.inc_by(add) + add
     }
 
-    fn heartbeat(&self, state: &State) -> Announcement {
-        let mut exposed: Vec<_> = state.exposed.keys().cloned().collect();
-        exposed.sort();
-        Announcement::Heartbeat {
-            node: self.name.clone(),
-            incarnation: self.incarnation,
-            interval_ms: self.options.heartbeat_interval.as_millis() as u32,
-            misses: self.options.heartbeat_misses,
-            exposed,
-        }
-    }
-
-    /// Sends a heartbeat now, past a congested write buffer (a node that could not heartbeat
-    /// under load would look dead), unless the node has left. The list of names is taken
-    /// and the heartbeat queued under one hold of the state lock (then the client's), so
-    /// heartbeats go out in the order their lists were taken, and none after `Leaving`.
+    /// Sends a heartbeat now, unless the node has left. The list of names is taken and the
+    /// heartbeat queued under one hold of the state lock (then the client's), so heartbeats
+    /// go out in the order their lists were taken, and none after `Leaving`. A heartbeat
+    /// queued while the control connection is up counts as a beat for [`Liveness`]: after a
+    /// silence of its own the node takes a new incarnation first.
     fn announce_heartbeat(&self) {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
         if state.left {
             return;
         }
-        let heartbeat = codec::announcement(&self.heartbeat(&state));
-        if self
-            .client
-            .publish_urgent(&self.announce_subject(), heartbeat)
-            .is_err()
-        {
+        if self.control.is_connected() {
+            let now = Instant::now();
+            self.liveness.beat(now, || {
+                state.incarnation = incarnation().max(state.incarnation + 1);
+                state.seq = 0;
+                state.beat_seq = 0;
+                // It could not hear its peers either: they get a whole silence from now.
+                state.peers.heard_all(now);
+            });
+        }
+        let mut exposed: Vec<_> = state.exposed.keys().cloned().collect();
+        exposed.sort();
+        let heartbeat = Body::Heartbeat {
+            interval_ms: self.options.heartbeat_interval.as_millis() as u32,
+            misses: self.options.heartbeat_misses,
+            exposed,
+        };
+        let beat = self.beat(&mut state);
+        let announced = self.announce(&mut state, heartbeat);
+        if beat.is_err() || announced.is_err() {
             self.count("heartbeat", 1);
         }
     }
 
-    /// Announces that `name`'s exposure ended. Called with the state lock held (`_state`), so
-    /// that it is ordered with the heartbeats (queued under the same lock): a heartbeat of a
-    /// later exposure of the name never goes out before it.
-    fn announce_exit(&self, _state: &State, name: &str, exit: Exit) {
-        let exited = Announcement::Exited {
-            node: self.name.clone(),
-            incarnation: self.incarnation,
-            name: name.to_string(),
-            exit,
-        };
-        let _ = self
-            .client
-            .publish_urgent(&self.announce_subject(), codec::announcement(&exited));
+    /// Announces that `name`'s exposure ended. Called with the state lock held, so that it is
+    /// ordered with the heartbeats (queued under the same lock): a heartbeat of a later
+    /// exposure of the name never goes out before it.
+    fn announce_exit(&self, state: &mut State, name: &str, exit: Exit) {
+        let _ = self.announce(
+            state,
+            Body::Exited {
+                name: name.to_string(),
+                exit,
+            },
+        );
     }
 
     /// The exposure `token` of `name` ended because its actor ended with `reason` (unless it
@@ -727,7 +924,7 @@ impl NodeInner {
             return;
         }
         state.exposed.remove(name);
-        self.announce_exit(&state, name, Exit::from(reason));
+        self.announce_exit(&mut state, name, Exit::from(reason));
     }
 
     /// Marks `name` spanned here; false if it was already.
@@ -749,6 +946,14 @@ impl NodeInner {
         if state.left {
             drop(state);
             waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
+        } else if let Some(node) = self.known_down(&state, target) {
+            drop(state);
+            waiter.resolve(
+                || Error::NodeDown {
+                    node: node.as_str().into(),
+                },
+                || ExitReason::NodeDown { node: node.clone() },
+            );
         } else {
             state.waiting.insert(id, (target.clone(), waiter));
         }
@@ -782,72 +987,48 @@ impl NodeInner {
         }
     }
 
-    /// `node` is down: what waited on it resolves.
-    fn node_down(&self, mut state: parking_lot::MutexGuard<'_, State>, node: &str) {
-        let Some(peer) = state.peers.remove(node) else {
-            return;
-        };
-        self.resolve(
-            state,
-            |state, target| match target {
-                Target::Node { node: on, .. } => on == node,
-                Target::Name(name) => peer.exposed.contains(name) && !state.exposed_anywhere(name),
-            },
-            || Error::NodeDown { node: node.into() },
-            || ExitReason::NodeDown {
-                node: node.to_string(),
-            },
-        );
+    /// The node of `target`, when it is another node known down (it was up, and has not come
+    /// back): an ask to it cannot be answered.
+    fn known_down(&self, state: &State, target: &Target) -> Option<String> {
+        match target {
+            Target::Node { node, .. } if *node != self.name && state.peers.known_down(node) => {
+                Some(node.clone())
+            }
+            _ => None,
+        }
     }
 
-    fn on_announcement(&self, announcement: Announcement) {
-        match announcement {
-            Announcement::Heartbeat {
-                node,
-                incarnation,
-                interval_ms,
-                misses,
-                exposed,
-            } => {
-                if node == self.name {
-                    return;
-                }
-                let mut state = self.state.lock();
-                match state.peers.get(&node).map(|peer| peer.incarnation) {
-                    // A late heartbeat of an incarnation that has restarted since.
-                    Some(known) if incarnation < known => return,
-                    // It restarted: the incarnation we knew is gone.
-                    Some(known) if incarnation > known => {
-                        self.node_down(state, &node);
-                        state = self.state.lock();
-                    }
-                    _ => {}
-                }
-                let silence = Duration::from_millis(u64::from(interval_ms.max(1))) * misses.max(1)
-                    + Duration::from_millis(u64::from(interval_ms.max(1)) / 2);
-                let peer = state.peers.entry(node.clone()).or_insert_with(|| Peer {
-                    incarnation,
-                    last_seen: Instant::now(),
-                    silence,
-                    exposed: HashSet::new(),
-                });
-                peer.last_seen = Instant::now();
-                peer.silence = silence;
-                let before = std::mem::replace(&mut peer.exposed, exposed.into_iter().collect());
-                // Names it stopped exposing without an `Exited` (lost on the way): its actor
-                // there ended, for a reason lost with it; a name nobody exposes any more ended
-                // everywhere.
-                let gone: Vec<String> = before
-                    .into_iter()
-                    .filter(|name| !peer.exposed.contains(name))
-                    .collect();
-                if !gone.is_empty() {
+    /// Resolves what waited on what `changes` ended, outside the lock.
+    fn apply<'a>(&'a self, state: parking_lot::MutexGuard<'a, State>, changes: Vec<Change>) {
+        let mut state = Some(state);
+        for change in changes {
+            let state = state.take().unwrap_or_else(|| self.state.lock());
+            match change {
+                Change::Down { node, exposed } => {
                     self.resolve(
                         state,
                         |state, target| match target {
-                            Target::Node { node: on, name } => *on == node && gone.contains(name),
+                            Target::Node { node: on, .. } => *on == node,
                             Target::Name(name) => {
-                                gone.contains(name) && !state.exposed_anywhere(name)
+                                exposed.contains(name) && !state.exposed_anywhere(name)
+                            }
+                        },
+                        || Error::NodeDown {
+                            node: node.as_str().into(),
+                        },
+                        || ExitReason::NodeDown { node: node.clone() },
+                    );
+                }
+                // Names it stopped exposing without an `Exited` (lost on the way): its actor
+                // there ended, for a reason lost with it; a name nobody exposes any more ended
+                // everywhere.
+                Change::Withdrawn { node, names } => {
+                    self.resolve(
+                        state,
+                        |state, target| match target {
+                            Target::Node { node: on, name } => *on == node && names.contains(name),
+                            Target::Name(name) => {
+                                names.contains(name) && !state.exposed_anywhere(name)
                             }
                         },
                         || Error::Closed,
@@ -855,41 +1036,117 @@ impl NodeInner {
                     );
                 }
             }
-            Announcement::Leaving { node, incarnation } => {
-                let state = self.state.lock();
-                if state
+        }
+    }
+
+    /// An announcement received on `subject`.
+    fn on_announcement(&self, subject: &str, payload: &[u8]) {
+        let Some(announcement) = codec::decode_announcement(
+            payload,
+            subject,
+            &self.announce_prefix,
+            self.options.secret.as_ref(),
+        ) else {
+            self.count("forged", 1);
+            return;
+        };
+        let sender = membership::Sender {
+            node: announcement.node,
+            incarnation: announcement.incarnation,
+            seq: announcement.seq,
+            sent_millis: announcement.sent_millis,
+        };
+        let now = Instant::now();
+        let now_millis = codec::wall_millis();
+        let mut state = self.state.lock();
+        match announcement.body {
+            // Beats come on their own subject.
+            Body::Beat => {
+                drop(state);
+                self.count("forged", 1);
+            }
+            Body::Heartbeat {
+                interval_ms,
+                misses,
+                exposed,
+            } => {
+                let interval = Duration::from_millis(interval_ms.into());
+                match state
                     .peers
-                    .get(&node)
-                    .is_some_and(|peer| peer.incarnation == incarnation)
+                    .heartbeat(&sender, interval, misses, exposed, now, now_millis)
                 {
-                    self.node_down(state, &node);
+                    Ok(heard) => {
+                        if let Some(reason) = heard.trimmed {
+                            self.count(reason, 1);
+                        }
+                        self.apply(state, heard.changes);
+                    }
+                    Err("own") => {}
+                    Err(reason) => {
+                        drop(state);
+                        self.count(reason, 1);
+                    }
                 }
             }
-            Announcement::Exited {
-                node,
-                incarnation,
-                name,
-                exit,
-            } => {
-                let mut state = self.state.lock();
-                if let Some(peer) = state.peers.get_mut(&node) {
-                    if peer.incarnation != incarnation {
-                        // Of an incarnation that is gone.
-                        return;
-                    }
-                    peer.exposed.remove(&name);
+            Body::Leaving => match state.peers.leaving(&sender, now, now_millis) {
+                Ok(change) => self.apply(state, change.into_iter().collect()),
+                Err("own") => {}
+                Err(reason) => {
+                    drop(state);
+                    self.count(reason, 1);
                 }
-                let reason = ExitReason::from(exit);
-                let anywhere = state.exposed_anywhere(&name);
-                self.resolve(
-                    state,
-                    |_, target| match target {
-                        Target::Node { node: on, name: of } => *on == node && *of == name,
-                        Target::Name(of) => *of == name && !anywhere,
-                    },
-                    || Error::Closed,
-                    || reason.clone(),
-                );
+            },
+            Body::Exited { name, exit } => match state.peers.exited(&sender, &name, now_millis) {
+                Ok(()) => {
+                    let node = sender.node;
+                    let reason = ExitReason::from(exit);
+                    let anywhere = state.exposed_anywhere(&name);
+                    self.resolve(
+                        state,
+                        |_, target| match target {
+                            Target::Node { node: on, name: of } => *on == node && *of == name,
+                            Target::Name(of) => *of == name && !anywhere,
+                        },
+                        || Error::Closed,
+                        || reason.clone(),
+                    );
+                }
+                Err("own") => {}
+                Err(reason) => {
+                    drop(state);
+                    self.count(reason, 1);
+                }
+            },
+        }
+    }
+
+    /// A beat received on `subject`.
+    fn on_beat(&self, subject: &str, payload: &[u8]) {
+        let beat = codec::decode_announcement(
+            payload,
+            subject,
+            &self.alive_prefix,
+            self.options.secret.as_ref(),
+        );
+        let Some(beat) = beat.filter(|beat| beat.body == Body::Beat) else {
+            self.count("forged", 1);
+            return;
+        };
+        let sender = membership::Sender {
+            node: beat.node,
+            incarnation: beat.incarnation,
+            seq: beat.seq,
+            sent_millis: beat.sent_millis,
+        };
+        let refused = self
+            .state
+            .lock()
+            .peers
+            .beat(&sender, Instant::now(), codec::wall_millis());
+        match refused {
+            Ok(()) | Err("own" | "unknown") => {}
+            Err(reason) => {
+                self.count(reason, 1);
             }
         }
     }
@@ -898,26 +1155,17 @@ impl NodeInner {
     /// been seen running for a whole silence of this node's resolve `NotFound`.
     fn check_peers(&self) {
         let now = Instant::now();
-        loop {
-            let state = self.state.lock();
-            let silent = state
-                .peers
-                .iter()
-                .find(|(_, peer)| now.duration_since(peer.last_seen) > peer.silence)
-                .map(|(name, _)| name.clone());
-            match silent {
-                Some(node) => self.node_down(state, &node),
-                None => break,
-            }
-        }
+        let mut state = self.state.lock();
+        let changes = state.peers.silent(now);
+        self.apply(state, changes);
         let mut state = self.state.lock();
         // Long enough for every known peer (and one of this node's own settings) to have
         // heartbeated, counted from the later of the monitor and this node's join.
-        let grace = state.peers.values().map(|peer| peer.silence).fold(
-            self.options.heartbeat_interval * self.options.heartbeat_misses
-                + self.options.heartbeat_interval / 2,
-            Duration::max,
-        );
+        let grace = state
+            .peers
+            .longest_silence()
+            .unwrap_or_default()
+            .max(self.options.silence());
         let joined = self.joined;
         let missing: Vec<u64> = state
             .waiting
@@ -937,6 +1185,12 @@ impl NodeInner {
         for (_, waiter) in resolved {
             waiter.resolve(|| Error::Closed, || ExitReason::NotFound);
         }
+    }
+
+    /// Whether an ask to `target` would go to a node known down, and if so which.
+    pub(crate) fn down_for(&self, target: &Target) -> Option<String> {
+        let state = self.state.lock();
+        self.known_down(&state, target)
     }
 
     /// Registers a pending ask on `target`: the receiver gets why it will not be answered.
@@ -979,6 +1233,7 @@ async fn run(
     context: runtime::Context,
     mut control: nats::Subscription,
     mut announcements: nats::Subscription,
+    mut beats: nats::Subscription,
 ) {
     let interval = inner.options.heartbeat_interval;
     let mut tick = Box::pin(context.sleep(interval));
@@ -986,6 +1241,7 @@ async fn run(
         Tick,
         Control(Option<nats::Message>),
         Announcement(Option<nats::Message>),
+        Beat(Option<nats::Message>),
     }
     loop {
         let next = poll_fn(|cx| {
@@ -997,6 +1253,9 @@ async fn run(
             }
             if let Poll::Ready(message) = announcements.poll_next_unpin(cx) {
                 return Poll::Ready(Next::Announcement(message));
+            }
+            if let Poll::Ready(message) = beats.poll_next_unpin(cx) {
+                return Poll::Ready(Next::Beat(message));
             }
             Poll::Pending
         })
@@ -1011,26 +1270,29 @@ async fn run(
                     let Some(message) = announcements.try_next() else {
                         break;
                     };
-                    if let Some(announcement) = codec::decode_announcement(&message.payload) {
-                        inner.on_announcement(announcement);
-                    }
+                    inner.on_announcement(&message.subject, &message.payload);
+                }
+                for _ in 0..4096 {
+                    let Some(message) = beats.try_next() else {
+                        break;
+                    };
+                    inner.on_beat(&message.subject, &message.payload);
                 }
                 inner.check_peers();
             }
             Next::Control(Some(message)) => {
                 if let Some(reply) = message.reply {
                     let _ = inner
-                        .client
+                        .control
                         .try_publish(&reply, None, inner.name.as_bytes());
                 }
             }
             Next::Announcement(Some(message)) => {
-                if let Some(announcement) = codec::decode_announcement(&message.payload) {
-                    inner.on_announcement(announcement);
-                }
+                inner.on_announcement(&message.subject, &message.payload);
             }
-            // The client closed: the node has left.
-            Next::Control(None) | Next::Announcement(None) => return,
+            Next::Beat(Some(message)) => inner.on_beat(&message.subject, &message.payload),
+            // A client closed: the node has left.
+            Next::Control(None) | Next::Announcement(None) | Next::Beat(None) => return,
         }
     }
 }

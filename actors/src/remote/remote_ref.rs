@@ -11,6 +11,7 @@ use super::codec;
 use super::node::{Node, WatchGuard, check_name, check_node_name, remote_error};
 use crate::{Error, ExitReason};
 use futures::future::{Either, select};
+use runtime::prelude::*;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::future::Future;
@@ -18,7 +19,7 @@ use std::marker::PhantomData;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a remote ref reaches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -229,14 +230,36 @@ async fn ask<R: DeserializeOwned>(
     mut bytes: Vec<u8>,
     timeout: Duration,
 ) -> Result<R, Error> {
-    codec::set_deadline(&mut bytes, timeout);
     let node = &reference.node.inner;
-    let (_guard, down): (WatchGuard, _) = node.watch_ask(&reference.target);
+    // A node known down cannot answer: fail now rather than at the deadline.
+    if let Some(down) = node.down_for(&reference.target) {
+        return Err(Error::NodeDown {
+            node: down.as_str().into(),
+        });
+    }
+    let started = Instant::now();
+    codec::set_deadline(&mut bytes, timeout, codec::wall_millis());
+    let (_guard, mut down): (WatchGuard, _) = node.watch_ask(&reference.target);
     let request = pin!(
         node.client
             .request_with_timeout(&reference.subject, &bytes, timeout)
     );
-    match select(request, down).await {
+    let answered = match select(request, &mut down).await {
+        // The connection dropped after the request may have reached its node: it may still
+        // run there, but never after its deadline (the serving node checks it), so the ask
+        // waits for its deadline (or for its node to be seen down) rather than fail now.
+        Either::Left((Err(nats::Error::Disconnected), _)) => {
+            let left = timeout.saturating_sub(started.elapsed());
+            let deadline = pin!(node.context.sleep(left));
+            return match select(deadline, down).await {
+                Either::Left(_) => Err(Error::Timeout),
+                Either::Right((Ok(error), _)) => Err(error),
+                Either::Right((Err(_), _)) => Err(Error::Closed),
+            };
+        }
+        answered => answered,
+    };
+    match answered {
         Either::Left((Ok(reply), _)) => codec::decode_reply(&reply.payload),
         Either::Left((Err(nats::Error::NoResponders { .. }), _)) => Err(match &reference.target {
             Target::Name(name) => Error::NotExposed {

@@ -14,6 +14,7 @@
 //!   subscriptions go, and the end is announced.
 
 use super::codec::{self, Failure};
+use super::liveness::{Refusal, Ticket};
 use super::node::NodeInner;
 use super::{Protocol, Served};
 use crate::oneshot::Canceled;
@@ -27,6 +28,7 @@ use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Instant;
 
 type Pending = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 
@@ -35,6 +37,10 @@ type Pending = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
 pub struct Responder {
     ask: bool,
     label: &'static str,
+    /// The ask's deadline and the node's liveness, when it has a deadline.
+    ticket: Option<Arc<Ticket>>,
+    /// The node's name, for the failure of an ask refused as sent while it was cut off.
+    node: Arc<str>,
     pending: Option<Pending>,
 }
 
@@ -44,16 +50,44 @@ impl Responder {
         if !self.ask {
             return Reply::none();
         }
-        let (reply, receiver) = Reply::channel();
+        let (reply, receiver) = match &self.ticket {
+            Some(ticket) => Reply::expiring(ticket.clone()),
+            None => Reply::expiring(Arc::new(NeverExpires)),
+        };
         let label = self.label;
+        let ticket = self.ticket.clone();
+        let node = self.node.clone();
         self.pending = Some(Box::pin(async move {
             match receiver.await {
                 Ok(Ok(value)) => codec::reply::<R>(Ok(value)),
                 Ok(Err(Panicked)) => codec::reply::<R>(Err(Failure::Panicked(label.into()))),
-                Err(Canceled) => codec::reply::<R>(Err(Failure::Closed)),
+                // Not run because its asker may have given up: say why.
+                Err(Canceled) => codec::reply::<R>(Err(
+                    match ticket.as_ref().and_then(|ticket| ticket.refusal()) {
+                        Some(refusal) => refused(refusal, &node),
+                        None => Failure::Closed,
+                    },
+                )),
             }
         }));
         reply
+    }
+}
+
+/// An ask without a deadline (sent by another client than a node): always wanted.
+struct NeverExpires;
+
+impl crate::oneshot::Expiry for NeverExpires {
+    fn expired(&self) -> bool {
+        false
+    }
+}
+
+/// What an asker is told of an ask refused for `refusal` by the node `node`.
+fn refused(refusal: Refusal, node: &str) -> Failure {
+    match refusal {
+        Refusal::Expired => Failure::Timeout,
+        Refusal::CutOff => Failure::NodeDown(node.to_string()),
     }
 }
 
@@ -75,6 +109,7 @@ pub(crate) async fn run<S: Served>(
     let mut in_flight = FuturesUnordered::<Pin<Box<dyn Future<Output = ()> + Send>>>::new();
     let mut join = pin!(join);
     let max_in_flight = node.options.max_in_flight;
+    let node_name: Arc<str> = node.name.as_str().into();
     enum Next {
         Message(nats::Message),
         Ended(ExitReason),
@@ -122,9 +157,32 @@ pub(crate) async fn run<S: Served>(
             answer(failure(Failure::Full));
             continue;
         }
+        // An ask that may no longer start (its deadline passed, or it was sent while this
+        // node was cut off) is answered at once and never put in the mailbox; one that is
+        // put in is asked again right before its handler runs (the reply's expiry).
+        let ticket = match (&reply_to, deadline) {
+            (Some(_), Some(deadline)) => {
+                let ticket = Ticket {
+                    deadline,
+                    liveness: node.liveness.clone(),
+                };
+                if let Some(refusal) = ticket.refusal() {
+                    node.count(refusal.reason(), 1);
+                    answer(failure(refused(refusal, &node_name)));
+                    continue;
+                }
+                Some(Arc::new(ticket))
+            }
+            _ => None,
+        };
+        let local_deadline = ticket
+            .as_ref()
+            .map(|ticket| node.liveness.local_deadline(&ticket.deadline));
         let mut responder = Responder {
             ask: reply_to.is_some(),
             label: served.__label(),
+            ticket,
+            node: node_name.clone(),
             pending: None,
         };
         let sent = served.__deliver(wire, &mut responder);
@@ -134,8 +192,14 @@ pub(crate) async fn run<S: Served>(
                     let client = node.client.clone();
                     let context = node.context.clone();
                     in_flight.push(Box::pin(async move {
-                        let bytes = match deadline {
-                            Some(deadline) => match context.timeout(deadline, pending).await {
+                        let bytes = match local_deadline {
+                            Some(deadline) => match context
+                                .timeout(
+                                    deadline.saturating_duration_since(Instant::now()),
+                                    pending,
+                                )
+                                .await
+                            {
                                 Ok(bytes) => bytes,
                                 // The asker has given up.
                                 Err(_) => return,
