@@ -127,8 +127,14 @@ fn the_client_notices_a_killed_worker_and_goes_on_with_the_other() {
         "{:?}",
         last(&after)
     );
-    // The survivors leave cleanly on Ctrl-C.
+    // The survivors leave cleanly on Ctrl-C, and the client's own leave is not taken for
+    // its workers' end.
     assert!(client.interrupt().success());
+    let rest: Vec<String> = client.lines.iter().collect();
+    assert!(
+        !rest.iter().any(|line| line.starts_with("worker down")),
+        "{rest:?}"
+    );
     let mut second = second;
     assert!(second.interrupt().success());
 }

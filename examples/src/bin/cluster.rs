@@ -172,9 +172,17 @@ async fn ask_until_stopped(context: &runtime::Context, node: &Node, interval: Du
                 .lookup_on::<WordCounterRemoteRef>(worker, "words")
                 .monitor();
             let worker = worker.clone();
+            let stopping = context.stopped();
             drop(context.clone().spawn(move |_| async move {
-                let reason = monitor.await;
-                examples::say!("worker down {worker}: {reason}");
+                // This node's own leave (at Ctrl-C) ends its monitors too: that says nothing
+                // of the worker, which is up.
+                // The stop is looked at first: after it, a resolved monitor is the leave's.
+                let monitor = std::pin::pin!(monitor);
+                if let futures::future::Either::Right((reason, _)) =
+                    futures::future::select(stopping, monitor).await
+                {
+                    examples::say!("worker down {worker}: {reason}");
+                }
             }));
         }
         // A worker that went down and comes back is announced again.
