@@ -4,6 +4,7 @@
 //! separate processes and kills one.
 
 use actors::prelude::*;
+use actors::remote::nats;
 use actors::remote::nats::server::{Server, ServerBuilder};
 use actors::remote::{Node, NodeOptions, Target};
 use actors::{Error, ExitReason, Reply, Topic, WhenFull};
@@ -671,4 +672,126 @@ async fn a_reply_sent_as_the_actor_stops_reaches_the_asker_before_its_end(
         let once: OnceRemoteRef = asking.lookup_on("serving", &name);
         assert_eq!(once.finish().await, Ok(7), "round {round}");
     }
+}
+
+/// A node whose NATS user may not publish to a subject gets an error that names the
+/// operation and subject for an ask that needs it, at once rather than at its deadline.
+#[runtime::test(timeout = "60s")]
+async fn an_ask_the_servers_permissions_forbid_fails_at_once_naming_the_permission(
+    context: runtime::Context,
+) {
+    // `limited` may run a node (its own membership subjects, inboxes, name checks) but not
+    // send to actors.
+    let Some(server) = server(Server::builder().config(
+        "authorization { users = [ \
+         { user: full, password: full }, \
+         { user: limited, password: limited, permissions: { \
+           publish: { allow: [\"actors.announce.limited\", \"actors.alive.limited\", \
+                               \"actors.node.>\", \"_INBOX.>\"] }, \
+           subscribe: { allow: [\">\"] } } } ] }",
+    )) else {
+        return;
+    };
+    let url = |user: &str| format!("nats://{user}:{user}@127.0.0.1:{}", server.port());
+    let node = |name: &str, user: &str| {
+        NodeOptions::new([url(user)], name)
+            .unwrap()
+            .with_heartbeat(Duration::from_millis(100), 5)
+    };
+    let serving = Node::join_with(&context, node("serving", "full"))
+        .await
+        .unwrap();
+    serving
+        .expose("counter", &Counter::new("serving").spawn(&context))
+        .await
+        .unwrap();
+    let limited = Node::join_with(&context, node("limited", "limited"))
+        .await
+        .unwrap();
+    let remote: CounterRemoteRef = limited.lookup("counter");
+    // An hour's deadline: only the violation can end it within the test's timeout.
+    let error = remote
+        .add(1)
+        .timeout(Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, Error::Remote(_))
+            && text.contains("publish")
+            && text.contains("actors.a.counter"),
+        "{text}"
+    );
+}
+
+/// With a shared secret, forged membership messages (a live node's departure, a newer
+/// incarnation of it, a heartbeat of an unknown node) change nothing: the node stays up and
+/// its actor answers, and no peer appears; without the secret the same peers still work.
+#[runtime::test(timeout = "60s")]
+async fn with_a_secret_forged_membership_messages_change_nothing(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let secret = "a secret every node of this cluster shares";
+    let serving = Node::join_with(&context, options(&server, "serving").with_secret(secret))
+        .await
+        .unwrap();
+    serving
+        .expose("counter", &Counter::new("serving").spawn(&context))
+        .await
+        .unwrap();
+    let asking = Node::join_with(&context, options(&server, "asking").with_secret(secret))
+        .await
+        .unwrap();
+    asking
+        .wait_for_peer("serving", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let monitor = asking
+        .lookup_on::<CounterRemoteRef>("serving", "counter")
+        .monitor();
+    let mut monitor = std::pin::pin!(monitor);
+    // A forger with the same subjects but not the secret: it copies what it sees.
+    let forger = nats::Client::connect(&context, nats::Options::new([server.url()]).unwrap())
+        .await
+        .unwrap();
+    let mut seen = forger.subscribe("actors.announce.serving").unwrap();
+    let genuine = seen.next().await.unwrap();
+    for round in 0..50u8 {
+        // Replayed as is, altered, truncated, and garbage.
+        forger
+            .publish("actors.announce.serving", &genuine.payload)
+            .await
+            .unwrap();
+        let mut altered = genuine.payload.to_vec();
+        let at = usize::from(round) % altered.len();
+        altered[at] ^= 0x55;
+        forger
+            .publish("actors.announce.serving", altered)
+            .await
+            .unwrap();
+        forger
+            .publish(
+                "actors.alive.serving",
+                &genuine.payload[..genuine.payload.len() / 2],
+            )
+            .await
+            .unwrap();
+        forger
+            .publish(&format!("actors.announce.fake{round}"), &genuine.payload)
+            .await
+            .unwrap();
+    }
+    forger.flush().await.unwrap();
+    // 150 forgeries: 50 altered, 50 cut short, 50 on another node's subject (the 50 replays
+    // are `replayed`).
+    while asking.dropped("forged") < 150 {
+        runtime::reschedule().await;
+    }
+    // Still up and answering; no peer was added; the monitor did not fire.
+    let remote: CounterRemoteRef = asking.lookup_on("serving", "counter");
+    assert_eq!(remote.add(1).await, Ok(1));
+    assert_eq!(asking.peers(), ["serving"]);
+    assert!(futures::poll!(monitor.as_mut()).is_pending());
+    assert!(asking.dropped("replayed") >= 1);
 }
