@@ -5,8 +5,8 @@
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use nats::server::{Server, ServerBuilder};
-use nats::{Event, Options};
+use ringnats::server::{Server, ServerBuilder};
+use ringnats::{Event, Options};
 use runtime::Context;
 use runtime::prelude::*;
 use std::time::Duration;

@@ -1,10 +1,12 @@
-//! A NATS client on the project's io_uring runtime: publish, subscribe (with queue groups),
-//! request-reply and flush over one connection that reconnects by itself.
+//! `ringnats`: a NATS client on the project's io_uring runtime: publish, subscribe (with queue
+//! groups), request-reply and flush over one connection that reconnects by itself. (The crate
+//! name `nats` belongs to the NATS project's own client; the `remote` feature of `actors`
+//! re-exports this one as `actors::remote::nats`.)
 //!
 //! ```no_run
-//! # async fn example(context: runtime::Context) -> Result<(), nats::Error> {
-//! let client = nats::Client::connect(&context, nats::Options::new(["nats://127.0.0.1:4222"])?)
-//!     .await?;
+//! # async fn example(context: runtime::Context) -> Result<(), ringnats::Error> {
+//! let options = ringnats::Options::new(["nats://127.0.0.1:4222"])?;
+//! let client = ringnats::Client::connect(&context, options).await?;
 //! let mut greetings = client.subscribe("greet.*")?;
 //! client.publish("greet.joe", "hello").await?;
 //! let message = greetings.next().await.expect("subscribed");

@@ -5,8 +5,8 @@ mod common;
 
 use common::{options, server};
 use futures::StreamExt;
-use nats::server::Server;
-use nats::{Client, Error, Event, Headers};
+use ringnats::server::Server;
+use ringnats::{Client, Error, Event, Headers};
 use runtime::prelude::*;
 use std::time::Duration;
 
