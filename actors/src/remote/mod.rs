@@ -55,28 +55,70 @@
 //! - **At most once.** A message is handled once or not at all; nothing is retried. A tell
 //!   that NATS or a full mailbox drops is lost and not reported to the sender; the serving
 //!   node counts what it drops (`Node::dropped`, metric `remote_dropped_total`: a full
-//!   mailbox, too many asks in flight, bytes that are not the actor's message), and NATS
-//!   reports what a slow subscription drops as a slow-consumer event.
+//!   mailbox, too many asks in flight, bytes that are not the actor's message, asks too late
+//!   to start), and NATS reports what a slow subscription drops as a slow-consumer event.
+//! - **A failed ask never starts later.** An ask's deadline travels as a wall-clock time.
+//!   The serving node starts an ask (puts it in the mailbox, and again right before its
+//!   handler runs) only while its clock plus [`NodeOptions::with_max_clock_skew`] is before
+//!   that deadline, so an ask that resolved [`Error::Timeout`] is never started afterwards
+//!   wherever it waited (a reconnect buffer, the NATS server, a paused node's socket, a
+//!   mailbox), as long as the nodes' clocks differ by no more than the bound. An ask whose
+//!   NATS connection drops after it was sent may already be running: it resolves `Timeout`
+//!   at its deadline rather than fail at once. A node that could not heartbeat for its own
+//!   silence (paused, cut off from NATS) assumes its peers failed their asks to it with
+//!   [`Error::NodeDown`]: it starts none until it heartbeats again, then comes back as a new
+//!   incarnation and starts only asks sent after its return. An ask that resolved (answered,
+//!   failed, dropped) while its node was disconnected from NATS is cut from the reconnect
+//!   buffer and never sent. What no node can promise: an ask that *started* before its
+//!   deadline may finish after it, so a `Timeout` means "not known to have run", never "did
+//!   not run".
 //! - **FIFO per sender and target while the connection holds.** Messages one node sends to
 //!   one exposed actor reach its mailbox in the order sent, as long as neither node's NATS
 //!   connection drops in between (NATS keeps order per publisher and subscription).
-//!   Messages to a name served by several nodes are ordered per serving node only.
+//!   Messages to a name served by several nodes are ordered per serving node only. A reply
+//!   sent as an actor ends reaches its asker before the end is announced.
 //! - **A full remote mailbox never blocks the node.** The serving side puts each message in
 //!   the mailbox without waiting: when it is full, a tell is dropped and counted and an ask
 //!   answers [`Error::Full`] at once. Each exposed actor has its own
 //!   subscription, so one slow actor does not hold up the others or the connection.
 //! - **Asks always have a deadline**: 5 s unless `.timeout(d)` or the node's option says
-//!   otherwise. The deadline travels with the ask, and the serving node drops a reply whose
-//!   asker has given up. An ask to a name nobody exposes fails at once with
-//!   [`Error::NotExposed`].
-//! - **Failure is visible.** Nodes announce themselves and heartbeat every
-//!   `heartbeat_interval` (500 ms by default); a node missing `heartbeat_misses` (3) in a
-//!   row, or leaving, is down. Asks pending on a down node fail at once with
+//!   otherwise, and the serving node drops a reply whose asker has given up. An ask to a
+//!   name nobody exposes fails at once with [`Error::NotExposed`], one to a node known down
+//!   with [`Error::NodeDown`], and one that the NATS account's permissions forbid with an
+//!   [`Error::Remote`] naming the operation and subject.
+//! - **Failure is visible, and only real failure.** Nodes heartbeat every
+//!   `heartbeat_interval` (500 ms by default) on a NATS connection of their own, apart from
+//!   data, so a consumer that stops reading (which makes the NATS server hold up its
+//!   producers) does not make a healthy node look down. A node missing `heartbeat_misses`
+//!   (3) in a row, or leaving, is down. Asks pending on a down node fail at once with
 //!   [`Error::NodeDown`], and [`RemoteRef::monitor`]s resolve with
 //!   [`ExitReason::NodeDown`](crate::ExitReason::NodeDown): for a ref to one node's actor
 //!   when that node is down; for a ref to a name, when no node that exposed it is left. An
 //!   ask to a name served by several nodes, taken by one that dies, waits for its deadline
 //!   (NATS does not say which member of a queue group took a message).
+//! - **Bounded trust in peers.** What a peer announces is capped by the local configuration
+//!   ([`NodeOptions::with_peer_limits`]): its silence, the number of peers and of exposed
+//!   names; invalid names are dropped. A newer incarnation of a node replaces a live one only
+//!   once the old one stops heartbeating, unless membership is authenticated.
+//!
+//! Securing membership: announcements travel on `<prefix>.announce.<node>` and
+//! `<prefix>.alive.<node>`, and a node takes one only from the subject of the node it names.
+//! Either give every node a NATS user whose permissions let it speak only for itself, as in
+//! this `nats-server` configuration for node `a` (prefix `actors`):
+//!
+//! ```text
+//! { user: a, password: "...", permissions: {
+//!     publish: { allow: ["actors.announce.a", "actors.alive.a", "actors.node.*",
+//!                        "actors.a.>", "actors.n.>", "actors.t.>", "_INBOX.>"] },
+//!     subscribe: { allow: ["actors.announce.*", "actors.alive.*", "actors.node.a",
+//!                          "actors.a.>", "actors.n.a.>", "actors.t.>", "_INBOX.>"] } } }
+//! ```
+//!
+//! or set one secret on every node with [`NodeOptions::with_secret`]: announcements are then
+//! signed (HMAC-SHA-256), numbered and dated, and a client without the secret can neither
+//! forge nor replay one. Without either, any client that may publish on the cluster's
+//! subjects can claim that a node left.
+//!
 //! - Tells need no reply, so a tell to a name nobody exposes is dropped by NATS unseen.
 
 mod auth;
