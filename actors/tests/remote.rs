@@ -465,9 +465,57 @@ async fn a_node_that_leaves_is_down_for_its_peers_at_once(context: runtime::Cont
         }
     );
     assert!(asking.peers().is_empty());
+    // Asks and monitors made later for the node known down resolve at once, not at their
+    // deadline (an hour: only the rule can end them within the test's timeout).
+    let down = Error::NodeDown {
+        node: "leaving".into(),
+    };
+    assert_eq!(
+        remote.add(1).timeout(Duration::from_secs(3600)).await,
+        Err(down.clone())
+    );
+    let fresh: CounterRemoteRef = asking.lookup_on("leaving", "counter");
+    assert_eq!(
+        fresh.add(1).timeout(Duration::from_secs(3600)).await,
+        Err(down)
+    );
+    assert_eq!(
+        fresh.monitor().await,
+        ExitReason::NodeDown {
+            node: "leaving".into()
+        }
+    );
     // Asks from a node that has left fail at once.
     let gone: CounterRemoteRef = serving.lookup("counter");
     assert_eq!(gone.add(1).await, Err(Error::Closed));
+}
+
+/// A name whose holder does not answer its name check (a process that died while its
+/// connection lingers, or one cut off) is taken over once a whole silence has passed without
+/// an answer: an immediate restart under the same name is not refused.
+#[runtime::test(timeout = "60s")]
+async fn a_name_whose_holder_never_answers_is_taken_over_after_a_silence(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    // A client that holds the name's control subject and never answers.
+    let zombie = nats::Client::connect(&context, nats::Options::new([server.url()]).unwrap())
+        .await
+        .unwrap();
+    let _held = zombie.subscribe("actors.node.restarted").unwrap();
+    zombie.flush().await.unwrap();
+    let node = join(&context, &server, "restarted").await;
+    assert_eq!(node.name(), "restarted");
+    // A live holder answers: the name is taken.
+    let error = Node::join_with(&context, options(&server, "restarted"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        actors::remote::JoinError::NameTaken("restarted".into())
+    );
 }
 
 #[runtime::test(timeout = "60s")]

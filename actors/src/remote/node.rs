@@ -1187,13 +1187,8 @@ impl NodeInner {
         }
     }
 
-    /// Whether an ask to `target` would go to a node known down, and if so which.
-    pub(crate) fn down_for(&self, target: &Target) -> Option<String> {
-        let state = self.state.lock();
-        self.known_down(&state, target)
-    }
-
-    /// Registers a pending ask on `target`: the receiver gets why it will not be answered.
+    /// Registers a pending ask on `target`: the receiver gets why it will not be answered
+    /// (at once when its node is known down or this node has left).
     pub(crate) fn watch_ask(
         self: &Arc<Self>,
         target: &Target,

@@ -231,15 +231,14 @@ async fn ask<R: DeserializeOwned>(
     timeout: Duration,
 ) -> Result<R, Error> {
     let node = &reference.node.inner;
-    // A node known down cannot answer: fail now rather than at the deadline.
-    if let Some(down) = node.down_for(&reference.target) {
-        return Err(Error::NodeDown {
-            node: down.as_str().into(),
-        });
-    }
     let started = Instant::now();
     codec::set_deadline(&mut bytes, timeout, codec::wall_millis());
     let (_guard, mut down): (WatchGuard, _) = node.watch_ask(&reference.target);
+    // Resolved as it was registered (its node is known down, or this node has left): it
+    // cannot be answered, so it is not sent.
+    if let Ok(Some(error)) = down.try_recv() {
+        return Err(error);
+    }
     let request = pin!(
         node.client
             .request_with_timeout(&reference.subject, &bytes, timeout)
