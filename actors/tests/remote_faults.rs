@@ -1153,6 +1153,10 @@ async fn asks_across<T>(
                 tally(&after)
             ));
         }
+        problems.push(format!(
+            "the asking node's peers now: {:?}",
+            cluster.asking.peers()
+        ));
         problems.extend(ledger_problems(&outcomes, &cluster.serving.ran()));
         return (faulted, problems);
     }
