@@ -1619,7 +1619,7 @@ fn replies_to_a_subject_nobody_reads_cause_no_false_node_down() {
         })
         .await;
         // The flood has been handled; its replies may still be on their way. Asks through
-        // both directions are answered again (they should never have stopped)...
+        // both directions are answered again (they may have timed out while the server held up the connection)...
         let handled_at = unix_micros();
         let answered_again = within(&context, Duration::from_secs(30), || {
             recovered_at(&traffic.outcomes(), &vias, handled_at).is_some()
@@ -1640,9 +1640,16 @@ fn replies_to_a_subject_nobody_reads_cause_no_false_node_down() {
         if answered_again.is_none() {
             problems.push("asks were not answered again within 30 s of the flood".into());
         }
+        // While the NATS server holds up the serving node's data connection (it throttles a
+        // producer whose consumer does not read, until that consumer is cut off), asks over
+        // it may time out: that is the broker's flow control, not a failure of the node.
+        // Anything else (a `NodeDown` above all) is a false failure.
         for via in vias {
             let through: Vec<_> = outcomes.iter().filter(|o| o.via == via).cloned().collect();
-            let failed: Vec<_> = through.iter().filter(|o| o.result.is_err()).collect();
+            let failed: Vec<_> = through
+                .iter()
+                .filter(|o| o.result.is_err() && o.result != Err(Error::Timeout))
+                .collect();
             if let (Some(first), Some(last)) = (failed.first(), failed.last()) {
                 problems.push(format!(
                     "{} of {} asks {via} failed, sent over {} ms: {:?}; the first: {first:?}",

@@ -1,12 +1,16 @@
 //! The bytes of remote messages: requests, replies and the nodes' announcements.
 //!
-//! A request is a 16-byte header and then the handler's message in postcard (which names a
-//! variant by its index). The header, little-endian: the ask's deadline as a wall-clock time
-//! in milliseconds since the Unix epoch (8 bytes; 0 for a tell, which has none), the ask's
-//! whole budget in milliseconds (4 bytes: the deadline minus the budget is when it was sent),
-//! and the 4-byte schema of the actor's handlers (a hash of their names, argument and reply
-//! types, in order, as compiled: two nodes built from different versions or features of an
-//! actor refuse each other's messages rather than run the wrong handler). The deadline is
+//! A request is a 25-byte header and then the handler's message in postcard (which names a
+//! variant by its index). The header, little-endian: the version of this format (1 byte,
+//! [`VERSION`]: a node of another version is refused with a message that says so); the
+//! ask's deadline as a wall-clock time in milliseconds since the Unix epoch (8 bytes; 0 for
+//! a tell, which has none); the ask's whole budget in milliseconds (4 bytes: the deadline
+//! minus the budget is when it was sent); the incarnation of the node it is sent to (8
+//! bytes; 0 for any: a name, or a node not known up), so that a node that came back as a
+//! new incarnation refuses asks sent to the old one, which their askers fail as
+//! `NodeDown`; and the 4-byte schema of the actor's handlers (a hash of their names,
+//! argument and reply types, in order, as compiled: two nodes built from different versions
+//! or features of an actor refuse each other's messages rather than run the wrong handler). The deadline is
 //! absolute so that it means the same wherever the request waited (a reconnect buffer, the
 //! NATS server, a paused node's socket): nodes compare it with their own clocks, which
 //! must agree within the node's `max_clock_skew`. A reply is postcard's `Result<R, Failure>`. postcard
@@ -25,8 +29,12 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The request header: the deadline, the budget, and the handlers' schema.
-pub(crate) const HEADER: usize = 16;
+/// The request header: the version, the deadline, the budget, the incarnation sent to, and
+/// the handlers' schema.
+pub(crate) const HEADER: usize = 25;
+
+/// The version of the request format.
+pub(crate) const VERSION: u8 = 2;
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it).
 pub(crate) fn wall_millis() -> u64 {
@@ -54,8 +62,9 @@ impl Deadline {
 /// `wire` as a request to handlers of `schema`, with no deadline yet (see
 /// [`set_deadline`]).
 pub(crate) fn request<W: Serialize>(wire: &W, schema: u32) -> Result<Vec<u8>, Error> {
-    let mut bytes = Vec::with_capacity(40);
-    bytes.extend_from_slice(&[0; 12]);
+    let mut bytes = Vec::with_capacity(48);
+    bytes.push(VERSION);
+    bytes.extend_from_slice(&[0; 20]);
     bytes.extend_from_slice(&schema.to_le_bytes());
     postcard::to_extend(wire, bytes)
         .map_err(|error| Error::Remote(format!("the message could not be encoded: {error}").into()))
@@ -72,25 +81,47 @@ pub(crate) fn set_deadline(bytes: &mut [u8], budget: Duration, now_millis: u64) 
         at_millis: now_millis.saturating_add(budget_millis.into()),
         budget_millis,
     };
-    bytes[..8].copy_from_slice(&deadline.at_millis.to_le_bytes());
-    bytes[8..12].copy_from_slice(&budget_millis.to_le_bytes());
+    bytes[1..9].copy_from_slice(&deadline.at_millis.to_le_bytes());
+    bytes[9..13].copy_from_slice(&budget_millis.to_le_bytes());
     deadline
 }
 
-/// A request's deadline (`None` for a tell) and message, for handlers of `schema`.
+/// Writes into a request's header the incarnation of the node it is sent to (0: any).
+pub(crate) fn set_incarnation(bytes: &mut [u8], incarnation: u64) {
+    bytes[13..21].copy_from_slice(&incarnation.to_le_bytes());
+}
+
+/// A request's header, read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    /// `None` for a tell.
+    pub(crate) deadline: Option<Deadline>,
+    /// The incarnation it was sent to (0: any).
+    pub(crate) incarnation: u64,
+}
+
+/// A request's header and message, for handlers of `schema`.
 pub(crate) fn decode_request<W: DeserializeOwned>(
     bytes: &[u8],
     schema: u32,
-) -> Result<(Option<Deadline>, W), String> {
+) -> Result<(Header, W), String> {
     if bytes.len() < HEADER {
         return Err(format!(
             "a request of {} bytes, shorter than its {HEADER}-byte header",
             bytes.len()
         ));
     }
-    let at_millis = u64::from_le_bytes(bytes[..8].try_into().expect("eight bytes"));
-    let budget_millis = u32::from_le_bytes(bytes[8..12].try_into().expect("four bytes"));
-    let theirs = u32::from_le_bytes(bytes[12..HEADER].try_into().expect("four bytes"));
+    if bytes[0] != VERSION {
+        return Err(format!(
+            "the request is of version {} of the remote protocol, this node speaks version \
+             {VERSION}: both nodes must run the same version of this crate",
+            bytes[0]
+        ));
+    }
+    let at_millis = u64::from_le_bytes(bytes[1..9].try_into().expect("eight bytes"));
+    let budget_millis = u32::from_le_bytes(bytes[9..13].try_into().expect("four bytes"));
+    let incarnation = u64::from_le_bytes(bytes[13..21].try_into().expect("eight bytes"));
+    let theirs = u32::from_le_bytes(bytes[21..HEADER].try_into().expect("four bytes"));
     if theirs != schema {
         return Err(format!(
             "the sender's `{}` has other handlers than this node's (schema {theirs:08x}, here \
@@ -99,10 +130,13 @@ pub(crate) fn decode_request<W: DeserializeOwned>(
             std::any::type_name::<W>()
         ));
     }
-    let deadline = (at_millis > 0).then_some(Deadline {
-        at_millis,
-        budget_millis,
-    });
+    let header = Header {
+        deadline: (at_millis > 0).then_some(Deadline {
+            at_millis,
+            budget_millis,
+        }),
+        incarnation,
+    };
     let wire = postcard::from_bytes(&bytes[HEADER..]).map_err(|error| {
         format!(
             "the message is not one of `{}`'s handlers ({error}): do both nodes run the \
@@ -110,7 +144,7 @@ pub(crate) fn decode_request<W: DeserializeOwned>(
             std::any::type_name::<W>()
         )
     })?;
-    Ok((deadline, wire))
+    Ok((header, wire))
 }
 
 /// Why a remote ask got no value, as it travels back.
@@ -306,14 +340,22 @@ mod tests {
         );
         assert_eq!(
             decode_request::<Wire>(&bytes, 7).unwrap(),
-            (None, Wire::add(5))
+            (
+                Header {
+                    deadline: None,
+                    incarnation: 0
+                },
+                Wire::add(5)
+            )
         );
         // Other handlers (another version of the actor): refused, saying why.
         let error = decode_request::<Wire>(&bytes, 8).unwrap_err();
         assert!(error.contains("other handlers"), "{error}");
         let set = set_deadline(&mut bytes, Duration::from_micros(1500), 1_000_000);
-        let (deadline, wire) = decode_request::<Wire>(&bytes, 7).unwrap();
-        assert_eq!(deadline, Some(set));
+        set_incarnation(&mut bytes, 42);
+        let (header, wire) = decode_request::<Wire>(&bytes, 7).unwrap();
+        assert_eq!(header.deadline, Some(set));
+        assert_eq!(header.incarnation, 42);
         assert_eq!(
             set,
             Deadline {
@@ -343,10 +385,16 @@ mod tests {
                 .unwrap_err()
                 .contains("header")
         );
-        let mut unknown_variant = vec![0; HEADER];
+        let mut unknown_variant = vec![VERSION];
+        unknown_variant.extend_from_slice(&[0; HEADER - 1]);
         unknown_variant.push(9);
         let error = decode_request::<Wire>(&unknown_variant, 0).unwrap_err();
         assert!(error.contains("Wire"), "{error}");
+        // Another version of the format: refused, saying so.
+        let mut other_version = request(&Wire::add(1), 0).unwrap();
+        other_version[0] = 1;
+        let error = decode_request::<Wire>(&other_version, 0).unwrap_err();
+        assert!(error.contains("version 1"), "{error}");
         // Every prefix and every byte flip of a valid request: an error or a value, never a
         // panic.
         let valid = request(&Wire::name("abc".into(), vec![1, 2, 3]), 0).unwrap();

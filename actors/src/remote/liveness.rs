@@ -9,9 +9,11 @@
 //! `NodeDown`: running one of those later would run an ask whose asker was told it failed.
 //!
 //! Invariants:
-//! - `last_beat` is when the node last queued a heartbeat on a connected control connection;
-//!   while more than `silence` has passed since, the node is *cut off*: it starts no remote
-//!   ask at all (whatever its send time), because it cannot know what its peers decided.
+//! - `last_beat` is when the node last heard its own beat come back through the NATS server
+//!   (what its peers hear, not what it queued: a paused server or a stalled connection keeps
+//!   a client "connected"); while more than `silence` has passed since, the node is *cut
+//!   off*: it starts no remote ask at all (whatever its send time), because it cannot know
+//!   what its peers decided, and it judges no peer.
 //! - When the node heartbeats again after being cut off, it first takes a new incarnation and
 //!   stores the wall-clock time of that return in `returned_millis`, then publishes
 //!   `last_beat` (release/acquire): whoever sees the new beat sees the new return time, and
@@ -34,6 +36,8 @@ pub(crate) struct Liveness {
     /// The wall-clock millisecond the node came back after being cut off (0: never was).
     returned_millis: AtomicU64,
     skew_millis: u64,
+    /// The node's current incarnation: an ask addressed to another one is refused.
+    incarnation: AtomicU64,
 }
 
 /// Why a remote ask is not started.
@@ -44,6 +48,8 @@ pub(crate) enum Refusal {
     /// It was sent before this node came back from being cut off, or the node is cut off
     /// now: its asker may have been told `NodeDown`.
     CutOff,
+    /// It was sent to another incarnation of this node (one its asker saw go down, or will).
+    OtherIncarnation,
 }
 
 impl Refusal {
@@ -52,19 +58,32 @@ impl Refusal {
         match self {
             Refusal::Expired => "expired",
             Refusal::CutOff => "cut_off",
+            Refusal::OtherIncarnation => "other_incarnation",
         }
     }
 }
 
 impl Liveness {
-    pub(crate) fn new(silence: Duration, skew: Duration) -> Liveness {
+    pub(crate) fn new(silence: Duration, skew: Duration, incarnation: u64) -> Liveness {
         Liveness {
             origin: Instant::now(),
             last_beat: AtomicU64::new(0),
             silence,
             returned_millis: AtomicU64::new(0),
             skew_millis: skew.as_millis().try_into().unwrap_or(u64::MAX),
+            incarnation: AtomicU64::new(incarnation),
         }
+    }
+
+    /// The node's current incarnation.
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.incarnation.load(Ordering::Acquire)
+    }
+
+    /// The node took a new incarnation (under its state lock, before it publishes anything
+    /// in it).
+    pub(crate) fn set_incarnation(&self, incarnation: u64) {
+        self.incarnation.store(incarnation, Ordering::Release);
     }
 
     fn nanos(&self, at: Instant) -> u64 {
@@ -80,9 +99,9 @@ impl Liveness {
         self.nanos(now).saturating_sub(last) > self.silence.as_nanos() as u64
     }
 
-    /// A heartbeat was queued on a connected control connection at `now`. If the node was cut
-    /// off until now, `returned` runs first (it takes the new incarnation) and the return
-    /// time is stored before the beat is published.
+    /// The node heard its own beat come back at `now`. If the node was cut off until now,
+    /// `returned` runs first (it takes the new incarnation) and the return time is stored
+    /// before the beat is published.
     pub(crate) fn beat(&self, now: Instant, returned: impl FnOnce()) {
         if self.cut_off(now) {
             returned();
@@ -92,10 +111,14 @@ impl Liveness {
         self.last_beat.fetch_max(self.nanos(now), Ordering::Release);
     }
 
-    /// Whether an ask with `deadline` may start at `now`, and if not, why.
-    pub(crate) fn admits(&self, deadline: &Deadline, now: Instant) -> Result<(), Refusal> {
+    /// Whether an ask with `deadline`, sent to incarnation `to` of this node (0: any), may
+    /// start at `now`, and if not, why.
+    pub(crate) fn admits(&self, deadline: &Deadline, to: u64, now: Instant) -> Result<(), Refusal> {
         if self.cut_off(now) {
             return Err(Refusal::CutOff);
+        }
+        if to != 0 && to != self.incarnation() {
+            return Err(Refusal::OtherIncarnation);
         }
         let returned = self.returned_millis.load(Ordering::Acquire);
         if returned > 0 && deadline.sent_millis() < returned.saturating_add(self.skew_millis) {
@@ -122,18 +145,47 @@ impl Liveness {
 /// cut off, is not run even when it was already in the mailbox.
 pub(crate) struct Ticket {
     pub(crate) deadline: Deadline,
+    /// The incarnation of this node the ask was sent to (0: any).
+    pub(crate) to: u64,
     pub(crate) liveness: Arc<Liveness>,
+    /// Set once the handler was let run: a reply dropped after that was not refused.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl Ticket {
+    pub(crate) fn new(deadline: Deadline, to: u64, liveness: Arc<Liveness>) -> Ticket {
+        Ticket {
+            deadline,
+            to,
+            liveness,
+            started: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Why the ask may not start now, if it may not.
     pub(crate) fn refusal(&self) -> Option<Refusal> {
-        self.liveness.admits(&self.deadline, Instant::now()).err()
+        self.liveness
+            .admits(&self.deadline, self.to, Instant::now())
+            .err()
+    }
+
+    /// Why the ask was not run, once its reply was dropped unanswered: `None` if its
+    /// handler was let run (it then ended without answering).
+    pub(crate) fn not_run(&self) -> Option<Refusal> {
+        if self.started.load(Ordering::Acquire) {
+            return None;
+        }
+        self.refusal()
     }
 }
 
 impl Expiry for Ticket {
     fn expired(&self) -> bool {
-        self.refusal().is_some()
+        let refused = self.refusal().is_some();
+        if !refused {
+            self.started.store(true, Ordering::Release);
+        }
+        refused
     }
 }
 
@@ -150,33 +202,40 @@ mod tests {
 
     #[test]
     fn a_node_that_heartbeats_admits_asks_until_their_deadline() {
-        let liveness = Liveness::new(Duration::from_secs(60), Duration::ZERO);
+        let liveness = Liveness::new(Duration::from_secs(60), Duration::ZERO, 7);
         let now = Instant::now();
         liveness.beat(now, || panic!("never cut off"));
-        assert_eq!(liveness.admits(&deadline_in(10_000, 5_000), now), Ok(()));
+        assert_eq!(liveness.admits(&deadline_in(10_000, 5_000), 0, now), Ok(()));
         let past = Deadline {
             at_millis: codec::wall_millis() - 1,
             budget_millis: 100,
         };
-        assert_eq!(liveness.admits(&past, now), Err(Refusal::Expired));
+        assert_eq!(liveness.admits(&past, 0, now), Err(Refusal::Expired));
+        // Sent to this incarnation, or to any: admitted; to another: refused.
+        let live = deadline_in(10_000, 5_000);
+        assert_eq!(liveness.admits(&live, 7, now), Ok(()));
+        assert_eq!(
+            liveness.admits(&live, 6, now),
+            Err(Refusal::OtherIncarnation)
+        );
     }
 
     #[test]
     fn a_skew_bound_refuses_asks_that_may_have_expired_by_the_askers_clock() {
-        let liveness = Liveness::new(Duration::from_secs(60), Duration::from_secs(5));
+        let liveness = Liveness::new(Duration::from_secs(60), Duration::from_secs(5), 7);
         let now = Instant::now();
         liveness.beat(now, || {});
         assert_eq!(
-            liveness.admits(&deadline_in(2_000, 5_000), now),
+            liveness.admits(&deadline_in(2_000, 5_000), 0, now),
             Err(Refusal::Expired)
         );
-        assert_eq!(liveness.admits(&deadline_in(10_000, 5_000), now), Ok(()));
+        assert_eq!(liveness.admits(&deadline_in(10_000, 5_000), 0, now), Ok(()));
     }
 
     #[test]
     fn a_node_cut_off_admits_nothing_and_after_its_return_only_what_was_sent_since() {
         let silence = Duration::from_secs(50);
-        let liveness = Liveness::new(silence, Duration::ZERO);
+        let liveness = Liveness::new(silence, Duration::ZERO, 7);
         let start = Instant::now();
         liveness.beat(start, || panic!("not cut off yet"));
         let later = start + silence * 3;
@@ -186,26 +245,26 @@ mod tests {
             at_millis: codec::wall_millis() + 60_000,
             budget_millis: 70_000,
         };
-        assert_eq!(liveness.admits(&old, later), Err(Refusal::CutOff));
+        assert_eq!(liveness.admits(&old, 0, later), Err(Refusal::CutOff));
         let mut returned = false;
         liveness.beat(later, || returned = true);
         assert!(returned, "the return ran");
         assert!(!liveness.cut_off(later));
-        assert_eq!(liveness.admits(&old, later), Err(Refusal::CutOff));
+        assert_eq!(liveness.admits(&old, 0, later), Err(Refusal::CutOff));
         let fresh = Deadline {
             at_millis: codec::wall_millis() + 60_000,
             budget_millis: 0,
         };
-        assert_eq!(liveness.admits(&fresh, later), Ok(()));
+        assert_eq!(liveness.admits(&fresh, 0, later), Ok(()));
     }
 
     #[test]
     fn a_node_never_heard_for_its_silence_admits_nothing() {
         let silence = Duration::from_millis(10);
-        let liveness = Liveness::new(silence, Duration::ZERO);
+        let liveness = Liveness::new(silence, Duration::ZERO, 7);
         let later = Instant::now() + silence * 2;
         assert_eq!(
-            liveness.admits(&deadline_in(10_000, 1), later),
+            liveness.admits(&deadline_in(10_000, 1), 0, later),
             Err(Refusal::CutOff)
         );
     }

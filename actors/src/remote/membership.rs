@@ -8,15 +8,18 @@
 //!   leaves, or is replaced by a newer incarnation; then it is down, and its incarnation is
 //!   remembered (`down`), so nothing of it or an older one is admitted again.
 //! - A peer's silence is what it announces (its interval times its misses, plus half an
-//!   interval), capped by `Limits::max_silence`.
+//!   interval), at least this node's own and never above `Limits::max_silence`: a peer that
+//!   announces more is refused (a cap would judge it down before it judges itself cut off).
+//!   Without authentication, a live incarnation's interval and silence are those of its
+//!   first admitted heartbeat (a forger cannot shorten them).
 //! - At most `max_peers` peers are up, and `down` remembers at most `max_peers` nodes (the
 //!   longest known down forgotten first); at most `max_names` exposed names are listed over
 //!   all peers, each a valid name; what does not fit is refused and counted.
 //! - A newer incarnation of a peer that is up replaces it at once only when membership is
 //!   authenticated (a shared secret: only a node of the cluster can sign one). Without it, it
-//!   replaces the peer only once the known incarnation has missed a heartbeat, so a forger
-//!   cannot take down a node that keeps heartbeating (a restarted node's old incarnation
-//!   has stopped).
+//!   replaces the peer only once the known incarnation has been quiet for one and a half of
+//!   its intervals (never less than this node's own), so a forger cannot take down a node
+//!   that keeps heartbeating (a restarted node's old incarnation has stopped).
 //! - With authentication, a peer's announcements are admitted only in increasing sequence
 //!   and while younger than `max_silence` (plus the skew bound) by this node's clock, so a
 //!   recorded announcement cannot be replayed. Without it, sequence numbers are ignored: a
@@ -32,6 +35,9 @@ pub(crate) struct Limits {
     pub(crate) max_peers: usize,
     pub(crate) max_names: usize,
     pub(crate) max_silence: Duration,
+    /// This node's own heartbeat interval and silence: the least a peer gets.
+    pub(crate) interval: Duration,
+    pub(crate) silence: Duration,
     pub(crate) authenticated: bool,
     pub(crate) skew: Duration,
 }
@@ -64,6 +70,7 @@ pub(crate) enum Change {
     /// `node` is down; it exposed these names.
     Down {
         node: String,
+        incarnation: u64,
         exposed: HashSet<String>,
     },
     /// `node` (still up) no longer exposes these names.
@@ -175,7 +182,8 @@ impl Peers {
             if sender.incarnation > peer.incarnation {
                 // A restart, or a forger's claim of one: without authentication, only once
                 // the known incarnation has missed a heartbeat.
-                let quiet = now.saturating_duration_since(peer.last_seen) > peer.interval * 3 / 2;
+                let quiet = now.saturating_duration_since(peer.last_seen)
+                    > peer.interval.max(self.limits.interval) * 3 / 2;
                 if !self.limits.authenticated && !quiet {
                     return Err("conflict");
                 }
@@ -185,7 +193,19 @@ impl Peers {
             return Err("peer_table_full");
         }
         let interval = interval.max(Duration::from_millis(1));
-        let silence = (interval * misses.max(1) + interval / 2).min(self.limits.max_silence);
+        let announced = interval.saturating_mul(misses.max(1)) + interval / 2;
+        if announced > self.limits.max_silence {
+            return Err("silence_above_limit");
+        }
+        let silence = announced.max(self.limits.silence);
+        // Without authentication, a live incarnation keeps the settings it was first heard
+        // with: a forged copy cannot shorten its silence.
+        let (interval, silence) = match self.peers.get(&sender.node) {
+            Some(peer) if !self.limits.authenticated && peer.incarnation == sender.incarnation => {
+                (peer.interval, peer.silence)
+            }
+            _ => (interval, silence),
+        };
         // Only valid names, and only as many as the table has room for.
         let current = self
             .peers
@@ -343,6 +363,7 @@ impl Peers {
         *known = (known.0.max(peer.incarnation), now);
         Some(Change::Down {
             node: node.to_string(),
+            incarnation: peer.incarnation,
             exposed: peer.exposed,
         })
     }
@@ -357,6 +378,8 @@ mod tests {
             max_peers: 4,
             max_names: 10,
             max_silence: Duration::from_secs(10),
+            interval: Duration::from_millis(100),
+            silence: Duration::from_millis(350),
             authenticated,
             skew: Duration::ZERO,
         }
@@ -424,7 +447,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_cannot_announce_a_silence_above_the_local_cap() {
+    fn a_peer_announcing_a_silence_above_the_local_cap_is_refused_and_one_below_raised() {
         let mut peers = Peers::new("me", limits(false));
         let now = Instant::now();
         let forged = peers.heartbeat(
@@ -435,9 +458,38 @@ mod tests {
             now,
             NOW_MILLIS,
         );
-        assert_eq!(forged, Ok(Heard::default()));
-        assert_eq!(peers.get("a").unwrap().silence, Duration::from_secs(10));
-        assert_eq!(peers.longest_silence(), Some(Duration::from_secs(10)));
+        assert_eq!(forged, Err("silence_above_limit"));
+        assert!(!peers.contains("a"));
+        let quick = peers.heartbeat(
+            &sender("b", 1, 1),
+            Duration::from_millis(1),
+            1,
+            vec![],
+            now,
+            NOW_MILLIS,
+        );
+        assert_eq!(quick, Ok(Heard::default()));
+        assert_eq!(peers.get("b").unwrap().silence, Duration::from_millis(350));
+    }
+
+    #[test]
+    fn without_authentication_a_forged_copy_cannot_shorten_a_live_peers_silence() {
+        let mut peers = Peers::new("me", limits(false));
+        let start = Instant::now();
+        beat(&mut peers, &sender("a", 5, 1), start, &[]).unwrap();
+        let silence = peers.get("a").unwrap().silence;
+        // The same incarnation, claiming a 1 ms interval.
+        let short = Duration::from_millis(1);
+        peers
+            .heartbeat(&sender("a", 5, 2), short, 1, vec![], start, NOW_MILLIS)
+            .unwrap();
+        assert_eq!(peers.get("a").unwrap().silence, silence);
+        // So a forged restart 10 ms later is still a conflict.
+        let soon = start + Duration::from_millis(10);
+        assert_eq!(
+            beat(&mut peers, &sender("a", 6, 1), soon, &[]),
+            Err("conflict")
+        );
     }
 
     #[test]

@@ -296,7 +296,8 @@ impl NodeOptions {
 
 /// An ask or a monitor waiting on a target.
 enum Waiter {
-    Ask(oneshot::Sender<Error>),
+    /// An ask, and the incarnation of its node it was sent to (0: any, the node was not up).
+    Ask(oneshot::Sender<Error>, u64),
     /// A monitor, and when it began.
     Monitor(oneshot::Sender<ExitReason>, Instant),
 }
@@ -305,7 +306,7 @@ impl Waiter {
     /// Resolves it: an ask with `ask`, a monitor with `monitor`.
     fn resolve(self, ask: impl FnOnce() -> Error, monitor: impl FnOnce() -> ExitReason) {
         match self {
-            Waiter::Ask(sender) => {
+            Waiter::Ask(sender, _) => {
                 let _ = sender.send(ask());
             }
             Waiter::Monitor(sender, _) => {
@@ -466,12 +467,15 @@ impl Node {
             max_peers: options.max_peers,
             max_names: options.max_names,
             max_silence: options.max_peer_silence,
+            interval: options.heartbeat_interval,
+            silence: options.silence(),
             authenticated: options.secret.is_some(),
             skew: options.max_clock_skew,
         };
+        let first_incarnation = incarnation();
         let state = State {
             peers: Peers::new(&options.name, limits),
-            incarnation: incarnation(),
+            incarnation: first_incarnation,
             seq: 0,
             beat_seq: 0,
             exposed: HashMap::new(),
@@ -485,7 +489,11 @@ impl Node {
         let inner = Arc::new(NodeInner {
             name: options.name.clone(),
             joined: Instant::now(),
-            liveness: Arc::new(Liveness::new(options.silence(), options.max_clock_skew)),
+            liveness: Arc::new(Liveness::new(
+                options.silence(),
+                options.max_clock_skew,
+                first_incarnation,
+            )),
             announce_prefix,
             alive_prefix,
             options,
@@ -871,23 +879,11 @@ impl NodeInner {
 
     /// Sends a heartbeat now, unless the node has left. The list of names is taken and the
     /// heartbeat queued under one hold of the state lock (then the client's), so heartbeats
-    /// go out in the order their lists were taken, and none after `Leaving`. A heartbeat
-    /// queued while the control connection is up counts as a beat for [`Liveness`]: after a
-    /// silence of its own the node takes a new incarnation first.
+    /// go out in the order their lists were taken, and none after `Leaving`.
     fn announce_heartbeat(&self) {
         let mut state = self.state.lock();
         if state.left {
             return;
-        }
-        if self.control.is_connected() {
-            let now = Instant::now();
-            self.liveness.beat(now, || {
-                state.incarnation = incarnation().max(state.incarnation + 1);
-                state.seq = 0;
-                state.beat_seq = 0;
-                // It could not hear its peers either: they get a whole silence from now.
-                state.peers.heard_all(now);
-            });
         }
         let mut exposed: Vec<_> = state.exposed.keys().cloned().collect();
         exposed.sort();
@@ -967,14 +963,14 @@ impl NodeInner {
     fn resolve(
         &self,
         mut state: parking_lot::MutexGuard<'_, State>,
-        matches: impl Fn(&State, &Target) -> bool,
+        matches: impl Fn(&State, &Target, &Waiter) -> bool,
         ask: impl Fn() -> Error,
         monitor: impl Fn() -> ExitReason,
     ) {
         let ids: Vec<u64> = state
             .waiting
             .iter()
-            .filter(|(_, (target, _))| matches(&state, target))
+            .filter(|(_, (target, waiter))| matches(&state, target, waiter))
             .map(|(id, _)| *id)
             .collect();
         let resolved: Vec<_> = ids
@@ -1004,11 +1000,23 @@ impl NodeInner {
         for change in changes {
             let state = state.take().unwrap_or_else(|| self.state.lock());
             match change {
-                Change::Down { node, exposed } => {
+                Change::Down {
+                    node,
+                    incarnation,
+                    exposed,
+                } => {
                     self.resolve(
                         state,
-                        |state, target| match target {
-                            Target::Node { node: on, .. } => *on == node,
+                        |state, target, waiter| match target {
+                            // An ask sent to another incarnation than the one down is that
+                            // one's to answer (or refuse).
+                            Target::Node { node: on, .. } => {
+                                *on == node
+                                    && match waiter {
+                                        Waiter::Ask(_, to) => *to == 0 || *to == incarnation,
+                                        Waiter::Monitor(..) => true,
+                                    }
+                            }
                             Target::Name(name) => {
                                 exposed.contains(name) && !state.exposed_anywhere(name)
                             }
@@ -1025,7 +1033,7 @@ impl NodeInner {
                 Change::Withdrawn { node, names } => {
                     self.resolve(
                         state,
-                        |state, target| match target {
+                        |state, target, _| match target {
                             Target::Node { node: on, name } => *on == node && names.contains(name),
                             Target::Name(name) => {
                                 names.contains(name) && !state.exposed_anywhere(name)
@@ -1103,7 +1111,7 @@ impl NodeInner {
                     let anywhere = state.exposed_anywhere(&name);
                     self.resolve(
                         state,
-                        |_, target| match target {
+                        |_, target, _| match target {
                             Target::Node { node: on, name: of } => *on == node && *of == name,
                             Target::Name(of) => *of == name && !anywhere,
                         },
@@ -1120,6 +1128,33 @@ impl NodeInner {
         }
     }
 
+    /// This node's own beat of `incarnation` came back through the NATS server: its beats
+    /// reach its peers (not merely its write buffer), which is what [`Liveness`] counts. After
+    /// a silence of its own the node takes a new incarnation first: its peers have judged
+    /// the old one down.
+    fn own_beat_heard(&self, incarnation: u64) {
+        let mut state = self.state.lock();
+        if state.left || incarnation != state.incarnation {
+            return;
+        }
+        let now = Instant::now();
+        let mut returned = false;
+        self.liveness.beat(now, || {
+            state.incarnation = self::incarnation().max(state.incarnation + 1);
+            self.liveness.set_incarnation(state.incarnation);
+            state.seq = 0;
+            state.beat_seq = 0;
+            // It could not hear its peers either: they get a whole silence from now.
+            state.peers.heard_all(now);
+            returned = true;
+        });
+        drop(state);
+        if returned {
+            // Peers learn the new incarnation now rather than at the next tick.
+            self.announce_heartbeat();
+        }
+    }
+
     /// A beat received on `subject`.
     fn on_beat(&self, subject: &str, payload: &[u8]) {
         let beat = codec::decode_announcement(
@@ -1132,6 +1167,10 @@ impl NodeInner {
             self.count("forged", 1);
             return;
         };
+        if beat.node == self.name {
+            self.own_beat_heard(beat.incarnation);
+            return;
+        }
         let sender = membership::Sender {
             node: beat.node,
             incarnation: beat.incarnation,
@@ -1155,6 +1194,12 @@ impl NodeInner {
     /// been seen running for a whole silence of this node's resolve `NotFound`.
     fn check_peers(&self) {
         let now = Instant::now();
+        // Cut off itself (its own beats do not come back), the node cannot tell a silent
+        // peer from its own deafness: it judges nobody, and its asks wait for their deadlines
+        // (a peer that is fine may still run them).
+        if self.liveness.cut_off(now) {
+            return;
+        }
         let mut state = self.state.lock();
         let changes = state.peers.silent(now);
         self.apply(state, changes);
@@ -1189,12 +1234,25 @@ impl NodeInner {
 
     /// Registers a pending ask on `target`: the receiver gets why it will not be answered
     /// (at once when its node is known down or this node has left).
+    /// Also gives the incarnation of its node the ask goes to (0 when the node is not up, or
+    /// for a name), for the request's header.
     pub(crate) fn watch_ask(
         self: &Arc<Self>,
         target: &Target,
-    ) -> (WatchGuard, oneshot::Receiver<Error>) {
+    ) -> (WatchGuard, oneshot::Receiver<Error>, u64) {
         let (sender, receiver) = oneshot::channel();
-        (self.watch(target, Waiter::Ask(sender)), receiver)
+        let incarnation = match target {
+            Target::Node { node, .. } if *node == self.name => self.liveness.incarnation(),
+            Target::Node { node, .. } => self
+                .state
+                .lock()
+                .peers
+                .get(node)
+                .map_or(0, |peer| peer.incarnation),
+            Target::Name(_) => 0,
+        };
+        let guard = self.watch(target, Waiter::Ask(sender, incarnation));
+        (guard, receiver, incarnation)
     }
 
     pub(crate) fn watch_monitor(
@@ -1243,14 +1301,15 @@ async fn run(
             if tick.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Next::Tick);
             }
+            // Beats first: a flood on the other subjects must not keep them waiting.
+            if let Poll::Ready(message) = beats.poll_next_unpin(cx) {
+                return Poll::Ready(Next::Beat(message));
+            }
             if let Poll::Ready(message) = control.poll_next_unpin(cx) {
                 return Poll::Ready(Next::Control(message));
             }
             if let Poll::Ready(message) = announcements.poll_next_unpin(cx) {
                 return Poll::Ready(Next::Announcement(message));
-            }
-            if let Poll::Ready(message) = beats.poll_next_unpin(cx) {
-                return Poll::Ready(Next::Beat(message));
             }
             Poll::Pending
         })
@@ -1261,17 +1320,15 @@ async fn run(
                 inner.announce_heartbeat();
                 // Heartbeats that arrived while this task waited count before any peer is
                 // judged silent.
+                // Every beat already received (the queue is bounded), then announcements.
+                while let Some(message) = beats.try_next() {
+                    inner.on_beat(&message.subject, &message.payload);
+                }
                 for _ in 0..4096 {
                     let Some(message) = announcements.try_next() else {
                         break;
                     };
                     inner.on_announcement(&message.subject, &message.payload);
-                }
-                for _ in 0..4096 {
-                    let Some(message) = beats.try_next() else {
-                        break;
-                    };
-                    inner.on_beat(&message.subject, &message.payload);
                 }
                 inner.check_peers();
             }

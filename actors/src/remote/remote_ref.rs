@@ -232,8 +232,9 @@ async fn ask<R: DeserializeOwned>(
 ) -> Result<R, Error> {
     let node = &reference.node.inner;
     let started = Instant::now();
+    let (_guard, mut down, incarnation): (WatchGuard, _, _) = node.watch_ask(&reference.target);
     codec::set_deadline(&mut bytes, timeout, codec::wall_millis());
-    let (_guard, mut down): (WatchGuard, _) = node.watch_ask(&reference.target);
+    codec::set_incarnation(&mut bytes, incarnation);
     // Resolved as it was registered (its node is known down, or this node has left): it
     // cannot be answered, so it is not sent.
     if let Ok(Some(error)) = down.try_recv() {

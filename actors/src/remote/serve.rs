@@ -63,7 +63,7 @@ impl Responder {
                 Ok(Err(Panicked)) => codec::reply::<R>(Err(Failure::Panicked(label.into()))),
                 // Not run because its asker may have given up: say why.
                 Err(Canceled) => codec::reply::<R>(Err(
-                    match ticket.as_ref().and_then(|ticket| ticket.refusal()) {
+                    match ticket.as_ref().and_then(|ticket| ticket.not_run()) {
                         Some(refusal) => refused(refusal, &node),
                         None => Failure::Closed,
                     },
@@ -87,7 +87,7 @@ impl crate::oneshot::Expiry for NeverExpires {
 fn refused(refusal: Refusal, node: &str) -> Failure {
     match refusal {
         Refusal::Expired => Failure::Timeout,
-        Refusal::CutOff => Failure::NodeDown(node.to_string()),
+        Refusal::CutOff | Refusal::OtherIncarnation => Failure::NodeDown(node.to_string()),
     }
 }
 
@@ -141,7 +141,7 @@ pub(crate) async fn run<S: Served>(
                 let _ = node.client.try_publish(reply_to, None, bytes);
             }
         };
-        let (deadline, wire) = match codec::decode_request::<<S::Protocol as Protocol>::Wire>(
+        let (header, wire) = match codec::decode_request::<<S::Protocol as Protocol>::Wire>(
             &message.payload,
             <S::Protocol as Protocol>::SCHEMA,
         ) {
@@ -160,12 +160,9 @@ pub(crate) async fn run<S: Served>(
         // An ask that may no longer start (its deadline passed, or it was sent while this
         // node was cut off) is answered at once and never put in the mailbox; one that is
         // put in is asked again right before its handler runs (the reply's expiry).
-        let ticket = match (&reply_to, deadline) {
+        let ticket = match (&reply_to, header.deadline) {
             (Some(_), Some(deadline)) => {
-                let ticket = Ticket {
-                    deadline,
-                    liveness: node.liveness.clone(),
-                };
+                let ticket = Ticket::new(deadline, header.incarnation, node.liveness.clone());
                 if let Some(refusal) = ticket.refusal() {
                     node.count(refusal.reason(), 1);
                     answer(failure(refused(refusal, &node_name)));
