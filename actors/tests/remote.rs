@@ -843,3 +843,46 @@ async fn with_a_secret_forged_membership_messages_change_nothing(context: runtim
     assert!(futures::poll!(monitor.as_mut()).is_pending());
     assert!(asking.dropped("replayed") >= 1);
 }
+
+/// A node that may not subscribe to its cluster's membership subjects is refused at join,
+/// naming the subject, rather than joining deaf; an exposure the permissions forbid fails and
+/// is not listed.
+#[runtime::test(timeout = "60s")]
+async fn subscriptions_the_permissions_forbid_fail_the_join_or_the_exposure(
+    context: runtime::Context,
+) {
+    let Some(server) = server(Server::builder().config(
+        "authorization { users = [ \
+         { user: deaf, password: deaf, permissions: { subscribe: { deny: [\"actors.alive.*\"] } } }, \
+         { user: shy, password: shy, permissions: { subscribe: { deny: [\"actors.a.hidden\"] } } } ] }",
+    )) else {
+        return;
+    };
+    let url = |user: &str| format!("nats://{user}:{user}@127.0.0.1:{}", server.port());
+    let error = Node::join_with(&context, NodeOptions::new([url("deaf")], "deaf").unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        actors::remote::JoinError::Nats(nats::Error::PermissionDenied {
+            operation: "subscribe".into(),
+            subject: "actors.alive.*".into(),
+        })
+    );
+    let shy = Node::join_with(&context, NodeOptions::new([url("shy")], "shy").unwrap())
+        .await
+        .unwrap();
+    let error = shy
+        .expose("hidden", &Counter::new("shy").spawn(&context))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("subscribe") && error.to_string().contains("actors.a.hidden"),
+        "{error}"
+    );
+    assert!(shy.exposed().is_empty());
+    shy.expose("shown", &Counter::new("shy").spawn(&context))
+        .await
+        .unwrap();
+    assert_eq!(shy.exposed(), ["shown"]);
+}

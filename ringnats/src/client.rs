@@ -180,6 +180,8 @@ pub(crate) fn random_u64() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Operation {
     Publish,
+    /// A publish whose reply subject the account may not use (a request's inbox).
+    PublishReply,
     Subscribe,
 }
 
@@ -187,19 +189,25 @@ impl Operation {
     fn as_str(self) -> &'static str {
         match self {
             Operation::Publish => "publish",
+            Operation::PublishReply => "publish with the reply subject",
             Operation::Subscribe => "subscribe",
         }
     }
 }
 
 /// The operation and subject of a `-ERR` that reports a permissions violation, as
-/// nats-server words it: `Permissions Violation for Publish to "<subject>"` or `... for
-/// Subscription to "<subject>"` (with ` using queue "<group>"` after a queue subscription).
+/// nats-server words it: `Permissions Violation for Publish to "<subject>"`, `... for Publish
+/// with Reply of "<reply subject>"` or `... for Subscription to "<subject>"` (with ` using
+/// queue "<group>"` after a queue subscription; the reply form is read as nats-server's
+/// source words it, not seen from the 2.9 server in tests). A subject with a `"` in it is not
+/// read (subjects this client sends never have one).
 pub(crate) fn permission_violation(text: &str) -> Option<(Operation, &str)> {
     let text = text.trim().trim_matches('\'');
     let rest = text.strip_prefix("Permissions Violation for ")?;
     let (operation, rest) = if let Some(rest) = rest.strip_prefix("Publish to ") {
         (Operation::Publish, rest)
+    } else if let Some(rest) = rest.strip_prefix("Publish with Reply of ") {
+        (Operation::PublishReply, rest)
     } else {
         (Operation::Subscribe, rest.strip_prefix("Subscription to ")?)
     };
@@ -467,6 +475,14 @@ impl Shared {
                         .filter_map(|token| state.requests.remove(&token))
                         .collect();
                     (requests, Vec::new())
+                }
+                Operation::PublishReply => {
+                    let token = subject
+                        .strip_prefix(self.inbox_prefix.as_str())
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        .and_then(|token| token.parse::<u64>().ok());
+                    let request = token.and_then(|token| state.requests.remove(&token));
+                    (request.into_iter().collect(), Vec::new())
                 }
                 Operation::Subscribe => {
                     let sids: Vec<u64> = state
@@ -1063,6 +1079,10 @@ mod tests {
                 "Permissions Violation for Subscription to \"x.>\" using queue \"q\""
             ),
             Some((Operation::Subscribe, "x.>"))
+        );
+        assert_eq!(
+            permission_violation("Permissions Violation for Publish with Reply of \"_INBOX.x.1\""),
+            Some((Operation::PublishReply, "_INBOX.x.1"))
         );
         assert_eq!(permission_violation("Slow Consumer"), None);
         assert_eq!(

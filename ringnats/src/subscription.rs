@@ -203,6 +203,7 @@ impl Subscription {
         Unsubscriber {
             sid: self.sid,
             client: self.client.clone(),
+            queue: self.queue.clone(),
         }
     }
 
@@ -215,10 +216,19 @@ impl Subscription {
 
 /// Unsubscribes a [`Subscription`] that something else owns: see
 /// [`Subscription::unsubscriber`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Unsubscriber {
     sid: u64,
     client: Client,
+    queue: Arc<Queue>,
+}
+
+impl std::fmt::Debug for Unsubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsubscriber")
+            .field("sid", &self.sid)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Unsubscriber {
@@ -226,6 +236,12 @@ impl Unsubscriber {
     /// holds and ends.
     pub fn unsubscribe(&self) {
         self.client.unsubscribe(self.sid);
+    }
+
+    /// Why the server ended the subscription, if it refused it: see
+    /// [`Subscription::error`].
+    pub fn error(&self) -> Option<crate::Error> {
+        self.queue.error()
     }
 }
 

@@ -453,6 +453,16 @@ impl Node {
         let alive_prefix = format!("{}.alive.", options.prefix);
         let announcements = client.subscribe(&format!("{announce_prefix}*"))?;
         let beats = control.subscribe(&format!("{alive_prefix}*"))?;
+        // The server refuses a subscription its permissions forbid after taking it: once it
+        // answered a ping sent after them, a refusal has arrived. A node that cannot hear its
+        // cluster must not join it (it would look up once, then down for good).
+        client.flush().await?;
+        control.flush().await?;
+        for subscription in [&control_subscription, &announcements, &beats] {
+            if let Some(error) = subscription.error() {
+                return Err(JoinError::Nats(error));
+            }
+        }
         let metrics = scope.__extension(|registry| {
             let metrics = Metrics::default();
             registry.register(
@@ -585,8 +595,23 @@ impl Node {
     /// messages here.
     pub async fn expose<R: Exposable>(&self, name: &str, actor: &R) -> Result<(), Error> {
         let token = self.start_exposing(name, actor)?;
-        // The subscriptions are in place once the server answered a ping sent after them.
-        if let Err(error) = self.inner.client.flush().await {
+        // The subscriptions are in place once the server answered a ping sent after them, and
+        // a refusal of either (the account's permissions) has arrived by then.
+        let flushed = self.inner.client.flush().await.and_then(|()| {
+            let state = self.inner.state.lock();
+            let refused = state
+                .exposed
+                .get(name)
+                .filter(|e| e.token == token)
+                .and_then(|exposure| {
+                    exposure
+                        .unsubscribers
+                        .iter()
+                        .find_map(nats::Unsubscriber::error)
+                });
+            refused.map_or(Ok(()), Err)
+        });
+        if let Err(error) = flushed {
             // Not known to be served: not exposed (unless exposed again meanwhile).
             let removed = {
                 let mut state = self.inner.state.lock();
