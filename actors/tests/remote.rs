@@ -534,8 +534,22 @@ async fn a_withdrawn_name_is_no_longer_served_and_its_monitors_resolve(context: 
     let remote: CounterRemoteRef = asking.lookup("counter");
     assert_eq!(remote.add(1).await, Ok(1));
     let monitor = remote.monitor();
+    // An ask taken before the withdrawal (queued behind a busy handler) is still answered:
+    // its asker is not told `Closed` for an ask that then runs. (Had it not reached the node
+    // before the withdrawal, it would time out; never `Closed`.)
+    counter.tell_block(300).await.unwrap();
+    let taken = context.clone().spawn({
+        let remote = remote.clone();
+        move |_| async move { remote.add(1).timeout(Duration::from_secs(10)).await }
+    });
+    while asking.client().__pending_requests() == 0 {
+        runtime::reschedule().await;
+    }
+    asking.client().flush().await.unwrap();
     assert!(serving.withdraw("counter").await);
     assert!(!serving.withdraw("counter").await);
+    let taken = taken.await.unwrap();
+    assert!(matches!(taken, Ok(2) | Err(Error::Timeout)), "{taken:?}");
     assert_eq!(monitor.await, ExitReason::Shutdown);
     // Once withdrawn, the name is served nowhere.
     assert_eq!(

@@ -206,25 +206,44 @@ impl Peers {
             }
             _ => (interval, silence),
         };
-        // Only valid names, and only as many as the table has room for.
-        let current = self
-            .peers
-            .get(&sender.node)
-            .map_or(0, |peer| peer.exposed.len());
-        let room = self.limits.max_names - (self.names - current);
-        let mut listed = HashSet::new();
+        // Only valid names, and only as many as the table has room for: names it listed
+        // before keep their place, new ones take what room is left. A name left out for room
+        // is not withdrawn (the peer still exposes it; this node cannot list it).
         let mut trimmed = None;
+        let mut announced = HashSet::new();
         for name in exposed {
-            if check_name(&name, "actor").is_err() {
-                trimmed = Some("invalid_name");
-            } else if listed.len() >= room {
-                trimmed = Some("names_full");
-                break;
+            if check_name(&name, "actor").is_ok() {
+                announced.insert(name);
             } else {
-                listed.insert(name);
+                trimmed = Some("invalid_name");
             }
         }
-        self.names = self.names - current + listed.len();
+        let before = self
+            .peers
+            .get_mut(&sender.node)
+            .map(|peer| std::mem::take(&mut peer.exposed))
+            .unwrap_or_default();
+        let room = self.limits.max_names - (self.names - before.len());
+        let mut listed: HashSet<String> = before
+            .iter()
+            .filter(|name| announced.contains(*name))
+            .cloned()
+            .collect();
+        for name in announced.iter() {
+            if listed.contains(name) {
+                continue;
+            }
+            if listed.len() >= room {
+                trimmed = Some("names_full");
+                break;
+            }
+            listed.insert(name.clone());
+        }
+        self.names = self.names - before.len() + listed.len();
+        let withdrawn: Vec<String> = before
+            .into_iter()
+            .filter(|name| !announced.contains(name))
+            .collect();
         let peer = self
             .peers
             .entry(sender.node.clone())
@@ -241,11 +260,7 @@ impl Peers {
         peer.last_seen = now;
         peer.interval = interval;
         peer.silence = silence;
-        let before = std::mem::replace(&mut peer.exposed, listed);
-        let withdrawn: Vec<String> = before
-            .into_iter()
-            .filter(|name| !peer.exposed.contains(name))
-            .collect();
+        peer.exposed = listed;
         if !withdrawn.is_empty() {
             changes.push(Change::Withdrawn {
                 node: sender.node.clone(),
@@ -511,7 +526,18 @@ mod tests {
         let full = heard(&mut peers, &sender("b", 1, 2), now, &["more"]).unwrap();
         assert_eq!(full.trimmed, Some("names_full"));
         assert!(peers.get("b").unwrap().exposed.is_empty());
-        let invalid = heard(&mut peers, &sender("a", 1, 3), now, &["bad name", "ok"]).unwrap();
+        // Announcing them all again trims nothing it listed, and withdraws nothing.
+        let again = heard(&mut peers, &sender("a", 1, 3), now, &many).unwrap();
+        assert_eq!(again.changes, vec![]);
+        let kept = peers.get("a").unwrap().exposed.clone();
+        let reversed: Vec<&str> = many.iter().rev().copied().collect();
+        heard(&mut peers, &sender("a", 1, 4), now, &reversed).unwrap();
+        assert_eq!(
+            peers.get("a").unwrap().exposed,
+            kept,
+            "listed names keep their place"
+        );
+        let invalid = heard(&mut peers, &sender("a", 1, 5), now, &["bad name", "ok"]).unwrap();
         assert_eq!(invalid.trimmed, Some("invalid_name"));
         assert!(
             matches!(&invalid.changes[..], [Change::Withdrawn { names, .. }] if names.len() == 10)

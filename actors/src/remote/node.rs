@@ -320,7 +320,8 @@ struct Exposure {
     id: ActorId,
     /// Tells this exposure from a later one of the same name.
     token: u64,
-    task: runtime::Handle<()>,
+    /// Its serving task, taken by a withdrawal that waits for it.
+    task: Option<runtime::Handle<()>>,
     /// Its two subscriptions', ended at once on withdrawal (the task's end may come later).
     unsubscribers: [nats::Unsubscriber; 2],
 }
@@ -331,7 +332,9 @@ impl Exposure {
         for unsubscriber in &self.unsubscribers {
             unsubscriber.unsubscribe();
         }
-        self.task.abort();
+        if let Some(task) = self.task {
+            task.abort();
+        }
     }
 }
 
@@ -689,7 +692,7 @@ impl Node {
             Exposure {
                 id,
                 token,
-                task,
+                task: Some(task),
                 unsubscribers,
             },
         );
@@ -702,22 +705,31 @@ impl Node {
     /// Stops serving `name` (messages already put in the mailbox are still handled); false
     /// if this node did not expose it. Once it returns, the NATS server routes the name's
     /// messages here no more.
+    ///
+    /// It returns once the asks already taken have been answered (or their deadlines
+    /// passed), and only then is the end announced: an asker is never told `Closed` for an
+    /// ask that still runs.
     pub async fn withdraw(&self, name: &str) -> bool {
-        let removed = {
+        let taken = {
             let mut state = self.inner.state.lock();
-            let removed = state.exposed.remove(name);
-            if removed.is_some() {
-                self.inner.announce_exit(&mut state, name, Exit::Shutdown);
-            }
-            removed
+            state.exposed.get_mut(name).map(|exposure| {
+                for unsubscriber in &exposure.unsubscribers {
+                    unsubscriber.unsubscribe();
+                }
+                exposure.task.take()
+            })
         };
-        let Some(exposure) = removed else {
+        let Some(task) = taken else {
             return false;
         };
-        exposure.end();
         // The UNSUBs are processed once the server answers a ping sent after them (a dropped
         // connection forgets the subscriptions anyway).
         let _ = self.inner.client.flush().await;
+        // Its messages end, so the serving task answers what it took and announces the end
+        // (a second withdrawal meanwhile finds no task and returns at once).
+        if let Some(task) = task {
+            let _ = task.await;
+        }
         true
     }
 

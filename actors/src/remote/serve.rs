@@ -113,7 +113,9 @@ pub(crate) async fn run<S: Served>(
     enum Next {
         Message(nats::Message),
         Ended(ExitReason),
+        Withdrawn,
     }
+    let mut withdrawn = false;
     let reason = loop {
         let next = poll_fn(|cx| {
             // Replies first: one answered just before the actor ended goes out before the
@@ -124,8 +126,8 @@ pub(crate) async fn run<S: Served>(
             }
             match incoming.poll_next_unpin(cx) {
                 Poll::Ready(Some(message)) => Poll::Ready(Next::Message(message)),
-                // The client closed: the node is leaving.
-                Poll::Ready(None) => Poll::Ready(Next::Ended(ExitReason::Shutdown)),
+                // Unsubscribed: withdrawn (or the client closed: the node is leaving).
+                Poll::Ready(None) => Poll::Ready(Next::Withdrawn),
                 Poll::Pending => Poll::Pending,
             }
         })
@@ -133,6 +135,10 @@ pub(crate) async fn run<S: Served>(
         let message = match next {
             Next::Message(message) => message,
             Next::Ended(reason) => break reason,
+            Next::Withdrawn => {
+                withdrawn = true;
+                break ExitReason::Shutdown;
+            }
         };
         let reply_to = message.reply;
         let answer = |bytes: Vec<u8>| {
@@ -227,13 +233,19 @@ pub(crate) async fn run<S: Served>(
     // No more messages: the name's queue group routes to the other members from now on,
     // and the name is no longer listed here or by peers.
     drop(incoming);
-    // Replies the actor sent before it ended are queued before its end is announced (a peer
-    // that reads the end first would fail the asks they answer).
-    poll_fn(|cx| {
-        while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
-        Poll::Ready(())
-    })
-    .await;
+    if withdrawn {
+        // The actor runs on and will answer what it took: the end is announced only after
+        // (a peer that reads the end first fails the asks still waiting, as `Closed`).
+        while in_flight.next().await.is_some() {}
+    } else {
+        // Replies the actor sent before it ended are queued before its end is announced (a
+        // peer that reads the end first would fail the asks they answer).
+        poll_fn(|cx| {
+            while let Poll::Ready(Some(())) = in_flight.poll_next_unpin(cx) {}
+            Poll::Ready(())
+        })
+        .await;
+    }
     node.exposure_ended(&name, token, &reason);
     // Replies already on their way still go out, within their deadlines.
     while in_flight.next().await.is_some() {}
