@@ -1835,3 +1835,66 @@ fn forged_and_garbage_announcements_neither_down_live_nodes_nor_grow_without_bou
         assert_no_problems(&problems);
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// h: a node replaced under its name while it was paused.
+// ---------------------------------------------------------------------------------------
+
+/// A node paused past its silence and replaced under its name meanwhile leaves when it comes
+/// back (of two nodes holding one name, the one present longer keeps it): afterwards every
+/// ask to the name's node runs once, on the replacement, never on both.
+#[test]
+fn a_node_replaced_while_paused_leaves_when_it_comes_back() {
+    fault_test(|context, server| async move {
+        let asking = join(&context, &server, "asking").await;
+        let zombie = start_node(&context, server.url(), "twin", None)
+            .await
+            .unwrap();
+        asking.wait_for_peer("twin", BOUND).await.unwrap();
+        zombie.pause();
+        wait_until(&context, "the paused twin is down", BOUND, || {
+            !asking.peers().contains(&"twin".to_string())
+        })
+        .await;
+        // Its name is taken over once its holder has not answered for a silence.
+        let replacement = start_node(&context, server.url(), "twin", None)
+            .await
+            .unwrap();
+        asking.wait_for_peer("twin", BOUND).await.unwrap();
+        zombie.resume();
+        let remote: LedgerRemoteRef = asking.lookup_on("twin", LEDGER);
+        // Asks until 20 in a row ran on the replacement alone (both would take each one while
+        // the returned node still served the name: plain subscriptions both receive).
+        let mut next = 1_000;
+        let mut alone = 0;
+        let started = Instant::now();
+        while alone < 20 {
+            assert!(
+                started.elapsed() < BOUND,
+                "the returned node still runs asks to the name: {:?}",
+                zombie.ran().iter().rev().take(3).collect::<Vec<_>>()
+            );
+            next += 1;
+            if remote.apply(next).await.is_ok() && !zombie.ran().iter().any(|(id, _)| *id == next) {
+                alone += 1;
+            } else {
+                alone = 0;
+            }
+        }
+        // From then on, each ask runs once, on the replacement.
+        let first = next + 1;
+        for id in first..first + 50 {
+            assert_eq!(remote.apply(id).await, Ok(id));
+        }
+        let on_zombie: Vec<u64> = zombie.ran().iter().map(|(id, _)| *id).collect();
+        let on_replacement: Vec<u64> = replacement.ran().iter().map(|(id, _)| *id).collect();
+        for id in first..first + 50 {
+            assert!(!on_zombie.contains(&id), "{id} ran on the returned node");
+            assert_eq!(
+                on_replacement.iter().filter(|ran| **ran == id).count(),
+                1,
+                "{id} on the replacement"
+            );
+        }
+    });
+}

@@ -254,6 +254,10 @@ impl From<Exit> for ExitReason {
 pub(crate) struct Announcement {
     pub(crate) node: String,
     pub(crate) incarnation: u64,
+    /// Since when (wall-clock milliseconds) the node has been present without a break: its
+    /// join, or its return after it was cut off. Of two nodes holding one name, the one
+    /// present longer keeps it.
+    pub(crate) since_millis: u64,
     pub(crate) seq: u64,
     pub(crate) sent_millis: u64,
     pub(crate) body: Body,
@@ -436,6 +440,7 @@ mod tests {
         let heartbeat = Announcement {
             node: "a".into(),
             incarnation: 9,
+            since_millis: 500,
             seq: 3,
             sent_millis: 1_000,
             body: Body::Heartbeat {

@@ -33,6 +33,15 @@
 //!   its end is announced so that monitors elsewhere resolve with the actor's exit reason.
 //! - Announcements go out in the order their state was read: each is encoded and queued
 //!   under the state lock, with the next sequence number of the current incarnation.
+//! - One name, one node: a node that hears another incarnation of its own name (one it never
+//!   had) compares how long each has been present without a break (since its join, or since
+//!   it found itself cut off: a node that is cut off counts its presence from then on, and
+//!   says so in every announcement). The one present for less time leaves the cluster: it is
+//!   the node that was cut off, or paused, and replaced meanwhile. The other stays, and if
+//!   the newcomer's incarnation is above its own, takes one above it, so that peers that
+//!   took the newcomer's take it back. A node that took its name over from a holder that did
+//!   not answer never leaves for a claim older than its join: that claim is the silent
+//!   holder's, sent before it found itself cut off.
 
 use super::auth::Key;
 use super::codec::{self, Announcement, Body, Exit};
@@ -343,6 +352,13 @@ struct State {
     /// This node's incarnation (a new one after it was cut off), and the sequence number of
     /// its last announcement in it.
     incarnation: u64,
+    /// The incarnations this node had before its current one (a late echo of one is not
+    /// another node), the latest few.
+    past_incarnations: Vec<u64>,
+    /// Since when it has been present without a break (wall-clock milliseconds).
+    since_millis: u64,
+    /// Whether it joined by taking its name over from a holder that did not answer.
+    took_over: bool,
     seq: u64,
     beat_seq: u64,
     exposed: HashMap<String, Exposure>,
@@ -355,6 +371,15 @@ struct State {
 }
 
 impl State {
+    /// Takes `incarnation` after the current one, remembering the current one.
+    fn take_incarnation(&mut self, incarnation: u64) {
+        self.past_incarnations.push(self.incarnation);
+        if self.past_incarnations.len() > 8 {
+            self.past_incarnations.remove(0);
+        }
+        self.incarnation = incarnation;
+    }
+
     /// Whether a live node (this one included) exposes `name`.
     fn exposed_anywhere(&self, name: &str) -> bool {
         self.exposed.contains_key(name) || self.peers.expose(name)
@@ -450,7 +475,7 @@ impl Node {
         )
         .await?;
         let control_subject = format!("{}.node.{}", options.prefix, options.name);
-        check_name_free(&control, &control_subject, &options).await?;
+        let took_over = check_name_free(&control, &control_subject, &options).await?;
         let control_subscription = control.subscribe(&control_subject)?;
         let announce_prefix = format!("{}.announce.", options.prefix);
         let alive_prefix = format!("{}.alive.", options.prefix);
@@ -489,6 +514,9 @@ impl Node {
         let state = State {
             peers: Peers::new(&options.name, limits),
             incarnation: first_incarnation,
+            past_incarnations: Vec::new(),
+            since_millis: codec::wall_millis(),
+            took_over,
             seq: 0,
             beat_seq: 0,
             exposed: HashMap::new(),
@@ -755,23 +783,7 @@ impl Node {
     /// sent.
     pub async fn leave(self) {
         let inner = &self.inner;
-        let (tasks, waiting) = {
-            let mut state = inner.state.lock();
-            state.left = true;
-            let exposures: Vec<_> = state.exposed.drain().map(|(_, e)| e).collect();
-            let mut tasks: Vec<_> = Vec::new();
-            for exposure in exposures {
-                exposure.end();
-            }
-            tasks.extend(state.heartbeat.take());
-            let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
-            // Queued under the lock that `left` was set under: no heartbeat follows it.
-            if inner.announce(&mut state, Body::Leaving).is_err() {
-                // Peers then see this node down when its heartbeats stop instead.
-                inner.count("heartbeat", 1);
-            }
-            (tasks, waiting)
-        };
+        let (tasks, waiting) = inner.depart();
         for task in tasks {
             task.abort();
         }
@@ -830,24 +842,25 @@ pub(crate) fn remote_error(error: nats::Error) -> Error {
     }
 }
 
-/// Whether the node name of `subject` (its control subject) is free: nobody answers on it.
-/// A holder that answers has it. One that does not answer within a whole silence (its
-/// process just died and its connection has not closed yet, or it is paused or cut off) is
-/// down for its peers too, so the name is taken over.
+/// Whether the node name of `subject` (its control subject) is free: nobody answers on it
+/// (`false`), or its holder did not answer (`true`: taken over). A holder that answers has
+/// it. One that does not answer within a whole silence (its process just died and its
+/// connection has not closed yet, or it is paused or cut off) is down for its peers too, so
+/// the name is taken over.
 async fn check_name_free(
     control: &nats::Client,
     subject: &str,
     options: &NodeOptions,
-) -> Result<(), JoinError> {
+) -> Result<bool, JoinError> {
     let give_up = Instant::now() + options.silence();
     let attempt = (options.heartbeat_interval / 2).max(Duration::from_millis(50));
     loop {
         match control.request_with_timeout(subject, b"", attempt).await {
-            Err(nats::Error::NoResponders { .. }) => return Ok(()),
+            Err(nats::Error::NoResponders { .. }) => return Ok(false),
             Ok(_) => return Err(JoinError::NameTaken(options.name.clone())),
             Err(nats::Error::Timeout(_) | nats::Error::Disconnected) => {
                 if Instant::now() >= give_up {
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             Err(error) => return Err(JoinError::Nats(error)),
@@ -862,25 +875,17 @@ impl NodeInner {
     /// under load would look dead).
     fn announce(&self, state: &mut State, body: Body) -> Result<(), nats::Error> {
         state.seq += 1;
-        let seq = state.seq;
-        self.publish(
-            &self.client,
-            &self.announce_prefix,
-            state.incarnation,
-            seq,
-            body,
-        )
+        self.publish(&self.client, &self.announce_prefix, state, state.seq, body)
     }
 
     /// Queues a beat on the control connection (under the state lock, like `announce`).
     fn beat(&self, state: &mut State) -> Result<(), nats::Error> {
         state.beat_seq += 1;
-        let seq = state.beat_seq;
         self.publish(
             &self.control,
             &self.alive_prefix,
-            state.incarnation,
-            seq,
+            state,
+            state.beat_seq,
             Body::Beat,
         )
     }
@@ -889,13 +894,14 @@ impl NodeInner {
         &self,
         client: &nats::Client,
         prefix: &str,
-        incarnation: u64,
+        state: &State,
         seq: u64,
         body: Body,
     ) -> Result<(), nats::Error> {
         let announcement = Announcement {
             node: self.name.clone(),
-            incarnation,
+            incarnation: state.incarnation,
+            since_millis: state.since_millis,
             seq,
             sent_millis: codec::wall_millis(),
             body,
@@ -921,6 +927,10 @@ impl NodeInner {
         let mut state = self.state.lock();
         if state.left {
             return;
+        }
+        // Cut off, its presence is broken: it counts from now in what it announces.
+        if self.liveness.cut_off(Instant::now()) {
+            state.since_millis = state.since_millis.max(codec::wall_millis());
         }
         let mut exposed: Vec<_> = state.exposed.keys().cloned().collect();
         exposed.sort();
@@ -1095,6 +1105,10 @@ impl NodeInner {
             self.count("forged", 1);
             return;
         };
+        if announcement.node == self.name {
+            self.heard_own_name(announcement.incarnation, announcement.since_millis);
+            return;
+        }
         let sender = membership::Sender {
             node: announcement.node,
             incarnation: announcement.incarnation,
@@ -1177,8 +1191,10 @@ impl NodeInner {
         let now = Instant::now();
         let mut returned = false;
         self.liveness.beat(now, || {
-            state.incarnation = self::incarnation().max(state.incarnation + 1);
-            self.liveness.set_incarnation(state.incarnation);
+            let next = self::incarnation().max(state.incarnation + 1);
+            state.take_incarnation(next);
+            self.liveness.set_incarnation(next);
+            state.since_millis = codec::wall_millis();
             state.seq = 0;
             state.beat_seq = 0;
             // It could not hear its peers either: they get a whole silence from now.
@@ -1190,6 +1206,73 @@ impl NodeInner {
             // Peers learn the new incarnation now rather than at the next tick.
             self.announce_heartbeat();
         }
+    }
+
+    /// An announcement of this node's name, of `incarnation`, present since `since_millis`:
+    /// its own (now or before), or another node's under its name (see the module's
+    /// invariants).
+    fn heard_own_name(&self, incarnation: u64, since_millis: u64) {
+        let mut state = self.state.lock();
+        if state.left
+            || incarnation == state.incarnation
+            || state.past_incarnations.contains(&incarnation)
+        {
+            return;
+        }
+        let silent_holder = state.took_over && since_millis < state.since_millis;
+        if (since_millis, incarnation) < (state.since_millis, state.incarnation) && !silent_holder {
+            drop(state);
+            self.count("name_held_elsewhere", 1);
+            self.step_down();
+            return;
+        }
+        if incarnation > state.incarnation {
+            let next = self::incarnation().max(incarnation + 1);
+            state.take_incarnation(next);
+            self.liveness.set_incarnation(next);
+            drop(state);
+            self.announce_heartbeat();
+        }
+    }
+
+    /// Leaves the cluster because another node holds this one's name (it was cut off and
+    /// replaced): what `Node::leave` does, with the connections closed by a task of their
+    /// own.
+    fn step_down(&self) {
+        let (tasks, waiting) = self.depart();
+        for task in tasks {
+            task.abort();
+        }
+        for waiter in waiting {
+            waiter.resolve(|| Error::Closed, || ExitReason::Shutdown);
+        }
+        let client = self.client.clone();
+        let control = self.control.clone();
+        drop(self.context.clone().spawn(move |_| async move {
+            client.close().await;
+            control.close().await;
+        }));
+    }
+
+    /// Marks the node left, ends its exposures and announces its departure, under the state
+    /// lock: the tasks to abort and the waiters to resolve, for after it.
+    fn depart(&self) -> (Vec<runtime::Handle<()>>, Vec<Waiter>) {
+        let mut state = self.state.lock();
+        if state.left {
+            return (Vec::new(), Vec::new());
+        }
+        state.left = true;
+        for (_, exposure) in state.exposed.drain() {
+            exposure.end();
+        }
+        let tasks: Vec<_> = state.heartbeat.take().into_iter().collect();
+        let waiting: Vec<_> = state.waiting.drain().map(|(_, (_, w))| w).collect();
+        // Queued under the lock that `left` was set under: no heartbeat follows it.
+        if self.announce(&mut state, Body::Leaving).is_err() {
+            // Peers then see this node down when its heartbeats stop instead.
+            self.count("heartbeat", 1);
+        }
+        (tasks, waiting)
     }
 
     /// A beat received on `subject`.
@@ -1206,6 +1289,7 @@ impl NodeInner {
         };
         if beat.node == self.name {
             self.own_beat_heard(beat.incarnation);
+            self.heard_own_name(beat.incarnation, beat.since_millis);
             return;
         }
         let sender = membership::Sender {
