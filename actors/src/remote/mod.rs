@@ -96,6 +96,10 @@
 //!   when that node is down; for a ref to a name, when no node that exposed it is left. An
 //!   ask to a name served by several nodes, taken by one that dies, waits for its deadline
 //!   (NATS does not say which member of a queue group took a message).
+//! - **One name, one node.** A node restarted under its name joins at once (a holder that
+//!   does not answer its name check for a whole silence is taken over). A node that was cut
+//!   off and replaced meanwhile leaves the cluster when it hears the replacement (the node
+//!   present longer keeps the name); its calls then fail [`Error::Closed`].
 //! - **Bounded trust in peers.** What a peer announces is capped by the local configuration
 //!   ([`NodeOptions::with_peer_limits`]): its silence, the number of peers and of exposed
 //!   names; invalid names are dropped. A newer incarnation of a node replaces a live one only
