@@ -68,6 +68,8 @@ const ENV_EXPOSE: &str = "REMOTE_FAULTS_NODE_EXPOSE";
 const ENV_STORAGE: &str = "REMOTE_FAULTS_NODE_STORAGE";
 /// Peers whose name starts with this are printed (`up <name>`) once first seen.
 const ENV_WATCH: &str = "REMOTE_FAULTS_NODE_WATCH";
+/// The membership secret, when the node authenticates membership.
+const ENV_SECRET: &str = "REMOTE_FAULTS_NODE_SECRET";
 
 fn unix_micros() -> u128 {
     SystemTime::now()
@@ -186,6 +188,7 @@ fn node_host() {
     let expose = setting(ENV_EXPOSE);
     let storage = setting(ENV_STORAGE);
     let watch = std::env::var(ENV_WATCH).ok();
+    let secret = std::env::var(ENV_SECRET).ok();
     // The parent holds our stdin: when it goes away (however it ended), so do we.
     std::thread::spawn(|| {
         let mut stdin = std::io::stdin().lock();
@@ -197,7 +200,10 @@ fn node_host() {
     say("");
     runtime::Runner::new(runtime::Config::new().with_storage_directory(storage)).start(
         move |context| async move {
-            let options = options(&url, &name, heartbeat, misses, &prefix);
+            let mut options = options(&url, &name, heartbeat, misses, &prefix);
+            if let Some(secret) = secret {
+                options = options.with_secret(secret);
+            }
             let node = match Node::join_with(&context, options).await {
                 Ok(node) => node,
                 Err(error) => {
@@ -259,7 +265,12 @@ impl NodeProcess {
     /// Starts a node process that joins through `url` as `name` with the suite's settings
     /// and exposes a ledger as [`LEDGER`]; returns once it printed `ready`, or what it said
     /// instead (it could not join). Blocks: call it through [`blocking`] from a runtime.
-    fn start(url: &str, name: &str, watch: Option<&str>) -> Result<NodeProcess, String> {
+    fn start(
+        url: &str,
+        name: &str,
+        watch: Option<&str>,
+        secret: Option<&str>,
+    ) -> Result<NodeProcess, String> {
         static STARTED: AtomicU64 = AtomicU64::new(0);
         let storage = std::env::temp_dir().join(format!(
             "remote-faults-{}-{}-{name}",
@@ -281,6 +292,9 @@ impl NodeProcess {
             .stderr(Stdio::inherit());
         if let Some(watch) = watch {
             command.env(ENV_WATCH, watch);
+        }
+        if let Some(secret) = secret {
+            command.env(ENV_SECRET, secret);
         }
         let mut child = command.spawn().expect("the node process starts");
         let stdin = child.stdin.take().expect("piped");
@@ -406,10 +420,22 @@ async fn start_node(
     name: &str,
     watch: Option<&str>,
 ) -> Result<NodeProcess, String> {
+    start_node_with(context, url, name, watch, None).await
+}
+
+/// [`start_node`], authenticating membership with `secret` if given.
+async fn start_node_with(
+    context: &runtime::Context,
+    url: String,
+    name: &str,
+    watch: Option<&str>,
+    secret: Option<&str>,
+) -> Result<NodeProcess, String> {
     let name = name.to_string();
     let watch = watch.map(str::to_string);
+    let secret = secret.map(str::to_string);
     blocking(context, move || {
-        NodeProcess::start(&url, &name, watch.as_deref())
+        NodeProcess::start(&url, &name, watch.as_deref(), secret.as_deref())
     })
     .await
 }
@@ -970,9 +996,77 @@ impl RawClient {
 }
 
 // ---------------------------------------------------------------------------------------
-// The nodes' announcements, as `actors/src/remote/codec.rs` encodes them (postcard: the
-// variant's index, then its fields in order). Copied, not imported: the codec is private.
+// The nodes' announcements. What a forger claims (`Announcement`), and how
+// `actors/src/remote/codec.rs` puts it on the wire (`Wire`: postcard, fields in order, an
+// enum's variant by its index). Copied, not imported: the codec is private.
 // ---------------------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct Wire {
+    node: String,
+    nonce: u64,
+    incarnation: u64,
+    since_millis: u64,
+    seq: u64,
+    sent_millis: u64,
+    body: WireBody,
+}
+
+#[derive(Serialize)]
+enum WireBody {
+    #[allow(dead_code)]
+    Beat,
+    Heartbeat {
+        interval_ms: u32,
+        misses: u32,
+        exposed: Vec<String>,
+    },
+    Leaving,
+    Exited {
+        name: String,
+        exit: Exit,
+    },
+}
+
+/// `announcement` in the codec's format, as sent now by a forger who claims its node has been
+/// present since the epoch (so that a node heeding unauthenticated claims to its own name
+/// would leave), with a huge sequence number.
+fn encode(announcement: &Announcement) -> Vec<u8> {
+    let (node, incarnation, body) = match announcement.clone() {
+        Announcement::Heartbeat {
+            node,
+            incarnation,
+            interval_ms,
+            misses,
+            exposed,
+        } => (
+            node,
+            incarnation,
+            WireBody::Heartbeat {
+                interval_ms,
+                misses,
+                exposed,
+            },
+        ),
+        Announcement::Leaving { node, incarnation } => (node, incarnation, WireBody::Leaving),
+        Announcement::Exited {
+            node,
+            incarnation,
+            name,
+            exit,
+        } => (node, incarnation, WireBody::Exited { name, exit }),
+    };
+    let wire = Wire {
+        node,
+        nonce: 0x5eed,
+        incarnation,
+        since_millis: 0,
+        seq: u64::MAX,
+        sent_millis: (unix_micros() / 1000) as u64,
+        body,
+    };
+    postcard::to_allocvec(&wire).expect("encodes")
+}
 
 #[derive(Clone, Debug, Serialize)]
 enum Announcement {
@@ -1008,15 +1102,16 @@ enum Exit {
 
 /// Where a forger sends what claims to come from `node`: the announcement subject of today
 /// and a per-node one (`<prefix>.announce.<node>`), where heartbeats may move.
-fn announce_subjects(node: &str) -> [String; 2] {
+fn announce_subjects(node: &str) -> [String; 3] {
     [
         format!("{PREFIX}.announce"),
         format!("{PREFIX}.announce.{node}"),
+        format!("{PREFIX}.alive.{node}"),
     ]
 }
 
 fn forge(out: &mut Vec<u8>, claimed: &str, announcement: &Announcement) {
-    let bytes = postcard::to_allocvec(announcement).expect("encodes");
+    let bytes = encode(announcement);
     for subject in announce_subjects(claimed) {
         RawClient::publish_frame(out, &subject, None, &bytes);
     }
@@ -1039,14 +1134,13 @@ fn garbage(seed: u64) -> Vec<Vec<u8>> {
         vec![0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40],
     ];
     // A heartbeat cut short, and one claiming 2^62 exposed names.
-    let heartbeat = postcard::to_allocvec(&Announcement::Heartbeat {
+    let heartbeat = encode(&Announcement::Heartbeat {
         node: "cut".into(),
         incarnation: 1,
         interval_ms: 100,
         misses: 3,
         exposed: vec!["a".into()],
-    })
-    .unwrap();
+    });
     all.push(heartbeat[..heartbeat.len() - 3].to_vec());
     let mut huge = heartbeat[..heartbeat.len() - 3].to_vec();
     huge.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]);
@@ -1840,14 +1934,31 @@ fn forged_and_garbage_announcements_neither_down_live_nodes_nor_grow_without_bou
 // h: a node replaced under its name while it was paused.
 // ---------------------------------------------------------------------------------------
 
-/// A node paused past its silence and replaced under its name meanwhile leaves when it comes
-/// back (of two nodes holding one name, the one present longer keeps it): afterwards every
-/// ask to the name's node runs once, on the replacement, never on both.
+/// A node paused past its silence and replaced under its name meanwhile runs none of the
+/// name's asks once it comes back: without a membership secret because asks carry the
+/// incarnation they are for (the returned node's is another), with one because it leaves (of
+/// two nodes holding one name, the one present longer keeps it). Afterwards every ask to the
+/// name's node runs once, on the replacement, never on both.
 #[test]
-fn a_node_replaced_while_paused_leaves_when_it_comes_back() {
-    fault_test(|context, server| async move {
-        let asking = join(&context, &server, "asking").await;
-        let zombie = start_node(&context, server.url(), "twin", None)
+fn a_node_replaced_while_paused_runs_none_of_the_names_asks_when_it_comes_back() {
+    replaced_while_paused(None);
+}
+
+/// [`a_node_replaced_while_paused_runs_none_of_the_names_asks_when_it_comes_back`], with a
+/// membership secret, where the returned node leaves instead.
+#[test]
+fn with_a_secret_a_node_replaced_while_paused_also_runs_none_of_the_names_asks() {
+    replaced_while_paused(Some("the fault suite's shared membership secret"));
+}
+
+fn replaced_while_paused(secret: Option<&'static str>) {
+    fault_test(move |context, server| async move {
+        let mut asking_options = options(&server.url(), "asking", HEARTBEAT, MISSES, PREFIX);
+        if let Some(secret) = secret {
+            asking_options = asking_options.with_secret(secret);
+        }
+        let asking = Node::join_with(&context, asking_options).await.unwrap();
+        let zombie = start_node_with(&context, server.url(), "twin", None, secret)
             .await
             .unwrap();
         asking.wait_for_peer("twin", BOUND).await.unwrap();
@@ -1857,7 +1968,7 @@ fn a_node_replaced_while_paused_leaves_when_it_comes_back() {
         })
         .await;
         // Its name is taken over once its holder has not answered for a silence.
-        let replacement = start_node(&context, server.url(), "twin", None)
+        let replacement = start_node_with(&context, server.url(), "twin", None, secret)
             .await
             .unwrap();
         asking.wait_for_peer("twin", BOUND).await.unwrap();

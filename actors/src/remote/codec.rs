@@ -7,8 +7,8 @@
 //! a tell, which has none); the ask's whole budget in milliseconds (4 bytes: the deadline
 //! minus the budget is when it was sent); the incarnation of the node it is sent to (8
 //! bytes; 0 for any: a name, or a node not known up), so that a node that came back as a
-//! new incarnation refuses asks sent to the old one, which their askers fail as
-//! `NodeDown`; and the 4-byte schema of the actor's handlers (a hash of their names,
+//! new incarnation (or another node under the same name) runs, and answers, no ask sent to
+//! another one: its askers fail it `NodeDown` when they see that one down; and the 4-byte schema of the actor's handlers (a hash of their names,
 //! argument and reply types, in order, as compiled: two nodes built from different versions
 //! or features of an actor refuse each other's messages rather than run the wrong handler). The deadline is
 //! absolute so that it means the same wherever the request waited (a reconnect buffer, the
@@ -253,6 +253,9 @@ impl From<Exit> for ExitReason {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Announcement {
     pub(crate) node: String,
+    /// Random per node process: tells a node's own announcements (whatever incarnation they
+    /// carry) from another node's under its name.
+    pub(crate) nonce: u64,
     pub(crate) incarnation: u64,
     /// Since when (wall-clock milliseconds) the node has been present without a break: its
     /// join, or its return after it was cut off. Of two nodes holding one name, the one
@@ -296,8 +299,9 @@ pub(crate) fn announcement(
     bytes
 }
 
-/// The announcement in `bytes` received on `subject`: `None` unless it parses whole, was
-/// sent on its own node's subject (`<prefix>.announce.<node>`, `announce_prefix` being
+/// The announcement in `bytes` received on `subject`: `None` unless it is at most
+/// `max_len` bytes (looked at before anything is computed over it), parses whole, was sent on
+/// its own node's subject (`<prefix>.announce.<node>`, `announce_prefix` being
 /// `<prefix>.announce.`), and, when membership is authenticated with `key`, carries a valid
 /// tag.
 pub(crate) fn decode_announcement(
@@ -305,7 +309,11 @@ pub(crate) fn decode_announcement(
     subject: &str,
     announce_prefix: &str,
     key: Option<&auth::Key>,
+    max_len: usize,
 ) -> Option<Announcement> {
+    if bytes.len() > max_len {
+        return None;
+    }
     let body = match key {
         Some(key) => {
             let split = bytes.len().checked_sub(auth::TAG)?;
@@ -439,6 +447,7 @@ mod tests {
     fn announcements_round_trip_on_their_own_subject_and_with_their_tag() {
         let heartbeat = Announcement {
             node: "a".into(),
+            nonce: 77,
             incarnation: 9,
             since_millis: 500,
             seq: 3,
@@ -452,43 +461,48 @@ mod tests {
         let prefix = "actors.announce.";
         let bytes = announcement(&heartbeat, "actors.announce.a", None);
         assert_eq!(
-            decode_announcement(&bytes, "actors.announce.a", prefix, None),
+            decode_announcement(&bytes, "actors.announce.a", prefix, None, 4096),
             Some(heartbeat.clone())
         );
         // Sent on another node's subject: a forgery.
         assert_eq!(
-            decode_announcement(&bytes, "actors.announce.b", prefix, None),
+            decode_announcement(&bytes, "actors.announce.b", prefix, None, 4096),
             None
         );
         assert_eq!(
-            decode_announcement(b"\xff\xff", "actors.announce.a", prefix, None),
+            decode_announcement(b"\xff\xff", "actors.announce.a", prefix, None, 4096),
             None
         );
         let key = auth::Key::new(b"the cluster's secret");
         let signed = announcement(&heartbeat, "actors.announce.a", Some(&key));
         assert_eq!(
-            decode_announcement(&signed, "actors.announce.a", prefix, Some(&key)),
+            decode_announcement(&signed, "actors.announce.a", prefix, Some(&key), 4096),
             Some(heartbeat.clone())
         );
         // Unsigned, signed with another key, or altered: refused; and a node without the
         // secret refuses signed ones (trailing bytes).
         assert_eq!(
-            decode_announcement(&bytes, "actors.announce.a", prefix, Some(&key)),
+            decode_announcement(&bytes, "actors.announce.a", prefix, Some(&key), 4096),
             None
         );
         let other = announcement(&heartbeat, "actors.announce.a", Some(&auth::Key::new(b"x")));
         assert_eq!(
-            decode_announcement(&other, "actors.announce.a", prefix, Some(&key)),
+            decode_announcement(&other, "actors.announce.a", prefix, Some(&key), 4096),
             None
         );
         let mut altered = signed.clone();
         altered[2] ^= 1;
         assert_eq!(
-            decode_announcement(&altered, "actors.announce.a", prefix, Some(&key)),
+            decode_announcement(&altered, "actors.announce.a", prefix, Some(&key), 4096),
             None
         );
         assert_eq!(
-            decode_announcement(&signed, "actors.announce.a", prefix, None),
+            decode_announcement(&signed, "actors.announce.a", prefix, None, 4096),
+            None
+        );
+        // Longer than allowed: refused before it is verified.
+        assert_eq!(
+            decode_announcement(&signed, "actors.announce.a", prefix, Some(&key), 16),
             None
         );
     }

@@ -48,7 +48,8 @@ pub(crate) enum Refusal {
     /// It was sent before this node came back from being cut off, or the node is cut off
     /// now: its asker may have been told `NodeDown`.
     CutOff,
-    /// It was sent to another incarnation of this node (one its asker saw go down, or will).
+    /// It was sent to another incarnation of this node's name (one its asker saw go down, or
+    /// will; or another node holding the name, which answers it): not answered at all.
     OtherIncarnation,
 }
 
@@ -108,7 +109,13 @@ impl Liveness {
             self.returned_millis
                 .fetch_max(codec::wall_millis(), Ordering::Release);
         }
-        self.last_beat.fetch_max(self.nanos(now), Ordering::Release);
+        self.last_beat
+            .fetch_max(self.nanos(now).max(1), Ordering::Release);
+    }
+
+    /// Whether the node has heard its own beat come back at least once.
+    pub(crate) fn heard(&self) -> bool {
+        self.last_beat.load(Ordering::Acquire) > 0
     }
 
     /// Whether an ask with `deadline`, sent to incarnation `to` of this node (0: any), may

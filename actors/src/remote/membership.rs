@@ -4,7 +4,7 @@
 //! [`Change`]s concern.
 //!
 //! Invariants (the local configuration bounds everything a peer announces):
-//! - A peer is up from its first admitted heartbeat until it is silent for its silence,
+//! - A peer is up from its first admitted heartbeat until it has not beaten for its silence,
 //!   leaves, or is replaced by a newer incarnation; then it is down, and its incarnation is
 //!   remembered (`down`), so nothing of it or an older one is admitted again.
 //! - A peer's silence is what it announces (its interval times its misses, plus half an
@@ -174,6 +174,11 @@ impl Peers {
         now_millis: u64,
     ) -> Result<Heard, Refused> {
         self.admit(sender, now_millis)?;
+        let interval = interval.max(Duration::from_millis(1));
+        let announced = interval.saturating_mul(misses.max(1)) + interval / 2;
+        if announced > self.limits.max_silence {
+            return Err("silence_above_limit");
+        }
         let mut changes = Vec::new();
         if let Some(peer) = self.peers.get(&sender.node) {
             if sender.incarnation < peer.incarnation {
@@ -191,11 +196,6 @@ impl Peers {
             }
         } else if self.peers.len() >= self.limits.max_peers {
             return Err("peer_table_full");
-        }
-        let interval = interval.max(Duration::from_millis(1));
-        let announced = interval.saturating_mul(misses.max(1)) + interval / 2;
-        if announced > self.limits.max_silence {
-            return Err("silence_above_limit");
         }
         let silence = announced.max(self.limits.silence);
         // Without authentication, a live incarnation keeps the settings it was first heard
@@ -256,8 +256,9 @@ impl Peers {
                 silence,
                 exposed: HashSet::new(),
             });
+        // Alive it is from its beats only (a node that cannot beat is cut off for itself,
+        // so down for its peers too), but from its first heartbeat when it is new.
         peer.seq = sender.seq;
-        peer.last_seen = now;
         peer.interval = interval;
         peer.silence = silence;
         peer.exposed = listed;

@@ -98,8 +98,11 @@
 //!   (NATS does not say which member of a queue group took a message).
 //! - **One name, one node.** A node restarted under its name joins at once (a holder that
 //!   does not answer its name check for a whole silence is taken over). A node that was cut
-//!   off and replaced meanwhile leaves the cluster when it hears the replacement (the node
-//!   present longer keeps the name); its calls then fail [`Error::Closed`].
+//!   off and replaced meanwhile runs none of its name's asks when it comes back: asks carry
+//!   the incarnation they are for, and a node answers none sent to another. With a
+//!   membership secret it also leaves the cluster when it hears the replacement (the node
+//!   present longer keeps the name); its calls then fail [`Error::Closed`]. (Without one it
+//!   does not: anyone could claim its name.)
 //! - **Bounded trust in peers.** What a peer announces is capped by the local configuration
 //!   ([`NodeOptions::with_peer_limits`]): its silence, the number of peers and of exposed
 //!   names; invalid names are dropped. A newer incarnation of a node replaces a live one only

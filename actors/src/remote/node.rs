@@ -33,15 +33,20 @@
 //!   its end is announced so that monitors elsewhere resolve with the actor's exit reason.
 //! - Announcements go out in the order their state was read: each is encoded and queued
 //!   under the state lock, with the next sequence number of the current incarnation.
-//! - One name, one node: a node that hears another incarnation of its own name (one it never
-//!   had) compares how long each has been present without a break (since its join, or since
-//!   it found itself cut off: a node that is cut off counts its presence from then on, and
-//!   says so in every announcement). The one present for less time leaves the cluster: it is
-//!   the node that was cut off, or paused, and replaced meanwhile. The other stays, and if
-//!   the newcomer's incarnation is above its own, takes one above it, so that peers that
-//!   took the newcomer's take it back. A node that took its name over from a holder that did
-//!   not answer never leaves for a claim older than its join: that claim is the silent
-//!   holder's, sent before it found itself cut off.
+//! - One name, one node (with a membership secret, which makes claims unforgeable): a node
+//!   that hears another node under its own name (another nonce),
+//!   in an announcement sent after its own join and younger than `max_peer_silence`,
+//!   compares how long each has been present without a break (since its join, or since it
+//!   found itself cut off: a node that is cut off counts its presence from then on, and says
+//!   so in every announcement). The one present for less time leaves the cluster: it is the
+//!   node that was cut off, or paused, and replaced meanwhile (what it announced before it
+//!   found itself cut off was sent before its replacement joined, and is not looked at). The
+//!   other stays, and if the newcomer's incarnation is above its own, takes one above it (at
+//!   most once an interval), so that peers that took the newcomer's take it back.
+//! - A node is heard (its `Liveness`) only through its own beats coming back, on a
+//!   subscription of their own, read first, in increasing sequence; a join fails if they do
+//!   not come back within a silence. Peers count a node alive from its beats alone, so a
+//!   node that cannot beat is down for them as it is cut off for itself.
 
 use super::auth::Key;
 use super::codec::{self, Announcement, Body, Exit};
@@ -92,6 +97,9 @@ pub enum JoinError {
     NameTaken(String),
     /// NATS refused or could not be reached.
     Nats(nats::Error),
+    /// The node's own beats on `subject` did not come back through the NATS server within
+    /// its silence: the account may not publish or subscribe there, or the server is held up.
+    Unheard { subject: String },
 }
 
 impl fmt::Display for JoinError {
@@ -104,6 +112,12 @@ impl fmt::Display for JoinError {
                  unique"
             ),
             JoinError::Nats(error) => write!(f, "cannot join: {error}"),
+            JoinError::Unheard { subject } => write!(
+                f,
+                "cannot join: the node's own beats on `{subject}` did not come back through \
+                 the NATS server within its heartbeat silence; the account must be allowed to \
+                 publish and subscribe there"
+            ),
         }
     }
 }
@@ -271,9 +285,11 @@ impl NodeOptions {
                 self.prefix
             )));
         }
-        if self.heartbeat_interval < Duration::from_millis(10) || self.heartbeat_misses == 0 {
+        if self.heartbeat_interval < Duration::from_millis(10) || self.heartbeat_misses < 2 {
             return Err(JoinError::Invalid(
-                "the heartbeat interval must be at least 10 ms and misses at least 1".into(),
+                "the heartbeat interval must be at least 10 ms and misses at least 2 (a node \
+                 must hear its own beat come back within its silence)"
+                    .into(),
             ));
         }
         if self.ask_timeout.is_zero() || self.max_in_flight == 0 {
@@ -352,13 +368,12 @@ struct State {
     /// This node's incarnation (a new one after it was cut off), and the sequence number of
     /// its last announcement in it.
     incarnation: u64,
-    /// The incarnations this node had before its current one (a late echo of one is not
-    /// another node), the latest few.
-    past_incarnations: Vec<u64>,
     /// Since when it has been present without a break (wall-clock milliseconds).
     since_millis: u64,
-    /// Whether it joined by taking its name over from a holder that did not answer.
-    took_over: bool,
+    /// The sequence number of its own latest beat heard back (in the current incarnation).
+    echoed_seq: u64,
+    /// When it last took an incarnation above another node's claim to its name.
+    last_bump: Option<Instant>,
     seq: u64,
     beat_seq: u64,
     exposed: HashMap<String, Exposure>,
@@ -371,13 +386,12 @@ struct State {
 }
 
 impl State {
-    /// Takes `incarnation` after the current one, remembering the current one.
+    /// Takes `incarnation` after the current one: its sequence numbers start again.
     fn take_incarnation(&mut self, incarnation: u64) {
-        self.past_incarnations.push(self.incarnation);
-        if self.past_incarnations.len() > 8 {
-            self.past_incarnations.remove(0);
-        }
         self.incarnation = incarnation;
+        self.seq = 0;
+        self.beat_seq = 0;
+        self.echoed_seq = 0;
     }
 
     /// Whether a live node (this one included) exposes `name`.
@@ -416,6 +430,11 @@ pub(crate) struct NodeInner {
     pub(crate) liveness: Arc<Liveness>,
     announce_prefix: String,
     alive_prefix: String,
+    /// Random per node: its own announcements carry it.
+    nonce: u64,
+    /// When it joined (wall-clock milliseconds): claims to its name sent before are not
+    /// looked at.
+    joined_millis: u64,
     /// When the node joined: peers are heard from only after.
     joined: Instant,
     /// The node's scope: its tasks run here.
@@ -475,18 +494,22 @@ impl Node {
         )
         .await?;
         let control_subject = format!("{}.node.{}", options.prefix, options.name);
-        let took_over = check_name_free(&control, &control_subject, &options).await?;
+        check_name_free(&control, &control_subject, &options).await?;
+        let joined_millis = codec::wall_millis();
         let control_subscription = control.subscribe(&control_subject)?;
         let announce_prefix = format!("{}.announce.", options.prefix);
         let alive_prefix = format!("{}.alive.", options.prefix);
         let announcements = client.subscribe(&format!("{announce_prefix}*"))?;
         let beats = control.subscribe(&format!("{alive_prefix}*"))?;
+        // Its own beats on a subscription of their own, read first: a flood on the others
+        // cannot keep them waiting or push them out of a full queue.
+        let own_beats = control.subscribe(&format!("{alive_prefix}{}", options.name))?;
         // The server refuses a subscription its permissions forbid after taking it: once it
         // answered a ping sent after them, a refusal has arrived. A node that cannot hear its
         // cluster must not join it (it would look up once, then down for good).
         client.flush().await?;
         control.flush().await?;
-        for subscription in [&control_subscription, &announcements, &beats] {
+        for subscription in [&control_subscription, &announcements, &beats, &own_beats] {
             if let Some(error) = subscription.error() {
                 return Err(JoinError::Nats(error));
             }
@@ -514,9 +537,9 @@ impl Node {
         let state = State {
             peers: Peers::new(&options.name, limits),
             incarnation: first_incarnation,
-            past_incarnations: Vec::new(),
-            since_millis: codec::wall_millis(),
-            took_over,
+            since_millis: joined_millis,
+            echoed_seq: 0,
+            last_bump: None,
             seq: 0,
             beat_seq: 0,
             exposed: HashMap::new(),
@@ -537,6 +560,8 @@ impl Node {
             )),
             announce_prefix,
             alive_prefix,
+            nonce: nonce(),
+            joined_millis,
             options,
             client,
             control,
@@ -551,10 +576,29 @@ impl Node {
         let heartbeat = {
             let inner = inner.clone();
             scope.child("heartbeat").spawn(move |context| {
-                run(inner, context, control_subscription, announcements, beats)
+                run(
+                    inner,
+                    context,
+                    control_subscription,
+                    announcements,
+                    beats,
+                    own_beats,
+                )
             })
         };
         node.inner.state.lock().heartbeat = Some(heartbeat);
+        // Its beats must reach the server and come back (the account may publish and
+        // subscribe on its subject), or it would join deaf to itself.
+        let silence = node.inner.options.silence();
+        let waited = Instant::now();
+        while !node.inner.liveness.heard() {
+            if waited.elapsed() > silence {
+                let subject = format!("{}{}", node.inner.alive_prefix, node.inner.name);
+                node.clone().leave().await;
+                return Err(JoinError::Unheard { subject });
+            }
+            scope.sleep(node.inner.options.heartbeat_interval / 4).await;
+        }
         Ok(node)
     }
 
@@ -813,6 +857,23 @@ impl Node {
     }
 }
 
+/// The longest beat taken (a beat is a few dozen bytes, and a tag): longer ones are dropped
+/// before anything is computed over them.
+const MAX_BEAT: usize = 512;
+
+/// A random number for this node's announcements.
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
 /// This node's incarnation: its start time in milliseconds, with 16 random bits below, so a
 /// node restarted under its name has a larger one (clocks permitting) and a late heartbeat
 /// of the old one is recognised as stale.
@@ -842,25 +903,24 @@ pub(crate) fn remote_error(error: nats::Error) -> Error {
     }
 }
 
-/// Whether the node name of `subject` (its control subject) is free: nobody answers on it
-/// (`false`), or its holder did not answer (`true`: taken over). A holder that answers has
-/// it. One that does not answer within a whole silence (its process just died and its
+/// Whether the node name of `subject` (its control subject) is free: nobody answers on it,
+/// or its holder does not answer. A holder that answers has it. One that does not answer within a whole silence (its process just died and its
 /// connection has not closed yet, or it is paused or cut off) is down for its peers too, so
 /// the name is taken over.
 async fn check_name_free(
     control: &nats::Client,
     subject: &str,
     options: &NodeOptions,
-) -> Result<bool, JoinError> {
+) -> Result<(), JoinError> {
     let give_up = Instant::now() + options.silence();
     let attempt = (options.heartbeat_interval / 2).max(Duration::from_millis(50));
     loop {
         match control.request_with_timeout(subject, b"", attempt).await {
-            Err(nats::Error::NoResponders { .. }) => return Ok(false),
+            Err(nats::Error::NoResponders { .. }) => return Ok(()),
             Ok(_) => return Err(JoinError::NameTaken(options.name.clone())),
             Err(nats::Error::Timeout(_) | nats::Error::Disconnected) => {
                 if Instant::now() >= give_up {
-                    return Ok(true);
+                    return Ok(());
                 }
             }
             Err(error) => return Err(JoinError::Nats(error)),
@@ -900,6 +960,7 @@ impl NodeInner {
     ) -> Result<(), nats::Error> {
         let announcement = Announcement {
             node: self.name.clone(),
+            nonce: self.nonce,
             incarnation: state.incarnation,
             since_millis: state.since_millis,
             seq,
@@ -983,7 +1044,17 @@ impl NodeInner {
     /// Registers an ask or monitor on `target`; the guard withdraws it when dropped. On a
     /// node that has left it resolves at once.
     fn watch(self: &Arc<Self>, target: &Target, waiter: Waiter) -> WatchGuard {
+        self.watch_with(target, |_| waiter)
+    }
+
+    /// [`watch`](Self::watch), with the waiter made under the same hold of the lock.
+    fn watch_with(
+        self: &Arc<Self>,
+        target: &Target,
+        make: impl FnOnce(&State) -> Waiter,
+    ) -> WatchGuard {
         let mut state = self.state.lock();
+        let waiter = make(&state);
         state.next_waiter += 1;
         let id = state.next_waiter;
         if state.left {
@@ -1101,12 +1172,15 @@ impl NodeInner {
             subject,
             &self.announce_prefix,
             self.options.secret.as_ref(),
+            usize::MAX,
         ) else {
             self.count("forged", 1);
             return;
         };
         if announcement.node == self.name {
-            self.heard_own_name(announcement.incarnation, announcement.since_millis);
+            if announcement.nonce != self.nonce {
+                self.heard_own_name(&announcement);
+            }
             return;
         }
         let sender = membership::Sender {
@@ -1183,20 +1257,21 @@ impl NodeInner {
     /// reach its peers (not merely its write buffer), which is what [`Liveness`] counts. After
     /// a silence of its own the node takes a new incarnation first: its peers have judged
     /// the old one down.
-    fn own_beat_heard(&self, incarnation: u64) {
+    fn own_beat_heard(&self, incarnation: u64, seq: u64) {
         let mut state = self.state.lock();
-        if state.left || incarnation != state.incarnation {
+        // Only its current incarnation's beats, in order: a replay of an older one says
+        // nothing of whether its beats get through now.
+        if state.left || incarnation != state.incarnation || seq <= state.echoed_seq {
             return;
         }
+        state.echoed_seq = seq;
         let now = Instant::now();
         let mut returned = false;
         self.liveness.beat(now, || {
-            let next = self::incarnation().max(state.incarnation + 1);
+            let next = self::incarnation().max(state.incarnation.saturating_add(1));
             state.take_incarnation(next);
             self.liveness.set_incarnation(next);
             state.since_millis = codec::wall_millis();
-            state.seq = 0;
-            state.beat_seq = 0;
             // It could not hear its peers either: they get a whole silence from now.
             state.peers.heard_all(now);
             returned = true;
@@ -1208,27 +1283,46 @@ impl NodeInner {
         }
     }
 
-    /// An announcement of this node's name, of `incarnation`, present since `since_millis`:
-    /// its own (now or before), or another node's under its name (see the module's
-    /// invariants).
-    fn heard_own_name(&self, incarnation: u64, since_millis: u64) {
-        let mut state = self.state.lock();
-        if state.left
-            || incarnation == state.incarnation
-            || state.past_incarnations.contains(&incarnation)
-        {
+    /// An announcement of this node's name by another node (another nonce): see the
+    /// module's invariants.
+    fn heard_own_name(&self, claim: &Announcement) {
+        // Without authentication anyone may claim this node's name: acting on a claim would
+        // let a forger make it leave, or take incarnations its peers see as restarts. Asks
+        // carry the incarnation they are for, so another node under this name runs none of
+        // this one's (and this one none of its).
+        if self.options.secret.is_none() {
+            self.count("name_claimed", 1);
             return;
         }
-        let silent_holder = state.took_over && since_millis < state.since_millis;
-        if (since_millis, incarnation) < (state.since_millis, state.incarnation) && !silent_holder {
+        let now_millis = codec::wall_millis();
+        let skew = self.options.max_clock_skew.as_millis() as u64;
+        let oldest = (self.options.max_peer_silence.as_millis() as u64).saturating_add(skew);
+        // Sent before this node joined (a silent holder's, from before it found itself cut
+        // off), or a replay of an old one: not a live claim.
+        if claim.sent_millis.saturating_add(skew) < self.joined_millis
+            || claim.sent_millis.saturating_add(oldest) < now_millis
+        {
+            self.count("stale_claim", 1);
+            return;
+        }
+        let mut state = self.state.lock();
+        if state.left {
+            return;
+        }
+        if (claim.since_millis, claim.incarnation) < (state.since_millis, state.incarnation) {
             drop(state);
             self.count("name_held_elsewhere", 1);
             self.step_down();
             return;
         }
-        if incarnation > state.incarnation {
-            let next = self::incarnation().max(incarnation + 1);
+        let interval = self.options.heartbeat_interval;
+        let may_bump = state
+            .last_bump
+            .is_none_or(|last| last.elapsed() >= interval);
+        if claim.incarnation >= state.incarnation && may_bump {
+            let next = self::incarnation().max(claim.incarnation.saturating_add(1));
             state.take_incarnation(next);
+            state.last_bump = Some(Instant::now());
             self.liveness.set_incarnation(next);
             drop(state);
             self.announce_heartbeat();
@@ -1275,6 +1369,27 @@ impl NodeInner {
         (tasks, waiting)
     }
 
+    /// A beat on this node's own subject: its own coming back, or another node's under its
+    /// name.
+    fn on_own_beat(&self, subject: &str, payload: &[u8]) {
+        let beat = codec::decode_announcement(
+            payload,
+            subject,
+            &self.alive_prefix,
+            self.options.secret.as_ref(),
+            MAX_BEAT,
+        );
+        let Some(beat) = beat.filter(|beat| beat.body == Body::Beat) else {
+            self.count("forged", 1);
+            return;
+        };
+        if beat.nonce == self.nonce {
+            self.own_beat_heard(beat.incarnation, beat.seq);
+        } else {
+            self.heard_own_name(&beat);
+        }
+    }
+
     /// A beat received on `subject`.
     fn on_beat(&self, subject: &str, payload: &[u8]) {
         let beat = codec::decode_announcement(
@@ -1282,14 +1397,14 @@ impl NodeInner {
             subject,
             &self.alive_prefix,
             self.options.secret.as_ref(),
+            MAX_BEAT,
         );
         let Some(beat) = beat.filter(|beat| beat.body == Body::Beat) else {
             self.count("forged", 1);
             return;
         };
         if beat.node == self.name {
-            self.own_beat_heard(beat.incarnation);
-            self.heard_own_name(beat.incarnation, beat.since_millis);
+            // Its own subject is read on a subscription of its own (`on_own_beat`).
             return;
         }
         let sender = membership::Sender {
@@ -1362,17 +1477,15 @@ impl NodeInner {
         target: &Target,
     ) -> (WatchGuard, oneshot::Receiver<Error>, u64) {
         let (sender, receiver) = oneshot::channel();
-        let incarnation = match target {
-            Target::Node { node, .. } if *node == self.name => self.liveness.incarnation(),
-            Target::Node { node, .. } => self
-                .state
-                .lock()
-                .peers
-                .get(node)
-                .map_or(0, |peer| peer.incarnation),
-            Target::Name(_) => 0,
-        };
-        let guard = self.watch(target, Waiter::Ask(sender, incarnation));
+        let mut incarnation = 0;
+        let guard = self.watch_with(target, |state| {
+            incarnation = match target {
+                Target::Node { node, .. } if *node == self.name => state.incarnation,
+                Target::Node { node, .. } => state.peers.get(node).map_or(0, |p| p.incarnation),
+                Target::Name(_) => 0,
+            };
+            Waiter::Ask(sender, incarnation)
+        });
         (guard, receiver, incarnation)
     }
 
@@ -1408,6 +1521,7 @@ async fn run(
     mut control: nats::Subscription,
     mut announcements: nats::Subscription,
     mut beats: nats::Subscription,
+    mut own_beats: nats::Subscription,
 ) {
     let interval = inner.options.heartbeat_interval;
     let mut tick = Box::pin(context.sleep(interval));
@@ -1416,13 +1530,18 @@ async fn run(
         Control(Option<nats::Message>),
         Announcement(Option<nats::Message>),
         Beat(Option<nats::Message>),
+        OwnBeat(Option<nats::Message>),
     }
     loop {
         let next = poll_fn(|cx| {
             if tick.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Next::Tick);
             }
-            // Beats first: a flood on the other subjects must not keep them waiting.
+            // Its own beats first, then the others': a flood on the other subjects must not
+            // keep them waiting.
+            if let Poll::Ready(message) = own_beats.poll_next_unpin(cx) {
+                return Poll::Ready(Next::OwnBeat(message));
+            }
             if let Poll::Ready(message) = beats.poll_next_unpin(cx) {
                 return Poll::Ready(Next::Beat(message));
             }
@@ -1441,7 +1560,10 @@ async fn run(
                 inner.announce_heartbeat();
                 // Heartbeats that arrived while this task waited count before any peer is
                 // judged silent.
-                // Every beat already received (the queue is bounded), then announcements.
+                // Every beat already received (the queues are bounded), then announcements.
+                while let Some(message) = own_beats.try_next() {
+                    inner.on_own_beat(&message.subject, &message.payload);
+                }
                 while let Some(message) = beats.try_next() {
                     inner.on_beat(&message.subject, &message.payload);
                 }
@@ -1464,8 +1586,14 @@ async fn run(
                 inner.on_announcement(&message.subject, &message.payload);
             }
             Next::Beat(Some(message)) => inner.on_beat(&message.subject, &message.payload),
+            Next::OwnBeat(Some(message)) => {
+                inner.on_own_beat(&message.subject, &message.payload);
+            }
             // A client closed: the node has left.
-            Next::Control(None) | Next::Announcement(None) | Next::Beat(None) => return,
+            Next::Control(None)
+            | Next::Announcement(None)
+            | Next::Beat(None)
+            | Next::OwnBeat(None) => return,
         }
     }
 }

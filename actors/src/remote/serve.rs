@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-type Pending = Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
+/// A reply's bytes once the handler answered, or `None`: no reply at all.
+type Pending = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
 
 /// Makes the replies of one remote message: real ones for an ask, none for a tell (what a
 /// generated `Remote::__message` calls for its handler's reply).
@@ -59,15 +60,13 @@ impl Responder {
         let node = self.node.clone();
         self.pending = Some(Box::pin(async move {
             match receiver.await {
-                Ok(Ok(value)) => codec::reply::<R>(Ok(value)),
-                Ok(Err(Panicked)) => codec::reply::<R>(Err(Failure::Panicked(label.into()))),
+                Ok(Ok(value)) => Some(codec::reply::<R>(Ok(value))),
+                Ok(Err(Panicked)) => Some(codec::reply::<R>(Err(Failure::Panicked(label.into())))),
                 // Not run because its asker may have given up: say why.
-                Err(Canceled) => codec::reply::<R>(Err(
-                    match ticket.as_ref().and_then(|ticket| ticket.not_run()) {
-                        Some(refusal) => refused(refusal, &node),
-                        None => Failure::Closed,
-                    },
-                )),
+                Err(Canceled) => match ticket.as_ref().and_then(|ticket| ticket.not_run()) {
+                    Some(refusal) => refused(refusal, &node).map(codec::reply::<()>),
+                    None => Some(codec::reply::<R>(Err(Failure::Closed))),
+                },
             }
         }));
         reply
@@ -84,10 +83,14 @@ impl crate::oneshot::Expiry for NeverExpires {
 }
 
 /// What an asker is told of an ask refused for `refusal` by the node `node`.
-fn refused(refusal: Refusal, node: &str) -> Failure {
+/// What an asker is told of an ask refused for `refusal` by the node `node`: nothing for
+/// one sent to another incarnation of this node's name (it is that incarnation's to answer,
+/// and it may be another node still serving the name, whose answer must not be raced).
+fn refused(refusal: Refusal, node: &str) -> Option<Result<(), Failure>> {
     match refusal {
-        Refusal::Expired => Failure::Timeout,
-        Refusal::CutOff | Refusal::OtherIncarnation => Failure::NodeDown(node.to_string()),
+        Refusal::Expired => Some(Err(Failure::Timeout)),
+        Refusal::CutOff => Some(Err(Failure::NodeDown(node.to_string()))),
+        Refusal::OtherIncarnation => None,
     }
 }
 
@@ -171,16 +174,21 @@ pub(crate) async fn run<S: Served>(
                 let ticket = Ticket::new(deadline, header.incarnation, node.liveness.clone());
                 if let Some(refusal) = ticket.refusal() {
                     node.count(refusal.reason(), 1);
-                    answer(failure(refused(refusal, &node_name)));
+                    if let Some(told) = refused(refusal, &node_name) {
+                        answer(codec::reply(told));
+                    }
                     continue;
                 }
                 Some(Arc::new(ticket))
             }
             _ => None,
         };
-        let local_deadline = ticket
-            .as_ref()
-            .map(|ticket| node.liveness.local_deadline(&ticket.deadline));
+        // An ask without a deadline (a plain client's) waits for its reply at most the node's
+        // ask timeout: nothing here waits without bound (a withdrawal waits for these).
+        let local_deadline = match &ticket {
+            Some(ticket) => node.liveness.local_deadline(&ticket.deadline),
+            None => Instant::now() + node.options.ask_timeout,
+        };
         let mut responder = Responder {
             ask: reply_to.is_some(),
             label: served.__label(),
@@ -195,22 +203,17 @@ pub(crate) async fn run<S: Served>(
                     let client = node.client.clone();
                     let context = node.context.clone();
                     in_flight.push(Box::pin(async move {
-                        let bytes = match local_deadline {
-                            Some(deadline) => match context
-                                .timeout(
-                                    deadline.saturating_duration_since(Instant::now()),
-                                    pending,
-                                )
-                                .await
-                            {
-                                Ok(bytes) => bytes,
-                                // The asker has given up.
-                                Err(_) => return,
-                            },
-                            None => pending.await,
+                        let left = local_deadline.saturating_duration_since(Instant::now());
+                        let bytes = match context.timeout(left, pending).await {
+                            Ok(Some(bytes)) => bytes,
+                            // Nothing to say, or the asker has given up.
+                            Ok(None) | Err(_) => return,
                         };
-                        if let Err(nats::Error::TooLarge { size, max_payload }) =
-                            client.publish(&reply_to, bytes).await
+                        // Room in the write buffer is waited for only until the deadline.
+                        let left = local_deadline.saturating_duration_since(Instant::now());
+                        let published = context.timeout(left, client.publish(&reply_to, bytes));
+                        if let Ok(Err(nats::Error::TooLarge { size, max_payload })) =
+                            published.await
                         {
                             // Tell the asker now rather than let it wait for its deadline.
                             let why = format!(
