@@ -1369,18 +1369,27 @@ impl NodeInner {
         (tasks, waiting)
     }
 
-    /// A beat on this node's own subject: its own coming back, or another node's under its
-    /// name.
-    fn on_own_beat(&self, subject: &str, payload: &[u8]) {
+    /// The beat in `payload` received on `subject`, or `None` (counted as forged) when it is
+    /// not one.
+    fn decode_beat(&self, subject: &str, payload: &[u8]) -> Option<Announcement> {
         let beat = codec::decode_announcement(
             payload,
             subject,
             &self.alive_prefix,
             self.options.secret.as_ref(),
             MAX_BEAT,
-        );
-        let Some(beat) = beat.filter(|beat| beat.body == Body::Beat) else {
+        )
+        .filter(|beat| beat.body == Body::Beat);
+        if beat.is_none() {
             self.count("forged", 1);
+        }
+        beat
+    }
+
+    /// A beat on this node's own subject: its own coming back, or another node's under its
+    /// name.
+    fn on_own_beat(&self, subject: &str, payload: &[u8]) {
+        let Some(beat) = self.decode_beat(subject, payload) else {
             return;
         };
         if beat.nonce == self.nonce {
@@ -1392,15 +1401,7 @@ impl NodeInner {
 
     /// A beat received on `subject`.
     fn on_beat(&self, subject: &str, payload: &[u8]) {
-        let beat = codec::decode_announcement(
-            payload,
-            subject,
-            &self.alive_prefix,
-            self.options.secret.as_ref(),
-            MAX_BEAT,
-        );
-        let Some(beat) = beat.filter(|beat| beat.body == Body::Beat) else {
-            self.count("forged", 1);
+        let Some(beat) = self.decode_beat(subject, payload) else {
             return;
         };
         if beat.node == self.name {
