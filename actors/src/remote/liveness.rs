@@ -38,6 +38,11 @@ pub(crate) struct Liveness {
     skew_millis: u64,
     /// The node's current incarnation: an ask addressed to another one is refused.
     incarnation: AtomicU64,
+    /// Its first incarnation, and the ones it had since before the current one (the latest
+    /// few): an ask to one of those, or to one older than the first (a process before this
+    /// one), is this node's to refuse out loud.
+    first_incarnation: u64,
+    past: parking_lot::Mutex<Vec<u64>>,
 }
 
 /// Why a remote ask is not started.
@@ -48,8 +53,11 @@ pub(crate) enum Refusal {
     /// It was sent before this node came back from being cut off, or the node is cut off
     /// now: its asker may have been told `NodeDown`.
     CutOff,
-    /// It was sent to another incarnation of this node's name (one its asker saw go down, or
-    /// will; or another node holding the name, which answers it): not answered at all.
+    /// It was sent to an incarnation of this node's name that is gone: one it had, or one
+    /// of a process before it. Answered `NodeDown`.
+    OldIncarnation,
+    /// It was sent to an incarnation this node never had and that is not older than it:
+    /// another node holding the name, which answers it. Not answered at all.
     OtherIncarnation,
 }
 
@@ -59,6 +67,7 @@ impl Refusal {
         match self {
             Refusal::Expired => "expired",
             Refusal::CutOff => "cut_off",
+            Refusal::OldIncarnation => "old_incarnation",
             Refusal::OtherIncarnation => "other_incarnation",
         }
     }
@@ -73,6 +82,8 @@ impl Liveness {
             returned_millis: AtomicU64::new(0),
             skew_millis: skew.as_millis().try_into().unwrap_or(u64::MAX),
             incarnation: AtomicU64::new(incarnation),
+            first_incarnation: incarnation,
+            past: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -84,6 +95,11 @@ impl Liveness {
     /// The node took a new incarnation (under its state lock, before it publishes anything
     /// in it).
     pub(crate) fn set_incarnation(&self, incarnation: u64) {
+        let mut past = self.past.lock();
+        past.push(self.incarnation.load(Ordering::Acquire));
+        if past.len() > 16 {
+            past.remove(0);
+        }
         self.incarnation.store(incarnation, Ordering::Release);
     }
 
@@ -125,7 +141,12 @@ impl Liveness {
             return Err(Refusal::CutOff);
         }
         if to != 0 && to != self.incarnation() {
-            return Err(Refusal::OtherIncarnation);
+            let old = to < self.first_incarnation || self.past.lock().contains(&to);
+            return Err(if old {
+                Refusal::OldIncarnation
+            } else {
+                Refusal::OtherIncarnation
+            });
         }
         let returned = self.returned_millis.load(Ordering::Acquire);
         if returned > 0 && deadline.sent_millis() < returned.saturating_add(self.skew_millis) {
@@ -221,10 +242,14 @@ mod tests {
         // Sent to this incarnation, or to any: admitted; to another: refused.
         let live = deadline_in(10_000, 5_000);
         assert_eq!(liveness.admits(&live, 7, now), Ok(()));
+        assert_eq!(liveness.admits(&live, 6, now), Err(Refusal::OldIncarnation));
         assert_eq!(
-            liveness.admits(&live, 6, now),
+            liveness.admits(&live, 8, now),
             Err(Refusal::OtherIncarnation)
         );
+        liveness.set_incarnation(9);
+        assert_eq!(liveness.admits(&live, 7, now), Err(Refusal::OldIncarnation));
+        assert_eq!(liveness.admits(&live, 9, now), Ok(()));
     }
 
     #[test]

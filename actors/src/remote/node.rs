@@ -648,6 +648,9 @@ impl Node {
     /// `busy`: too many asks in flight; `decode`: bytes that are not the actor's message;
     /// `expired`: asks whose deadline had passed before they could start; `cut_off`: asks
     /// sent while this node was cut off, which their askers may have failed as `NodeDown`;
+    /// `old_incarnation`, `other_incarnation`: asks sent to an incarnation of this node's
+    /// name that is gone, or that is another node's; `beats_lost`: ticks at which peers were
+    /// not judged because their beats were dropped by a full queue;
     /// `heartbeat`: its own heartbeats it could not queue), and announcements it refused
     /// (`forged`: not from the subject of the node it names, or a tag that does not verify;
     /// `stale`, `replayed`, `conflict`: from an incarnation that is gone, a replay, or a
@@ -1429,8 +1432,15 @@ impl NodeInner {
 
     /// Peers unheard for longer than their silence are down; monitors whose target has not
     /// been seen running for a whole silence of this node's resolve `NotFound`.
-    fn check_peers(&self) {
+    /// `beats_lost`: its queue of peers' beats dropped some since the last tick, so a silence
+    /// may be its own doing: it judges nobody this time.
+    fn check_peers(&self, beats_lost: bool) {
         let now = Instant::now();
+        if beats_lost {
+            self.count("beats_lost", 1);
+            self.state.lock().peers.heard_all(now);
+            return;
+        }
         // Cut off itself (its own beats do not come back), the node cannot tell a silent
         // peer from its own deafness: it judges nobody, and its asks wait for their deadlines
         // (a peer that is fine may still run them).
@@ -1526,6 +1536,8 @@ async fn run(
 ) {
     let interval = inner.options.heartbeat_interval;
     let mut tick = Box::pin(context.sleep(interval));
+    // Peers' beats its queue dropped so far (a full queue: they were sent, not unsent).
+    let mut beats_dropped = 0;
     enum Next {
         Tick,
         Control(Option<nats::Message>),
@@ -1574,7 +1586,9 @@ async fn run(
                     };
                     inner.on_announcement(&message.subject, &message.payload);
                 }
-                inner.check_peers();
+                let dropped = beats.dropped();
+                inner.check_peers(dropped != beats_dropped);
+                beats_dropped = dropped;
             }
             Next::Control(Some(message)) => {
                 if let Some(reply) = message.reply {

@@ -73,6 +73,9 @@ impl Responder {
     }
 }
 
+/// The longest a served ask's reply is waited for (about 49 days, as an ask's own timeout).
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_millis(u32::MAX as u64);
+
 /// An ask without a deadline (sent by another client than a node): always wanted.
 struct NeverExpires;
 
@@ -84,12 +87,12 @@ impl crate::oneshot::Expiry for NeverExpires {
 
 /// What an asker is told of an ask refused for `refusal` by the node `node`.
 /// What an asker is told of an ask refused for `refusal` by the node `node`: nothing for
-/// one sent to another incarnation of this node's name (it is that incarnation's to answer,
-/// and it may be another node still serving the name, whose answer must not be raced).
+/// one sent to an incarnation of this node's name it never had (it may be another node
+/// still serving the name, whose answer must not be raced).
 fn refused(refusal: Refusal, node: &str) -> Option<Result<(), Failure>> {
     match refusal {
         Refusal::Expired => Some(Err(Failure::Timeout)),
-        Refusal::CutOff => Some(Err(Failure::NodeDown(node.to_string()))),
+        Refusal::CutOff | Refusal::OldIncarnation => Some(Err(Failure::NodeDown(node.to_string()))),
         Refusal::OtherIncarnation => None,
     }
 }
@@ -187,7 +190,7 @@ pub(crate) async fn run<S: Served>(
         // ask timeout: nothing here waits without bound (a withdrawal waits for these).
         let local_deadline = match &ticket {
             Some(ticket) => node.liveness.local_deadline(&ticket.deadline),
-            None => Instant::now() + node.options.ask_timeout,
+            None => Instant::now() + node.options.ask_timeout.min(MAX_WAIT),
         };
         let mut responder = Responder {
             ask: reply_to.is_some(),
