@@ -64,6 +64,18 @@ pub(crate) struct Sender {
     pub(crate) sent_millis: u64,
 }
 
+impl Sender {
+    /// Who sent `announcement`, as it claims.
+    pub(crate) fn of(announcement: &super::codec::Announcement) -> Sender {
+        Sender {
+            node: announcement.node.clone(),
+            incarnation: announcement.incarnation,
+            seq: announcement.seq,
+            sent_millis: announcement.sent_millis,
+        }
+    }
+}
+
 /// What an admitted announcement changed, for the waiters on it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Change {

@@ -1186,12 +1186,7 @@ impl NodeInner {
             }
             return;
         }
-        let sender = membership::Sender {
-            node: announcement.node,
-            incarnation: announcement.incarnation,
-            seq: announcement.seq,
-            sent_millis: announcement.sent_millis,
-        };
+        let sender = membership::Sender::of(&announcement);
         let now = Instant::now();
         let now_millis = codec::wall_millis();
         let mut state = self.state.lock();
@@ -1411,12 +1406,7 @@ impl NodeInner {
             // Its own subject is read on a subscription of its own (`on_own_beat`).
             return;
         }
-        let sender = membership::Sender {
-            node: beat.node,
-            incarnation: beat.incarnation,
-            seq: beat.seq,
-            sent_millis: beat.sent_millis,
-        };
+        let sender = membership::Sender::of(&beat);
         let refused = self
             .state
             .lock()
