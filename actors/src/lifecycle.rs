@@ -286,6 +286,13 @@ impl Life {
     }
 
     /// Whether the actor has ended.
+    /// The callbacks waiting for the end: for the tests of those who add them.
+    #[cfg(test)]
+    pub(crate) fn end_callbacks(&self) -> usize {
+        let state = self.state.lock();
+        state.extra.as_ref().map_or(0, |extra| extra.on_end.len())
+    }
+
     pub(crate) fn has_ended(&self) -> bool {
         self.state.lock().ended.is_some()
     }

@@ -4,8 +4,10 @@
 //!
 //! Invariants:
 //! - `state` bits: `VALUE` (the sender wrote `value`), `CLOSED` (the sender went away without
-//!   a value), `WAKER` (the receiver stored `waker`). `VALUE` and `CLOSED` are each set once,
-//!   by the sender, never both.
+//!   a value), `WAKER` (the receiver stored `waker`), `TAKEN` (the receiver took the value).
+//!   `VALUE` and `CLOSED` are each set once, by the sender, never both; taking the value
+//!   trades `VALUE` for `TAKEN` in one RMW, so a state with none of the three means the
+//!   sender is not done.
 //! - `value` is written only by the sender, before it sets `VALUE` (`AcqRel`); it is read
 //!   only by the receiver after it saw `VALUE` (`Acquire`).
 //! - `waker` belongs to the receiver while `WAKER` is clear, and to the sender once its RMW
@@ -13,6 +15,10 @@
 //!   with a CAS; to look at or replace it later, it first clears `WAKER` with a CAS. A failed
 //!   CAS means the sender is done (the only other writer of `state`): the receiver then
 //!   leaves the waker alone and takes the outcome.
+//! - A receiver dropped while its waker is published takes the waker back the same way (a
+//!   CAS that clears `WAKER` while the sender is not done) and drops it: an ask that timed out
+//!   or was dropped leaves nothing of its task in the channel, which the actor may hold for a
+//!   long time. If the CAS fails, the sender is done and has taken the waker itself.
 //! - `expiry`, set at creation and never changed, says when the value is no longer wanted
 //!   (a remote ask past its deadline): the sender may look at it instead of sending.
 
@@ -27,6 +33,7 @@ use std::task::{Context, Poll, Waker};
 const VALUE: usize = 1;
 const CLOSED: usize = 2;
 const WAKER: usize = 4;
+const TAKEN: usize = 8;
 
 struct Inner<T> {
     state: AtomicUsize,
@@ -158,8 +165,9 @@ fn finish<T>(inner: &Inner<T>, bit: usize) {
 impl<T> Receiver<T> {
     fn take(&self, state: usize) -> Poll<Result<T, Canceled>> {
         if state & VALUE != 0 {
-            // Clear `VALUE` so the channel's drop does not drop the value again.
-            self.inner.state.fetch_and(!VALUE, Ordering::Relaxed);
+            // `VALUE` for `TAKEN`: the channel's drop does not drop the value again, and the
+            // receiver's drop knows the sender is done.
+            self.inner.state.fetch_xor(VALUE | TAKEN, Ordering::Relaxed);
             // SAFETY: `VALUE` (loaded with `Acquire`) says the sender wrote the value; only the
             // receiver reads it, once.
             let value = self
@@ -215,6 +223,26 @@ impl<T> Future for Receiver<T> {
     }
 }
 
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let inner = &self.inner;
+        let state = inner.state.load(Ordering::Acquire);
+        if state & WAKER == 0 || state & (VALUE | CLOSED | TAKEN) != 0 {
+            // No waker published, or the sender is done and the waker is its to take.
+            return;
+        }
+        if inner
+            .state
+            .compare_exchange(state, state & !WAKER, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            // SAFETY: this CAS cleared `WAKER` before the sender finished (its RMW would have
+            // changed `state`), so the sender will find it clear and never touch the waker.
+            drop(inner.waker.with_mut(|waker| unsafe { (*waker).take() }));
+        }
+    }
+}
+
 #[cfg(all(test, not(actors_loom)))]
 mod tests {
     use super::*;
@@ -244,6 +272,52 @@ mod tests {
         drop(receiver);
         sender.send(value.clone());
         assert_eq!(Arc::strong_count(&value), 1);
+    }
+
+    /// A waker that counts its clones: the `Arc` behind it is alive as long as one is.
+    struct Counted;
+
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn a_dropped_receiver_leaves_no_waker_in_the_channel() {
+        let counted = Arc::new(Counted);
+        let waker = Waker::from(counted.clone());
+        let (sender, mut receiver) = channel::<u8>();
+        let polled = Pin::new(&mut receiver).poll(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+        drop(waker);
+        assert_eq!(
+            Arc::strong_count(&counted),
+            2,
+            "the channel holds the waker"
+        );
+        drop(receiver);
+        assert_eq!(
+            Arc::strong_count(&counted),
+            1,
+            "a receiver that went away left its waker with the sender"
+        );
+        drop(sender);
+
+        // After a value was taken, the drop leaves the channel alone.
+        let (sender, mut receiver) = channel::<u8>();
+        let waker = Waker::from(counted.clone());
+        assert!(
+            Pin::new(&mut receiver)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        sender.send(3);
+        assert_eq!(
+            Pin::new(&mut receiver).poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(Ok(3))
+        );
+        drop(receiver);
+        drop(waker);
+        assert_eq!(Arc::strong_count(&counted), 1);
     }
 
     #[test]
@@ -305,6 +379,58 @@ mod models {
             assert_eq!(loom::future::block_on(receiver), Err(Canceled));
             thread.join().unwrap();
         });
+    }
+
+    /// A receiver that waits and is then dropped while the value is sent: the waker is
+    /// dropped exactly once, by whichever side owns it, and the value with the channel.
+    #[test]
+    fn a_waiting_receiver_dropped_during_the_send_frees_its_waker_once() {
+        crate::sync::model(|| {
+            let counted = Arc::new(Counted);
+            let (sender, mut receiver) = channel();
+            let value = Arc::new(());
+            let sent = value.clone();
+            let waker = std::task::Waker::from(counted.clone());
+            let polled = Pin::new(&mut receiver).poll(&mut std::task::Context::from_waker(&waker));
+            assert!(polled.is_pending());
+            drop(waker);
+            let thread = loom::thread::spawn(move || sender.send(sent));
+            drop(receiver);
+            thread.join().unwrap();
+            assert_eq!(Arc::strong_count(&value), 1);
+            assert_eq!(Arc::strong_count(&counted), 1);
+        });
+    }
+
+    /// A receiver that took the value is dropped while the sender may still be taking the
+    /// waker it published: only the sender touches it.
+    #[test]
+    fn a_receiver_done_with_the_value_leaves_the_waker_to_the_sender() {
+        crate::sync::model(|| {
+            let counted = Arc::new(Counted);
+            let (sender, mut receiver) = channel();
+            let waker = std::task::Waker::from(counted.clone());
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(Pin::new(&mut receiver).poll(&mut cx).is_pending());
+            let thread = loom::thread::spawn(move || sender.send(1u8));
+            loop {
+                if let Poll::Ready(value) = Pin::new(&mut receiver).poll(&mut cx) {
+                    assert_eq!(value, Ok(1));
+                    break;
+                }
+                loom::thread::yield_now();
+            }
+            drop(receiver);
+            thread.join().unwrap();
+            drop(waker);
+            assert_eq!(Arc::strong_count(&counted), 1);
+        });
+    }
+
+    struct Counted;
+
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {}
     }
 
     /// A receiver dropped while the value is sent: the value is dropped exactly once.

@@ -181,8 +181,9 @@ pub struct Registry {
     id: u64,
     hasher: RandomState,
     /// The names each registered actor was given here. An actor gets one end callback per
-    /// registry, made with its first name: registering and unregistering in a loop adds
-    /// nothing to the actor. Locked on registration and end, never by a lookup; taken after
+    /// registry, made with its first name, and keeps its entry (empty once it holds no name)
+    /// until that callback removes it at its end: registering and unregistering in a loop
+    /// adds nothing to the actor. Locked on registration and end, never by a lookup; taken after
     /// a shard's lock is released, never under one.
     names_of: Mutex<HashMap<ActorId, Vec<String>>>,
     /// Itself, for the end callbacks (which must not keep it alive).
@@ -278,8 +279,10 @@ impl Registry {
         }
         let first = {
             let mut names_of = self.names_of.lock();
+            // The entry, once made, stays until the actor's end (an `unregister` only empties
+            // it): it records that the actor's end callback exists.
+            let first = !names_of.contains_key(&id);
             let names = names_of.entry(id).or_default();
-            let first = names.is_empty();
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -412,3 +415,60 @@ impl std::fmt::Debug for Registry {
 
 /// The runtime's registry, as its extension.
 struct RegistrySlot(Arc<Registry>);
+
+#[cfg(all(test, not(actors_loom)))]
+mod tests {
+    use super::*;
+    use crate::ExitReason;
+    use crate::mailbox::Mailbox;
+
+    /// The least a registry takes: a handle on a bare mailbox, found as itself.
+    #[derive(Clone)]
+    struct Bare(Arc<Mailbox<u8>>);
+
+    impl ActorHandle for Bare {
+        fn actor_id(&self) -> ActorId {
+            self.0.life.id()
+        }
+
+        fn __peer(&self) -> PeerHandle {
+            PeerHandle(self.0.clone())
+        }
+    }
+
+    impl Registrable for Bare {
+        type Weak = Bare;
+
+        fn __downgrade(&self) -> Bare {
+            self.clone()
+        }
+
+        fn __upgrade(weak: &Bare) -> Option<Bare> {
+            Some(weak.clone())
+        }
+    }
+
+    /// Registering and unregistering in a loop adds nothing to the actor: its one end
+    /// callback stands, and its end still frees every name it holds.
+    #[test]
+    fn register_and_unregister_in_a_loop_keep_one_end_callback() {
+        let registry = Registry::new();
+        let actor = Bare(Mailbox::new(1, ActorId::next(&"registered")));
+        for round in 0..1_000 {
+            registry.register("name", &actor).expect("free");
+            assert_eq!(registry.unregister("name"), Some(actor.actor_id()));
+            assert_eq!(
+                actor.0.life.end_callbacks(),
+                1,
+                "end callbacks after {} rounds",
+                round + 1
+            );
+        }
+        registry.register("kept", &actor).expect("free");
+        registry.register("also", &actor).expect("free");
+        assert_eq!(actor.0.life.end_callbacks(), 1);
+        actor.0.end(ExitReason::Normal);
+        assert_eq!(registry.__entries(), 0);
+        assert!(registry.names_of.lock().is_empty());
+    }
+}
