@@ -27,9 +27,9 @@
 //!   pointer: `Extra` is boxed on first use.
 
 use crate::id::Few;
-use crate::sync::{AtomicU8, Mutex};
+use crate::sync::{AtomicU8, AtomicWaker, Mutex};
 use crate::{ActorId, ExitReason};
-use futures::task::AtomicWaker;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -287,7 +287,7 @@ impl Life {
 
     /// Whether the actor has ended.
     /// The callbacks waiting for the end: for the tests of those who add them.
-    #[cfg(test)]
+    #[cfg(all(test, not(actors_loom)))]
     pub(crate) fn end_callbacks(&self) -> usize {
         let state = self.state.lock();
         state.extra.as_ref().map_or(0, |extra| extra.on_end.len())

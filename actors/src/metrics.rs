@@ -35,7 +35,7 @@ pub(crate) struct Families {
     /// Each label's handles, looked up once: a spawn then clones four handles instead of
     /// hashing its label into four families. Labels are `'static`, so the list is bounded by
     /// the program's labels.
-    labels: runtime::__private::Mutex<Vec<(&'static str, Arc<Handles>)>>,
+    labels: crate::sync::Mutex<Vec<(&'static str, Arc<Handles>)>>,
 }
 
 /// One label's handles.

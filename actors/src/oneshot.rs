@@ -82,11 +82,11 @@ impl<T> Drop for Inner<T> {
 }
 
 pub(crate) struct Sender<T> {
-    inner: Arc<Inner<T>>,
+    inner: crate::sync::Arc<Inner<T>>,
 }
 
 pub(crate) struct Receiver<T> {
-    inner: Arc<Inner<T>>,
+    inner: crate::sync::Arc<Inner<T>>,
 }
 
 /// The sender went away without a value.
@@ -106,7 +106,7 @@ pub(crate) fn expiring<T>(expiry: Arc<dyn Expiry>) -> (Sender<T>, Receiver<T>) {
 fn channel_with<T>(expiry: Option<Arc<dyn Expiry>>) -> (Sender<T>, Receiver<T>) {
     #[cfg(debug_assertions)]
     LIVE.fetch_add(1, Ordering::SeqCst);
-    let inner = Arc::new(Inner {
+    let inner = crate::sync::Arc::new(Inner {
         state: AtomicUsize::new(0),
         value: UnsafeCell::new(MaybeUninit::uninit()),
         waker: UnsafeCell::new(None),

@@ -21,12 +21,12 @@
 //!   member's id: a resize moves only the keys of the members it adds or removes.
 
 use crate::supervisor::{ChildSpec, DynamicSupervisor, DynamicSupervisorRef};
+use crate::sync::Mutex;
+use crate::sync::RwLock;
 use crate::{Actor, Error, Ref};
-use parking_lot::RwLock;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use runtime::__private::Mutex;
 use runtime::Spawner as _;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

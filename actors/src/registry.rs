@@ -40,9 +40,9 @@
 //! mailbox can drop wakers, which may run code that looks a name up.
 
 use crate::refs::PeerHandle;
+use crate::sync::Mutex;
+use crate::sync::RwLock;
 use crate::{ActorHandle, ActorId, Error};
-use parking_lot::RwLock;
-use runtime::__private::Mutex;
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;

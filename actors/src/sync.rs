@@ -1,31 +1,85 @@
-//! The atomics, cells and locks of the lock-free pieces (the mailbox's slot queue, an actor's
-//! life and the reply channel), switched to `loom`'s checked versions under `--cfg actors_loom` (a name of its own, so the runtime it depends on builds as usual) so their models explore
-//! every interleaving the memory model allows. Everything else in the crate uses `std`.
+//! The crate's synchronization, spelled one way: the atomics, cells, waker slot and lock of
+//! the lock-free pieces (the mailbox's slot queue, an actor's life and the reply channel),
+//! switched to `loom`'s checked versions under `--cfg actors_loom` (a name of its own, so the
+//! runtime it depends on builds as usual) so their models explore every interleaving the
+//! memory model allows, and the reader-writer lock of the tables that lookups share (the
+//! registry's shards, a pool's members). Every lock in the crate comes from here.
 
 #[cfg(actors_loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, fence};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
 #[cfg(not(actors_loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, fence};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize};
 
-/// The lock of an actor's life: the runtime's (`parking_lot`'s, `std`'s under Miri), or loom's in models (a lock loom cannot see
-/// would block its single thread).
+/// The reference count of the reply channel, whose last drop frees what the two sides
+/// published: loom's in models, so that drop's ordering is checked too.
+#[cfg(actors_loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(not(actors_loom))]
+pub(crate) use std::sync::Arc;
+
+/// The crate's lock: the runtime's (`parking_lot`'s, `std`'s under Miri, whose shim rejects
+/// `parking_lot`'s futex call; see the runtime's `sync`), or loom's in models (a lock loom
+/// cannot see would block its single thread).
 #[cfg(not(actors_loom))]
 pub(crate) use runtime::__private::Mutex;
 
+/// The reader-writer lock of tables read far more often than written. Not modelled: no
+/// lock-free path reads what it guards.
+pub(crate) use parking_lot::RwLock;
+
+/// The consumer's waker slot: `futures`' `AtomicWaker`, or loom's in models, so the wakes that
+/// go only through it (a stop request, an ordered stop, the last ref's drop, a close) are
+/// checked with the rest.
+#[cfg(not(actors_loom))]
+pub(crate) use futures::task::AtomicWaker;
+
+/// `loom`'s `AtomicWaker` behind the interface of `futures`' (`register` by reference,
+/// `take`), so the same code compiles under both.
 #[cfg(actors_loom)]
-pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+#[derive(Debug, Default)]
+pub(crate) struct AtomicWaker(loom::future::AtomicWaker);
+
+#[cfg(actors_loom)]
+impl AtomicWaker {
+    pub(crate) fn new() -> Self {
+        Self(loom::future::AtomicWaker::new())
+    }
+
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
+        self.0.register_by_ref(waker);
+    }
+
+    pub(crate) fn wake(&self) {
+        self.0.wake();
+    }
+
+    pub(crate) fn take(&self) -> Option<std::task::Waker> {
+        self.0.take_waker()
+    }
+}
+
+#[cfg(actors_loom)]
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T: ?Sized>(loom::sync::Mutex<T>);
 
 #[cfg(actors_loom)]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(loom::sync::Mutex::new(value))
     }
+}
 
+#[cfg(actors_loom)]
+impl<T: ?Sized> Mutex<T> {
     pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        self.0.lock().expect("no model panics while holding a lock")
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         self.0
-            .lock()
-            .expect("no model panics while holding a life's lock")
+            .get_mut()
+            .expect("no model panics while holding a lock")
     }
 }
 

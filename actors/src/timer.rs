@@ -231,7 +231,7 @@ impl<A: Actor> Context<A> {
         tick: impl FnMut(&mut A, &mut Context<A>) + Send + 'static,
     ) -> Timer {
         let period = period.max(Duration::from_millis(1));
-        let tick = Arc::new(runtime::__private::Mutex::new(tick));
+        let tick = Arc::new(crate::sync::Mutex::new(tick));
         self.schedule(move |schedule, finished, mailbox| async move {
             let _finished = finished;
             let start = Instant::now();

@@ -23,12 +23,12 @@
 //! that should end when its other refs are gone is unsubscribed first
 //! ([`Topic::unsubscribe`], [`Topic::unsubscribe_actor`]).
 
+use crate::sync::Mutex;
 use crate::{ActorId, Error, Recipient};
 use futures::lock::Mutex as AsyncMutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use runtime::__private::Mutex;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

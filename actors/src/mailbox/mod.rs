@@ -3,9 +3,9 @@
 //! count that tells the actor when nobody can reach it any more, and a stop request.
 //!
 //! Invariants:
-//! - `state` holds the number of permits taken (`state >> 2`), the closed bit (bit 0) and the
+//! - `state` holds the number of permits taken (`state >> 3`), the closed bit (bit 0), the
 //!   parked bit (bit 1: the consumer waits, so the next push wakes it; a busy consumer costs
-//!   its producers no wake at all). A
+//!   its producers no wake at all) and the waiters bit (bit 2: a sender waits for room). A
 //!   send takes a permit with one CAS before it pushes, and the consumer returns it after the
 //!   pop: at most `capacity` messages are ever in the queue, so a push never finds it full.
 //!   Once the closed bit is set no permit is handed out again.
@@ -20,11 +20,13 @@
 //!   RMW of `state` (which also tells whether the consumer waits); a wake only when it does;
 //!   no lock and no allocation.
 //! - Senders that find the mailbox full queue their wakers in `waiters` (a lock, only on this
-//!   slow path) and count themselves in `waiting`. Returning a permit checks `waiting` after
-//!   the return (both `SeqCst`); a waiter checks for a permit again after it registers, with
-//!   a `SeqCst` fence between: either the returner sees the waiter or the waiter sees the
-//!   permit. A woken
-//!   waiter that is dropped before it takes its permit passes the wake on.
+//!   slow path). The waiters bit of `state` is set exactly while that queue is not empty, and
+//!   changed only under the lock. A waiter sets it with an RMW of `state` as it registers
+//!   and then looks for a permit again; returning a permit is an RMW of `state` that reads
+//!   the bit. Both are RMWs of one location, so one comes first: either the return sees the
+//!   bit (and wakes the first waiter), or the waiter's second look sees the permit. No
+//!   ordering between two locations is needed, which is what lets loom check the handshake.
+//!   A woken waiter that is dropped before it takes its permit passes the wake on.
 //! - `senders` counts the refs. The consumer reports `Disconnected` only when that count is
 //!   zero and a pop after reading it finds nothing: the last ref's decrement (`Release`)
 //!   follows its last push, so the pop sees every message sent. A weak ref's upgrade
@@ -37,7 +39,6 @@
 mod queue;
 
 use crate::lifecycle::{Life, Peer, STOP_REQUESTED, Signal};
-use crate::sync::fence;
 use crate::{ActorId, Error, ExitReason};
 use queue::{Popped, Queue};
 use std::collections::VecDeque;
@@ -50,16 +51,19 @@ use std::task::{Context, Poll, Waker};
 const CLOSED: usize = 1;
 /// The consumer found nothing and waits: the next push must wake it.
 const PARKED: usize = 2;
-const PERMIT: usize = 4;
+/// A sender waits for room: the next permit returned must wake one.
+const WAITERS: usize = 4;
+const PERMIT: usize = 8;
 /// Permits are counted above the flag bits.
-const PERMIT_SHIFT: u32 = 2;
+const PERMIT_SHIFT: u32 = 3;
 
 /// The shared part of a mailbox.
 pub(crate) struct Mailbox<M> {
     queue: Queue<M>,
     /// At most 2^31 (the slot queue's limit); narrow fields here keep an idle actor small.
     capacity: u32,
-    /// Permits taken `<< 1`, and the closed bit (checked by loom, with the slot queue).
+    /// Permits taken `<< PERMIT_SHIFT` (3), and the closed, parked and waiters bits (checked
+    /// by loom, with the slot queue).
     state: crate::sync::AtomicUsize,
     /// Refs alive (checked by loom with weak refs' upgrades).
     senders: crate::sync::AtomicUsize,
@@ -67,8 +71,6 @@ pub(crate) struct Mailbox<M> {
     pub(crate) life: Life,
     /// A `Consumer` exists.
     consumer_taken: AtomicBool,
-    /// Senders waiting for a permit.
-    waiting: crate::sync::AtomicU32,
     /// Boxed on first use: most mailboxes never fill, and an idle actor stays small.
     waiters: crate::sync::Mutex<Option<Box<Waiters>>>,
     /// The label's `actor_ask_timeouts_total`, set when an incarnation first starts; until
@@ -101,12 +103,14 @@ impl<M: Send> Mailbox<M> {
         assert!(capacity > 0, "a mailbox holds at least one message");
         Arc::new(Mailbox {
             queue: Queue::new(capacity),
-            capacity: u32::try_from(capacity).expect("a mailbox holds at most 2^31 messages"),
+            capacity: u32::try_from(capacity)
+                .ok()
+                .filter(|_| capacity <= usize::MAX >> PERMIT_SHIFT)
+                .expect("a mailbox holds at most 2^31 messages (2^29 on 32-bit targets)"),
             state: crate::sync::AtomicUsize::new(0),
             senders: crate::sync::AtomicUsize::new(0),
             life: Life::new(id),
             consumer_taken: AtomicBool::new(false),
-            waiting: crate::sync::AtomicU32::new(0),
             waiters: crate::sync::Mutex::new(None),
             ask_timeouts: OnceLock::new(),
             early_timeouts: AtomicU32::new(0),
@@ -248,23 +252,31 @@ impl<M: Send> Mailbox<M> {
 
     /// Returns a permit and wakes one waiting sender, if any.
     fn return_permit(&self) {
-        // A `SeqCst` RMW then a `SeqCst` load: with the waiter's fence (see `Sending::poll`),
-        // either this load sees the waiter or the waiter's re-check sees this permit.
-        self.state.fetch_sub(PERMIT, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
+        // One RMW: it reads the waiters bit in the same step that frees the permit (see the
+        // module documentation).
+        if self.state.fetch_sub(PERMIT, Ordering::AcqRel) & WAITERS != 0 {
             self.wake_waiter();
         }
     }
 
     fn wake_waiter(&self) {
         let mut waiters = self.waiters.lock();
-        let first = waiters
-            .as_mut()
-            .and_then(|waiters| waiters.queue.pop_front());
+        let first = waiters.as_mut().and_then(|waiters| {
+            let first = waiters.queue.pop_front();
+            self.settle_waiters(&waiters.queue);
+            first
+        });
         if let Some((_, waker)) = first {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
             drop(waiters);
             waker.wake();
+        }
+    }
+
+    /// Clears the waiters bit once the queue is empty; called under the waiters lock after
+    /// the queue lost an entry.
+    fn settle_waiters(&self, queue: &VecDeque<(u64, Waker)>) {
+        if queue.is_empty() {
+            self.state.fetch_and(!WAITERS, Ordering::AcqRel);
         }
     }
 
@@ -284,18 +296,16 @@ impl<M: Send> Mailbox<M> {
         // `AcqRel` at least: see `push`.
         self.state.fetch_or(CLOSED, Ordering::SeqCst);
         // Under the waiters' lock even when nobody waits: a sender registering now either
-        // registered first (and is taken here) or locks after this and then sees the closed
-        // bit. (Skipping the lock when `waiting` reads zero relies on `SeqCst` ordering
-        // between two locations, which loom cannot check: its model below failed with it.)
-        let waiters = self
-            .waiters
-            .lock()
-            .as_mut()
-            .map(|waiters| std::mem::take(&mut waiters.queue))
-            .unwrap_or_default();
-        // At most `u32::MAX` senders wait: each waiting one counted itself in `waiting`.
-        self.waiting
-            .fetch_sub(waiters.len() as u32, Ordering::SeqCst);
+        // registered first (and is taken here) or sees the closed bit on its second look.
+        let waiters = {
+            let mut waiters = self.waiters.lock();
+            let taken = waiters
+                .as_mut()
+                .map(|waiters| std::mem::take(&mut waiters.queue))
+                .unwrap_or_default();
+            self.state.fetch_and(!WAITERS, Ordering::AcqRel);
+            taken
+        };
         for (_, waker) in waiters {
             waker.wake();
         }
@@ -513,7 +523,9 @@ impl<M: Send> Channel<M> for Mailbox<M> {
                 let id = waiters.next_id;
                 waiters.next_id += 1;
                 waiters.queue.push_back((id, waker.clone()));
-                self.waiting.fetch_add(1, Ordering::SeqCst);
+                // An RMW before the caller's second look for a permit (see the module
+                // documentation).
+                self.state.fetch_or(WAITERS, Ordering::AcqRel);
                 *waiter = Some(id);
             }
         }
@@ -530,7 +542,7 @@ impl<M: Send> Channel<M> for Mailbox<M> {
         match list.queue.iter().position(|(other, _)| *other == id) {
             Some(position) => {
                 list.queue.remove(position);
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                self.settle_waiters(&list.queue);
             }
             None if holds_message => {
                 drop(waiters);
@@ -592,10 +604,9 @@ impl<M: Send, C: ?Sized + Channel<M>> Future for Sending<'_, M, C> {
                 return Poll::Ready(Err(error));
             }
         }
+        // The registration (an RMW of `state` that sets the waiters bit), then a second look
+        // for a permit: against `return_permit`'s RMW, one of the two sees the other.
         channel.register_waiter(&mut this.waiter, cx.waker());
-        // The registration, then the permit's re-check: a full fence between them, against
-        // `return_permit`'s `SeqCst` return and load of `waiting`, so one sees the other.
-        fence(Ordering::SeqCst);
         match channel.take_permit() {
             Ok(()) => Poll::Ready(this.deliver()),
             Err(Error::Full) => Poll::Pending,
@@ -928,6 +939,133 @@ mod models {
                 }
             }
             producer.join().unwrap();
+        });
+    }
+
+    /// The consumer parks (`recv_after_empty`, as the run loop does after an empty look)
+    /// while another thread does `act`: the parked receive is woken and returns what `act`
+    /// left, never sleeps through it. `loom::future::block_on` parks the thread until a wake,
+    /// so a lost wake is a deadlock the model reports.
+    fn parked_receive_sees(act: fn(&Arc<Mailbox<u8>>), expect: fn(&Received<u8>) -> bool) {
+        crate::sync::model(move || {
+            let (mailbox, mut consumer) = referenced();
+            let actor = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || act(&mailbox))
+            };
+            let received = loom::future::block_on(consumer.recv_after_empty());
+            assert!(expect(&received), "the parked receive got something else");
+            actor.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn an_ordered_stop_wakes_the_parked_receive() {
+        parked_receive_sees(
+            |mailbox| crate::lifecycle::request_ordered_stop(&**mailbox),
+            |received| matches!(received, Received::Signal(Signal::Stop)),
+        );
+    }
+
+    #[test]
+    fn a_stop_request_wakes_the_parked_receive() {
+        parked_receive_sees(
+            |mailbox| mailbox.request_stop(),
+            |received| matches!(received, Received::Stop),
+        );
+    }
+
+    #[test]
+    fn the_last_refs_drop_wakes_the_parked_receive() {
+        parked_receive_sees(
+            |mailbox| mailbox.remove_sender(),
+            |received| matches!(received, Received::Disconnected),
+        );
+    }
+
+    #[test]
+    fn a_close_wakes_the_parked_receive() {
+        parked_receive_sees(
+            |mailbox| mailbox.close(),
+            |received| matches!(received, Received::Disconnected),
+        );
+    }
+
+    #[test]
+    fn a_push_wakes_the_parked_receive() {
+        parked_receive_sees(
+            |mailbox| mailbox.try_send(3).expect("room"),
+            |received| matches!(received, Received::Message(3)),
+        );
+    }
+
+    /// A monitored actor ends while its watcher's consumer parks: the down notification
+    /// wakes it.
+    #[test]
+    fn a_down_notification_wakes_the_parked_receive() {
+        crate::sync::model(|| {
+            let (watcher, mut consumer) = referenced();
+            let watched = Mailbox::<u8>::new(1, ActorId::next(&"watched"));
+            let watcher_peer: Arc<dyn crate::lifecycle::Peer> = watcher.clone();
+            let _monitor = crate::lifecycle::monitor(&watcher_peer, watched.clone());
+            let ender = loom::thread::spawn(move || watched.end(ExitReason::Stopped));
+            let received = loom::future::block_on(consumer.recv_after_empty());
+            assert!(matches!(received, Received::Signal(Signal::Down(_))));
+            ender.join().unwrap();
+        });
+    }
+
+    /// The full-mailbox handshake: a sender waits for room while the consumer takes the one
+    /// message. The consumer's permit return (an RMW of `state` that reads the waiters bit)
+    /// and the sender's registration (an RMW that sets it, then a second look for a permit)
+    /// cannot both miss: the send completes.
+    #[test]
+    fn a_sender_waiting_for_room_gets_it_when_the_consumer_takes_a_message() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(1, ActorId::next(&"test"));
+            mailbox.add_sender();
+            let mut consumer = mailbox.consumer().expect("the first consumer");
+            mailbox.try_send(0u8).expect("room for one");
+            let sender = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || loom::future::block_on(mailbox.send(1u8)))
+            };
+            loop {
+                match consumer.try_recv() {
+                    Some(Received::Message(0)) => break,
+                    None => loom::thread::yield_now(),
+                    Some(_) => unreachable!("the first message"),
+                }
+            }
+            sender.join().unwrap().expect("the send got room");
+            assert!(matches!(consumer.try_recv(), Some(Received::Message(1))));
+        });
+    }
+
+    /// Two senders wait on a full mailbox; the first is woken by a permit's return and then
+    /// dropped before it takes the permit: it passes the wake on, and the second sends.
+    #[test]
+    fn a_woken_waiter_dropped_passes_the_wake_on() {
+        crate::sync::model(|| {
+            let mailbox = Mailbox::new(1, ActorId::next(&"test"));
+            mailbox.add_sender();
+            let mut consumer = mailbox.consumer().expect("the first consumer");
+            mailbox.try_send(0u8).expect("room for one");
+            let mut first = mailbox.send(1u8);
+            let noop = Waker::noop();
+            assert!(
+                Pin::new(&mut first)
+                    .poll(&mut Context::from_waker(noop))
+                    .is_pending()
+            );
+            let second = {
+                let mailbox = mailbox.clone();
+                loom::thread::spawn(move || loom::future::block_on(mailbox.send(2u8)))
+            };
+            assert!(matches!(consumer.try_recv(), Some(Received::Message(0))));
+            drop(first);
+            second.join().unwrap().expect("the second send got room");
+            assert!(matches!(consumer.try_recv(), Some(Received::Message(2))));
         });
     }
 

@@ -53,10 +53,10 @@
 
 use super::{ActorChild, Backoff, Child, ChildSpec, Ended, Escalated, Event, Intensity, Slot};
 use crate::id::Serials;
+use crate::sync::Mutex;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
-use runtime::__private::Mutex;
 use runtime::{Clock as _, Spawner as _};
 use std::collections::BTreeMap;
 use std::sync::Arc;
