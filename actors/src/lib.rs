@@ -89,8 +89,6 @@
 
 mod actor;
 mod clock;
-mod context;
-mod erased;
 mod error;
 mod exit;
 mod id;
@@ -99,29 +97,27 @@ mod mailbox;
 mod metrics;
 mod oneshot;
 pub mod pool;
-mod refs;
 pub mod registry;
 #[cfg(feature = "remote")]
 pub mod remote;
-mod spawn;
 pub mod supervisor;
 mod sync;
 mod thread_bound;
 mod timer;
 pub mod topic;
 
+pub use actor::context::Context;
+pub use actor::erased::{ErasedAsk, Recipient};
+pub use actor::refs::{ActorHandle, Ask, Join, PeerHandle, Queued, Ref, Reply, WeakRef};
+pub use actor::spawn::{spawn, spawn_with};
 pub use actor::{Actor, Declared, Placement};
-pub use context::Context;
-pub use erased::{ErasedAsk, Recipient};
 pub use error::Error;
 pub use exit::ExitReason;
 pub use id::ActorId;
 pub use lifecycle::Monitor;
 pub use pool::{Pool, PoolRef, Routing};
-pub use refs::{ActorHandle, Ask, Join, PeerHandle, Queued, Ref, Reply, WeakRef};
 pub use registry::{Registrable, Registry};
 pub use runtime_macros::{actor, interface};
-pub use spawn::{spawn, spawn_with};
 pub use timer::{Attachment, Timer};
 pub use topic::{Topic, WhenFull};
 
@@ -146,9 +142,9 @@ pub fn __live_reply_slots() -> Option<usize> {
 /// What generated code names. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::erased::{ErasedRef, Implements, WeakErasedRef};
-    pub use crate::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
-    pub use crate::timer::Call;
+    pub use crate::actor::call::Call;
+    pub use crate::actor::erased::{ErasedRef, Implements, WeakErasedRef};
+    pub use crate::actor::spawn::{Launch, Moved, OnItsThread, OnPool, Place, spawn_moved};
     pub use runtime;
     #[cfg(feature = "remote")]
     pub use serde;

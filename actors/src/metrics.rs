@@ -73,7 +73,7 @@ fn exit_index(reason: &ExitReason) -> usize {
 impl Families {
     /// This runtime's families, registered on first use.
     pub(crate) fn of(context: &runtime::Context) -> Arc<Families> {
-        context.__extension(|registry| {
+        context.extension(|registry| {
             let families = Families {
                 handled: Family::default(),
                 handler_seconds: Family::default(),

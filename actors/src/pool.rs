@@ -364,7 +364,7 @@ struct PoolFamilies {
 
 impl PoolFamilies {
     fn of(context: &runtime::Context) -> Arc<PoolFamilies> {
-        context.__extension(|registry| {
+        context.extension(|registry| {
             let families = PoolFamilies {
                 routed: Family::default(),
                 members: Family::default(),

@@ -39,7 +39,7 @@
 //! Values leave the cache only after its borrow ends, since dropping the last share of a
 //! mailbox can drop wakers, which may run code that looks a name up.
 
-use crate::refs::PeerHandle;
+use crate::actor::refs::PeerHandle;
 use crate::sync::Mutex;
 use crate::sync::RwLock;
 use crate::{ActorHandle, ActorId, Error};
@@ -195,7 +195,7 @@ impl Registry {
     /// `Arc` rather than call this per lookup: finding it takes the runtime's extension lock.
     pub fn of(context: &runtime::Context) -> Arc<Registry> {
         context
-            .__extension(|_| RegistrySlot(Registry::new()))
+            .extension(|_| RegistrySlot(Registry::new()))
             .0
             .clone()
     }

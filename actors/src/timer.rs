@@ -1,5 +1,5 @@
 //! Work an actor schedules on itself: timers (`Context::run_after`, `Context::run_every`)
-//! and attached streams (`Context::attach`). Each arrives as a [`Call`], a closure queued in
+//! and attached streams (`Context::attach`). Each arrives as a `Call`, a closure queued in
 //! the actor's mailbox like any message and run on the actor by its loop.
 //!
 //! Invariants:
@@ -20,6 +20,7 @@
 //!   at most one item is taken ahead of room in the mailbox, so a full mailbox holds the
 //!   producer back.
 
+use crate::actor::call::Call;
 use crate::mailbox::Mailbox;
 use crate::{Actor, Context, Ref};
 use futures::{Stream, StreamExt as _};
@@ -28,54 +29,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// A closure run on the actor in mailbox order (a timer's tick, an attached stream's item).
-/// Not part of the public API: generated message enums carry it.
-#[doc(hidden)]
-pub struct Call<A: Actor> {
-    /// The closure with its schedule's checks around it (see [`Call::new`]). One thin box:
-    /// a `Call` is a variant of every generated message enum, so its size is a floor on
-    /// every message's (each slot of the mailbox's queue, each copy of a message).
-    closure: Box<Closure<A>>,
-}
-
-/// What a [`Call`] runs.
-type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
-
-impl<A: Actor> Call<A> {
-    /// A call of `schedule` that runs `call` on the actor unless the schedule was cancelled
-    /// or finished, or it is not the incarnation that made it, or that incarnation stopped
-    /// taking messages. Running the `last` one finishes the schedule (a one-shot timer's
-    /// call, a stream's end). Every call is checked here, once.
-    fn new(
-        schedule: &Arc<Schedule>,
-        last: bool,
-        call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
-    ) -> Self {
-        let schedule = schedule.clone();
-        Call {
-            closure: Box::new(move |actor: &mut A, ctx: &mut Context<A>| {
-                if !ctx.is_incarnation(&schedule.incarnation)
-                    || !schedule.incarnation.load(Ordering::Acquire)
-                {
-                    return;
-                }
-                let cancelled = if last {
-                    // Marks the schedule finished as it runs.
-                    schedule.cancelled.swap(true, Ordering::AcqRel)
-                } else {
-                    schedule.cancelled.load(Ordering::Acquire)
-                };
-                if !cancelled {
-                    call(actor, ctx);
-                }
-            }),
+/// A call of `schedule` that runs `call` on the actor unless the schedule was cancelled or
+/// finished, or it is not the incarnation that made it, or that incarnation stopped taking
+/// messages. Running the `last` one finishes the schedule (a one-shot timer's call, a
+/// stream's end). Every call is checked here, once.
+fn scheduled<A: Actor>(
+    schedule: &Arc<Schedule>,
+    last: bool,
+    call: impl FnOnce(&mut A, &mut Context<A>) + Send + 'static,
+) -> Call<A> {
+    let schedule = schedule.clone();
+    Call::new(move |actor: &mut A, ctx: &mut Context<A>| {
+        if !ctx.is_incarnation(&schedule.incarnation)
+            || !schedule.incarnation.load(Ordering::Acquire)
+        {
+            return;
         }
-    }
-
-    /// Runs the call on `actor` (what the generated `handle` does with its `__Call`).
-    pub fn run(self, actor: &mut A, ctx: &mut Context<A>) {
-        (self.closure)(actor, ctx);
-    }
+        let cancelled = if last {
+            // Marks the schedule finished as it runs.
+            schedule.cancelled.swap(true, Ordering::AcqRel)
+        } else {
+            schedule.cancelled.load(Ordering::Acquire)
+        };
+        if !cancelled {
+            call(actor, ctx);
+        }
+    })
 }
 
 /// The state a timer or attachment shares with its calls.
@@ -216,7 +195,7 @@ impl<A: Actor> Context<A> {
             let mut finished = finished;
             runtime::Sleep::new(delay).await;
             // Queued, the call marks the timer finished when it runs.
-            finished.armed = !deliver(&mailbox, &schedule, Call::new(&schedule, true, call)).await;
+            finished.armed = !deliver(&mailbox, &schedule, scheduled(&schedule, true, call)).await;
         })
     }
 
@@ -243,7 +222,7 @@ impl<A: Actor> Context<A> {
                 runtime::Sleep::new(deadline.saturating_duration_since(Instant::now())).await;
                 if !schedule.pending.swap(true, Ordering::AcqRel) {
                     let (pending, tick) = (schedule.clone(), tick.clone());
-                    let call = Call::new(&schedule, false, move |actor, ctx| {
+                    let call = scheduled(&schedule, false, move |actor, ctx| {
                         pending.pending.store(false, Ordering::Release);
                         (tick.lock())(actor, ctx);
                     });
@@ -295,7 +274,7 @@ impl<A: Actor> Context<A> {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 let on_item = on_item.clone();
-                let call = Call::new(&schedule, false, move |actor, ctx| {
+                let call = scheduled(&schedule, false, move |actor, ctx| {
                     on_item(actor, ctx, item)
                 });
                 if !deliver(&mailbox, &schedule, call).await {
@@ -304,7 +283,7 @@ impl<A: Actor> Context<A> {
             }
             // Queued, the end call marks the attachment finished when it runs.
             finished.armed =
-                !deliver(&mailbox, &schedule, Call::new(&schedule, true, on_end)).await;
+                !deliver(&mailbox, &schedule, scheduled(&schedule, true, on_end)).await;
         })
     }
 }

@@ -288,7 +288,7 @@ struct TopicMetrics {
 
 impl TopicMetrics {
     fn of(context: &runtime::Context, label: &'static str) -> Self {
-        let families = context.__extension(|registry| {
+        let families = context.extension(|registry| {
             let families = TopicFamilies {
                 published: Family::default(),
                 delivered: Family::default(),

@@ -155,11 +155,18 @@ impl Context {
         }
     }
 
-    /// For the `actors` crate: the value of type `T` this runtime keeps, made on first use by
-    /// `init`, which may register metrics in the runtime's registry under names of their own
-    /// (not prefixed by this context's label). Not part of the public contract.
-    #[doc(hidden)]
-    pub fn __extension<T: std::any::Any + Send + Sync>(
+    /// The value of type `T` this context's runtime keeps, made by `init` on first use: one
+    /// per runner and type, shared by every context of the runner, dropped with it. For
+    /// libraries built on the runtime that need state per runtime rather than per process
+    /// (the `actors` crate keeps its registry of names and its metric families here).
+    ///
+    /// `init` runs once per runtime, under the lock that guards the values, with the
+    /// runtime's Prometheus registry: metrics it registers appear in [`encode`](Self::encode)
+    /// under the names it gives them, not prefixed by this context's label. It must not ask
+    /// for an extension itself (that would wait for its own lock). Finding a value takes that
+    /// lock and a scan of the values kept: keep the returned `Arc` rather than call this per
+    /// operation.
+    pub fn extension<T: std::any::Any + Send + Sync>(
         &self,
         init: impl FnOnce(&mut prometheus_client::registry::Registry) -> T,
     ) -> Arc<T> {

@@ -1,6 +1,6 @@
-//! Values that other crates of the project (the `actors` crate) keep once per runtime, such as
-//! their metric families: made on first use, shared by every context of the runner, dropped
-//! with it.
+//! Values that libraries built on the runtime (the `actors` crate) keep once per runtime, such
+//! as their metric families: made on first use, shared by every context of the runner, dropped
+//! with it (`Context::extension`).
 
 use crate::sync::Mutex;
 use std::any::{Any, TypeId};

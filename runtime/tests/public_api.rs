@@ -777,6 +777,44 @@ fn register_prefixes_user_metrics_with_the_label_path() {
     });
 }
 
+/// `extension` keeps one value per runner and type: made once by its first caller, the same
+/// `Arc` for every context of the runner, a new one for another runner, and the metrics its
+/// `init` registers are encoded under their own names.
+#[test]
+fn an_extension_is_made_once_per_runner_and_shared_by_its_contexts() {
+    struct Families(Counter<u64>);
+    let made = Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let (cfg, _storage) = config(2);
+        let made = made.clone();
+        Runner::new(cfg).start(|context| async move {
+            let make = |made: Arc<AtomicUsize>| {
+                move |registry: &mut prometheus_client::registry::Registry| {
+                    made.fetch_add(1, Ordering::SeqCst);
+                    let counter = Counter::<u64>::default();
+                    registry.register("library_events", "Events of a library", counter.clone());
+                    Families(counter)
+                }
+            };
+            let first = context.extension(make(made.clone()));
+            let child = context.child("elsewhere");
+            let again = child
+                .clone()
+                .spawn({
+                    let made = made.clone();
+                    move |context| async move { context.extension(make(made)) }
+                })
+                .await
+                .unwrap();
+            assert!(Arc::ptr_eq(&first, &again), "one value per runner");
+            again.0.inc_by(2);
+            let text = context.encode();
+            assert!(text.contains("\nlibrary_events_total 2"), "{text}");
+        });
+    }
+    assert_eq!(made.load(Ordering::SeqCst), 2, "made once by each runner");
+}
+
 /// A `Context` moved to a foreign thread can spawn ordinary tasks that run on the pool (with one
 /// worker: the root's thread); their handles can be awaited with `block_on`, and an aborted
 /// pending task's handle resolves to `Err(Error::Closed)`, whether it was aborted while

@@ -5,7 +5,10 @@
 //! actor that has handled a few messages holds a few slots, not its whole capacity.
 //!
 //! Invariants:
-//! - `head` and `tail` only grow (wrapping). A slot at index `i` with stamp `s`:
+//! - `head` and `tail` only grow (wrapping). `tail` is moved by pushes, from any sender
+//!   holding a permit; `head` by pops: the mailbox's one consumer, and the drains of a closed
+//!   mailbox, which may race it. Both cursors are claimed with a CAS for that reason. A slot
+//!   at index `i` with stamp `s`:
 //!   - `s == i` (mod the stamp space): empty, the push whose cursor is `i` may fill it;
 //!   - `s == i + 1`: full, the pop whose cursor is `i` may take it;
 //!   - anything else: a lap behind or ahead; the cursor holder retries or reports empty/full.
@@ -171,7 +174,10 @@ impl<T> Queue<T> {
         self.tail.load(Ordering::Relaxed)
     }
 
-    /// Pops so far (wrapping). Only the consumer moves it, so its own read is exact.
+    /// Pops so far (wrapping). Moved by the mailbox's consumer and, once the mailbox is
+    /// closed, by its drains (`close`, or a send that found it closed), which may run beside
+    /// the consumer (hence the CAS on `head`): while the mailbox is open only the consumer
+    /// pops, so its own read is exact.
     pub(crate) fn head(&self) -> usize {
         self.head.load(Ordering::Relaxed)
     }

@@ -514,7 +514,7 @@ impl Node {
                 return Err(JoinError::Nats(error));
             }
         }
-        let metrics = scope.__extension(|registry| {
+        let metrics = scope.extension(|registry| {
             let metrics = Metrics::default();
             registry.register(
                 "remote_dropped",

@@ -203,7 +203,7 @@ impl DynamicSupervisorRef {
             }
             registry.admitting += 1;
         }
-        let mailbox = crate::spawn::mailbox::<A>();
+        let mailbox = crate::actor::spawn::mailbox::<A>();
         let actor_ref = Ref::<A>::new(mailbox.clone());
         let (started, is_started) = oneshot::channel();
         let child = Box::new(ActorChild { spec, mailbox });

@@ -54,15 +54,18 @@
 //!   can reach it any more.
 
 mod backoff;
+mod child;
 mod dynamic;
 
 pub use backoff::Backoff;
 pub use dynamic::{DynamicSupervisor, DynamicSupervisorRef};
 
-use crate::actor::Exit;
+use child::{ActorChild, Child, Ended, Event, Incarnation, Nested, Reporter, SupervisorChild};
+
+use crate::actor::run::Exit;
+use crate::actor::spawn::spawn_incarnation;
 use crate::mailbox::Mailbox;
 use crate::metrics::Families;
-use crate::spawn::spawn_incarnation;
 use crate::sync::Mutex;
 use crate::{Actor, ActorId, Error, ExitReason, Ref};
 use futures::StreamExt as _;
@@ -127,293 +130,6 @@ impl<A: Actor> ChildSpec<A> {
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown = timeout;
         self
-    }
-}
-
-/// How an incarnation ended, as the supervisor sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ended {
-    /// It stopped itself (or was asked to).
-    Stopped,
-    /// A ref's `stop()` ended it: done for good, whatever its restart policy.
-    Terminated,
-    /// No ref is left.
-    Unreachable,
-    /// It panicked (or, for a supervisor, escalated).
-    Failed,
-    /// Its factory or `on_start` panicked, or it never ran: a failure, which a dynamic
-    /// supervisor tells apart on a child's first start (refused, not restarted).
-    FailedToStart,
-}
-
-enum Event {
-    Ended {
-        index: usize,
-        generation: u64,
-        ended: Ended,
-        reason: ExitReason,
-    },
-    Stop,
-    /// A dynamic supervisor's new child, and where the child itself says it started
-    /// (`true`) or not.
-    Start {
-        child: Box<dyn Child>,
-        started: oneshot::Sender<bool>,
-    },
-    /// A dynamic supervisor's new child `id` failed to start, as its caller heard from it:
-    /// out of the registry at once, before its report (which follows its `on_stop`).
-    Refused {
-        id: ActorId,
-    },
-    /// A dynamic supervisor is asked to stop the child `id` for good.
-    Terminate {
-        id: ActorId,
-        done: oneshot::Sender<Result<(), Error>>,
-    },
-}
-
-impl Ended {
-    /// How the supervisor sees an incarnation's `exit`.
-    fn of(exit: &Exit) -> Self {
-        match exit {
-            Exit::Stopped | Exit::Requested => Ended::Stopped,
-            Exit::Terminated => Ended::Terminated,
-            Exit::Unreachable => Ended::Unreachable,
-            Exit::Linked(_) | Exit::Panicked(_) | Exit::Aborted => Ended::Failed,
-        }
-    }
-
-    /// Whether a child with `restart` that ended this way restarts.
-    fn restarts(self, restart: Restart) -> bool {
-        match (restart, self) {
-            (_, Ended::Unreachable | Ended::Terminated) | (Restart::Temporary, _) => false,
-            (Restart::Transient, Ended::Stopped) => false,
-            (Restart::Transient, Ended::Failed | Ended::FailedToStart)
-            | (Restart::Permanent, _) => true,
-        }
-    }
-}
-
-/// Sends an incarnation's end to its supervisor.
-struct Reporter {
-    events: mpsc::UnboundedSender<Event>,
-    index: usize,
-    generation: u64,
-    reported: bool,
-}
-
-impl Reporter {
-    fn report(mut self, ended: Ended, reason: ExitReason) {
-        self.send(ended, reason);
-    }
-
-    fn send(&mut self, ended: Ended, reason: ExitReason) {
-        self.reported = true;
-        let _ = self.events.unbounded_send(Event::Ended {
-            index: self.index,
-            generation: self.generation,
-            ended,
-            reason,
-        });
-    }
-}
-
-impl Drop for Reporter {
-    /// An incarnation that ends without reporting (its future panicked outside a handler, or
-    /// was dropped) failed; if the supervisor stopped it on purpose, the generation it bumped
-    /// makes this report stale.
-    fn drop(&mut self) {
-        if !self.reported {
-            self.send(Ended::Failed, ExitReason::Shutdown);
-        }
-    }
-}
-
-/// A supervised child, type-erased.
-trait Child: Send {
-    fn label(&self) -> &'static str;
-    /// The child's id (a nested supervisor has one of its own, which no ref shows).
-    fn id(&self) -> ActorId;
-    fn restart(&self) -> Restart;
-    fn shutdown_timeout(&self) -> Duration;
-    /// Starts an incarnation under `scope`; it reports its end through `reporter`, and
-    /// `started` once it has started (`true`: its `on_start` returned, or its children
-    /// started; `false`: its `on_start` panicked).
-    /// `incarnation` is held by the incarnation's future: it is dropped with it.
-    fn start(
-        &mut self,
-        scope: &runtime::Context,
-        reporter: Reporter,
-        started: oneshot::Sender<bool>,
-        incarnation: Incarnation,
-    ) -> runtime::Handle<()>;
-    /// Asks the running incarnation to stop before its next message.
-    fn request_stop(&self);
-    /// The child is done for good, for `reason`: its refs see `Closed`, its joiners,
-    /// monitors and links the reason.
-    fn close(&self, reason: ExitReason);
-}
-
-/// Held by an incarnation's future; its drop tells the supervisor the future is gone (an
-/// aborted task's handle resolves before its future is dropped, and the next incarnation
-/// must not start while the last one still holds the mailbox's consumer or the nested
-/// supervisor's state).
-struct Incarnation(#[allow(dead_code)] oneshot::Sender<()>);
-
-struct ActorChild<A: Actor> {
-    spec: ChildSpec<A>,
-    mailbox: Arc<Mailbox<A::Message>>,
-}
-
-impl<A: Actor> Child for ActorChild<A> {
-    fn label(&self) -> &'static str {
-        A::LABEL
-    }
-
-    fn id(&self) -> ActorId {
-        self.mailbox.life.id()
-    }
-
-    fn restart(&self) -> Restart {
-        self.spec.restart
-    }
-
-    fn shutdown_timeout(&self) -> Duration {
-        self.spec.shutdown
-    }
-
-    fn start(
-        &mut self,
-        scope: &runtime::Context,
-        reporter: Reporter,
-        started: oneshot::Sender<bool>,
-        incarnation: Incarnation,
-    ) -> runtime::Handle<()> {
-        self.mailbox.clear_stop();
-        let factory = self.spec.factory.clone();
-        // The lock is never contended: one incarnation runs at a time.
-        let make = move || (*factory.lock())();
-        let started = move |ok| {
-            let _ = started.send(ok);
-        };
-        spawn_incarnation(
-            make,
-            scope,
-            self.mailbox.clone(),
-            started,
-            move |exit, reason, began| {
-                let ended = if began {
-                    Ended::of(&exit)
-                } else {
-                    Ended::FailedToStart
-                };
-                reporter.report(ended, reason);
-                // Held by the future until here; an aborted one drops it with the future.
-                drop(incarnation);
-            },
-        )
-    }
-
-    fn request_stop(&self) {
-        self.mailbox.request_stop();
-    }
-
-    fn close(&self, reason: ExitReason) {
-        self.mailbox.end(reason);
-    }
-}
-
-/// A supervisor supervised by another: its incarnations run its loop over the same children.
-struct SupervisorChild {
-    label: &'static str,
-    id: ActorId,
-    nested: Arc<Mutex<Nested>>,
-    control: mpsc::UnboundedSender<Event>,
-    restart: Restart,
-    shutdown: Duration,
-}
-
-/// A nested supervisor's state between incarnations (`None` while one runs), and whether its
-/// parent is done with it for good.
-struct Nested {
-    state: Option<State>,
-    closed: bool,
-}
-
-/// Puts a running nested supervisor's state back when its future ends or is dropped (an
-/// abort), closing its children if its parent closed it meanwhile.
-struct PutBack {
-    nested: Arc<Mutex<Nested>>,
-    state: Option<State>,
-}
-
-impl Drop for PutBack {
-    fn drop(&mut self) {
-        let mut nested = self.nested.lock();
-        let state = self.state.take().expect("put back once");
-        if nested.closed {
-            state.close_all();
-        }
-        nested.state = Some(state);
-    }
-}
-
-impl Child for SupervisorChild {
-    fn label(&self) -> &'static str {
-        self.label
-    }
-
-    fn id(&self) -> ActorId {
-        self.id
-    }
-
-    fn restart(&self) -> Restart {
-        self.restart
-    }
-
-    fn shutdown_timeout(&self) -> Duration {
-        self.shutdown
-    }
-
-    fn start(
-        &mut self,
-        scope: &runtime::Context,
-        reporter: Reporter,
-        started: oneshot::Sender<bool>,
-        incarnation: Incarnation,
-    ) -> runtime::Handle<()> {
-        let nested = self.nested.clone();
-        scope.child(self.label).spawn(move |runtime| async move {
-            let _incarnation = incarnation;
-            let state = nested.lock().state.take();
-            let mut running = PutBack {
-                nested,
-                state: Some(state.expect("the last incarnation's future is gone")),
-            };
-            let state = running.state.as_mut().expect("taken above");
-            let outcome = state.supervise(&runtime, Some(started)).await;
-            // Back before the report: the next incarnation may start as soon as it is read.
-            drop(running);
-            match outcome {
-                Ok(()) => reporter.report(Ended::Stopped, ExitReason::Stopped),
-                Err(_) => reporter.report(
-                    Ended::Failed,
-                    ExitReason::Panicked("its supervisor gave up".to_string()),
-                ),
-            }
-        })
-    }
-
-    fn request_stop(&self) {
-        let _ = self.control.unbounded_send(Event::Stop);
-    }
-
-    fn close(&self, _reason: ExitReason) {
-        let mut nested = self.nested.lock();
-        nested.closed = true;
-        if let Some(state) = nested.state.as_ref() {
-            state.close_all();
-        }
     }
 }
 
@@ -525,7 +241,7 @@ impl Supervisor {
     /// Adds a child, started after those added before it; returns its ref, which reaches
     /// every incarnation.
     pub fn child<A: Actor>(&mut self, spec: ChildSpec<A>) -> A::Ref {
-        let mailbox = crate::spawn::mailbox::<A>();
+        let mailbox = crate::actor::spawn::mailbox::<A>();
         let actor_ref = Ref::<A>::new(mailbox.clone());
         self.state
             .slots

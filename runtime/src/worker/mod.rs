@@ -58,7 +58,7 @@ pub struct RunnerState {
     pub(crate) panicker: Panicker,
     pub(crate) metrics: RuntimeMetrics,
     pub(crate) stopper: Stopper,
-    /// Values other crates of the project keep per runtime (see `Context::__extension`).
+    /// Values other crates of the project keep per runtime (see `Context::extension`).
     pub(crate) extensions: Extensions,
 }
 

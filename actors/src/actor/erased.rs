@@ -13,9 +13,9 @@
 //! - The conversion is a plain function (`fn(I) -> M`), so an erased ref captures nothing but
 //!   the mailbox: it is `Send + Sync` whatever the actor is.
 
+use super::refs::{Asking, Deadline, Reply};
 use crate::lifecycle::{Peer, request_ordered_stop};
 use crate::mailbox::{Channel, Mailbox};
-use crate::refs::{Asking, Deadline, Reply};
 use crate::{Actor, ActorHandle, ActorId, Error, Join, PeerHandle, Ref};
 use std::future::Future;
 use std::pin::Pin;

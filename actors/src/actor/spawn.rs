@@ -13,7 +13,7 @@
 //!   thread of its own it is a [`ThreadBound`] one, so state that is not `Send` is built,
 //!   used and dropped on that thread only.
 
-use crate::actor::{Exit, Running, run};
+use super::run::{Exit, Running, run};
 use crate::mailbox::Mailbox;
 use crate::metrics::{ActorMetrics, Families};
 use crate::thread_bound::ThreadBound;
@@ -367,5 +367,21 @@ impl<F: Future<Output = ()> + 'static> Place<F> for OnItsThread {
             A::LABEL
         );
         scope.spawn(move |runtime| ThreadBound::new(move || run(launch, runtime)))
+    }
+}
+
+/// Spawning from a handler: the child joins this actor's scope.
+impl<A: Actor> Context<A> {
+    /// Spawns `child` in this actor's scope, with the child's own placement: it stops (its
+    /// task aborted) when this actor stops.
+    pub fn spawn<C: Actor + Send>(&self, child: C) -> C::Ref {
+        spawn(child, self.runtime())
+    }
+
+    /// Spawns the actor `factory` builds in this actor's scope, as [`spawn`](Self::spawn)
+    /// does; `factory` runs where the child runs, so a dedicated or blocking child's state
+    /// need not be `Send` (see [`spawn_with`](crate::spawn_with)).
+    pub fn spawn_with<C: Actor>(&self, factory: impl FnOnce() -> C + Send + 'static) -> C::Ref {
+        spawn_with(self.runtime(), factory)
     }
 }

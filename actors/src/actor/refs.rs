@@ -504,11 +504,27 @@ impl<R> Reply<R> {
 impl<R> Drop for Reply<R> {
     fn drop(&mut self) {
         if let Some(sender) = self.sender.take()
-            && (std::thread::panicking() || crate::actor::unwinding_handler())
+            && (std::thread::panicking() || unwinding_handler())
         {
             sender.send(Err(Panicked));
         }
     }
+}
+
+thread_local! {
+    /// Set by the run loop while it drops a panicked handler's future (see `run`): a reply
+    /// dropped meanwhile reports `Panicked`, though the thread is no longer panicking.
+    static UNWINDING_HANDLER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a panicked handler's future is being dropped on this thread.
+fn unwinding_handler() -> bool {
+    UNWINDING_HANDLER.with(std::cell::Cell::get)
+}
+
+/// Marks (or unmarks) this thread as dropping a panicked handler's future.
+pub(crate) fn set_unwinding_handler(unwinding: bool) {
+    UNWINDING_HANDLER.with(|flag| flag.set(unwinding));
 }
 
 #[cfg(all(test, not(actors_loom)))]

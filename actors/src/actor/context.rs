@@ -131,19 +131,6 @@ impl<A: Actor> Context<A> {
         self.stopping = true;
     }
 
-    /// Spawns `child` in this actor's scope, with the child's own placement: it stops (its
-    /// task aborted) when this actor stops.
-    pub fn spawn<C: Actor + Send>(&self, child: C) -> C::Ref {
-        crate::spawn::spawn(child, &self.runtime)
-    }
-
-    /// Spawns the actor `factory` builds in this actor's scope, as [`spawn`](Self::spawn)
-    /// does; `factory` runs where the child runs, so a dedicated or blocking child's state
-    /// need not be `Send` (see [`spawn_with`](crate::spawn_with)).
-    pub fn spawn_with<C: Actor>(&self, factory: impl FnOnce() -> C + Send + 'static) -> C::Ref {
-        crate::spawn::spawn_with(&self.runtime, factory)
-    }
-
     /// The actor's label.
     pub fn label(&self) -> &'static str {
         A::LABEL

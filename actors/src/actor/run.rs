@@ -1,140 +1,27 @@
-//! The [`Actor`] trait the `#[actor]` attributes implement, and the loop that runs one
-//! incarnation of an actor: `on_start`, then one message at a time, then `on_stop`.
+//! The loop that runs one incarnation of an actor: `on_start`, then one message at a time,
+//! then `on_stop`.
 //!
 //! Invariants:
 //! - Messages are handled one at a time, in mailbox order, each to completion (an async
 //!   handler's awaits included) before the next is taken.
 //! - A handler's panic is caught at the handler: the actor's state is still owned by the
 //!   loop, so `on_stop` runs, and only then does the incarnation end with `Exit::Panicked`.
-//!   The failed handler's future is dropped with `UNWINDING_HANDLER` set, so a reply channel
-//!   it held reports [`Error::Panicked`](crate::Error::Panicked) rather than `Closed`.
+//!   The failed handler's future is dropped with the thread's unwinding flag set (see
+//!   `refs::unwinding_handler`), so a reply channel it held reports
+//!   [`Error::Panicked`](crate::Error::Panicked) rather than `Closed`.
 //! - The loop stops before the next message when the handler called `Context::stop`, when a
 //!   stop is requested (by a supervisor), or when no ref is left and the mailbox is empty.
 
+use super::refs::set_unwinding_handler;
 use crate::lifecycle::{Down, LinkExit, Signal};
 use crate::mailbox::Received;
 use crate::metrics::ActorMetrics;
-use crate::{ActorId, Context, ExitReason};
+use crate::{Actor, ActorId, Context, ExitReason};
 use std::any::Any;
-use std::cell::Cell;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::Poll;
-
-/// Where an actor's task runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// On the shared pool of workers: the default, for actors that never block.
-    Pool,
-    /// On a thread (and ring) of its own, for the actor's whole life.
-    Dedicated,
-    /// On a thread of its own that may block (a blocking task).
-    Blocking,
-}
-
-/// What `#[actor]` on a struct declares: its label, mailbox capacity and placement.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not declared as an actor",
-    label = "no `#[actor]` on the struct `{Self}`",
-    note = "put `#[actor]` (or `#[actor(dedicated)]`, `#[actor(blocking)]`) on the struct \
-            declaration of `{Self}`"
-)]
-pub trait Declared: Sized + 'static {
-    /// The supervision label and metric label; by default the type name in snake_case.
-    const LABEL: &'static str;
-    /// The mailbox's capacity in messages.
-    const MAILBOX: usize;
-    /// Where the actor runs.
-    const PLACEMENT: Placement;
-    /// The deadline of every ask to the actor unless the ask sets its own (`#[actor(ask_timeout
-    /// = "5s")]`); none by default.
-    const ASK_TIMEOUT: Option<std::time::Duration> = None;
-    /// Where its incarnations' futures run: `OnPool` for `Placement::Pool` (they must be
-    /// `Send`), `OnItsThread` otherwise (built and kept on the actor's thread); generated.
-    #[doc(hidden)]
-    type __Placed;
-}
-
-/// An actor: state with message handlers, run one message at a time. Implemented by
-/// `#[actor]` on the struct's inherent impl; see the crate documentation.
-///
-/// Neither the state nor the futures of its handlers and hooks need be `Send` here: those of
-/// a pool actor must be, which its generated `__launch` checks at its concrete type, while a
-/// dedicated or blocking actor's are built on its thread and never leave it.
-#[diagnostic::on_unimplemented(
-    message = "the actor `{Self}` has no handlers",
-    label = "`{Self}` needs an `#[actor] impl {Self} {{ ... }}` block",
-    note = "put `#[actor]` on the inherent `impl {Self}` block holding its handlers (it may be \
-            empty)"
-)]
-pub trait Actor: Declared {
-    /// The messages its handlers take, one variant per handler (generated).
-    type Message: Send + 'static;
-    /// The typed ref `#[actor]` generates: `<Name>Ref`.
-    type Ref: From<crate::Ref<Self>> + Clone + Send + Sync + 'static;
-
-    /// Whether linked actors' exits reach [`on_link_exit`](Self::on_link_exit) (the actor
-    /// declares that hook) instead of ending this actor too.
-    const TRAPS_EXITS: bool = false;
-
-    /// The message that runs `call` on the actor (a timer's tick, a stream's item); generated.
-    #[doc(hidden)]
-    fn __call(call: crate::timer::Call<Self>) -> Self::Message;
-
-    /// Spawns an incarnation in `scope` (generated: it names the concrete type, where the
-    /// compiler sees whether a pool actor's future is `Send`; see `spawn::Place`).
-    #[doc(hidden)]
-    fn __launch(scope: runtime::Context, launch: crate::spawn::Launch<Self>)
-    -> runtime::Handle<()>;
-
-    /// Runs the handler `message` is for.
-    fn handle(
-        &mut self,
-        ctx: &mut Context<Self>,
-        message: Self::Message,
-    ) -> impl Future<Output = ()>;
-
-    /// Runs before the first message.
-    fn on_start(&mut self, ctx: &mut Context<Self>) -> impl Future<Output = ()> {
-        let _ = ctx;
-        async {}
-    }
-
-    /// Runs after the last message, whatever stopped the actor (but an abort of its task),
-    /// with the reason it stops.
-    fn on_stop(
-        &mut self,
-        ctx: &mut Context<Self>,
-        reason: &ExitReason,
-    ) -> impl Future<Output = ()> {
-        let _ = (ctx, reason);
-        async {}
-    }
-
-    /// A monitored actor ended (see [`Context::monitor`]); handled in mailbox order.
-    fn on_down(
-        &mut self,
-        ctx: &mut Context<Self>,
-        id: ActorId,
-        reason: ExitReason,
-    ) -> impl Future<Output = ()> {
-        let _ = (ctx, id, reason);
-        async {}
-    }
-
-    /// A linked actor ended (see [`Context::link`]); called only when
-    /// [`TRAPS_EXITS`](Self::TRAPS_EXITS), in mailbox order, for normal ends too.
-    fn on_link_exit(
-        &mut self,
-        ctx: &mut Context<Self>,
-        id: ActorId,
-        reason: ExitReason,
-    ) -> impl Future<Output = ()> {
-        let _ = (ctx, id, reason);
-        async {}
-    }
-}
 
 /// How an incarnation ended.
 pub(crate) enum Exit {
@@ -172,18 +59,8 @@ impl Exit {
     }
 }
 
-thread_local! {
-    /// Set while a panicked handler's future is dropped (see the module doc).
-    static UNWINDING_HANDLER: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether a panicked handler's future is being dropped on this thread.
-pub(crate) fn unwinding_handler() -> bool {
-    UNWINDING_HANDLER.with(Cell::get)
-}
-
 /// Polls `future` to completion, catching a panic; a panicked future is dropped in place
-/// with `UNWINDING_HANDLER` set.
+/// with the unwinding flag set (see `refs::unwinding_handler`).
 fn guarded<F: Future>(future: F) -> Guarded<F> {
     Guarded {
         future: Some(future),
@@ -218,10 +95,10 @@ impl<F: Future> Future for Guarded<F> {
             }
             Ok(Poll::Pending) => Poll::Pending,
             Err(payload) => {
-                UNWINDING_HANDLER.with(|flag| flag.set(true));
+                set_unwinding_handler(true);
                 // A destructor panicking here is contained: the actor already failed.
                 let _ = catch_unwind(AssertUnwindSafe(|| future.as_mut().set(None)));
-                UNWINDING_HANDLER.with(|flag| flag.set(false));
+                set_unwinding_handler(false);
                 Poll::Ready(Err(payload))
             }
         }
