@@ -35,6 +35,8 @@
 //! counted, never the connection held up. [`server`] starts a `nats-server` for tests and
 //! examples.
 
+#![warn(missing_docs)]
+
 mod client;
 mod connection;
 mod error;
