@@ -18,11 +18,13 @@ pub(crate) use loom::sync::Arc;
 #[cfg(not(actors_loom))]
 pub(crate) use std::sync::Arc;
 
+#[cfg(actors_loom)]
+pub(crate) use loom::sync::MutexGuard;
 /// The crate's lock: the runtime's (`parking_lot`'s, `std`'s under Miri, whose shim rejects
 /// `parking_lot`'s futex call; see the runtime's `sync`), or loom's in models (a lock loom
 /// cannot see would block its single thread).
 #[cfg(not(actors_loom))]
-pub(crate) use runtime::__private::Mutex;
+pub(crate) use runtime::__private::{Mutex, MutexGuard};
 
 /// The reader-writer lock of tables read far more often than written. Not modelled: no
 /// lock-free path reads what it guards.

@@ -19,21 +19,37 @@ pub enum Error {
     /// A subject, queue group or header block that cannot be sent, and why.
     Invalid(String),
     /// A message larger than the server's `max_payload`.
-    TooLarge { size: usize, max_payload: usize },
+    TooLarge {
+        /// The message's size in bytes (headers and payload).
+        size: usize,
+        /// The largest the server accepts.
+        max_payload: usize,
+    },
     /// The connection dropped before the server answered (a flush or a request); the client
     /// reconnects on its own.
     Disconnected,
     /// While reconnecting, messages are kept until this many bytes are waiting.
-    ReconnectBufferFull { limit: usize },
+    ReconnectBufferFull {
+        /// The reconnect buffer's size in bytes.
+        limit: usize,
+    },
     /// The write buffer holds more than its high-water mark (only from the `try_` forms).
     WouldBlock,
     /// A request nobody subscribes to: the server answered that there is no responder.
-    NoResponders { subject: String },
+    NoResponders {
+        /// The request's subject.
+        subject: String,
+    },
     /// A request or flush that was not answered in time.
     Timeout(Duration),
     /// The server refused this client's `operation` (`publish` or `subscribe`) on `subject`:
     /// the account's permissions do not allow it (the server's `Permissions Violation`).
-    PermissionDenied { operation: String, subject: String },
+    PermissionDenied {
+        /// What was refused, as the server words it (`publish`, `subscribe`, ...).
+        operation: String,
+        /// The subject it was refused on.
+        subject: String,
+    },
     /// The client was closed.
     Closed,
 }

@@ -16,6 +16,7 @@ pub struct Headers {
 }
 
 impl Headers {
+    /// An empty header block.
     pub fn new() -> Self {
         Self::default()
     }

@@ -15,14 +15,18 @@
 //! # }
 //! ```
 //!
-//! The layers, each using only those below it:
+//! The layers, each using only those below it (`ARCHITECTURE.md` has the table, and
+//! `tests/layers.rs` checks the source against it):
 //! - [`protocol`]: the wire protocol as bytes (parsing what a server sends, encoding what a
 //!   client sends), with no I/O, so it runs (and is fuzzed) anywhere, Miri included;
-//!   [`Headers`] is the header block.
-//! - `connection`: one connection's handshake (reading the server's `INFO` and writing
-//!   `CONNECT`, JSON both, with serde_json), reader, writer and pinger, and reconnects.
-//! - [`Client`] and [`Subscription`]: what callers use, and the state they share with the
-//!   connection.
+//!   [`Headers`] is the header block, and [`Options`] what a client is told.
+//! - `handshake`: dialling a server and the handshake (reading the server's `INFO` and
+//!   writing `CONNECT`, JSON both, with serde_json).
+//! - `shared`: the state a client and its connection's tasks share, under one lock (the
+//!   write buffer, the subscription and request tables), where the ordering and failure
+//!   guarantees below are kept.
+//! - `connection`: one connection's reader, writer and pinger, and reconnects.
+//! - [`Subscription`] and then [`Client`]: what callers use.
 //!
 //! Guarantees: delivery is at most once. Messages from one client to one subscriber arrive
 //! in the order they were published while the connection holds; what was queued but not sent
@@ -31,13 +35,21 @@
 //! counted, never the connection held up. [`server`] starts a `nats-server` for tests and
 //! examples.
 
+#![warn(missing_docs)]
+
 mod client;
 mod connection;
 mod error;
+mod handshake;
 mod headers;
 mod options;
+mod owner;
+mod permission;
 pub mod protocol;
+mod queue;
+mod random;
 pub mod server;
+mod shared;
 mod subscription;
 
 pub use client::Client;

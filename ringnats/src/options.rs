@@ -12,18 +12,34 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Event {
     /// Connected (again) to `server`, subscriptions restored.
-    Connected { server: String },
+    Connected {
+        /// The server's address.
+        server: String,
+    },
     /// The connection to `server` dropped, and why; the client reconnects.
-    Disconnected { server: String, reason: String },
+    Disconnected {
+        /// The server's address.
+        server: String,
+        /// Why the connection dropped.
+        reason: String,
+    },
     /// The server sent `-ERR` (for instance a permissions violation, or `Slow Consumer`
     /// when this client did not read fast enough and the server cut it off).
     ServerError(String),
     /// A subscription's queue was full and a message to it was dropped. Reported once per
     /// episode: again only after the queue has drained.
-    SlowConsumer { subject: String, sid: u64 },
+    SlowConsumer {
+        /// The subscription's subject.
+        subject: String,
+        /// The subscription's id on the connection.
+        sid: u64,
+    },
     /// The server is shutting down gracefully (lame duck mode); the client will move to
     /// another server when it closes.
-    LameDuck { server: String },
+    LameDuck {
+        /// The server's address.
+        server: String,
+    },
     /// The client closed: by `close`, by its last handle's drop, because its connection
     /// task's scope ended, or after `max_reconnects` failed attempts. Nothing more comes.
     Closed,
@@ -35,10 +51,15 @@ pub type EventHandler = Arc<dyn Fn(Event) + Send + Sync>;
 /// A server to connect to: `host:port`, with the credentials its URL carried.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddress {
+    /// A host name or an IP address.
     pub host: String,
+    /// The port (4222 unless the URL names one).
     pub port: u16,
+    /// The user of the URL's `user:password@`.
     pub user: Option<String>,
+    /// The password of the URL's `user:password@`.
     pub password: Option<String>,
+    /// The token of the URL's `token@`.
     pub token: Option<String>,
 }
 

@@ -44,7 +44,9 @@ pub enum ServerOp {
     Info(String),
     /// `MSG` or `HMSG`: a message for subscription `sid`.
     Msg(Message),
+    /// `PING`: the server asks for a `PONG`.
     Ping,
+    /// `PONG`: the answer to the oldest `PING` this client sent.
     Pong,
     /// `+OK` (only in verbose mode).
     Ok,
@@ -55,11 +57,15 @@ pub enum ServerOp {
 /// A delivered message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
+    /// The subject it was published to.
     pub subject: String,
+    /// The id of the subscription it was delivered to.
     pub sid: u64,
+    /// The subject to reply to, if the publisher gave one.
     pub reply: Option<String>,
     /// The header block of an `HMSG` (from `NATS/1.0` through its blank line), else `None`.
     pub headers: Option<Bytes>,
+    /// The message's bytes.
     pub payload: Bytes,
 }
 
@@ -354,6 +360,7 @@ pub struct Encoder<'a> {
 }
 
 impl<'a> Encoder<'a> {
+    /// An encoder appending to `out`.
     pub fn new(out: &'a mut BytesMut) -> Self {
         Self { out }
     }
@@ -443,10 +450,12 @@ impl<'a> Encoder<'a> {
         self.write_line(&line);
     }
 
+    /// Appends `PING`.
     pub fn ping(&mut self) {
         self.write_line(&["PING"]);
     }
 
+    /// Appends `PONG`.
     pub fn pong(&mut self) {
         self.write_line(&["PONG"]);
     }

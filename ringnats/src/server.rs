@@ -124,7 +124,7 @@ impl Server {
             let path = std::env::temp_dir().join(format!(
                 "nats-server-{}-{:x}.conf",
                 std::process::id(),
-                crate::client::random_u64()
+                crate::random::random_u64()
             ));
             std::fs::write(&path, text)?;
             Some(path)

@@ -1,133 +1,14 @@
-//! A subscription's messages: a bounded queue the connection's reader fills and the
-//! subscriber drains.
-//!
-//! Invariants:
-//! - The reader never waits on a subscriber: a queue that holds its message or byte limit
-//!   drops what arrives, counts it, and reports the episode once (the reader raises
-//!   [`Event::SlowConsumer`](crate::Event::SlowConsumer)); the episode ends when the queue is
-//!   empty again. A slow subscriber never holds up the connection or other subscriptions.
-//! - Messages come out in the order the server delivered them.
-//! - Once closed (unsubscribed, the subscription's limit reached, the client closed, or the
-//!   server denied the subscription), the queue hands out what it holds and then ends; a
-//!   denial is kept as the subscription's [`error`](Subscription::error).
+//! [`Subscription`]: a subscription's end the caller holds (its queue, `queue.rs`, and what
+//! keeps its client's connection open, `owner.rs`), and [`Unsubscriber`], which ends it from
+//! elsewhere. Unsubscribing goes to the subscription table (`Shared::unsubscribe`), never
+//! through a [`Client`](crate::Client).
 
-use crate::client::Client;
+use crate::owner::Owner;
 use crate::protocol::Message;
-use parking_lot::Mutex;
-use std::collections::VecDeque;
+use crate::queue::Queue;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-
-/// What [`Queue::push`] did with a message.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Pushed {
-    Queued,
-    /// Dropped: the queue is full. `first` is true for the first drop of an episode.
-    Dropped {
-        first: bool,
-    },
-    /// Dropped: the queue is closed.
-    Closed,
-}
-
-#[derive(Default)]
-struct State {
-    messages: VecDeque<Message>,
-    bytes: usize,
-    waker: Option<Waker>,
-    closed: bool,
-    /// Why the server ended the subscription, if it refused it.
-    error: Option<crate::Error>,
-    dropped: u64,
-    /// A drop was reported and the queue has not been empty since.
-    slow: bool,
-}
-
-/// The messages of one subscription, between the reader and the subscriber.
-#[derive(Default)]
-pub(crate) struct Queue {
-    state: Mutex<State>,
-}
-
-fn message_bytes(message: &Message) -> usize {
-    message.payload.len() + message.headers.as_ref().map_or(0, |h| h.len())
-}
-
-impl Queue {
-    /// Queues `message` unless the queue holds `max_messages` or would exceed `max_bytes`
-    /// (a message larger than `max_bytes` is taken when the queue is empty, so that it is
-    /// not dropped forever).
-    pub(crate) fn push(&self, message: Message, max_messages: usize, max_bytes: usize) -> Pushed {
-        let size = message_bytes(&message);
-        let mut state = self.state.lock();
-        if state.closed {
-            return Pushed::Closed;
-        }
-        let full = state.messages.len() >= max_messages
-            || (!state.messages.is_empty() && state.bytes + size > max_bytes);
-        if full {
-            state.dropped += 1;
-            let first = !state.slow;
-            state.slow = true;
-            return Pushed::Dropped { first };
-        }
-        state.bytes += size;
-        state.messages.push_back(message);
-        let waker = state.waker.take();
-        drop(state);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        Pushed::Queued
-    }
-
-    /// Ends the queue: what it holds still comes out, then `None`.
-    pub(crate) fn close(&self) {
-        let waker = {
-            let mut state = self.state.lock();
-            state.closed = true;
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    /// Ends the queue because the server refused the subscription with `error`.
-    pub(crate) fn close_denied(&self, error: crate::Error) {
-        self.state.lock().error = Some(error);
-        self.close();
-    }
-
-    fn error(&self) -> Option<crate::Error> {
-        self.state.lock().error.clone()
-    }
-
-    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
-        let mut state = self.state.lock();
-        if let Some(message) = state.messages.pop_front() {
-            state.bytes -= message_bytes(&message);
-            if state.messages.is_empty() {
-                state.slow = false;
-            }
-            return Poll::Ready(Some(message));
-        }
-        if state.closed {
-            return Poll::Ready(None);
-        }
-        state.waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
-
-    fn dropped(&self) -> u64 {
-        self.state.lock().dropped
-    }
-
-    fn len(&self) -> usize {
-        self.state.lock().messages.len()
-    }
-}
 
 /// The messages published to a subject this client subscribed to, in the order the server
 /// sent them. Dropping it unsubscribes. It keeps its client's connection alive.
@@ -139,17 +20,17 @@ impl Queue {
 pub struct Subscription {
     sid: u64,
     queue: Arc<Queue>,
-    client: Client,
+    owner: Arc<Owner>,
     /// Unsubscribed already (by `unsubscribe`): the drop has nothing to do.
     done: bool,
 }
 
 impl Subscription {
-    pub(crate) fn new(sid: u64, queue: Arc<Queue>, client: Client) -> Self {
+    pub(crate) fn new(sid: u64, queue: Arc<Queue>, owner: Arc<Owner>) -> Self {
         Self {
             sid,
             queue,
-            client,
+            owner,
             done: false,
         }
     }
@@ -194,7 +75,7 @@ impl Subscription {
     /// Ends the subscription after `count` more messages (counted by the server, and by the
     /// client across reconnects). Messages already queued still come out.
     pub fn unsubscribe_after(&mut self, count: u64) -> Result<(), crate::Error> {
-        self.client.unsubscribe_after(self.sid, count)
+        self.owner.shared.unsubscribe_after(self.sid, count)
     }
 
     /// A handle that unsubscribes this subscription from elsewhere (say, while a task owns
@@ -202,7 +83,7 @@ impl Subscription {
     pub fn unsubscriber(&self) -> Unsubscriber {
         Unsubscriber {
             sid: self.sid,
-            client: self.client.clone(),
+            owner: self.owner.clone(),
             queue: self.queue.clone(),
         }
     }
@@ -210,7 +91,7 @@ impl Subscription {
     /// Unsubscribes now; messages already queued are dropped with the subscription.
     pub fn unsubscribe(mut self) {
         self.done = true;
-        self.client.unsubscribe(self.sid);
+        self.owner.shared.unsubscribe(self.sid);
     }
 }
 
@@ -219,7 +100,7 @@ impl Subscription {
 #[derive(Clone)]
 pub struct Unsubscriber {
     sid: u64,
-    client: Client,
+    owner: Arc<Owner>,
     queue: Arc<Queue>,
 }
 
@@ -235,7 +116,7 @@ impl Unsubscriber {
     /// Unsubscribes (nothing if it was already): the subscription's queue hands out what it
     /// holds and ends.
     pub fn unsubscribe(&self) {
-        self.client.unsubscribe(self.sid);
+        self.owner.shared.unsubscribe(self.sid);
     }
 
     /// Why the server ended the subscription, if it refused it: see
@@ -256,7 +137,7 @@ impl futures::Stream for Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         if !self.done {
-            self.client.unsubscribe(self.sid);
+            self.owner.shared.unsubscribe(self.sid);
         }
     }
 }
@@ -268,80 +149,5 @@ impl std::fmt::Debug for Subscription {
             .field("pending", &self.pending())
             .field("dropped", &self.dropped())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bytes::Bytes;
-
-    fn message(payload: &'static [u8]) -> Message {
-        Message {
-            subject: "s".into(),
-            sid: 1,
-            reply: None,
-            headers: None,
-            payload: Bytes::from_static(payload),
-        }
-    }
-
-    fn next(queue: &Queue) -> Poll<Option<Message>> {
-        queue.poll_next(&mut Context::from_waker(Waker::noop()))
-    }
-
-    #[test]
-    fn a_full_queue_drops_counts_and_reports_once_per_episode() {
-        let queue = Queue::default();
-        assert_eq!(queue.push(message(b"a"), 2, 100), Pushed::Queued);
-        assert_eq!(queue.push(message(b"b"), 2, 100), Pushed::Queued);
-        assert_eq!(
-            queue.push(message(b"c"), 2, 100),
-            Pushed::Dropped { first: true }
-        );
-        assert_eq!(
-            queue.push(message(b"d"), 2, 100),
-            Pushed::Dropped { first: false }
-        );
-        assert_eq!(queue.dropped(), 2);
-        // Room again, but the episode lasts until the queue is empty.
-        assert!(matches!(next(&queue), Poll::Ready(Some(m)) if m.payload == "a"));
-        assert_eq!(queue.push(message(b"e"), 2, 100), Pushed::Queued);
-        assert_eq!(
-            queue.push(message(b"f"), 2, 100),
-            Pushed::Dropped { first: false }
-        );
-        assert!(matches!(next(&queue), Poll::Ready(Some(m)) if m.payload == "b"));
-        assert!(matches!(next(&queue), Poll::Ready(Some(m)) if m.payload == "e"));
-        assert_eq!(queue.push(message(b"g"), 2, 100), Pushed::Queued);
-        assert_eq!(queue.push(message(b"h"), 2, 100), Pushed::Queued);
-        assert_eq!(
-            queue.push(message(b"i"), 2, 100),
-            Pushed::Dropped { first: true }
-        );
-    }
-
-    #[test]
-    fn the_byte_limit_drops_too_but_an_empty_queue_takes_a_large_message() {
-        let queue = Queue::default();
-        assert_eq!(queue.push(message(b"0123456789"), 10, 4), Pushed::Queued);
-        assert_eq!(
-            queue.push(message(b"x"), 10, 4),
-            Pushed::Dropped { first: true }
-        );
-        assert!(matches!(next(&queue), Poll::Ready(Some(_))));
-        assert_eq!(queue.push(message(b"abcd"), 10, 4), Pushed::Queued);
-    }
-
-    #[test]
-    fn a_closed_queue_hands_out_what_it_holds_then_ends() {
-        let queue = Queue::default();
-        queue.push(message(b"a"), 2, 100);
-        assert!(matches!(next(&queue), Poll::Ready(Some(_))));
-        queue.push(message(b"b"), 2, 100);
-        queue.close();
-        assert_eq!(queue.push(message(b"c"), 2, 100), Pushed::Closed);
-        assert!(matches!(next(&queue), Poll::Ready(Some(m)) if m.payload == "b"));
-        assert!(matches!(next(&queue), Poll::Ready(None)));
     }
 }

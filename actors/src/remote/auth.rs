@@ -8,7 +8,7 @@
 //! - Tags are compared in constant time.
 //! - Without the secret, a tag cannot be made for new bytes (HMAC-SHA-256's unforgeability);
 //!   replays of genuine messages are stopped by the membership rules (sequence numbers and
-//!   send times, see `node.rs`), not here.
+//!   send times, see `membership.rs`), not here.
 
 /// The length of a tag.
 pub(crate) const TAG: usize = 32;

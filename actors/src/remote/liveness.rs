@@ -42,7 +42,7 @@ pub(crate) struct Liveness {
     /// few): an ask to one of those, or to one older than the first (a process before this
     /// one), is this node's to refuse out loud.
     first_incarnation: u64,
-    past: parking_lot::Mutex<Vec<u64>>,
+    past: crate::sync::Mutex<Vec<u64>>,
 }
 
 /// Why a remote ask is not started.
@@ -83,7 +83,7 @@ impl Liveness {
             skew_millis: skew.as_millis().try_into().unwrap_or(u64::MAX),
             incarnation: AtomicU64::new(incarnation),
             first_incarnation: incarnation,
-            past: parking_lot::Mutex::new(Vec::new()),
+            past: crate::sync::Mutex::new(Vec::new()),
         }
     }
 

@@ -1,3 +1,4 @@
+//! Reaching an actor elsewhere: [`Node::lookup`] and [`RemoteHandle`] (what it makes),
 //! [`RemoteRef`]: what a generated `<Name>RemoteRef` wraps; [`RemoteAsk`]: an ask over NATS;
 //! [`RemoteMonitor`]: waiting for a remote actor's end.
 //!
@@ -6,9 +7,12 @@
 //! node, which fails it at once when the target's node goes down; its registration is
 //! withdrawn however the ask ends (answered, timed out, dropped).
 
-use super::Protocol;
 use super::codec;
-use super::node::{Node, WatchGuard, check_name, check_node_name, remote_error};
+use super::nats_error::remote_error;
+use super::node::Node;
+use super::protocol::Protocol;
+use super::subjects::{Target, check_name, check_node_name};
+use super::waiting::WatchGuard;
 use crate::{Error, ExitReason};
 use futures::future::{Either, select};
 use runtime::prelude::*;
@@ -21,21 +25,28 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// What a remote ref reaches.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// Whichever node exposing the name takes the message.
-    Name(String),
-    /// The actor one node exposes under the name.
-    Node { node: String, name: String },
+/// A remote ref type that [`Node::lookup`] can make: the generated `<Name>RemoteRef`.
+pub trait RemoteHandle: Sized {
+    /// The ref to `target` through `node` (generated).
+    #[doc(hidden)]
+    fn __new(node: &Node, target: Target) -> Self;
 }
 
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Name(name) => write!(f, "`{name}`"),
-            Target::Node { node, name } => write!(f, "`{name}` on node `{node}`"),
-        }
+impl Node {
+    /// A ref to the actor exposed as `name` on any node (each message goes to one of them).
+    pub fn lookup<H: RemoteHandle>(&self, name: &str) -> H {
+        H::__new(self, Target::Name(name.to_string()))
+    }
+
+    /// A ref to the actor the node `node` exposes as `name`.
+    pub fn lookup_on<H: RemoteHandle>(&self, node: &str, name: &str) -> H {
+        H::__new(
+            self,
+            Target::Node {
+                node: node.to_string(),
+                name: name.to_string(),
+            },
+        )
     }
 }
 

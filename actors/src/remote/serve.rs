@@ -13,95 +13,32 @@
 //!   otherwise (it stops, panics unsupervised, or its scope ends), the loop ends, the
 //!   subscriptions go, and the end is announced.
 
-use super::codec::{self, Failure};
-use super::liveness::{Refusal, Ticket};
+use super::codec::{self, Exit, Failure};
+use super::liveness::Ticket;
 use super::node::NodeInner;
-use super::{Protocol, Served};
-use crate::actor::refs::Panicked;
-use crate::oneshot::Canceled;
-use crate::{Error, ExitReason, Join, Reply};
+use super::protocol::{Protocol, Served};
+use super::responder::{Responder, refused};
+use crate::{Error, ExitReason, Join};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use runtime::prelude::*;
-use serde::Serialize;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-/// A reply's bytes once the handler answered, or `None`: no reply at all.
-type Pending = Pin<Box<dyn Future<Output = Option<Vec<u8>>> + Send>>;
-
-/// Makes the replies of one remote message: real ones for an ask, none for a tell (what a
-/// generated `Remote::__message` calls for its handler's reply).
-pub struct Responder {
-    ask: bool,
-    label: &'static str,
-    /// The ask's deadline and the node's liveness, when it has a deadline.
-    ticket: Option<Arc<Ticket>>,
-    /// The node's name, for the failure of an ask refused as sent while it was cut off.
-    node: Arc<str>,
-    pending: Option<Pending>,
-}
-
-impl Responder {
-    /// The reply of the handler the message is for.
-    pub fn reply<R: Serialize + Send + 'static>(&mut self) -> Reply<R> {
-        if !self.ask {
-            return Reply::none();
-        }
-        let (reply, receiver) = match &self.ticket {
-            Some(ticket) => Reply::expiring(ticket.clone()),
-            None => Reply::expiring(Arc::new(NeverExpires)),
-        };
-        let label = self.label;
-        let ticket = self.ticket.clone();
-        let node = self.node.clone();
-        self.pending = Some(Box::pin(async move {
-            match receiver.await {
-                Ok(Ok(value)) => Some(codec::reply::<R>(Ok(value))),
-                Ok(Err(Panicked)) => Some(codec::reply::<R>(Err(Failure::Panicked(label.into())))),
-                // Not run because its asker may have given up: say why.
-                Err(Canceled) => match ticket.as_ref().and_then(|ticket| ticket.not_run()) {
-                    Some(refusal) => refused(refusal, &node).map(codec::reply::<()>),
-                    None => Some(codec::reply::<R>(Err(Failure::Closed))),
-                },
-            }
-        }));
-        reply
-    }
-}
-
 /// The longest a served ask's reply is waited for (about 49 days, as an ask's own timeout).
 const MAX_WAIT: std::time::Duration = std::time::Duration::from_millis(u32::MAX as u64);
-
-/// An ask without a deadline (sent by another client than a node): always wanted.
-struct NeverExpires;
-
-impl crate::oneshot::Expiry for NeverExpires {
-    fn expired(&self) -> bool {
-        false
-    }
-}
-
-/// What an asker is told of an ask refused for `refusal` by the node `node`.
-/// What an asker is told of an ask refused for `refusal` by the node `node`: nothing for
-/// one sent to an incarnation of this node's name it never had (it may be another node
-/// still serving the name, whose answer must not be raced).
-fn refused(refusal: Refusal, node: &str) -> Option<Result<(), Failure>> {
-    match refusal {
-        Refusal::Expired => Some(Err(Failure::Timeout)),
-        Refusal::CutOff | Refusal::OldIncarnation => Some(Err(Failure::NodeDown(node.to_string()))),
-        Refusal::OtherIncarnation => None,
-    }
-}
 
 /// A failure's reply bytes (the reply type does not matter: `Err` encodes the same).
 fn failure(failure: Failure) -> Vec<u8> {
     codec::reply::<()>(Err(failure))
 }
 
+/// Serves exposure `token` of `name` (its two subscriptions, `shared` in the name's queue
+/// group and `direct` to this node) until its actor ends (`join`) or it is withdrawn, then
+/// ends the exposure.
 pub(crate) async fn run<S: Served>(
     node: Arc<NodeInner>,
     name: String,
@@ -192,17 +129,16 @@ pub(crate) async fn run<S: Served>(
             Some(ticket) => node.liveness.local_deadline(&ticket.deadline),
             None => Instant::now() + node.options.ask_timeout.min(MAX_WAIT),
         };
-        let mut responder = Responder {
-            ask: reply_to.is_some(),
-            label: served.__label(),
+        let mut responder = Responder::new(
+            reply_to.is_some(),
+            served.__label(),
             ticket,
-            node: node_name.clone(),
-            pending: None,
-        };
+            node_name.clone(),
+        );
         let sent = served.__deliver(wire, &mut responder);
         match sent {
             Ok(()) => {
-                if let (Some(reply_to), Some(pending)) = (reply_to, responder.pending) {
+                if let (Some(reply_to), Some(pending)) = (reply_to, responder.into_pending()) {
                     let client = node.client.clone();
                     let context = node.context.clone();
                     in_flight.push(Box::pin(async move {
@@ -255,4 +191,17 @@ pub(crate) async fn run<S: Served>(
     node.exposure_ended(&name, token, &reason);
     // Replies already on their way still go out, within their deadlines.
     while in_flight.next().await.is_some() {}
+}
+
+impl NodeInner {
+    /// The exposure `token` of `name` ended because its actor ended with `reason` (unless it
+    /// was withdrawn and the name exposed again meanwhile): no longer listed or announced.
+    pub(crate) fn exposure_ended(&self, name: &str, token: u64, reason: &ExitReason) {
+        let mut state = self.state.lock();
+        if state.exposed.get(name).is_none_or(|e| e.token != token) {
+            return;
+        }
+        state.exposed.remove(name);
+        self.announce_exit(&mut state, name, Exit::from(reason));
+    }
 }

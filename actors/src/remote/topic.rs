@@ -5,7 +5,9 @@
 //! (this one's included, through NATS) once. Delivery is at most once; messages from one
 //! node arrive in the order it published them.
 
-use super::node::{Node, check_name, remote_error};
+use super::nats_error::remote_error;
+use super::node::{Node, NodeInner};
+use super::subjects::check_name;
 use crate::{Error, Topic};
 use runtime::prelude::*;
 use serde::Serialize;
@@ -102,5 +104,17 @@ impl Node {
             subject,
             _message: PhantomData,
         })
+    }
+}
+
+impl NodeInner {
+    /// Marks `name` spanned here; false if it was already.
+    fn span(&self, name: &str) -> bool {
+        self.state.lock().spanned.insert(name.to_string())
+    }
+
+    /// Unmarks `name` (its span failed).
+    fn unspan(&self, name: &str) {
+        self.state.lock().spanned.remove(name);
     }
 }
