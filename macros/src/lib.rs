@@ -9,19 +9,19 @@
 //! Every misuse is a compile error spanning the offending tokens and saying what is allowed;
 //! `ui-tests/` holds one case per error.
 
-mod actor;
-mod handler;
-mod interface;
+mod emit;
 // `main.rs` holds `#[runtime::main]` (the files are named after the attributes); a module
 // named `main` would read as a binary's entry point, hence the other name.
 #[path = "main.rs"]
 mod main_attribute;
+mod model;
 mod options;
-mod remote;
 mod signature;
+mod spelling;
 mod test;
 
 use proc_macro::TokenStream;
+use quote::ToTokens;
 
 /// Runs `async fn main()` (or `async fn main(context: runtime::Context)`) on the runtime.
 ///
@@ -61,8 +61,8 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 /// its handlers. See the `actors` crate.
 #[proc_macro_attribute]
 pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
-    actor::expand(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
+    model::ActorAttribute::parse(args.into(), item.into())
+        .map_or_else(syn::Error::into_compile_error, ToTokens::into_token_stream)
         .into()
 }
 
@@ -71,7 +71,7 @@ pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Re-exported by `actors`; see its documentation.
 #[proc_macro_attribute]
 pub fn interface(args: TokenStream, item: TokenStream) -> TokenStream {
-    interface::expand(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
+    model::Interface::parse(args.into(), item.into())
+        .map_or_else(syn::Error::into_compile_error, ToTokens::into_token_stream)
         .into()
 }

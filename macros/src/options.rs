@@ -1,6 +1,7 @@
 //! The options both attributes accept (`name = value`, comma separated), parsed and checked
 //! at compile time, and the `Config` expression they build.
 
+use crate::spelling::edit_distance;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::parse::Parser;
@@ -271,21 +272,6 @@ fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Er
     syn::Error::new(path.span(), message)
 }
 
-/// Levenshtein distance, for "did you mean" suggestions (also `#[actor]`'s).
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,12 +284,5 @@ mod tests {
         for bad in ["ten", "10", "0s", "1.5s", "-1s", "+5s", "5 s", "s", ""] {
             assert_eq!(duration_millis(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn near_misses_are_within_three_edits() {
-        assert_eq!(edit_distance("worker_thread", "worker_threads"), 1);
-        assert_eq!(edit_distance("catch_panic", "catch_panics"), 1);
-        assert!(edit_distance("flavor", "worker_threads") > 3);
     }
 }
