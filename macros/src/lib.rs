@@ -1,5 +1,6 @@
 //! Attribute macros for the runtime: `#[runtime::main]` and `#[runtime::test]` (re-exported by
-//! the `runtime` crate; use them through it), and `#[actor]` (re-exported by `actors`).
+//! the `runtime` crate; use them through it), and `#[actor]` and `#[interface]` (re-exported by
+//! `actors`).
 //!
 //! Both attributes turn an `async fn` into a plain function that starts a
 //! [`Runner`](../runtime/struct.Runner.html) and runs the body as its root. The body keeps its
@@ -8,20 +9,17 @@
 //!
 //! Every misuse is a compile error spanning the offending tokens and saying what is allowed;
 //! `ui-tests/` holds one case per error.
+//!
+//! Each attribute is parsed once into a model that holds every check (`model`, and `entry`
+//! for the runtime's attributes), then emitted item by item (`emit`): see `ARCHITECTURE.md`.
 
-mod actor;
-mod handler;
-mod interface;
-// `main.rs` holds `#[runtime::main]` (the files are named after the attributes); a module
-// named `main` would read as a binary's entry point, hence the other name.
-#[path = "main.rs"]
-mod main_attribute;
-mod options;
-mod remote;
-mod signature;
-mod test;
+mod emit;
+mod entry;
+mod model;
+mod spelling;
 
 use proc_macro::TokenStream;
+use quote::ToTokens;
 
 /// Runs `async fn main()` (or `async fn main(context: runtime::Context)`) on the runtime.
 ///
@@ -29,7 +27,7 @@ use proc_macro::TokenStream;
 /// `config = path::to::fn` (a `fn() -> runtime::Config`; the other options apply on top).
 #[proc_macro_attribute]
 pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
-    main_attribute::expand(args.into(), item.clone().into())
+    entry::main::expand(args.into(), item.clone().into())
         .unwrap_or_else(|error| {
             // With the error, a stand-in `main` when the item was one: the program's only
             // error is then ours, not also "`main` function not found".
@@ -51,7 +49,7 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// test fails, naming the timeout, if its future has not finished by then.
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
-    test::expand(args.into(), item.into())
+    entry::test::expand(args.into(), item.into())
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
@@ -61,8 +59,8 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 /// its handlers. See the `actors` crate.
 #[proc_macro_attribute]
 pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
-    actor::expand(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
+    model::ActorAttribute::parse(args.into(), item.into())
+        .map_or_else(syn::Error::into_compile_error, ToTokens::into_token_stream)
         .into()
 }
 
@@ -71,7 +69,7 @@ pub fn actor(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Re-exported by `actors`; see its documentation.
 #[proc_macro_attribute]
 pub fn interface(args: TokenStream, item: TokenStream) -> TokenStream {
-    interface::expand(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
+    model::Interface::parse(args.into(), item.into())
+        .map_or_else(syn::Error::into_compile_error, ToTokens::into_token_stream)
         .into()
 }

@@ -1,8 +1,8 @@
 //! `#[runtime::main]`: `async fn main` becomes `fn main` that starts a runner with the body as
 //! its root; its return value (`()` or `Result<(), E: Debug>`) is the program's.
 
-use crate::options::{Attribute, Options};
-use crate::signature::Entry;
+use super::function::Entry;
+use super::options::{Attribute, Options};
 use proc_macro2::TokenStream;
 use quote::quote;
 

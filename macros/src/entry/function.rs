@@ -1,7 +1,7 @@
 //! The function an attribute goes on: `async fn name()` or `async fn name(context: Context)`,
 //! with no generics and no other qualifiers. Its parts are kept for the expansion.
 
-use crate::options::Attribute;
+use super::options::Attribute;
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -27,93 +27,8 @@ impl Entry {
                 ),
             )
         })?;
-        let signature = &function.sig;
-        if signature.asyncness.is_none() {
-            return Err(syn::Error::new(
-                signature.fn_token.span(),
-                format!(
-                    "{} requires an `async fn`: write `async fn {}`",
-                    attribute.name(),
-                    signature.ident
-                ),
-            ));
-        }
-        let qualifier = signature
-            .constness
-            .as_ref()
-            .map(|token| (token.span(), "const"))
-            .or(signature
-                .unsafety
-                .as_ref()
-                .map(|token| (token.span(), "unsafe")))
-            .or(signature.abi.as_ref().map(|abi| (abi.span(), "extern")));
-        if let Some((span, qualifier)) = qualifier {
-            return Err(syn::Error::new(
-                span,
-                format!(
-                    "{} does not allow `{qualifier}` functions",
-                    attribute.name()
-                ),
-            ));
-        }
-        if !signature.generics.params.is_empty() || signature.generics.where_clause.is_some() {
-            // With no parameters the generics print no tokens, so point at the `where` clause.
-            let span = if signature.generics.params.is_empty() {
-                signature.generics.where_clause.span()
-            } else {
-                signature.generics.span()
-            };
-            return Err(syn::Error::new(
-                span,
-                format!(
-                    "{} does not allow generic parameters or `where` clauses",
-                    attribute.name()
-                ),
-            ));
-        }
-        if let Some(variadic) = &signature.variadic {
-            return Err(syn::Error::new(
-                variadic.span(),
-                format!("{} does not allow variadic parameters", attribute.name()),
-            ));
-        }
-        let mut inputs = signature.inputs.iter();
-        let context = match inputs.next() {
-            None => None,
-            Some(FnArg::Receiver(receiver)) => {
-                return Err(syn::Error::new(
-                    receiver.span(),
-                    format!(
-                        "{} goes on a free function, not a method; its only parameter may be \
-                         `context: runtime::Context`",
-                        attribute.name()
-                    ),
-                ));
-            }
-            Some(FnArg::Typed(typed)) => {
-                if !is_context(&typed.ty) {
-                    let ty = &typed.ty;
-                    return Err(syn::Error::new(
-                        ty.span(),
-                        format!(
-                            "the parameter of {} must have type `runtime::Context`, found `{}`",
-                            attribute.name(),
-                            quote!(#ty).to_string().replace(' ', "")
-                        ),
-                    ));
-                }
-                Some((typed.pat.clone(), typed.ty.clone()))
-            }
-        };
-        if let Some(extra) = inputs.next() {
-            return Err(syn::Error::new(
-                extra.span(),
-                format!(
-                    "{} takes at most one parameter, `context: runtime::Context`",
-                    attribute.name()
-                ),
-            ));
-        }
+        check_signature(attribute, &function.sig)?;
+        let context = context_parameter(attribute, &function.sig)?;
         Ok(Self { function, context })
     }
 
@@ -161,6 +76,105 @@ impl Entry {
     pub(crate) fn output(&self) -> &ReturnType {
         &self.function.sig.output
     }
+}
+
+/// An `async fn`, not `const`, `unsafe` or `extern`, with no generics and no variadic.
+fn check_signature(attribute: Attribute, signature: &syn::Signature) -> syn::Result<()> {
+    if signature.asyncness.is_none() {
+        return Err(syn::Error::new(
+            signature.fn_token.span(),
+            format!(
+                "{} requires an `async fn`: write `async fn {}`",
+                attribute.name(),
+                signature.ident
+            ),
+        ));
+    }
+    let qualifier = signature
+        .constness
+        .as_ref()
+        .map(|token| (token.span(), "const"))
+        .or(signature
+            .unsafety
+            .as_ref()
+            .map(|token| (token.span(), "unsafe")))
+        .or(signature.abi.as_ref().map(|abi| (abi.span(), "extern")));
+    if let Some((span, qualifier)) = qualifier {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "{} does not allow `{qualifier}` functions",
+                attribute.name()
+            ),
+        ));
+    }
+    if !signature.generics.params.is_empty() || signature.generics.where_clause.is_some() {
+        // With no parameters the generics print no tokens, so point at the `where` clause.
+        let span = if signature.generics.params.is_empty() {
+            signature.generics.where_clause.span()
+        } else {
+            signature.generics.span()
+        };
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "{} does not allow generic parameters or `where` clauses",
+                attribute.name()
+            ),
+        ));
+    }
+    if let Some(variadic) = &signature.variadic {
+        return Err(syn::Error::new(
+            variadic.span(),
+            format!("{} does not allow variadic parameters", attribute.name()),
+        ));
+    }
+    Ok(())
+}
+
+/// The parameter receiving the root `Context`, if the function declares one; no other.
+fn context_parameter(
+    attribute: Attribute,
+    signature: &syn::Signature,
+) -> syn::Result<Option<(Box<Pat>, Box<Type>)>> {
+    let mut inputs = signature.inputs.iter();
+    let context = match inputs.next() {
+        None => None,
+        Some(FnArg::Receiver(receiver)) => {
+            return Err(syn::Error::new(
+                receiver.span(),
+                format!(
+                    "{} goes on a free function, not a method; its only parameter may be \
+                     `context: runtime::Context`",
+                    attribute.name()
+                ),
+            ));
+        }
+        Some(FnArg::Typed(typed)) => {
+            if !is_context(&typed.ty) {
+                let ty = &typed.ty;
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!(
+                        "the parameter of {} must have type `runtime::Context`, found `{}`",
+                        attribute.name(),
+                        quote!(#ty).to_string().replace(' ', "")
+                    ),
+                ));
+            }
+            Some((typed.pat.clone(), typed.ty.clone()))
+        }
+    };
+    if let Some(extra) = inputs.next() {
+        return Err(syn::Error::new(
+            extra.span(),
+            format!(
+                "{} takes at most one parameter, `context: runtime::Context`",
+                attribute.name()
+            ),
+        ));
+    }
+    Ok(context)
 }
 
 /// Whether `ty` names `Context` (`Context`, `runtime::Context` or `::runtime::Context`).

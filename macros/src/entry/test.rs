@@ -1,8 +1,8 @@
 //! `#[runtime::test]`: an `async fn` test runs as the root of a fresh runner, with a fresh
 //! storage directory that is removed afterwards, pass or fail, and an optional timeout.
 
-use crate::options::{Attribute, Options};
-use crate::signature::Entry;
+use super::function::Entry;
+use super::options::{Attribute, Options};
 use proc_macro2::TokenStream;
 use quote::quote;
 

@@ -1,6 +1,7 @@
 //! The options both attributes accept (`name = value`, comma separated), parsed and checked
 //! at compile time, and the `Config` expression they build.
 
+use crate::spelling::edit_distance;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::parse::Parser;
@@ -70,26 +71,7 @@ impl Options {
         let mut options = Options::default();
         let mut seen: Vec<String> = Vec::new();
         for meta in metas {
-            let pair = match meta {
-                Meta::NameValue(pair) => pair,
-                Meta::Path(path) => {
-                    let name = path_name(&path);
-                    return Err(syn::Error::new(
-                        path.span(),
-                        format!("option `{name}` needs a value: write `{name} = ...`"),
-                    ));
-                }
-                Meta::List(list) => {
-                    return Err(syn::Error::new(
-                        list.span(),
-                        format!(
-                            "{} takes options as `name = value` pairs, not `{}(...)`",
-                            attribute.name(),
-                            path_name(&list.path)
-                        ),
-                    ));
-                }
-            };
+            let pair = name_value(attribute, meta)?;
             let name = path_name(&pair.path);
             if !attribute.options().contains(&name.as_str()) {
                 return Err(unknown_option(attribute, &pair.path, &name));
@@ -101,64 +83,47 @@ impl Options {
                 ));
             }
             seen.push(name.clone());
-            let value = &pair.value;
-            match name.as_str() {
-                "worker_threads" => {
-                    let threads = int(value).filter(|threads| *threads >= 1).ok_or_else(|| {
-                        syn::Error::new(
-                            value.span(),
-                            "`worker_threads` must be a whole number of at least 1 (at most \
-                             runtime::MAX_WORKERS), such as `worker_threads = 2`",
-                        )
-                    })?;
-                    options.worker_threads = Some((threads, value.span()));
-                }
-                "catch_panics" => {
-                    let catch = boolean(value).ok_or_else(|| {
-                        syn::Error::new(value.span(), "`catch_panics` must be `true` or `false`")
-                    })?;
-                    options.catch_panics = Some((catch, value.span()));
-                }
-                "storage_directory" => {
-                    let path = string(value)
-                        .filter(|path| !path.is_empty())
-                        .ok_or_else(|| {
-                            syn::Error::new(
-                                value.span(),
-                                "`storage_directory` must be a non-empty string literal, such as \
-                             `storage_directory = \"/var/lib/app\"`",
-                            )
-                        })?;
-                    options.storage_directory = Some((path, value.span()));
-                }
-                "config" => match value {
-                    Expr::Path(path) if path.qself.is_none() => {
-                        options.config = Some(path.path.clone());
-                    }
-                    _ => {
-                        return Err(syn::Error::new(
-                            value.span(),
-                            "`config` must be the path of a `fn() -> runtime::Config`, such as \
-                             `config = my_config`",
-                        ));
-                    }
-                },
-                "timeout" => {
-                    let text = string(value);
-                    let millis = text.as_deref().and_then(duration_millis).ok_or_else(|| {
-                        syn::Error::new(
-                            value.span(),
-                            "`timeout` must be a string literal with a positive whole number and \
-                             a unit `ms`, `s` or `m`, such as `timeout = \"10s\"`",
-                        )
-                    })?;
-                    let text = text.unwrap_or_default().trim().to_owned();
-                    options.timeout = Some((millis, text, value.span()));
-                }
-                _ => unreachable!("every allowed option is handled"),
-            }
+            options.set(&name, &pair.value)?;
         }
         Ok(options)
+    }
+
+    /// Sets the option `name` (one the attribute accepts) to `value`, checked.
+    fn set(&mut self, name: &str, value: &Expr) -> syn::Result<()> {
+        match name {
+            "worker_threads" => {
+                let threads = int(value).filter(|threads| *threads >= 1).ok_or_else(|| {
+                    syn::Error::new(
+                        value.span(),
+                        "`worker_threads` must be a whole number of at least 1 (at most \
+                         runtime::MAX_WORKERS), such as `worker_threads = 2`",
+                    )
+                })?;
+                self.worker_threads = Some((threads, value.span()));
+            }
+            "catch_panics" => {
+                let catch = boolean(value).ok_or_else(|| {
+                    syn::Error::new(value.span(), "`catch_panics` must be `true` or `false`")
+                })?;
+                self.catch_panics = Some((catch, value.span()));
+            }
+            "storage_directory" => {
+                let path = string(value)
+                    .filter(|path| !path.is_empty())
+                    .ok_or_else(|| {
+                        syn::Error::new(
+                            value.span(),
+                            "`storage_directory` must be a non-empty string literal, such as \
+                             `storage_directory = \"/var/lib/app\"`",
+                        )
+                    })?;
+                self.storage_directory = Some((path, value.span()));
+            }
+            "config" => self.config = Some(config_path(value)?),
+            "timeout" => self.timeout = Some(timeout(value)?),
+            _ => unreachable!("every allowed option is handled"),
+        }
+        Ok(())
     }
 
     /// An expression building the runner's `Config`: the `config` function's (or the
@@ -196,6 +161,54 @@ impl Options {
             None => TokenStream::new(),
         }
     }
+}
+
+/// `meta` as `name = value`, or the error saying that is what options are.
+fn name_value(attribute: Attribute, meta: Meta) -> syn::Result<syn::MetaNameValue> {
+    match meta {
+        Meta::NameValue(pair) => Ok(pair),
+        Meta::Path(path) => {
+            let name = path_name(&path);
+            Err(syn::Error::new(
+                path.span(),
+                format!("option `{name}` needs a value: write `{name} = ...`"),
+            ))
+        }
+        Meta::List(list) => Err(syn::Error::new(
+            list.span(),
+            format!(
+                "{} takes options as `name = value` pairs, not `{}(...)`",
+                attribute.name(),
+                path_name(&list.path)
+            ),
+        )),
+    }
+}
+
+/// `config = path::to::fn`.
+fn config_path(value: &Expr) -> syn::Result<syn::Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            "`config` must be the path of a `fn() -> runtime::Config`, such as \
+             `config = my_config`",
+        )),
+    }
+}
+
+/// `timeout = "10s"`: milliseconds, the text as written (trimmed), and where.
+fn timeout(value: &Expr) -> syn::Result<(u64, String, Span)> {
+    let text = string(value);
+    let millis = text.as_deref().and_then(duration_millis).ok_or_else(|| {
+        syn::Error::new(
+            value.span(),
+            "`timeout` must be a string literal with a positive whole number and \
+             a unit `ms`, `s` or `m`, such as `timeout = \"10s\"`",
+        )
+    })?;
+    let text = text.unwrap_or_default().trim().to_owned();
+    Ok((millis, text, value.span()))
 }
 
 fn path_name(path: &syn::Path) -> String {
@@ -271,21 +284,6 @@ fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Er
     syn::Error::new(path.span(), message)
 }
 
-/// Levenshtein distance, for "did you mean" suggestions (also `#[actor]`'s).
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,12 +296,5 @@ mod tests {
         for bad in ["ten", "10", "0s", "1.5s", "-1s", "+5s", "5 s", "s", ""] {
             assert_eq!(duration_millis(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn near_misses_are_within_three_edits() {
-        assert_eq!(edit_distance("worker_thread", "worker_threads"), 1);
-        assert_eq!(edit_distance("catch_panic", "catch_panics"), 1);
-        assert!(edit_distance("flavor", "worker_threads") > 3);
     }
 }

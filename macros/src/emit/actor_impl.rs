@@ -1,0 +1,196 @@
+//! The impl half of an actor: the handler types' checks, the message enum (with a variant per
+//! handler, per implemented interface, and for calls), `Implements` per interface, the
+//! `Actor` impl, the remote glue, and the handler methods of `<Name>Ref` and
+//! `<Name>PoolRef`, which the struct half declares.
+
+use super::actor_trait::ActorTraitImpl;
+use super::checks::SendChecks;
+use super::message::MessageVariant;
+use super::names;
+use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
+use super::ref_traits::{ActorHandleImpl, RefType};
+use super::remote::RemoteActor;
+use crate::model::{ActorImpl, Remote};
+use proc_macro2::{Ident, TokenStream};
+use quote::{ToTokens, quote};
+
+/// What every item of the impl half names.
+pub(crate) struct Shape<'a> {
+    pub(crate) model: &'a ActorImpl,
+    /// The impl's self type, `Name<T, ..>`.
+    pub(crate) self_ty: TokenStream,
+    /// `__<Name>Message`, and with the impl's generic arguments.
+    pub(crate) message: Ident,
+    pub(crate) message_ty: TokenStream,
+    /// `<Name>Ref<T, ..>`.
+    pub(crate) ref_ty: TokenStream,
+}
+
+impl ToTokens for ActorImpl {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let shape = Shape::of(self);
+        self.errors.to_tokens(tokens);
+        self.item.to_tokens(tokens);
+        SendChecks {
+            handlers: &self.handlers,
+            generics: &self.generics,
+        }
+        .to_tokens(tokens);
+        MessageEnum(&shape).to_tokens(tokens);
+        ImplementsImpls(&shape).to_tokens(tokens);
+        ActorTraitImpl(&shape).to_tokens(tokens);
+        match &self.remote {
+            Remote::Off => {}
+            Remote::On => RemoteActor(&shape).to_tokens(tokens),
+            Remote::Refused(error) => error.to_compile_error().to_tokens(tokens),
+        }
+        RefImpls(&shape).to_tokens(tokens);
+        self.options_error.to_tokens(tokens);
+    }
+}
+
+impl<'a> Shape<'a> {
+    fn of(model: &'a ActorImpl) -> Self {
+        let self_ty = &model.item.self_ty;
+        let message = names::actor_message(&model.name);
+        let (_, type_generics, _) = model.generics.split_for_impl();
+        let ref_name = names::ref_type(&model.name);
+        let self_arguments = &model.self_arguments;
+        Shape {
+            model,
+            self_ty: quote!(#self_ty),
+            message_ty: quote!(#message #type_generics),
+            message,
+            ref_ty: quote!(#ref_name #self_arguments),
+        }
+    }
+
+    /// The interfaces the actor implements: each one's path, its variant of the message
+    /// enum, and the interface's message enum.
+    pub(crate) fn interfaces(&self) -> impl Iterator<Item = (&'a syn::Path, Ident, syn::Path)> {
+        self.model
+            .implements
+            .iter()
+            .enumerate()
+            .map(|(index, interface)| {
+                let messages = names::sibling(interface, names::interface_message);
+                (interface, names::interface_variant(index), messages)
+            })
+    }
+}
+
+/// `__<Name>Message`: what the actor's mailbox holds.
+struct MessageEnum<'a>(&'a Shape<'a>);
+
+impl ToTokens for MessageEnum<'_> {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let shape = self.0;
+        let (message, self_ty) = (&shape.message, &shape.self_ty);
+        let generics = &shape.model.generics;
+        let (params, where_clause) = (&generics.params, &generics.where_clause);
+        let variants = shape.model.handlers.iter().map(MessageVariant);
+        let interface_variants = shape
+            .interfaces()
+            .map(|(_, variant, messages)| quote!(#variant(#messages)));
+        let doc = format!(
+            "The messages of [`{}`]'s handlers (generated).",
+            shape.model.name
+        );
+        tokens.extend(quote! {
+            #[doc = #doc]
+            #[doc(hidden)]
+            #[allow(non_camel_case_types, private_interfaces, private_bounds)]
+            pub enum #message<#params> #where_clause {
+                #(#variants,)*
+                #(#interface_variants,)*
+                /// A closure run on the actor: a timer's tick, an attached stream's item.
+                __Call(::actors::__private::Call<#self_ty>),
+            }
+        });
+    }
+}
+
+/// `Implements<Message>` per interface: how its messages become the actor's.
+struct ImplementsImpls<'a>(&'a Shape<'a>);
+
+impl ToTokens for ImplementsImpls<'_> {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let shape = self.0;
+        let (message, message_ty, self_ty) = (&shape.message, &shape.message_ty, &shape.self_ty);
+        let (impl_generics, _, where_clause) = shape.model.generics.split_for_impl();
+        for (_, variant, messages) in shape.interfaces() {
+            tokens.extend(quote! {
+                impl #impl_generics ::actors::__private::Implements<#messages> for #self_ty #where_clause {
+                    fn wrap(message: #messages) -> #message_ty {
+                        #message::#variant(message)
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// The methods of `<Name>Ref` and `<Name>PoolRef` for the handlers, and the ref's
+/// `Registrable` and `ActorHandle`.
+struct RefImpls<'a>(&'a Shape<'a>);
+
+impl ToTokens for RefImpls<'_> {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let shape = self.0;
+        let model = shape.model;
+        let (self_ty, ref_ty) = (&shape.self_ty, &shape.ref_ty);
+        let (impl_generics, _, where_clause) = model.generics.split_for_impl();
+        let sender = Sender::Actor {
+            actor: self_ty,
+            message: &shape.message,
+        };
+        let own = OwnMethods {
+            sender: &sender,
+            vis: quote!(pub),
+            methods: &[Own::Id, Own::Stop, Own::Join, Own::Downgrade],
+        };
+        let methods = model.handlers.iter().map(|handler| HandlerMethods {
+            sender: &sender,
+            handler,
+        });
+        let pool = Sender::Pool { actor: self_ty };
+        let pool_methods = model.handlers.iter().map(|handler| HandlerMethods {
+            sender: &pool,
+            handler,
+        });
+        let pool_name = names::pool_ref(&model.name);
+        let self_arguments = &model.self_arguments;
+        let handle = ActorHandleImpl(&RefType {
+            generics: impl_generics.to_token_stream(),
+            ty: ref_ty.clone(),
+            where_clause: where_clause.to_token_stream(),
+        });
+        tokens.extend(quote! {
+            #[allow(private_interfaces)]
+            impl #impl_generics #ref_ty #where_clause {
+                #own
+
+                #(#methods)*
+            }
+
+            #[allow(private_interfaces)]
+            impl #impl_generics #pool_name #self_arguments #where_clause {
+                #(#pool_methods)*
+            }
+
+            impl #impl_generics ::actors::Registrable for #ref_ty #where_clause {
+                type Weak = ::actors::WeakRef<#self_ty>;
+
+                fn __downgrade(&self) -> Self::Weak {
+                    self.0.downgrade()
+                }
+
+                fn __upgrade(weak: &Self::Weak) -> ::core::option::Option<Self> {
+                    weak.__upgrade_ref().map(::core::convert::From::from)
+                }
+            }
+
+            #handle
+        });
+    }
+}
