@@ -1,5 +1,6 @@
-//! How names are spelled and compared: case conversions for generated names and labels, and
-//! the edit distance behind "did you mean" hints. Pure string functions, no tokens.
+//! How names and values are spelled and compared: case conversions for generated names and
+//! labels, the edit distance behind "did you mean" hints, and durations written as text
+//! (`"10s"`). Pure string functions, no tokens.
 
 /// `OrderBook` to `order_book`: an actor's default label.
 pub(crate) fn snake_case(name: &str) -> String {
@@ -64,6 +65,25 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
+/// Parses `"500ms"`, `"10s"` or `"2m"` into milliseconds (positive, whole numbers only).
+pub(crate) fn duration_millis(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, scale) = if let Some(number) = text.strip_suffix("ms") {
+        (number, 1)
+    } else if let Some(number) = text.strip_suffix('s') {
+        (number, 1_000)
+    } else if let Some(number) = text.strip_suffix('m') {
+        (number, 60_000)
+    } else {
+        return None;
+    };
+    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let number: u64 = number.parse().ok()?;
+    (number > 0).then_some(number)?.checked_mul(scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +100,15 @@ mod tests {
         assert_eq!(snake_case("OrderBook"), "order_book");
         assert_eq!(camel_case("place_order"), "PlaceOrder");
         assert_eq!(camel_case("_"), "Handler");
+    }
+
+    #[test]
+    fn durations_take_a_positive_whole_number_and_a_unit() {
+        assert_eq!(duration_millis("10s"), Some(10_000));
+        assert_eq!(duration_millis("500ms"), Some(500));
+        assert_eq!(duration_millis("2m"), Some(120_000));
+        for bad in ["ten", "10", "0s", "1.5s", "-1s", "+5s", "5 s", "s", ""] {
+            assert_eq!(duration_millis(bad), None, "{bad}");
+        }
     }
 }

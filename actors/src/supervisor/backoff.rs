@@ -5,8 +5,8 @@
 //!   `min(max, min_delay * 2^n)` less a random part of at most `jitter` of it, and never less
 //!   than the minimum delay: delays grow, spread apart so that children failing together do
 //!   not restart in lockstep, and are bounded above by the maximum.
-//! - The count resets once an incarnation has run for longer than the maximum delay: a child
-//!   that recovered starts again from the minimum.
+//! - The count resets once an incarnation has run for longer than [`Backoff::reset_after`]
+//!   (the maximum delay unless set): a child that recovered starts again from the minimum.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -19,6 +19,8 @@ pub struct Backoff {
     min: Duration,
     max: Duration,
     jitter: f64,
+    /// How long an incarnation must run for the count to start over; `None`: `max`.
+    reset_after: Option<Duration>,
 }
 
 impl Backoff {
@@ -28,6 +30,7 @@ impl Backoff {
             min: Duration::ZERO,
             max: Duration::ZERO,
             jitter: 0.0,
+            reset_after: None,
         }
     }
 
@@ -39,6 +42,7 @@ impl Backoff {
             min,
             max: max.max(min),
             jitter: 0.2,
+            reset_after: None,
         }
     }
 
@@ -51,6 +55,19 @@ impl Backoff {
             fraction.clamp(0.0, 1.0)
         };
         self
+    }
+
+    /// How long an incarnation must run before the delays start over from the minimum
+    /// (default: the maximum delay). A child that fails sooner than this after each restart
+    /// keeps climbing towards the maximum; one that ran this long has recovered.
+    pub fn reset_after(mut self, run: Duration) -> Self {
+        self.reset_after = Some(run);
+        self
+    }
+
+    /// How long an incarnation must run for the count to start over.
+    fn resets_after(&self) -> Duration {
+        self.reset_after.unwrap_or(self.max)
     }
 
     /// The longest the `attempt`-th consecutive restart (from 0) waits: `min * 2^attempt`,
@@ -107,7 +124,7 @@ impl Attempts {
     pub(super) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
         if self
             .started
-            .is_some_and(|started| started.elapsed() > backoff.max)
+            .is_some_and(|started| started.elapsed() > backoff.resets_after())
         {
             self.count = 0;
         }
@@ -206,6 +223,21 @@ mod tests {
         assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
         assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(2));
         attempts.started = Some(Instant::now() - Duration::from_millis(1));
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
+    }
+
+    /// `reset_after` moves the threshold: a run longer than the maximum delay but shorter than
+    /// it keeps the count, a longer one resets it.
+    #[test]
+    fn reset_after_sets_how_long_a_run_resets_the_count() {
+        let backoff = Backoff::exponential(Duration::from_nanos(1), Duration::from_nanos(4))
+            .jitter(0.0)
+            .reset_after(Duration::from_secs(3600));
+        let mut attempts = Attempts::default();
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
+        attempts.started = Some(Instant::now() - Duration::from_millis(1));
+        assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(2));
+        attempts.started = Some(Instant::now() - Duration::from_secs(3601));
         assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
     }
 }

@@ -1,8 +1,8 @@
 //! `impl Actor` for an actor: its message and ref types, its launch on its placement, the
 //! `handle` match over every variant of its message enum, and the hooks it overrides.
 
-use super::actor_impl::Shape;
 use super::message::HandleArm;
+use super::shape::Shape;
 use crate::model::{Hook, HookKind};
 use proc_macro2::TokenStream;
 use quote::{ToTokens, format_ident, quote};

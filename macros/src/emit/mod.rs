@@ -16,6 +16,7 @@ mod names;
 mod ref_methods;
 mod ref_traits;
 mod remote;
+mod shape;
 mod signature;
 
 use crate::model::{ActorAttribute, Errors};

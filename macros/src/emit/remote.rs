@@ -14,9 +14,9 @@
 //! Generated code names serde through `actors`' re-export (the user needs serde only for
 //! their own types), and expands first to a check that the `remote` feature is on.
 
-use super::actor_impl::Shape;
 use super::names;
 use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
+use super::shape::Shape;
 use super::signature::positional_names;
 use crate::model::{Handler, Interface};
 use proc_macro2::{Delimiter, Ident, TokenStream, TokenTree};

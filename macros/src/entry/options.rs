@@ -1,7 +1,7 @@
 //! The options both attributes accept (`name = value`, comma separated), parsed and checked
 //! at compile time, and the `Config` expression they build.
 
-use crate::spelling::edit_distance;
+use crate::spelling::{duration_millis, edit_distance};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::parse::Parser;
@@ -245,25 +245,6 @@ fn string(value: &Expr) -> Option<String> {
     }
 }
 
-/// Parses `"500ms"`, `"10s"` or `"2m"` into milliseconds (positive, whole numbers only).
-pub(crate) fn duration_millis(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let (number, scale) = if let Some(number) = text.strip_suffix("ms") {
-        (number, 1)
-    } else if let Some(number) = text.strip_suffix('s') {
-        (number, 1_000)
-    } else if let Some(number) = text.strip_suffix('m') {
-        (number, 60_000)
-    } else {
-        return None;
-    };
-    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
-    }
-    let number: u64 = number.parse().ok()?;
-    (number > 0).then_some(number)?.checked_mul(scale)
-}
-
 fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Error {
     let allowed = attribute.options();
     let nearest = allowed
@@ -282,19 +263,4 @@ fn unknown_option(attribute: Attribute, path: &syn::Path, name: &str) -> syn::Er
         allowed.join(", ")
     );
     syn::Error::new(path.span(), message)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_take_a_positive_whole_number_and_a_unit() {
-        assert_eq!(duration_millis("10s"), Some(10_000));
-        assert_eq!(duration_millis("500ms"), Some(500));
-        assert_eq!(duration_millis("2m"), Some(120_000));
-        for bad in ["ten", "10", "0s", "1.5s", "-1s", "+5s", "5 s", "s", ""] {
-            assert_eq!(duration_millis(bad), None, "{bad}");
-        }
-    }
 }

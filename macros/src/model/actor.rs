@@ -4,13 +4,10 @@
 use super::actor_impl::ActorImpl;
 use super::actor_struct::ActorStruct;
 use super::interface_impl::InterfaceImpl;
+use super::types::BORROWING_ACTOR;
 use proc_macro2::{Span, TokenStream};
 use syn::Item;
 use syn::spanned::Spanned;
-
-pub(crate) const BORROWING_ACTOR: &str = "an actor cannot borrow: its state moves to the \
-                                          actor's task, so it owns what it holds (`'static`); \
-                                          take the lifetime off";
 
 /// One use of `#[actor]`, parsed with its arguments.
 pub(crate) enum ActorAttribute {

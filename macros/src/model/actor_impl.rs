@@ -2,12 +2,12 @@
 //! implements, and whether it is remote. A bad method is reported and left out; a parsed
 //! `ActorImpl` expands with the rest.
 
-use super::actor::BORROWING_ACTOR;
 use super::errors::Errors;
 use super::handler::{Handler, Owner, without_clashes};
 use super::hook::{Hook, HookKind};
 use super::impl_options::ImplOptions;
 use super::remote::Remote;
+use super::types::BORROWING_ACTOR;
 use super::types::{actor_of, resolve_self_in_generics};
 use proc_macro2::TokenStream;
 use syn::spanned::Spanned;

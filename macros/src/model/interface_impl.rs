@@ -2,9 +2,9 @@
 //! trait's own declaration (`#[interface]`) checks the handlers; this checks that the impl
 //! is one of a declared interface for an actor of this module.
 
-use super::actor::BORROWING_ACTOR;
 use super::errors::Errors;
 use super::impl_options::interface_name;
+use super::types::BORROWING_ACTOR;
 use super::types::actor_of;
 use proc_macro2::TokenStream;
 use syn::spanned::Spanned;

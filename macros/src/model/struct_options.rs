@@ -190,7 +190,7 @@ fn ask_timeout(value: &Expr) -> syn::Result<u64> {
         _ => None,
     };
     text.as_deref()
-        .and_then(crate::entry::options::duration_millis)
+        .and_then(crate::spelling::duration_millis)
         .ok_or_else(|| {
             let shown = text.map_or_else(
                 || format!("`{}`, not a string,", value.to_token_stream()),

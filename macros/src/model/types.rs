@@ -6,6 +6,11 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{Ident, Type};
 
+/// The error for an actor that holds a borrow: a lifetime on its struct or its impl.
+pub(crate) const BORROWING_ACTOR: &str = "an actor cannot borrow: its state moves to the \
+                                          actor's task, so it owns what it holds (`'static`); \
+                                          take the lifetime off";
+
 /// Whether `ty` is `&mut ...Context<...>`: the handler's context parameter.
 pub(crate) fn is_context(ty: &Type) -> bool {
     let Type::Reference(reference) = ty else {
