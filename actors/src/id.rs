@@ -36,11 +36,9 @@ impl ActorId {
     /// interned once, in a process-wide list that grows only with the distinct labels used
     /// (they are `'static` strings already, so the list adds a pointer to each).
     pub(crate) fn next_named(label: &'static str) -> Self {
-        static LABELS: std::sync::Mutex<Vec<&'static &'static str>> =
-            std::sync::Mutex::new(Vec::new());
-        let mut labels = LABELS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        static LABELS: crate::sync::StaticMutex<Vec<&'static &'static str>> =
+            crate::sync::StaticMutex::new(Vec::new());
+        let mut labels = LABELS.lock();
         let interned = match labels.iter().find(|known| ***known == label) {
             Some(known) => *known,
             None => {

@@ -19,6 +19,8 @@
 //!   CAS that clears `WAKER` while the sender is not done) and drops it: an ask that timed out
 //!   or was dropped leaves nothing of its task in the channel, which the actor may hold for a
 //!   long time. If the CAS fails, the sender is done and has taken the waker itself.
+//! - A receiver polled again after it returned the value gets `Canceled` and touches neither
+//!   the waker nor the value (the sender may still be taking the waker it found published).
 //! - `expiry`, set at creation and never changed, says when the value is no longer wanted
 //!   (a remote ask past its deadline): the sender may look at it instead of sending.
 
@@ -189,6 +191,11 @@ impl<T> Future for Receiver<T> {
         if state & (VALUE | CLOSED) != 0 {
             return self.take(state);
         }
+        if state & TAKEN != 0 {
+            // Polled again after it returned the value: the sender is done and may still be
+            // taking the waker it found published, so this poll touches nothing.
+            return Poll::Ready(Err(Canceled));
+        }
         if state & WAKER != 0 {
             // Take the waker back before looking at it: once the sender's RMW sees `WAKER` it
             // may take the waker at any time. Failing, the sender is done.
@@ -320,6 +327,17 @@ mod tests {
         assert_eq!(Arc::strong_count(&counted), 1);
     }
 
+    /// A receiver polled after it returned the value reports `Canceled`, and the waker it
+    /// published stays the sender's.
+    #[test]
+    fn a_receiver_polled_after_its_value_is_canceled() {
+        let (sender, mut receiver) = channel::<u8>();
+        assert!((&mut receiver).now_or_never().is_none());
+        sender.send(4);
+        assert_eq!((&mut receiver).now_or_never(), Some(Ok(4)));
+        assert_eq!((&mut receiver).now_or_never(), Some(Err(Canceled)));
+    }
+
     #[test]
     fn the_waiting_receiver_is_woken_across_threads() {
         // Fewer rounds under Miri, which interprets every step.
@@ -424,6 +442,31 @@ mod models {
             thread.join().unwrap();
             drop(waker);
             assert_eq!(Arc::strong_count(&counted), 1);
+        });
+    }
+
+    /// A receiver polled again after it returned the value, while the sender may still be
+    /// taking the waker the first poll published: the second poll touches nothing.
+    #[test]
+    fn a_poll_after_the_value_leaves_the_waker_to_the_sender() {
+        crate::sync::model(|| {
+            let (sender, mut receiver) = channel();
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            assert!(Pin::new(&mut receiver).poll(&mut cx).is_pending());
+            let thread = loom::thread::spawn(move || sender.send(1u8));
+            loop {
+                if let Poll::Ready(value) = Pin::new(&mut receiver).poll(&mut cx) {
+                    assert_eq!(value, Ok(1));
+                    break;
+                }
+                loom::thread::yield_now();
+            }
+            assert_eq!(
+                Pin::new(&mut receiver).poll(&mut cx),
+                Poll::Ready(Err(Canceled))
+            );
+            thread.join().unwrap();
         });
     }
 

@@ -26,6 +26,11 @@ pub(crate) use loom::sync::MutexGuard;
 #[cfg(not(actors_loom))]
 pub(crate) use runtime::__private::{Mutex, MutexGuard};
 
+/// The lock of a process-wide static (the interned labels): the runtime's in every build,
+/// loom's never, since a loom object lives within one model execution and a static outlives
+/// them all.
+pub(crate) type StaticMutex<T> = runtime::__private::Mutex<T>;
+
 /// The reader-writer lock of tables read far more often than written. Not modelled: no
 /// lock-free path reads what it guards.
 pub(crate) use parking_lot::RwLock;

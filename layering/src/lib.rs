@@ -22,14 +22,23 @@
 //! back-edges", one list item per edge written `` - `from -> to` `` (file-level module names,
 //! `lib` for the crate root).
 
+mod document;
+mod graph;
+mod paths;
+mod source;
+
+use document::architecture;
+use graph::{between_files, between_units, cycles, in_cycles, unit, upward};
+use paths::{children, name, paths, reexports, resolve};
+use source::{without_comments, without_test_code};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A module: its path below the crate root (`[]` is `lib.rs`).
-type Module = Vec<String>;
+pub(crate) type Module = Vec<String>;
 
-/// A crate to check: its directory (which holds `src` and `ARCHITECTURE.md`) and the top-level
-/// modules that exist only for tests.
+/// A crate to check: its directory (which holds `src` and `ARCHITECTURE.md`) and the names of
+/// the modules that exist only for tests.
 #[derive(Debug, Clone)]
 pub struct Crate {
     directory: PathBuf,
@@ -37,8 +46,8 @@ pub struct Crate {
 }
 
 impl Crate {
-    /// The crate in `directory` (pass `env!("CARGO_MANIFEST_DIR")`). Modules named `tests` are
-    /// test-only.
+    /// The crate in `directory` (pass `env!("CARGO_MANIFEST_DIR")`). Modules named `tests`, at
+    /// any depth, are test-only.
     pub fn new(directory: impl Into<PathBuf>) -> Self {
         Self {
             directory: directory.into(),
@@ -46,8 +55,8 @@ impl Crate {
         }
     }
 
-    /// Adds top-level modules that exist only for tests (compiled under `cfg(test)` by their
-    /// parent), left out of the graph.
+    /// Adds names of modules that exist only for tests (declared under a test cfg by their
+    /// parent): a module of one of these names, at any depth, is left out of the graph.
     pub fn test_only(mut self, modules: &[&str]) -> Self {
         self.test_only
             .extend(modules.iter().map(|module| module.to_string()));
@@ -187,569 +196,6 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The text with `//` comments (doc comments included) and string literals blanked out.
-fn without_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            '"' => {
-                let mut escaped = false;
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                    }
-                    if escaped {
-                        escaped = false;
-                    } else if c == '\\' {
-                        escaped = true;
-                    } else if c == '"' {
-                        break;
-                    }
-                }
-                out.push_str("\"\"");
-            }
-            // A char literal holding a quote would start a string above.
-            '\'' if chars.peek() == Some(&'"') => {
-                chars.next();
-                out.push_str("' '");
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// Where the next attribute that marks an item as test-only starts in `text`, and its length:
-/// `#[cfg(test)]`, or `#[cfg(all(test, ..))]` with any other conditions.
-fn next_test_only(text: &str) -> Option<(usize, usize)> {
-    let mut from = 0;
-    while let Some(found) = text[from..].find("#[cfg(") {
-        let at = from + found;
-        let mut depth = 0usize;
-        let mut end = None;
-        for (offset, byte) in text.as_bytes()[at + 1..].iter().enumerate() {
-            match byte {
-                b'[' | b'(' => depth += 1,
-                b']' | b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(at + 1 + offset + 1);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let end = end?;
-        let condition: String = text[at + "#[cfg(".len()..end - 2]
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .collect();
-        if condition == "test" || condition.starts_with("all(test,") {
-            return Some((at, end - at));
-        }
-        from = end;
-    }
-    None
-}
-
-/// The text without the items marked test-only (a `use`, or a `mod .. { .. }` block).
-fn without_test_code(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some((at, length)) = next_test_only(rest) {
-        out.push_str(&rest[..at]);
-        let item = &rest[at + length..];
-        rest = &item[item_end(item)..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Where the item at the start of `text` ends: after its first `;` or `,` outside brackets
-/// (a `use`, a field, a variant), or after the `}` that closes its first body, or before a
-/// `}` that closes what encloses it.
-fn item_end(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let mut depth = 0usize;
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'(' | b'[' => depth += 1,
-            b'<' => depth += 1,
-            // `->` and `=>` are arrows, not the end of generics.
-            b'>' if at > 0 && matches!(bytes[at - 1], b'-' | b'=') => {}
-            b')' | b']' | b'>' => depth = depth.saturating_sub(1),
-            b';' | b',' if depth == 0 => return at + 1,
-            b'{' if depth == 0 => {
-                let mut braces = 0usize;
-                for (offset, &byte) in bytes[at..].iter().enumerate() {
-                    match byte {
-                        b'{' => braces += 1,
-                        b'}' => {
-                            braces -= 1;
-                            if braces == 0 {
-                                return at + offset + 1;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                return bytes.len();
-            }
-            b'}' if depth == 0 => return at,
-            _ => {}
-        }
-        at += 1;
-    }
-    bytes.len()
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The paths a file's text names: each `use` tree expanded, and every other `crate::`,
-/// `super::` or `self::` path written in code. Each path is absolute (from the crate root).
-fn paths(module: &Module, children: &BTreeSet<String>, text: &str) -> Vec<Vec<String>> {
-    let mut found = Vec::new();
-    let tokens = tokenize(text);
-    let mut index = 0;
-    while index < tokens.len() {
-        if tokens[index] == "use" {
-            let mut end = index + 1;
-            while end < tokens.len() && tokens[end] != ";" {
-                end += 1;
-            }
-            expand(
-                module,
-                children,
-                &tokens[index + 1..end],
-                &mut Vec::new(),
-                &mut found,
-            );
-            index = end;
-            continue;
-        }
-        if matches!(tokens[index].as_str(), "crate" | "super" | "self")
-            && tokens.get(index + 1).is_some_and(|token| token == "::")
-            && (index == 0 || tokens[index - 1] != "::")
-        {
-            let mut path = Vec::new();
-            let mut at = index;
-            while at < tokens.len() && tokens[at].chars().all(is_ident) {
-                path.push(tokens[at].clone());
-                if tokens.get(at + 1).is_some_and(|token| token == "::") {
-                    at += 2;
-                } else {
-                    break;
-                }
-            }
-            if let Some(path) = absolute(module, &path, children) {
-                found.push(path);
-            }
-            index = at + 1;
-            continue;
-        }
-        index += 1;
-    }
-    found
-}
-
-/// Identifiers, `::`, and single punctuation characters.
-fn tokenize(text: &str) -> Vec<String> {
-    let mut tokens = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if is_ident(c) {
-            let mut ident = c.to_string();
-            while let Some(&next) = chars.peek() {
-                if !is_ident(next) {
-                    break;
-                }
-                ident.push(next);
-                chars.next();
-            }
-            tokens.push(ident);
-        } else if c == ':' && chars.peek() == Some(&':') {
-            chars.next();
-            tokens.push("::".into());
-        } else if !c.is_whitespace() {
-            tokens.push(c.to_string());
-        }
-    }
-    tokens
-}
-
-/// Expands one `use` tree (`prefix` holds the segments above it).
-fn expand(
-    module: &Module,
-    children: &BTreeSet<String>,
-    tree: &[String],
-    prefix: &mut Vec<String>,
-    found: &mut Vec<Vec<String>>,
-) {
-    let mut index = 0;
-    let depth = prefix.len();
-    while index < tree.len() {
-        let token = &tree[index];
-        if token == "{" {
-            // Split the group at its top-level commas.
-            let mut level = 0;
-            let mut start = index + 1;
-            let mut at = index;
-            while at < tree.len() {
-                match tree[at].as_str() {
-                    "{" => level += 1,
-                    "}" => {
-                        level -= 1;
-                        if level == 0 {
-                            expand(module, children, &tree[start..at], prefix, found);
-                            break;
-                        }
-                    }
-                    "," if level == 1 => {
-                        expand(module, children, &tree[start..at], prefix, found);
-                        start = at + 1;
-                    }
-                    _ => {}
-                }
-                at += 1;
-            }
-            prefix.truncate(depth);
-            return;
-        }
-        if token == "as" || token == "*" || token == "," {
-            break;
-        }
-        if token != "::" {
-            prefix.push(token.clone());
-        }
-        index += 1;
-    }
-    if !prefix.is_empty()
-        && let Some(path) = absolute(module, prefix, children)
-    {
-        found.push(path);
-    }
-    prefix.truncate(depth);
-}
-
-/// `path` from the crate root, or `None` for a path into another crate. A path that starts
-/// with the name of one of `module`'s own submodules (`use cell::Task;` in `task/mod.rs`) is
-/// relative to `module`.
-fn absolute(module: &Module, path: &[String], children: &BTreeSet<String>) -> Option<Vec<String>> {
-    let mut base: Vec<String>;
-    let mut rest = path;
-    match rest.first().map(String::as_str) {
-        Some(first) if children.contains(first) => {
-            base = module.clone();
-        }
-        Some("crate") => {
-            base = Vec::new();
-            rest = &rest[1..];
-        }
-        Some("super") | Some("self") => {
-            base = module.clone();
-            while let Some(first) = rest.first() {
-                match first.as_str() {
-                    "super" => {
-                        base.pop();
-                    }
-                    "self" => {}
-                    _ => break,
-                }
-                rest = &rest[1..];
-            }
-        }
-        _ => return None,
-    }
-    base.extend(rest.iter().cloned());
-    Some(base)
-}
-
-/// The module a path names: its longest prefix that is a module, unless what follows that
-/// prefix is an item the module re-exports (`pub use`, `pub(crate) use`), which is followed
-/// to the module that defines it.
-fn resolve(
-    path: &[String],
-    modules: &BTreeMap<Module, String>,
-    reexports: &BTreeMap<(Module, String), Vec<String>>,
-) -> Module {
-    let mut path = path.to_vec();
-    // A bounded number of hops: re-exports of re-exports, never a loop.
-    for _ in 0..8 {
-        let length = (0..=path.len())
-            .rev()
-            .find(|length| modules.contains_key(&path[..*length]))
-            .unwrap_or(0);
-        let module = path[..length].to_vec();
-        match path
-            .get(length)
-            .and_then(|item| reexports.get(&(module.clone(), item.clone())))
-        {
-            Some(target) if target != &path[..target.len().min(path.len())] => {
-                path = target.clone();
-            }
-            _ => return module,
-        }
-    }
-    panic!("re-exports of {} go round", path.join("::"))
-}
-
-/// Every module's re-exports (`pub use`, `pub(crate) use`, `pub(super) use`): the module and
-/// the item's name to the path it re-exports.
-fn reexports(modules: &BTreeMap<Module, String>) -> BTreeMap<(Module, String), Vec<String>> {
-    let mut map = BTreeMap::new();
-    for (module, text) in modules {
-        let children = children(module, modules);
-        let tokens = tokenize(text);
-        for (index, token) in tokens.iter().enumerate() {
-            let public = index > 0
-                && (tokens[index - 1] == "pub"
-                    || (tokens[index - 1] == ")"
-                        && index >= 4
-                        && tokens[index - 4] == "pub"
-                        && tokens[index - 3] == "("));
-            if token != "use" || !public {
-                continue;
-            }
-            let mut end = index + 1;
-            while end < tokens.len() && tokens[end] != ";" {
-                end += 1;
-            }
-            let mut found = Vec::new();
-            expand(
-                module,
-                &children,
-                &tokens[index + 1..end],
-                &mut Vec::new(),
-                &mut found,
-            );
-            for path in found {
-                // A path to the module's own item (`pub use crate::Blob as _` in the root's
-                // inline prelude) re-exports nothing.
-                if let Some(item) = path.last()
-                    && path[..path.len() - 1] != module[..]
-                {
-                    map.insert((module.clone(), item.clone()), path.clone());
-                }
-            }
-        }
-    }
-    map
-}
-
-/// The names of `module`'s own submodules.
-fn children(module: &Module, modules: &BTreeMap<Module, String>) -> BTreeSet<String> {
-    modules
-        .keys()
-        .filter(|other| other.len() == module.len() + 1 && other.starts_with(module))
-        .filter_map(|other| other.last().cloned())
-        .collect()
-}
-
-fn name(module: &Module) -> String {
-    if module.is_empty() {
-        "lib".into()
-    } else {
-        module.join("/")
-    }
-}
-
-/// The layer table of an `ARCHITECTURE.md`: top module to layer number, and the listed
-/// back-edges (`from -> to`, file-level module names).
-fn architecture(text: &str) -> (BTreeMap<String, usize>, BTreeSet<(String, String)>) {
-    let mut layers = BTreeMap::new();
-    let mut back_edges = BTreeSet::new();
-    let mut in_back_edges = false;
-    for line in text.lines() {
-        if line.starts_with('#') {
-            in_back_edges = line.contains("Known back-edges");
-        }
-        let cells: Vec<&str> = line
-            .trim()
-            .trim_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
-        if !in_back_edges
-            && line.starts_with('|')
-            && cells.len() >= 3
-            && let Ok(layer) = cells[0].parse::<usize>()
-        {
-            for module in cells[1].split(',') {
-                let module = module.trim().trim_matches('`');
-                assert!(
-                    layers.insert(module.to_string(), layer).is_none(),
-                    "{module} is in two layers of the table"
-                );
-            }
-        }
-        if in_back_edges && let Some(edge) = line.trim().strip_prefix("- `") {
-            let edge = edge.split('`').next().unwrap_or_default();
-            let (from, to) = edge
-                .split_once(" -> ")
-                .unwrap_or_else(|| panic!("a back-edge is written `from -> to`, not `{edge}`"));
-            back_edges.insert((from.to_string(), to.to_string()));
-        }
-    }
-    (layers, back_edges)
-}
-
-/// The entry of the layer table a module belongs to: the longest listed prefix of its path
-/// (`buffer/paged/writer` is in `buffer/paged` if that is listed, else in `buffer`).
-fn unit(module: &Module, layers: &BTreeMap<String, usize>) -> String {
-    (0..=module.len())
-        .rev()
-        .map(|length| name(&module[..length].to_vec()))
-        .find(|prefix| layers.contains_key(prefix))
-        .unwrap_or_else(|| {
-            panic!(
-                "module {} has no layer in ARCHITECTURE.md's table",
-                name(module)
-            )
-        })
-}
-
-/// The edges toward a higher layer.
-fn upward(
-    graph: &BTreeMap<Module, BTreeSet<Module>>,
-    layers: &BTreeMap<String, usize>,
-) -> BTreeSet<(String, String)> {
-    let mut found = BTreeSet::new();
-    for (from, targets) in graph {
-        let from_layer = layers[&unit(from, layers)];
-        for to in targets {
-            if layers[&unit(to, layers)] > from_layer {
-                found.insert((name(from), name(to)));
-            }
-        }
-    }
-    found
-}
-
-/// The graph between files, without the edges between a module and its own ancestors or
-/// descendants (a `mod.rs` declaring and re-exporting its children, children using their
-/// parent's items: one module's inside) and without the `excluded` edges.
-fn between_files(
-    graph: &BTreeMap<Module, BTreeSet<Module>>,
-    excluded: &BTreeSet<(String, String)>,
-) -> BTreeMap<Module, BTreeSet<Module>> {
-    graph
-        .iter()
-        .map(|(from, targets)| {
-            let targets = targets
-                .iter()
-                .filter(|to| !to.starts_with(from) && !from.starts_with(to))
-                .filter(|to| !excluded.contains(&(name(from), name(to))))
-                .cloned()
-                .collect();
-            (from.clone(), targets)
-        })
-        .collect()
-}
-
-/// The graph between the layer table's entries, without the `excluded` edges.
-fn between_units(
-    graph: &BTreeMap<Module, BTreeSet<Module>>,
-    layers: &BTreeMap<String, usize>,
-    excluded: &BTreeSet<(String, String)>,
-) -> BTreeMap<String, BTreeSet<String>> {
-    let mut units: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (from, targets) in graph {
-        let entry = units.entry(unit(from, layers)).or_default();
-        for to in targets {
-            if !excluded.contains(&(name(from), name(to))) && unit(to, layers) != unit(from, layers)
-            {
-                entry.insert(unit(to, layers));
-            }
-        }
-    }
-    units
-}
-
-/// The edges that close a cycle: both ends in one strongly connected component.
-fn in_cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> BTreeSet<(N, N)> {
-    let mut found = BTreeSet::new();
-    for component in cycles(graph) {
-        let members: BTreeSet<&N> = component.iter().collect();
-        for from in &component {
-            for to in graph.get(from).into_iter().flatten() {
-                if members.contains(to) {
-                    found.insert((from.clone(), to.clone()));
-                }
-            }
-        }
-    }
-    found
-}
-
-/// The strongly connected components with more than one member.
-fn cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
-    // Kosaraju: finish order on the graph, then components on the reverse graph.
-    let mut order = Vec::new();
-    let mut seen = BTreeSet::new();
-    for node in graph.keys() {
-        let mut stack = vec![(node.clone(), false)];
-        while let Some((node, done)) = stack.pop() {
-            if done {
-                order.push(node);
-                continue;
-            }
-            if !seen.insert(node.clone()) {
-                continue;
-            }
-            stack.push((node.clone(), true));
-            for next in graph.get(&node).into_iter().flatten() {
-                if !seen.contains(next) {
-                    stack.push((next.clone(), false));
-                }
-            }
-        }
-    }
-    let mut reverse: BTreeMap<N, BTreeSet<N>> = BTreeMap::new();
-    for (from, targets) in graph {
-        for to in targets {
-            reverse.entry(to.clone()).or_default().insert(from.clone());
-        }
-    }
-    let mut assigned = BTreeSet::new();
-    let mut components = Vec::new();
-    for node in order.into_iter().rev() {
-        if assigned.contains(&node) {
-            continue;
-        }
-        let mut component = Vec::new();
-        let mut stack = vec![node];
-        while let Some(node) = stack.pop() {
-            if !assigned.insert(node.clone()) {
-                continue;
-            }
-            for next in reverse.get(&node).into_iter().flatten() {
-                if !assigned.contains(next) {
-                    stack.push(next.clone());
-                }
-            }
-            component.push(node);
-        }
-        if component.len() > 1 {
-            component.sort();
-            components.push(component);
-        }
-    }
-    components
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,5 +261,39 @@ mod tests {
         assert_eq!(layers["sync"], 0);
         assert_eq!(layers["remote/node"], 1);
         assert!(edges.contains(&("mailbox".to_string(), "remote/node".to_string())));
+    }
+
+    /// A test-only statement with a `<` that closes nothing does not swallow the code after
+    /// it; block comments and raw strings hide what they hold.
+    #[test]
+    fn unbalanced_angles_comments_and_raw_strings_hide_no_code() {
+        let stripped = without_test_code(&without_comments(
+            "fn f() {\n    #[cfg(test)]\n    debug_assert!(a < b);\n    crate::high::call();\n}\nfn g() { crate::after::x(); }",
+        ));
+        assert!(stripped.contains("crate::high::call"), "{stripped}");
+        assert!(stripped.contains("crate::after::x"), "{stripped}");
+        let stripped = without_test_code(&without_comments(
+            "/* a comment /* nested */ with #[cfg(test)] inside */ pub fn f() { crate::high::x() }\nconst S: &str = r#\"quote \" crate::hidden::y \"#; fn g() { crate::seen::z() }",
+        ));
+        assert!(stripped.contains("crate::high::x"), "{stripped}");
+        assert!(!stripped.contains("crate::hidden"), "{stripped}");
+        assert!(stripped.contains("crate::seen::z"), "{stripped}");
+    }
+
+    /// Paths written in code that start with a child module or a name a `use` brought in
+    /// are edges too.
+    #[test]
+    fn child_and_imported_names_in_code_are_followed() {
+        let module: Module = vec!["buffer".into()];
+        let children: BTreeSet<String> = ["paged".to_string()].into();
+        let text = "use crate::remote; fn f() { paged::Writer::new(); remote::node::x(); std::mem::drop(1); Self::g(); }";
+        let found: BTreeSet<String> = paths(&module, &children, text)
+            .iter()
+            .map(|path| path.join("::"))
+            .collect();
+        for expected in ["buffer::paged::Writer::new", "remote::node::x", "remote"] {
+            assert!(found.contains(expected), "{expected} not in {found:?}");
+        }
+        assert!(!found.iter().any(|path| path.contains("mem")), "{found:?}");
     }
 }

@@ -126,7 +126,6 @@ impl Client {
     }
 
     /// Publishes without waiting: [`Error::WouldBlock`] when the write buffer is above its
-    /// Publishes without waiting: [`Error::WouldBlock`] when the write buffer is above its
     /// high-water mark.
     pub fn try_publish(
         &self,

@@ -6,6 +6,7 @@
 use crate::owner::Owner;
 use crate::protocol::Message;
 use crate::queue::Queue;
+use runtime::Clock as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -123,6 +124,22 @@ impl Unsubscriber {
     /// [`Subscription::error`].
     pub fn error(&self) -> Option<crate::Error> {
         self.queue.error()
+    }
+
+    /// Unsubscribes without losing what is on its way: the `UNSUB` goes out, the subscription
+    /// keeps delivering the messages the server routed to it before it saw the `UNSUB`, and
+    /// once the server answered a `PING` sent after it (or the connection dropped, or the
+    /// request timeout passed) its queue hands out what it holds and ends. What
+    /// [`unsubscribe`](Self::unsubscribe) would drop (messages still on the wire) arrives.
+    pub async fn drain(&self) {
+        let shared = &self.owner.shared;
+        if shared.start_drain(self.sid)
+            && let Ok(answer) = shared.queue_flush()
+        {
+            let timeout = shared.options.request_timeout;
+            let _ = self.owner.context.timeout(timeout, answer).await;
+        }
+        shared.unsubscribe(self.sid);
     }
 }
 

@@ -334,6 +334,52 @@ async fn unsubscribing_ends_the_subscription_now_or_after_a_count(context: runti
     assert!(counted.next().await.is_none());
 }
 
+/// A drained subscription delivers every message the server routed to it before the `UNSUB`,
+/// then ends: a publisher's messages, flushed (so the server has routed them all) and then
+/// drained at once while megabytes of them are still on the way, all arrive. (`unsubscribe`
+/// drops those still on the wire.)
+#[runtime::test(timeout = "60s")]
+async fn a_drained_subscription_gets_what_was_routed_before_it_ended(context: runtime::Context) {
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut subscription = client.subscribe("bulk").unwrap();
+    let unsubscriber = subscription.unsubscriber();
+    client.flush().await.unwrap();
+    let publisher = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    const MESSAGES: u32 = 4_000;
+    let reader = context.clone().spawn(move |_| async move {
+        let mut next = 0u32;
+        while let Some(message) = subscription.next().await {
+            assert_eq!(
+                &message.payload[..4],
+                next.to_le_bytes(),
+                "in order, none lost"
+            );
+            next += 1;
+        }
+        (next, subscription.dropped())
+    });
+    let mut payload = vec![0u8; 2048];
+    for index in 0..MESSAGES {
+        payload[..4].copy_from_slice(&index.to_le_bytes());
+        publisher.publish("bulk", &payload).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    unsubscriber.drain().await;
+    let (received, dropped) = reader.await.unwrap();
+    assert_eq!(dropped, 0, "the queue kept up");
+    assert_eq!(
+        received, MESSAGES,
+        "every message routed before the UNSUB arrived"
+    );
+}
+
 #[runtime::test(timeout = "60s")]
 async fn a_killed_and_restarted_server_gets_the_subscriptions_back(context: runtime::Context) {
     let Some(mut server) = server(Server::builder()) else {

@@ -285,7 +285,6 @@ impl Life {
             .push(callback);
     }
 
-    /// Whether the actor has ended.
     /// The callbacks waiting for the end: for the tests of those who add them.
     #[cfg(all(test, not(actors_loom)))]
     pub(crate) fn end_callbacks(&self) -> usize {
@@ -293,6 +292,7 @@ impl Life {
         state.extra.as_ref().map_or(0, |extra| extra.on_end.len())
     }
 
+    /// Whether the actor has ended.
     pub(crate) fn has_ended(&self) -> bool {
         self.state.lock().ended.is_some()
     }

@@ -296,10 +296,13 @@ impl<M: Send> Mailbox<M> {
     /// see it, and every queued message is dropped (an ask among them resolves to `Closed`).
     pub(crate) fn close(&self) {
         // `AcqRel` at least: see `push`.
-        self.state.fetch_or(CLOSED, Ordering::SeqCst);
-        // Under the waiters' lock even when nobody waits: a sender registering now either
-        // registered first (and is taken here) or sees the closed bit on its second look.
-        let waiters = {
+        let state = self.state.fetch_or(CLOSED, Ordering::SeqCst);
+        // The waiters lock only when the waiters bit was set: a sender registering sets it
+        // with an RMW of `state` and then looks again, so it either registered before this
+        // RMW (and the bit is seen here) or its second look sees the closed bit.
+        let waiters = if state & WAITERS == 0 {
+            VecDeque::new()
+        } else {
             let mut waiters = self.waiters.lock();
             let taken = waiters
                 .as_mut()

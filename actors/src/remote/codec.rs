@@ -196,7 +196,7 @@ pub(crate) fn decode_reply<R: DeserializeOwned>(bytes: &[u8]) -> Result<R, Error
 
 /// A label as `&'static str`, each distinct one leaked once (labels are type names: few).
 fn intern(label: &str) -> &'static str {
-    static LABELS: OnceLock<crate::sync::Mutex<HashSet<&'static str>>> = OnceLock::new();
+    static LABELS: OnceLock<crate::sync::StaticMutex<HashSet<&'static str>>> = OnceLock::new();
     // Labels are type names: a longer one is not a label.
     let label = &label[..label.floor_char_boundary(64)];
     let mut labels = LABELS.get_or_init(Default::default).lock();

@@ -136,25 +136,30 @@ impl Node {
     /// if this node did not expose it. Once it returns, the NATS server routes the name's
     /// messages here no more.
     ///
-    /// It returns once the asks already taken have been answered (or their deadlines
-    /// passed), and only then is the end announced: an asker is never told `Closed` for an
-    /// ask that still runs.
+    /// The name's subscriptions are drained, not cut: a message the NATS server routed here
+    /// before it saw the withdrawal is still delivered and served. It returns once the asks
+    /// taken have been answered (or their deadlines passed), and only then is the end
+    /// announced: an asker is never told `Closed` for an ask that reached this node.
     pub async fn withdraw(&self, name: &str) -> bool {
         let taken = {
             let mut state = self.inner.state.lock();
-            state.exposed.get_mut(name).map(|exposure| {
-                for unsubscriber in &exposure.unsubscribers {
-                    unsubscriber.unsubscribe();
-                }
-                exposure.task.take()
-            })
+            state
+                .exposed
+                .get_mut(name)
+                .map(|exposure| (exposure.unsubscribers.clone(), exposure.task.take()))
         };
-        let Some(task) = taken else {
+        let Some((unsubscribers, task)) = taken else {
             return false;
         };
-        // The UNSUBs are processed once the server answers a ping sent after them (a dropped
-        // connection forgets the subscriptions anyway).
-        let _ = self.inner.client.flush().await;
+        // Drained, not cut: an ask the server routed here before it saw the UNSUB is still
+        // delivered and answered (cut at once, it would be dropped on arrival, and its asker
+        // told `Closed` once the end is announced).
+        futures::future::join_all(
+            unsubscribers
+                .iter()
+                .map(|unsubscriber| unsubscriber.drain()),
+        )
+        .await;
         // Its messages end, so the serving task answers what it took and announces the end
         // (a second withdrawal meanwhile finds no task and returns at once).
         if let Some(task) = task {

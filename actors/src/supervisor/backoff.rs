@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// How long a supervisor waits before restarting a child: not at all (the default), or
 /// exponentially longer for each consecutive restart, between a minimum and a maximum, with
 /// jitter.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Backoff {
     min: Duration,
     max: Duration,
@@ -98,6 +98,17 @@ impl Backoff {
         }
         let shorter = ceiling.mul_f64(self.jitter * unit_random());
         ceiling.saturating_sub(shorter).max(self.min)
+    }
+}
+
+/// Equal when they wait the same: a `reset_after` equal to the default (the maximum delay)
+/// is no difference.
+impl PartialEq for Backoff {
+    fn eq(&self, other: &Self) -> bool {
+        self.min == other.min
+            && self.max == other.max
+            && self.jitter == other.jitter
+            && self.resets_after() == other.resets_after()
     }
 }
 
@@ -224,6 +235,19 @@ mod tests {
         assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(2));
         attempts.started = Some(Instant::now() - Duration::from_millis(1));
         assert_eq!(attempts.next_delay(&backoff), Duration::from_nanos(1));
+    }
+
+    #[test]
+    fn backoffs_that_wait_the_same_are_equal() {
+        let (min, max) = (Duration::from_millis(1), Duration::from_millis(8));
+        assert_eq!(
+            Backoff::exponential(min, max),
+            Backoff::exponential(min, max).reset_after(max)
+        );
+        assert_ne!(
+            Backoff::exponential(min, max),
+            Backoff::exponential(min, max).reset_after(min)
+        );
     }
 
     /// `reset_after` moves the threshold: a run longer than the maximum delay but shorter than

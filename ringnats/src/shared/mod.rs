@@ -75,6 +75,9 @@ struct Subscriber {
     delivered: u64,
     /// Messages delivered on the current connection (the server's count for `UNSUB` limits).
     delivered_here: u64,
+    /// Its `UNSUB` went out and it delivers only what the server routed before it: not
+    /// replayed on a new connection (which ends it instead).
+    draining: bool,
 }
 
 struct PendingRequest {
@@ -254,6 +257,7 @@ impl Shared {
     /// A new connection: replays the subscriptions ahead of what was queued meanwhile.
     pub(crate) fn install(&self, established: &Established) {
         let server = established.server.to_string();
+        let mut ended = Vec::new();
         {
             let mut state = self.lock();
             if state.status == Status::Closed {
@@ -264,6 +268,22 @@ impl Shared {
             state.server = server.clone();
             state.pings_unanswered = 0;
             let mut fresh = BytesMut::with_capacity(state.out.len() + 4096);
+            // A draining subscription is over for the server of a new connection: it ends.
+            let drained: Vec<u64> = state
+                .subscriptions
+                .iter()
+                .filter(|(_, subscriber)| subscriber.draining)
+                .map(|(sid, _)| *sid)
+                .collect();
+            for sid in drained {
+                if let Some(Subscriber {
+                    delivery: Delivery::Queue(queue),
+                    ..
+                }) = state.subscriptions.remove(&sid)
+                {
+                    ended.push(queue);
+                }
+            }
             let mut sids: Vec<u64> = state.subscriptions.keys().copied().collect();
             sids.sort_unstable();
             for sid in sids {
@@ -289,6 +309,9 @@ impl Shared {
             state.out = fresh;
             state.denied.clear();
             wake(state.writer.take());
+        }
+        for queue in ended {
+            queue.close();
         }
         self.learn_servers(&established.server, &established.info.connect_urls);
         self.emit(Event::Connected { server });

@@ -86,6 +86,7 @@ impl Shared {
                 max: None,
                 delivered: 0,
                 delivered_here: 0,
+                draining: false,
             },
         );
     }

@@ -35,6 +35,7 @@ impl Shared {
                 max: None,
                 delivered: 0,
                 delivered_here: 0,
+                draining: false,
             },
         );
         if state.status == Status::Connected {
@@ -52,7 +53,7 @@ impl Shared {
         let Some(subscriber) = state.subscriptions.remove(&sid) else {
             return;
         };
-        if state.status == Status::Connected {
+        if state.status == Status::Connected && !subscriber.draining {
             Encoder::new(&mut state.out).unsubscribe(sid, None);
             wake(state.writer.take());
         }
@@ -60,6 +61,29 @@ impl Shared {
         if let Delivery::Queue(queue) = subscriber.delivery {
             queue.close();
         }
+    }
+
+    /// Starts draining subscription `sid`: its `UNSUB` goes out now, and it keeps delivering
+    /// what the server routed to it before the `UNSUB` until [`unsubscribe`](Self::unsubscribe)
+    /// ends it. Whether there is anything to wait for: not when it had ended, or when the
+    /// client is not connected (the server has forgotten it; it ends here and now).
+    pub(crate) fn start_drain(&self, sid: u64) -> bool {
+        let mut state = self.lock();
+        let connected = state.status == Status::Connected;
+        let Some(subscriber) = state.subscriptions.get_mut(&sid) else {
+            return false;
+        };
+        if !connected {
+            drop(state);
+            self.unsubscribe(sid);
+            return false;
+        }
+        if !subscriber.draining {
+            subscriber.draining = true;
+            Encoder::new(&mut state.out).unsubscribe(sid, None);
+            wake(state.writer.take());
+        }
+        true
     }
 
     /// Ends subscription `sid` after `count` more messages.

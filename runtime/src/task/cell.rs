@@ -44,7 +44,9 @@ use super::join::{Ended, JoinSlot};
 use super::state::{Clear, EndPoll, StartPoll, State, Wake};
 use crate::Error;
 use crate::panic::Panics;
-use crate::sync::{AtomicUsize, UnsafeCell, fence};
+#[cfg(not(tsan))]
+use crate::sync::fence;
+use crate::sync::{AtomicUsize, UnsafeCell};
 use std::any::TypeId;
 use std::future::Future;
 use std::mem::ManuallyDrop;
