@@ -286,14 +286,20 @@ mod tests {
     fn child_and_imported_names_in_code_are_followed() {
         let module: Module = vec!["buffer".into()];
         let children: BTreeSet<String> = ["paged".to_string()].into();
-        let text = "use crate::remote; fn f() { paged::Writer::new(); remote::node::x(); std::mem::drop(1); Self::g(); }";
+        let text = "use crate::remote; use crate::tree::{self, Node}; use crate::storage::Blob as _; fn f() { paged::Writer::new(); remote::node::x(); tree::leaf::y(); Blob::open(); std::mem::drop(1); Self::g(); }";
         let found: BTreeSet<String> = paths(&module, &children, text)
             .iter()
             .map(|path| path.join("::"))
             .collect();
-        for expected in ["buffer::paged::Writer::new", "remote::node::x", "remote"] {
+        for expected in [
+            "buffer::paged::Writer::new",
+            "remote::node::x",
+            "remote",
+            "tree::leaf::y",
+        ] {
             assert!(found.contains(expected), "{expected} not in {found:?}");
         }
+        assert!(!found.contains("storage::Blob::open"), "{found:?}");
         assert!(!found.iter().any(|path| path.contains("mem")), "{found:?}");
     }
 }

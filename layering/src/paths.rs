@@ -13,8 +13,8 @@ pub(crate) fn is_ident(c: char) -> bool {
 /// that starts with `crate::`, `super::` or `self::`, with one of the module's own children
 /// (`paged::Writer::new()` in `buffer/mod.rs`), or with a name a `use` of this file brought in
 /// (`use crate::remote; .. remote::node::x()`, read as `crate::remote::node::x`). Each path is
-/// absolute (from the crate root). A name brought in under another (`use a::b as c`) is not
-/// followed in code.
+/// absolute (from the crate root). The names of a `use` that renames anything (`use a::b as
+/// c`, `use a::B as _`) are not followed in code.
 pub(crate) fn paths(module: &Module, children: &BTreeSet<String>, text: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     let tokens = tokenize(text);
@@ -28,16 +28,19 @@ pub(crate) fn paths(module: &Module, children: &BTreeSet<String>, text: &str) ->
                 end += 1;
             }
             let first = found.len();
-            expand(
-                module,
-                children,
-                &tokens[index + 1..end],
-                &mut Vec::new(),
-                &mut found,
-            );
-            for path in &found[first..] {
-                if let Some(last) = path.last() {
-                    imported.insert(last.clone(), path.clone());
+            let tree = &tokens[index + 1..end];
+            expand(module, children, tree, &mut Vec::new(), &mut found);
+            // A statement that renames (`as`) brings in names this reading does not follow.
+            if !tree.iter().any(|token| token == "as") {
+                for path in &found[first..] {
+                    // `use a::{self, ..}` brings in `a`.
+                    let path = match path.split_last() {
+                        Some((last, rest)) if last == "self" => rest,
+                        _ => &path[..],
+                    };
+                    if let Some(last) = path.last() {
+                        imported.insert(last.clone(), path.to_vec());
+                    }
                 }
             }
             index = end;

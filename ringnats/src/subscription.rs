@@ -131,7 +131,18 @@ impl Unsubscriber {
     /// once the server answered a `PING` sent after it (or the connection dropped, or the
     /// request timeout passed) its queue hands out what it holds and ends. What
     /// [`unsubscribe`](Self::unsubscribe) would drop (messages still on the wire) arrives.
+    ///
+    /// Cancelled (the future dropped before it finished), it ends the subscription at once,
+    /// as [`unsubscribe`](Self::unsubscribe) does: a drain never leaves one open.
     pub async fn drain(&self) {
+        /// Ends the subscription however the drain ends.
+        struct EndOnDrop<'a>(&'a Unsubscriber);
+        impl Drop for EndOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.unsubscribe();
+            }
+        }
+        let _end = EndOnDrop(self);
         let shared = &self.owner.shared;
         if shared.start_drain(self.sid)
             && let Ok(answer) = shared.queue_flush()
@@ -139,7 +150,6 @@ impl Unsubscriber {
             let timeout = shared.options.request_timeout;
             let _ = self.owner.context.timeout(timeout, answer).await;
         }
-        shared.unsubscribe(self.sid);
     }
 }
 

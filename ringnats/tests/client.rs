@@ -380,6 +380,28 @@ async fn a_drained_subscription_gets_what_was_routed_before_it_ended(context: ru
     );
 }
 
+/// A drain dropped before it finished ends the subscription at once: the stream ends, and
+/// nothing is left subscribed.
+#[runtime::test(timeout = "60s")]
+async fn a_cancelled_drain_ends_the_subscription(context: runtime::Context) {
+    use futures::FutureExt as _;
+    let Some(server) = server(Server::builder()) else {
+        return;
+    };
+    let client = Client::connect(&context, options(&server.url()).0)
+        .await
+        .unwrap();
+    let mut subscription = client.subscribe("cancelled").unwrap();
+    client.flush().await.unwrap();
+    let unsubscriber = subscription.unsubscriber();
+    // Polled once (its UNSUB queued, its flush waiting), then dropped.
+    assert!(unsubscriber.drain().now_or_never().is_none());
+    assert!(subscription.next().await.is_none(), "the stream ended");
+    client.publish("cancelled", b"late").await.unwrap();
+    client.flush().await.unwrap();
+    assert_eq!(subscription.dropped(), 0);
+}
+
 #[runtime::test(timeout = "60s")]
 async fn a_killed_and_restarted_server_gets_the_subscriptions_back(context: runtime::Context) {
     let Some(mut server) = server(Server::builder()) else {

@@ -153,7 +153,9 @@ impl Node {
         };
         // Drained, not cut: an ask the server routed here before it saw the UNSUB is still
         // delivered and answered (cut at once, it would be dropped on arrival, and its asker
-        // told `Closed` once the end is announced).
+        // told `Closed` once the end is announced). A withdrawal cancelled here still ends
+        // them (a drain dropped unsubscribes), so the serving task ends and the exposure
+        // with it.
         futures::future::join_all(
             unsubscribers
                 .iter()
@@ -161,7 +163,8 @@ impl Node {
         )
         .await;
         // Its messages end, so the serving task answers what it took and announces the end
-        // (a second withdrawal meanwhile finds no task and returns at once).
+        // (a second withdrawal meanwhile finds no task: it returns once its own drain of the
+        // same subscriptions did).
         if let Some(task) = task {
             let _ = task.await;
         }

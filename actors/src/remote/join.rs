@@ -108,7 +108,6 @@ impl Node {
             max_peers: options.max_peers,
             max_names: options.max_names,
             max_silence: options.max_peer_silence,
-            interval: options.heartbeat_interval,
             silence: options.silence(),
             authenticated: options.secret.is_some(),
             skew: options.max_clock_skew,

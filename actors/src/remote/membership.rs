@@ -18,9 +18,10 @@
 //!   all peers, each a valid name; what does not fit is refused and counted.
 //! - A newer incarnation of a peer that is up replaces it at once only when membership is
 //!   authenticated (a shared secret: only a node of the cluster can sign one). Without it, it
-//!   replaces the peer only once the known incarnation has been quiet for one and a half of
-//!   its intervals (never less than this node's own), so a forger cannot take down a node
-//!   that keeps heartbeating (a restarted node's old incarnation has stopped).
+//!   replaces the peer only once the known incarnation has been quiet for its whole silence:
+//!   a forged claim never takes a node down sooner than its silence would (a node made late
+//!   by a flood it is processing, or a listener late in its own batch, is not quiet yet), and
+//!   a restarted node is taken for its new incarnation once the old one's silence passed.
 //! - With authentication, a peer's announcements are admitted only in increasing sequence
 //!   and while younger than `max_silence` (plus the skew bound) by this node's clock, so a
 //!   recorded announcement cannot be replayed. Without it, sequence numbers are ignored: a
@@ -36,8 +37,7 @@ pub(crate) struct Limits {
     pub(crate) max_peers: usize,
     pub(crate) max_names: usize,
     pub(crate) max_silence: Duration,
-    /// This node's own heartbeat interval and silence: the least a peer gets.
-    pub(crate) interval: Duration,
+    /// This node's own silence: the least a peer gets.
     pub(crate) silence: Duration,
     pub(crate) authenticated: bool,
     pub(crate) skew: Duration,
@@ -199,9 +199,8 @@ impl Peers {
             }
             if sender.incarnation > peer.incarnation {
                 // A restart, or a forger's claim of one: without authentication, only once
-                // the known incarnation has missed a heartbeat.
-                let quiet = now.saturating_duration_since(peer.last_seen)
-                    > peer.interval.max(self.limits.interval) * 3 / 2;
+                // the known incarnation has been silent for as long as would take it down.
+                let quiet = now.saturating_duration_since(peer.last_seen) > peer.silence;
                 if !self.limits.authenticated && !quiet {
                     return Err("conflict");
                 }
@@ -407,7 +406,6 @@ mod tests {
             max_peers: 4,
             max_names: 10,
             max_silence: Duration::from_secs(10),
-            interval: Duration::from_millis(100),
             silence: Duration::from_millis(350),
             authenticated,
             skew: Duration::ZERO,
@@ -589,8 +587,15 @@ mod tests {
         // Its sequence numbers are not trusted: a forged huge one silences nothing.
         beat(&mut peers, &sender("a", 5, u64::MAX), soon, &["x"]).unwrap();
         beat(&mut peers, &sender("a", 5, 3), soon, &["x"]).unwrap();
-        // Once the old incarnation missed a heartbeat, the new one replaces it.
-        let quiet = soon + SECOND;
+        // Late by two of its intervals (a node busy with a flood, or a listener late in its
+        // batch): still refused, since it is not silent for its whole silence (1.75 s).
+        assert_eq!(
+            beat(&mut peers, &sender("a", 6, 1), soon + SECOND, &[]),
+            Err("conflict")
+        );
+        assert_eq!(peers.get("a").unwrap().incarnation, 5);
+        // Once the old incarnation has been silent for its silence, the new one replaces it.
+        let quiet = soon + SECOND * 2;
         let changes = beat(&mut peers, &sender("a", 6, 1), quiet, &[]).unwrap();
         assert!(matches!(&changes[..], [Change::Down { node, .. }] if node == "a"));
         assert_eq!(peers.get("a").unwrap().incarnation, 6);

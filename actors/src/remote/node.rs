@@ -76,7 +76,8 @@ pub(super) struct Exposure {
     pub(super) token: u64,
     /// Its serving task, taken by a withdrawal that waits for it.
     pub(super) task: Option<runtime::Handle<()>>,
-    /// Its two subscriptions', ended at once on withdrawal (the task's end may come later).
+    /// Its two subscriptions', drained by a withdrawal and ended at once when the node
+    /// leaves (the task's end may come later).
     pub(super) unsubscribers: [nats::Unsubscriber; 2],
 }
 

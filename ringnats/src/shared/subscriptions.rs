@@ -93,6 +93,10 @@ impl Shared {
         let Some(subscriber) = state.subscriptions.get_mut(&sid) else {
             return Err(Error::Closed);
         };
+        if subscriber.draining {
+            // Its `UNSUB` went out already: the server sends it nothing more.
+            return Ok(());
+        }
         if count == 0 {
             drop(state);
             self.unsubscribe(sid);
