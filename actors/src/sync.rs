@@ -18,13 +18,17 @@ pub(crate) use loom::sync::Arc;
 #[cfg(not(actors_loom))]
 pub(crate) use std::sync::Arc;
 
-#[cfg(actors_loom)]
-pub(crate) use loom::sync::MutexGuard;
 /// The crate's lock: the runtime's (`parking_lot`'s, `std`'s under Miri, whose shim rejects
 /// `parking_lot`'s futex call; see the runtime's `sync`), or loom's in models (a lock loom
 /// cannot see would block its single thread).
 #[cfg(not(actors_loom))]
-pub(crate) use runtime::__private::{Mutex, MutexGuard};
+pub(crate) use runtime::__private::Mutex;
+
+#[cfg(all(actors_loom, feature = "remote"))]
+pub(crate) use loom::sync::MutexGuard;
+/// The guard of [`Mutex`], named where a guard is handed along (remote's waiting table).
+#[cfg(all(not(actors_loom), feature = "remote"))]
+pub(crate) use runtime::__private::MutexGuard;
 
 /// The lock of a process-wide static (the interned labels): the runtime's in every build,
 /// loom's never, since a loom object lives within one model execution and a static outlives

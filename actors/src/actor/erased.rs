@@ -158,6 +158,7 @@ impl<I: Send + 'static> ErasedRef<I> {
     }
 
     /// Asks with the message `make` builds around a reply channel ([`Ref::ask`]).
+    #[inline]
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> I) -> ErasedAsk<'_, I, R> {
         ErasedAsk(Asking::new(
             &*self.mailbox,

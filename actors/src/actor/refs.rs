@@ -223,6 +223,7 @@ pub(crate) enum Deadline {
 impl<'a, M: Send, C: ?Sized + Channel<M>, R> Asking<'a, M, C, R> {
     /// An ask of the message `make` builds around a fresh reply channel, on `channel`, to
     /// the actor labelled `label`, with the deadline `ask_timeout` unless the ask sets one.
+    #[inline]
     pub(crate) fn new(
         channel: &'a C,
         make: impl FnOnce(Reply<R>) -> M,
