@@ -188,13 +188,11 @@ impl<T> Future for Receiver<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let inner = &self.inner;
         let mut state = inner.state.load(Ordering::Acquire);
-        if state & (VALUE | CLOSED) != 0 {
+        // `TAKEN`: polled again after it returned the value. The sender is done and may still
+        // be taking the waker it found published, so this poll touches nothing (`take` finds
+        // no value and answers `Canceled`).
+        if state & (VALUE | CLOSED | TAKEN) != 0 {
             return self.take(state);
-        }
-        if state & TAKEN != 0 {
-            // Polled again after it returned the value: the sender is done and may still be
-            // taking the waker it found published, so this poll touches nothing.
-            return Poll::Ready(Err(Canceled));
         }
         if state & WAKER != 0 {
             // Take the waker back before looking at it: once the sender's RMW sees `WAKER` it
@@ -431,13 +429,7 @@ mod models {
             let mut cx = std::task::Context::from_waker(&waker);
             assert!(Pin::new(&mut receiver).poll(&mut cx).is_pending());
             let thread = loom::thread::spawn(move || sender.send(1u8));
-            loop {
-                if let Poll::Ready(value) = Pin::new(&mut receiver).poll(&mut cx) {
-                    assert_eq!(value, Ok(1));
-                    break;
-                }
-                loom::thread::yield_now();
-            }
+            assert_eq!(poll_until_ready(&mut receiver, &mut cx), Ok(1));
             drop(receiver);
             thread.join().unwrap();
             drop(waker);
@@ -455,19 +447,26 @@ mod models {
             let mut cx = std::task::Context::from_waker(waker);
             assert!(Pin::new(&mut receiver).poll(&mut cx).is_pending());
             let thread = loom::thread::spawn(move || sender.send(1u8));
-            loop {
-                if let Poll::Ready(value) = Pin::new(&mut receiver).poll(&mut cx) {
-                    assert_eq!(value, Ok(1));
-                    break;
-                }
-                loom::thread::yield_now();
-            }
+            assert_eq!(poll_until_ready(&mut receiver, &mut cx), Ok(1));
             assert_eq!(
                 Pin::new(&mut receiver).poll(&mut cx),
                 Poll::Ready(Err(Canceled))
             );
             thread.join().unwrap();
         });
+    }
+
+    /// Polls `receiver` with `cx` until it is ready, yielding to the sender between polls.
+    fn poll_until_ready<T>(
+        receiver: &mut Receiver<T>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Result<T, Canceled> {
+        loop {
+            if let Poll::Ready(value) = Pin::new(&mut *receiver).poll(cx) {
+                return value;
+            }
+            loom::thread::yield_now();
+        }
     }
 
     struct Counted;
