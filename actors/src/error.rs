@@ -64,6 +64,47 @@ pub enum Error {
     /// is down, the message is larger than the server accepts, or the two nodes disagree on
     /// the handler's types).
     Remote(Box<str>),
+    /// A runtime operation failed (a dial, a bind, a blob, a timeout of the runtime's own):
+    /// the runtime's error, shared so that this error stays `Clone`. It is what `?` makes of
+    /// a [`runtime::Error`] in a function that returns `Result<_, actors::Error>`; its
+    /// `Display` and `source` are the runtime error's own.
+    Runtime(std::sync::Arc<runtime::Error>),
+}
+
+impl Error {
+    /// Whether a deadline passed: [`Error::Timeout`] (an ask's), or a runtime error that is a
+    /// timeout ([`runtime::Error::is_timeout`]).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout => true,
+            Error::Runtime(error) => error.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// Whether the other side went away: [`Error::Closed`] (the actor stopped before it took
+    /// the message or replied), or a runtime error that is [`runtime::Error::Closed`].
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Error::Closed => true,
+            Error::Runtime(error) => error.is_closed(),
+            _ => false,
+        }
+    }
+
+    /// The runtime's error, when this is one ([`Error::Runtime`]).
+    pub fn runtime_error(&self) -> Option<&runtime::Error> {
+        match self {
+            Error::Runtime(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<runtime::Error> for Error {
+    fn from(error: runtime::Error) -> Self {
+        Error::Runtime(std::sync::Arc::new(error))
+    }
 }
 
 impl std::fmt::Display for Error {
@@ -109,8 +150,18 @@ impl std::fmt::Display for Error {
                 )
             }
             Error::Remote(why) => write!(f, "remote message failed: {why}"),
+            Error::Runtime(error) => error.fmt(f),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// A runtime error is shown as itself, so its source is the runtime error's source (the
+    /// OS error, where it keeps one); the other variants have none.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Runtime(error) => std::error::Error::source(&**error),
+            _ => None,
+        }
+    }
+}

@@ -4,10 +4,16 @@ use std::fmt::Display;
 
 /// Errors of runtime operations.
 ///
-/// Errors compare equal when they are the same variant, whatever they carry, so tests and
-/// callers can write `assert_eq!(result, Err(Error::Closed))`. Variants that carry an
-/// [`io::Error`](std::io::Error) keep the operating system's error (its `kind()` and
-/// `raw_os_error()`); an I/O timeout is an error of kind `TimedOut`.
+/// Errors compare by what they show: the same variant with the same fields, where two
+/// [`io::Error`](std::io::Error)s are equal when their kind, their OS error code and their
+/// message are (an `io::Error` has no equality of its own). So `assert_eq!(result,
+/// Err(Error::Closed))` works, and two `BindFailed`s for different addresses differ.
+///
+/// Variants that carry an `io::Error` keep the operating system's error (its `kind()` and
+/// `raw_os_error()`) and give it as their [`source`](std::error::Error::source); an I/O
+/// timeout is an error of kind `TimedOut`. To ask what happened without matching every
+/// variant, use the predicates: [`is_timeout`](Error::is_timeout),
+/// [`is_closed`](Error::is_closed) and [`io_error`](Error::io_error).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -81,11 +87,100 @@ pub enum Error {
     RecvFailed(std::io::Error),
 }
 
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
+impl Error {
+    /// Whether a deadline passed: [`Error::Timeout`], or an I/O error of kind `TimedOut`
+    /// (a dial, send or receive past the configured timeouts).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout => true,
+            _ => self
+                .io_error()
+                .is_some_and(|error| error.kind() == std::io::ErrorKind::TimedOut),
+        }
+    }
+
+    /// Whether the task or the runtime went away: [`Error::Closed`] (aborted, cancelled,
+    /// refused or shut down).
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed)
+    }
+
+    /// The operating system's error, for the variants that keep one.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            Error::BlobFailed(_, error)
+            | Error::BindFailed(_, error)
+            | Error::DialFailed(_, error)
+            | Error::AcceptFailed(error)
+            | Error::SendFailed(error)
+            | Error::RecvFailed(error) => Some(error),
+            _ => None,
+        }
     }
 }
+
+/// Two I/O errors are equal when they show the same: kind, OS code and message.
+fn same_io_error(a: &std::io::Error, b: &std::io::Error) -> bool {
+    a.kind() == b.kind() && a.raw_os_error() == b.raw_os_error() && a.to_string() == b.to_string()
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        use Error::*;
+        match (self, other) {
+            (Closed, Closed)
+            | (Exited, Exited)
+            | (Timeout, Timeout)
+            | (ReadFailed, ReadFailed)
+            | (WriteFailed, WriteFailed)
+            | (PartitionNameInvalid, PartitionNameInvalid) => true,
+            (ResolveFailed(a), ResolveFailed(b))
+            | (PartitionMissing(a), PartitionMissing(b))
+            | (BlobMissing(a), BlobMissing(b)) => a == b,
+            (BlobFailed(a, e), BlobFailed(b, f)) => a == b && same_io_error(e, f),
+            (
+                BlobTooShort {
+                    blob: a,
+                    offset: o,
+                    len: l,
+                    end: e,
+                },
+                BlobTooShort {
+                    blob: b,
+                    offset: p,
+                    len: m,
+                    end: f,
+                },
+            ) => (a, o, l, e) == (b, p, m, f),
+            (BlobCorrupt { blob: a, offset: o }, BlobCorrupt { blob: b, offset: p }) => {
+                (a, o) == (b, p)
+            }
+            (
+                BlobTorn {
+                    blob: a,
+                    offset: o,
+                    len: l,
+                    what: w,
+                },
+                BlobTorn {
+                    blob: b,
+                    offset: p,
+                    len: m,
+                    what: x,
+                },
+            ) => (a, o, l, w) == (b, p, m, x),
+            (BindFailed(a, e), BindFailed(b, f)) | (DialFailed(a, e), DialFailed(b, f)) => {
+                a == b && same_io_error(e, f)
+            }
+            (AcceptFailed(e), AcceptFailed(f))
+            | (SendFailed(e), SendFailed(f))
+            | (RecvFailed(e), RecvFailed(f)) => same_io_error(e, f),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Error {}
 
 impl Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,14 +251,7 @@ impl Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::BlobFailed(_, error)
-            | Error::BindFailed(_, error)
-            | Error::DialFailed(_, error)
-            | Error::AcceptFailed(error)
-            | Error::SendFailed(error)
-            | Error::RecvFailed(error) => Some(error),
-            _ => None,
-        }
+        self.io_error()
+            .map(|error| error as &(dyn std::error::Error + 'static))
     }
 }
