@@ -11,8 +11,9 @@ pub enum Error {
     /// A `try_` send found the mailbox full; nothing was sent.
     Full,
     /// The actor panicked while it handled this message. A supervised actor is restarted
-    /// (later messages reach the new incarnation); an unsupervised one follows the runtime's
-    /// panic policy.
+    /// (later messages reach the new incarnation); an unsupervised one ends with
+    /// [`ExitReason::Panicked`](crate::ExitReason::Panicked) and the program goes on, unless
+    /// it opted in with `#[actor(panic_fails_runner = true)]`.
     Panicked {
         /// The actor's label.
         actor: &'static str,

@@ -2,7 +2,7 @@
 //! backpressure, placement, the ways an actor stops, and its metrics.
 
 use actors::prelude::*;
-use actors::{Context, Error};
+use actors::{Context, Error, ExitReason};
 use futures::FutureExt as _;
 use futures::channel::oneshot;
 use std::sync::Arc;
@@ -276,11 +276,12 @@ async fn an_actor_stops_with_its_parent_scope(context: runtime::Context) {
     assert_eq!(counter.add(1).await, Err(Error::Closed));
 }
 
-/// A handler's panic in an unsupervised actor follows the runtime's policy (here: caught);
-/// the ask it was handling resolves to `Panicked`, later ones to `Closed`, and `on_stop`
-/// runs.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn an_unsupervised_panic_answers_panicked_then_closed(context: runtime::Context) {
+/// A handler's panic ends its unsupervised actor, not the program, whatever the runtime's
+/// panic policy (here the default: task panics not caught): the ask it was handling resolves
+/// to `Panicked`, later ones to `Closed`, `on_stop` runs, joiners and monitors see
+/// `ExitReason::Panicked` with the message, and the rest of the program goes on.
+#[runtime::test(timeout = "20s")]
+async fn an_unsupervised_panic_ends_the_actor_and_not_the_program(context: runtime::Context) {
     static STOPS: AtomicUsize = AtomicUsize::new(0);
 
     #[actor]
@@ -298,21 +299,39 @@ async fn an_unsupervised_panic_answers_panicked_then_closed(context: runtime::Co
         }
     }
 
+    #[actor]
+    struct Sturdy;
+
+    #[actor]
+    impl Sturdy {
+        fn echo(&self, n: u8) -> u8 {
+            n
+        }
+    }
+
     let fragile = Fragile.spawn(&context);
+    let sturdy = Sturdy.spawn(&context);
     assert_eq!(
         fragile.fail().await,
         Err(Error::Panicked { actor: "fragile" })
     );
     assert_eq!(fragile.fail().await, Err(Error::Closed));
     assert_eq!(STOPS.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fragile.join().await,
+        ExitReason::Panicked("fragile handler failed".to_string())
+    );
+    // The program goes on: another actor answers, a plain task runs to its end.
+    assert_eq!(sturdy.echo(7).await, Ok(7));
+    assert_eq!(context.clone().spawn(|_| async { 9 }).await, Ok(9));
 }
 
-/// Without `catch_panics`, an unsupervised actor's panic fails the runner, as any task's
-/// panic does.
+/// `#[actor(panic_fails_runner = true)]` opts back in: the actor's panic fails the runner, as
+/// a plain task's panic does without `catch_panics`.
 #[runtime::test(timeout = "20s")]
 #[should_panic(expected = "fragile handler failed")]
-async fn an_unsupervised_panic_fails_the_runner_without_catch_panics(context: runtime::Context) {
-    #[actor]
+async fn an_actor_that_opts_in_fails_the_runner_on_its_panic(context: runtime::Context) {
+    #[actor(panic_fails_runner = true)]
     struct Fragile;
 
     #[actor]

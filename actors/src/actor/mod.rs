@@ -51,6 +51,13 @@ pub trait Declared: Sized + 'static {
     /// The deadline of every ask to the actor unless the ask sets its own (`#[actor(ask_timeout
     /// = "5s")]`); none by default.
     const ASK_TIMEOUT: Option<std::time::Duration> = None;
+    /// Whether a panic that ends an unsupervised incarnation goes on to fail the runner
+    /// (`#[actor(panic_fails_runner = true)]`), as a panicking plain task does under the
+    /// runtime's panic policy. By default it does not: the panic ends the actor with
+    /// [`ExitReason::Panicked`](crate::ExitReason::Panicked), its monitors, links and joiners
+    /// see that, and a report goes to stderr. A supervised actor's panic always goes to its
+    /// supervisor.
+    const PANIC_FAILS_RUNNER: bool = false;
     /// Where its incarnations' futures run: `OnPool` for `Placement::Pool` (they must be
     /// `Send`), `OnItsThread` otherwise (built and kept on the actor's thread); generated.
     #[doc(hidden)]

@@ -93,15 +93,32 @@ pub fn spawn_with<A: Actor>(
         mailbox,
         |_| {},
         move |exit, reason, _| {
-            // Asks still queued resolve, and joiners learn the reason, before a panic goes on
-            // to the runtime.
-            ending.end(reason);
+            let id = ending.life.id();
+            // Asks still queued resolve, and joiners learn the reason, before a panic is
+            // reported or goes on to the runtime.
+            ending.end(reason.clone());
             if let Exit::Panicked(payload) = exit {
-                std::panic::resume_unwind(*payload);
+                if A::PANIC_FAILS_RUNNER {
+                    std::panic::resume_unwind(*payload);
+                }
+                report_panic(id, &reason);
             }
         },
     ));
     A::Ref::from(actor_ref)
+}
+
+/// Reports an unsupervised actor's panic, which ended that actor and nothing else. The panic
+/// hook has already printed where it happened; this line says what became of it. A closed or
+/// failing stderr loses the line, never the program.
+fn report_panic(id: ActorId, reason: &ExitReason) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "actor {id} exited ({reason}); its monitors, links and joiners see \
+         ExitReason::Panicked, and the program goes on (`#[actor(panic_fails_runner = true)]` \
+         fails the runner instead)"
+    );
 }
 
 /// What one incarnation calls, in one allocation: the factory that builds the actor where it

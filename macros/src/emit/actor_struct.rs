@@ -99,12 +99,18 @@ impl ToTokens for DeclaredImpl<'_> {
                     ::core::option::Option::Some(::core::time::Duration::from_millis(#millis));
             }
         });
+        let panic_fails_runner = model.panic_fails_runner.then(|| {
+            quote!(
+                const PANIC_FAILS_RUNNER: bool = true;
+            )
+        });
         tokens.extend(quote! {
             impl #impl_generics ::actors::Declared for #this #where_clause {
                 const LABEL: &'static str = #label;
                 const MAILBOX: usize = #mailbox;
                 const PLACEMENT: ::actors::Placement = ::actors::Placement::#placement;
                 #ask_timeout
+                #panic_fails_runner
                 type __Placed = #placed;
             }
         });

@@ -24,6 +24,8 @@ pub(crate) struct ActorStruct {
     pub(crate) placement: Placement,
     /// In milliseconds.
     pub(crate) ask_timeout: Option<u64>,
+    /// Whether a panic of an unsupervised incarnation fails the runner.
+    pub(crate) panic_fails_runner: bool,
 }
 
 impl ActorStruct {
@@ -66,6 +68,7 @@ impl ActorStruct {
                 .placement
                 .map_or(Placement::Pool, |(placement, _)| placement),
             ask_timeout: options.ask_timeout,
+            panic_fails_runner: options.panic_fails_runner.unwrap_or(false),
             item,
         })
     }

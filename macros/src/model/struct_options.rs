@@ -1,5 +1,5 @@
-//! The arguments of `#[actor(..)]` on a struct: a placement and `mailbox`, `name` and
-//! `ask_timeout`, each checked against what the runtime accepts.
+//! The arguments of `#[actor(..)]` on a struct: a placement and `mailbox`, `name`,
+//! `ask_timeout` and `panic_fails_runner`, each checked against what the runtime accepts.
 
 use crate::spelling::did_you_mean;
 use proc_macro2::Span;
@@ -14,7 +14,7 @@ const MAX_MAILBOX: u64 = 1 << 20;
 pub(crate) const DEFAULT_MAILBOX: u64 = 64;
 
 const PLACEMENTS: &[&str] = &["dedicated", "blocking"];
-const OPTIONS: &[&str] = &["mailbox", "name", "ask_timeout"];
+const OPTIONS: &[&str] = &["mailbox", "name", "ask_timeout", "panic_fails_runner"];
 
 /// Where the actor runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub(crate) struct StructOptions {
     pub(crate) name: Option<(String, Span)>,
     /// In milliseconds.
     pub(crate) ask_timeout: Option<u64>,
+    /// Whether a panic of an unsupervised incarnation fails the runner (opt-in).
+    pub(crate) panic_fails_runner: Option<bool>,
 }
 
 impl Parse for StructOptions {
@@ -121,11 +123,18 @@ impl StructOptions {
             "ask_timeout" => once(&mut self.ask_timeout, span, "ask_timeout", || {
                 ask_timeout(value)
             }),
+            "panic_fails_runner" => once(
+                &mut self.panic_fails_runner,
+                span,
+                "panic_fails_runner",
+                || boolean(value, "panic_fails_runner"),
+            ),
             other => Err(syn::Error::new(
                 span,
                 format!(
                     "unknown option `{other}`{}: #[actor] accepts `mailbox = N`, \
-                     `name = \"label\"` and `ask_timeout = \"5s\"`",
+                     `name = \"label\"`, `ask_timeout = \"5s\"` and \
+                     `panic_fails_runner = true`",
                     did_you_mean(other, OPTIONS)
                 ),
             )),
@@ -178,6 +187,23 @@ fn mailbox(value: &Expr) -> syn::Result<u64> {
         )));
     }
     Ok(capacity)
+}
+
+/// `panic_fails_runner = true` (or `false`): a bool literal.
+fn boolean(value: &Expr, option: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(value),
+            ..
+        }) => Ok(value.value),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "`{option}` takes `true` or `false`; {} is not one",
+                other.to_token_stream()
+            ),
+        )),
+    }
 }
 
 /// `ask_timeout = "5s"`: milliseconds, from a positive whole number and a unit.
