@@ -192,7 +192,13 @@ impl Config {
         self
     }
 
-    /// Where blobs live. `start` creates it and holds an exclusive lock on it while it runs.
+    /// Where blobs live. `start` creates it and holds an exclusive lock on it while it runs;
+    /// what is stored there stays after the runner ends (a directory it created and left
+    /// empty is removed).
+    ///
+    /// Without this setting, each config picks a fresh directory under the system temp dir,
+    /// which the runner removes, data and all, when it ends: set a directory to keep data
+    /// from one run to the next.
     pub fn with_storage_directory(mut self, directory: impl Into<PathBuf>) -> Self {
         self.storage_directory = directory.into();
         self.generated_directory = false;

@@ -45,7 +45,8 @@ where
         })
     }));
     if fresh_directory {
-        // The directory may not exist (the runner removes one it left empty).
+        // The runner removes its fresh directory itself; this covers a runner that never
+        // got as far as locking it (the directory may not exist).
         let _ = std::fs::remove_dir_all(&directory);
     }
     outcome.unwrap_or_else(|payload| resume_unwind(payload))

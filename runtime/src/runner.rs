@@ -39,18 +39,28 @@ use std::time::Duration;
 
 /// The open `.hold` file whose exclusive lock marks the storage directory as a runner's. Held
 /// by `start` itself, not by the shared state, so that contexts or handles that outlive the
-/// runner never keep the directory locked. Released when dropped; a directory this runner created and left with nothing but the lock
-/// file in it is removed, so runs that store nothing leave nothing behind.
+/// runner never keep the directory locked.
+///
+/// Released when dropped, and then what this runner created is cleaned up:
+/// - the fresh temporary directory of a default config (no directory chosen) is removed with
+///   everything in it: nobody else knows its name, so no later run would read it again;
+/// - a chosen directory this runner created and left with nothing but the lock file in it is
+///   removed, so runs that store nothing leave nothing behind; one with data stays.
 struct StorageLock {
     file: Option<File>,
     directory: PathBuf,
     created: bool,
+    generated: bool,
 }
 
 impl Drop for StorageLock {
     fn drop(&mut self) {
         drop(self.file.take());
         if !self.created {
+            return;
+        }
+        if self.generated {
+            let _ = std::fs::remove_dir_all(&self.directory);
             return;
         }
         let only_the_lock = std::fs::read_dir(&self.directory).is_ok_and(|mut entries| {
@@ -137,6 +147,7 @@ fn lock_storage(config: &Config) -> Result<StorageLock, String> {
             file: Some(file),
             directory: directory.clone(),
             created,
+            generated: config.has_generated_storage_directory(),
         }),
         Err(std::fs::TryLockError::WouldBlock) => Err(format!(
             "the storage directory {} is in use by another runner; give each runner its own \

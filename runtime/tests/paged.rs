@@ -45,7 +45,8 @@ impl Rng {
     }
 }
 
-/// Runs `body` on a runner whose storage directory it is given, and removes the directory.
+/// Runs `body` on a runner whose storage directory it is given; the runner removes that fresh
+/// directory when it ends.
 fn with_directory<F, Fut>(body: F)
 where
     F: FnOnce(Context, PathBuf) -> Fut + Send + 'static,
@@ -55,7 +56,10 @@ where
     let directory = config.storage_directory().clone();
     let inside = directory.clone();
     Runner::new(config).start(move |context| body(context, inside));
-    std::fs::remove_dir_all(&directory).unwrap();
+    assert!(
+        !directory.exists(),
+        "the runner removes its fresh directory"
+    );
 }
 
 fn blob_path(directory: &Path, name: &[u8]) -> PathBuf {

@@ -64,7 +64,10 @@ fn blobs_live_at_partition_slash_hex_name_and_round_trip() {
             ]
         );
     });
-    std::fs::remove_dir_all(&directory).unwrap();
+    assert!(
+        !directory.exists(),
+        "the runner removes its fresh directory"
+    );
 }
 
 /// On a dedicated task a plain write and a sync are made by the task's own thread: both are
@@ -181,7 +184,10 @@ fn reads_of_uncached_pages_take_the_ring() {
             .unwrap();
         assert_eq!(cached.coalesce().as_ref(), &data[1000..1010]);
     });
-    std::fs::remove_dir_all(&directory).unwrap();
+    assert!(
+        !directory.exists(),
+        "the runner removes its fresh directory"
+    );
 }
 
 #[runtime::test(timeout = "20s")]
@@ -400,5 +406,50 @@ fn acknowledged_durable_writes_survive_sigkill() {
             );
         }
     });
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A default config's storage directory is a fresh temporary one that only this runner knows:
+/// the runner removes it, data and all, when it ends (so runs leave no directory behind).
+#[test]
+fn a_default_configs_directory_is_removed_with_its_data_when_the_runner_ends() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(|context| async move {
+        let (blob, _) = context.open("kept", b"data").await.unwrap();
+        blob.write_at(0, b"stored", WriteOptions::SYNC)
+            .await
+            .unwrap();
+        assert!(inside.join("kept").join(hex(b"data")).is_file());
+    });
+    assert!(
+        !directory.exists(),
+        "{} was left behind",
+        directory.display()
+    );
+}
+
+/// A directory the user chose keeps what was stored there, for the next run to read.
+#[test]
+fn a_chosen_directory_keeps_its_data_for_the_next_run() {
+    let directory =
+        std::env::temp_dir().join(format!("runtime-chosen-{}-{}", std::process::id(), line!()));
+    let config = Config::new().with_storage_directory(&directory);
+    Runner::new(config.clone()).start(|context| async move {
+        let (blob, _) = context.open("kept", b"data").await.unwrap();
+        blob.write_at(0, b"stored", WriteOptions::SYNC)
+            .await
+            .unwrap();
+    });
+    let read = Runner::new(config).start(|context| async move {
+        let (blob, len) = context.open("kept", b"data").await.unwrap();
+        blob.read_at(0, len as usize, ReadOptions::default())
+            .await
+            .unwrap()
+            .coalesce()
+            .to_vec()
+    });
+    assert_eq!(read, b"stored");
     std::fs::remove_dir_all(&directory).unwrap();
 }
