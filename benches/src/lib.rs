@@ -219,10 +219,8 @@ where
     if let Some(spinner) = spinner_from_env() {
         config = config.with_idle_spinner(spinner);
     }
-    let storage = config.storage_directory().clone();
-    let elapsed = Runner::new(config).start(f);
-    let _ = std::fs::remove_dir_all(storage);
-    elapsed
+    // The runner removes its fresh storage directory itself.
+    Runner::new(config).start(f)
 }
 
 /// Runs `future` inside a task of a fresh tokio `multi_thread` runtime with `workers` workers

@@ -108,7 +108,6 @@ fn main() {
         );
     }));
     let config = runtime::Config::default();
-    let data = config.storage_directory().clone();
     runtime::Runner::new(config).start(|context| async move {
         let loopback = "127.0.0.1:0".parse().expect("an address");
         let service = kv::serve(&context, loopback, loopback)
@@ -205,5 +204,4 @@ fn main() {
         examples::say!("metrics (context.encode())");
         print!("{exposition}");
     });
-    let _ = std::fs::remove_dir_all(data);
 }
