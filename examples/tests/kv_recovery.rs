@@ -320,7 +320,10 @@ fn no_loss_without_a_report_from(
             "{outcomes:?}"
         );
     });
-    assert!(!directory.exists(), "the runner removes its fresh directory");
+    assert!(
+        !directory.exists(),
+        "the runner removes its fresh directory"
+    );
 }
 
 /// Every single-bit flip of the last page, every truncation of it, and the last page zeroed,

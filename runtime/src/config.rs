@@ -263,9 +263,17 @@ impl Config {
     /// On the first invalid setting, with a message that names the field, the value given and
     /// what is allowed.
     pub fn validate(&mut self) {
-        if let Err(message) = self.check() {
-            panic!("invalid runtime configuration: {message}");
+        if let Err(error) = self.try_validate() {
+            panic!("{error}");
         }
+    }
+
+    /// [`validate`](Self::validate), refusing the first invalid setting with
+    /// [`Error::ConfigInvalid`](crate::Error::ConfigInvalid) (which names the field, the
+    /// value given and what is allowed) instead of panicking. What
+    /// [`Runner::try_start`](crate::Runner::try_start) calls.
+    pub fn try_validate(&mut self) -> Result<(), crate::Error> {
+        self.check().map_err(crate::Error::ConfigInvalid)
     }
 
     fn check(&mut self) -> Result<(), String> {

@@ -216,16 +216,25 @@ impl Context {
     }
 }
 
-fn check_label(label: &str) {
+/// Checks a label or an attribute key: non-empty, ASCII letters, digits and `_` (what a metric
+/// name may hold).
+fn validate_label(label: &str) -> Result<(), Error> {
     let valid = !label.is_empty()
         && label
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
-    assert!(
-        valid,
-        "invalid context label {label:?}: allowed are non-empty labels of ASCII letters, digits \
-         and '_'"
-    );
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::LabelInvalid(label.to_string()))
+    }
+}
+
+/// [`validate_label`] for the literal forms, which panic with the error's message.
+fn check_label(label: &str) {
+    if let Err(error) = validate_label(label) {
+        panic!("{error}");
+    }
 }
 
 impl Spawner for Context {
@@ -240,6 +249,11 @@ impl Spawner for Context {
             tree: ScopeNode::shared_child(&self.tree, label, || self.child_scope(label)).0,
             execution: self.execution,
         }
+    }
+
+    fn try_child(&self, label: &'static str) -> Result<Self, Error> {
+        validate_label(label)?;
+        Ok(self.child(label))
     }
 
     fn with_attribute(self, key: &'static str, value: impl Display) -> Self {

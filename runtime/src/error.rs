@@ -34,6 +34,16 @@ pub enum Error {
     ResolveFailed(String),
     /// A partition name is empty or holds a byte outside `[A-Za-z0-9_-]`.
     PartitionNameInvalid,
+    /// A context label (or an attribute key) is empty or holds a character outside
+    /// `[A-Za-z0-9_]`; names the label given.
+    LabelInvalid(String),
+    /// The runner's configuration was refused before anything was created: names the field,
+    /// the value given and what is allowed.
+    ConfigInvalid(String),
+    /// The runner could not start (its storage directory cannot be created or is in use by
+    /// another runner, or io_uring cannot be set up): says why and what to do. Nothing of
+    /// the program ran.
+    StartFailed(String),
     /// The partition does not exist.
     PartitionMissing(String),
     /// The blob (`partition/hex(name)`) does not exist.
@@ -135,6 +145,9 @@ impl PartialEq for Error {
             | (WriteFailed, WriteFailed)
             | (PartitionNameInvalid, PartitionNameInvalid) => true,
             (ResolveFailed(a), ResolveFailed(b))
+            | (LabelInvalid(a), LabelInvalid(b))
+            | (ConfigInvalid(a), ConfigInvalid(b))
+            | (StartFailed(a), StartFailed(b))
             | (PartitionMissing(a), PartitionMissing(b))
             | (BlobMissing(a), BlobMissing(b)) => a == b,
             (BlobFailed(a, e), BlobFailed(b, f)) => a == b && same_io_error(e, f),
@@ -201,6 +214,13 @@ impl Display for Error {
                 "partition name invalid: allowed are non-empty names of ASCII letters, digits, \
                  '_' and '-'",
             ),
+            Error::LabelInvalid(label) => write!(
+                f,
+                "invalid label {label:?}: a label is non-empty and made of ASCII letters, \
+                 digits and '_'"
+            ),
+            Error::ConfigInvalid(why) => write!(f, "invalid runtime configuration: {why}"),
+            Error::StartFailed(why) => write!(f, "the runner could not start: {why}"),
             Error::PartitionMissing(partition) => {
                 write!(f, "partition {partition:?} does not exist")
             }

@@ -16,6 +16,7 @@
 //! The result is the root's panic if it panicked, else the first worker failure, else the
 //! root's output.
 
+use crate::Error;
 use crate::config::Config;
 use crate::context::Context;
 use crate::driver::Driver;
@@ -100,29 +101,35 @@ impl Runner {
         F: FnOnce(Context) -> Fut,
         Fut: Future,
     {
+        match self.try_start(f) {
+            Ok(output) => output,
+            // Printed once here by the panic hook, where the failure is reported.
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// [`start`](Self::start), refusing what stops the runner from starting with an error
+    /// instead of a panic: an invalid config ([`Error::ConfigInvalid`], before anything is
+    /// created), and a storage directory that cannot be created or is in use, or io_uring
+    /// that cannot be set up ([`Error::StartFailed`], with the cause and the fix). In every
+    /// such case `f` is dropped without being called and nothing is left behind. Once the
+    /// root runs, its output is `Ok`; a failure of the root, a task (unless panics are
+    /// caught) or a worker still unwinds out of this call, as from `start`.
+    pub fn try_start<F, Fut>(self, f: F) -> Result<Fut::Output, Error>
+    where
+        F: FnOnce(Context) -> Fut,
+        Fut: Future,
+    {
         let mut config = self.config;
-        config.validate();
-        let storage_lock = match lock_storage(&config) {
-            Ok(lock) => lock,
-            Err(message) => {
-                drop(f);
-                panic!("{message}");
-            }
-        };
-        let started = match start_workers(config) {
-            Ok(started) => started,
-            Err(message) => {
-                drop(f);
-                // Printed once here by the panic hook, where the failure is reported.
-                panic!("{message}");
-            }
-        };
+        config.try_validate()?;
+        let storage_lock = lock_storage(&config).map_err(Error::StartFailed)?;
+        let started = start_workers(config).map_err(Error::StartFailed)?;
         let output = run(started, f);
         // Every worker has been joined and every ring drained: the directory is free again,
         // whatever contexts or handles the caller kept. (An unwind out of `run` drops the lock
         // on its way too.)
         drop(storage_lock);
-        output
+        Ok(output)
     }
 }
 

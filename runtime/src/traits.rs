@@ -17,9 +17,23 @@ pub trait Spawner: Clone + Send + Sync + 'static {
     /// context's, closed (and every task under it aborted) with it, and a metric label path.
     /// Every call with one label on one context shares the node while anything under it
     /// lives, so spawning from `context.child(label)` in a loop allocates nothing for it.
+    ///
+    /// # Panics
+    ///
+    /// On a label that is empty or holds another character: a literal label is a fixed part
+    /// of the program, like a format string. A label chosen at run time goes through
+    /// [`try_child`](Spawner::try_child), which refuses it with an error instead.
     fn child(&self, label: &'static str) -> Self;
 
+    /// [`child`](Spawner::child), refusing an invalid label with [`Error::LabelInvalid`]
+    /// (which names it and what is allowed) instead of panicking.
+    fn try_child(&self, label: &'static str) -> Result<Self, Error>;
+
     /// Adds a metric label to every task spawned from this context.
+    ///
+    /// # Panics
+    ///
+    /// On a key that is not a valid label (see [`child`](Spawner::child)); keys are literals.
     fn with_attribute(self, key: &'static str, value: impl Display) -> Self;
 
     /// The next spawn runs on the pool (`false`), or on a thread of its own because it blocks
