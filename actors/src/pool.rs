@@ -93,9 +93,12 @@ impl<A: Actor> Pool<A> {
 
     /// Starts the pool's supervisor and members in a child scope of `context`; returns once
     /// every member's `on_start` ran. A size of zero is refused with
-    /// [`Error::InvalidPoolSize`]; a member failing to start fails the whole start.
+    /// [`Error::InvalidPoolSize`], a label that is not ASCII letters, digits and `_` with
+    /// [`runtime::Error::LabelInvalid`] (as [`Error::Runtime`]); a member failing to start
+    /// fails the whole start.
     pub async fn spawn(self, context: &runtime::Context) -> Result<PoolRef<A>, Error> {
         check_size(self.label, self.size)?;
+        context.try_child(self.label)?;
         let (restarts, within) = self
             .intensity
             .unwrap_or((3 * self.size, Duration::from_secs(5)));

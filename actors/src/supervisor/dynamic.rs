@@ -116,8 +116,22 @@ impl DynamicSupervisor {
         self
     }
 
+    /// [`spawn`](Self::spawn), refusing an invalid label (see
+    /// [`Spawner::try_child`](runtime::Spawner::try_child)) with an error that names it
+    /// instead of panicking; for a label chosen at run time.
+    pub fn try_spawn(self, context: &runtime::Context) -> Result<DynamicSupervisorRef, Error> {
+        context.try_child(self.label)?;
+        Ok(self.spawn(context))
+    }
+
     /// Starts the supervisor in a child scope of `context` named by its label. It runs until
     /// [`DynamicSupervisorRef::stop`] or its scope ends; children start in its scope.
+    ///
+    /// # Panics
+    ///
+    /// On a label that is not ASCII letters, digits and `_`, as
+    /// [`Spawner::child`](runtime::Spawner::child) does; [`try_spawn`](Self::try_spawn)
+    /// refuses it with an error instead.
     pub fn spawn(self, context: &runtime::Context) -> DynamicSupervisorRef {
         let (sender, events) = mpsc::unbounded();
         let registry = Arc::new(Mutex::new(Registry {

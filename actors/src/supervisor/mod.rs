@@ -278,8 +278,22 @@ impl Supervisor {
         }
     }
 
+    /// [`spawn`](Self::spawn), refusing an invalid label (see
+    /// [`Spawner::try_child`](runtime::Spawner::try_child)) with an error that names it
+    /// instead of panicking; for a label chosen at run time.
+    pub fn try_spawn(self, context: &runtime::Context) -> Result<SupervisorRef, Error> {
+        context.try_child(self.state.label)?;
+        Ok(self.spawn(context))
+    }
+
     /// Starts the children in order under a child scope of `context` named by the label, and
     /// supervises them until [`SupervisorRef::stop`] or its scope ends.
+    ///
+    /// # Panics
+    ///
+    /// On a label that is not ASCII letters, digits and `_`, as
+    /// [`Spawner::child`](runtime::Spawner::child) does; [`try_spawn`](Self::try_spawn)
+    /// refuses it with an error instead.
     pub fn spawn(self, context: &runtime::Context) -> SupervisorRef {
         let control = self.state.sender.clone();
         let label = self.state.label;
