@@ -17,7 +17,7 @@ use crate::metrics::Label;
 use crate::panic::Payload;
 use crate::pool::Home;
 use crate::sharded::{ShardedCounter, ShardedGauge};
-use crate::stop::Signal;
+use crate::stop::Stopped;
 use crate::supervision::{self, NodeRef, ScopeNode, TaskNode};
 use crate::task::{Execution, Handle, Owner, Placement, Runnable, Task, TaskRef};
 use crate::worker::dedicated::{self, Launch};
@@ -174,6 +174,34 @@ impl Context {
         shared
             .extensions
             .get_or_init(|| shared.metrics.with_registry(init))
+    }
+
+    /// A future that resolves when the process receives `signal` (SIGINT for
+    /// [`Signal::Interrupt`](crate::Signal::Interrupt), SIGTERM for
+    /// [`Signal::Terminate`](crate::Signal::Terminate)) after this call; it fails at once,
+    /// saying why, only if the process cannot watch signals (out of descriptors or threads).
+    ///
+    /// The first wait for a signal installs its handler for the rest of the process: from
+    /// then on that signal no longer ends the process by itself, whoever waits (as with
+    /// tokio's `ctrl_c`), so a program that waits for Ctrl-C decides what it does, usually a
+    /// graceful [`stop`](crate::Spawner::stop) with a deadline. Every wait made before a
+    /// delivery sees it, however many there are and whichever runner made them.
+    ///
+    /// ```no_run
+    /// use runtime::prelude::*;
+    /// use runtime::Signal;
+    /// use std::time::Duration;
+    ///
+    /// #[runtime::main]
+    /// async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
+    ///     let interrupt = context.signal(Signal::Interrupt);
+    ///     // ... start the program's work ...
+    ///     interrupt.await?;
+    ///     context.stop(0, Some(Duration::from_secs(5))).await
+    /// }
+    /// ```
+    pub fn signal(&self, signal: crate::Signal) -> crate::SignalWait {
+        crate::SignalWait::new(signal)
     }
 
     /// The context's label path (its scope name), as metric names are prefixed with it.
@@ -355,7 +383,7 @@ impl Spawner for Context {
         }
     }
 
-    fn stopped(&self) -> Signal {
+    fn stopped(&self) -> Stopped {
         self.runtime().stopper.signal()
     }
 }

@@ -77,6 +77,7 @@ mod pool;
 mod resolver;
 mod runner;
 mod sharded;
+mod signal;
 mod slab;
 mod stop;
 pub mod storage;
@@ -104,7 +105,8 @@ pub use config::{Config, MAX_RING_SIZE, MAX_WORKERS, RingConfig, SpinnerConfig};
 pub use context::Context;
 pub use error::Error;
 pub use runner::Runner;
-pub use stop::Signal;
+pub use signal::{Signal, SignalWait};
+pub use stop::Stopped;
 pub use task::{Execution, Handle};
 pub use time::TimeoutWheel;
 pub use traits::{

@@ -1,4 +1,4 @@
-//! Graceful shutdown: `stop(value, timeout)` resolves every [`Signal`] to `value` and waits
+//! Graceful shutdown: `stop(value, timeout)` resolves every [`Stopped`] to `value` and waits
 //! until every signal holder has let go of its signal.
 //!
 //! Invariants:
@@ -31,14 +31,14 @@ pub(crate) struct Stopper {
 }
 
 impl Stopper {
-    pub(crate) fn signal(&self) -> Signal {
+    pub(crate) fn signal(&self) -> Stopped {
         let id = {
             let mut state = self.state.lock();
             state.held += 1;
             state.next_id += 1;
             state.next_id
         };
-        Signal {
+        Stopped {
             state: self.state.clone(),
             id,
         }
@@ -66,25 +66,25 @@ impl Stopper {
     }
 }
 
-/// Resolves to the first value passed to `stop`.
-pub struct Signal {
+/// Resolves to the first value passed to `stop`: what [`Spawner::stopped`](crate::Spawner::stopped) returns. (Named `Signal` before the OS signals of [`Signal`](crate::Signal) came.)
+pub struct Stopped {
     state: Arc<Mutex<State>>,
     id: u64,
 }
 
-impl Clone for Signal {
+impl Clone for Stopped {
     fn clone(&self) -> Self {
         let mut state = self.state.lock();
         state.held += 1;
         state.next_id += 1;
-        Signal {
+        Stopped {
             state: self.state.clone(),
             id: state.next_id,
         }
     }
 }
 
-impl Drop for Signal {
+impl Drop for Stopped {
     fn drop(&mut self) {
         let stoppers = {
             let mut state = self.state.lock();
@@ -103,7 +103,7 @@ impl Drop for Signal {
     }
 }
 
-impl Future for Signal {
+impl Future for Stopped {
     type Output = i32;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<i32> {
@@ -120,9 +120,9 @@ impl Future for Signal {
     }
 }
 
-impl std::fmt::Debug for Signal {
+impl std::fmt::Debug for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Signal")
+        f.debug_struct("Stopped")
             .field("value", &self.state.lock().value)
             .finish()
     }

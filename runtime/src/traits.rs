@@ -4,7 +4,7 @@
 
 use crate::buffer::IoBufs;
 use crate::error::Error;
-use crate::stop::Signal;
+use crate::stop::Stopped;
 use crate::task::Handle;
 use std::fmt::Display;
 use std::future::Future;
@@ -60,7 +60,7 @@ pub trait Spawner: Clone + Send + Sync + 'static {
         Fut: Future<Output = T> + Send + 'static,
         T: Send + 'static;
 
-    /// Resolves every [`Signal`] to `value` (the first call's value wins) and waits until every
+    /// Resolves every [`Stopped`] to `value` (the first call's value wins) and waits until every
     /// signal has been dropped, or `timeout` passes (`Err(Error::Timeout)`).
     fn stop(
         self,
@@ -69,7 +69,7 @@ pub trait Spawner: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Error>> + Send;
 
     /// A future that resolves to the first value passed to [`stop`](Self::stop).
-    fn stopped(&self) -> Signal;
+    fn stopped(&self) -> Stopped;
 }
 
 /// Time.

@@ -124,8 +124,7 @@ async fn main(context: runtime::Context) {
             std::process::exit(2);
         }
     };
-    let _interrupts = examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
-        .expect("install the signal handlers");
+    examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5));
     let options = NodeOptions::new(arguments.servers.split(','), &arguments.node)
         .map(|options| options.with_heartbeat(arguments.heartbeat, 3));
     let node = match options {

@@ -80,9 +80,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         .unwrap_or_else(|| "127.0.0.1:7000".to_string())
         .parse()
         .expect("usage: echo [ADDRESS:PORT]");
-    // Held to the end: on an early return it releases the signal-waiting task.
-    let _interrupts = examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5))
-        .expect("install the signal handlers");
+    examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5));
     let mut listener = context.bind(address).await?;
     examples::say!(
         "echo listening on {}",

@@ -117,15 +117,7 @@ fn main() -> ExitCode {
         default_workers(),
     ));
     runtime::Runner::new(config).start(|context| async move {
-        // Held to the end: on an early return it releases the signal-waiting task.
-        let _interrupts =
-            match examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5)) {
-                Ok(interrupts) => interrupts,
-                Err(error) => {
-                    eprintln!("kv: installing the signal handlers failed: {error}");
-                    return ExitCode::from(1);
-                }
-            };
+        examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5));
         if arguments.repair {
             match examples::kv::repair(&context).await {
                 Ok(Some(repaired)) => eprintln!(
