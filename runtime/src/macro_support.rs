@@ -5,16 +5,15 @@ use crate::worker::Sleep;
 use crate::{Config, Context, Runner};
 use futures::future::{Either, select};
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::pin;
 use std::time::Duration;
 
 /// Runs one `#[runtime::test]` body as the root of a runner built from `config`.
 ///
 /// When the config's storage directory is the fresh temporary one it picked itself (no
-/// `storage_directory` was set, directly or by a `config` function), it is removed afterwards,
-/// whatever the test left in it and whether it passed or failed; a directory the user chose is
-/// theirs and stays.
+/// `storage_directory` was set, directly or by a `config` function), the runner removes it
+/// when it ends, whatever the test left in it and whether it passed or failed; a directory
+/// the user chose is theirs and stays.
 ///
 /// With `timeout` (milliseconds and the attribute's text), a body that has not finished by
 /// then fails the test with a panic naming the timeout; the runner then shuts down as for any
@@ -29,27 +28,17 @@ where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
 {
-    let directory = config.storage_directory().clone();
-    let fresh_directory = config.has_generated_storage_directory();
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        Runner::new(config).start(move |context| async move {
-            let test = body(context);
-            let Some((millis, text)) = timeout else {
-                return test.await;
-            };
-            let deadline = Sleep::new(Duration::from_millis(millis));
-            match select(pin!(test), pin!(deadline)).await {
-                Either::Left((output, _)) => output,
-                Either::Right(_) => panic!("test timed out after {text} (its `timeout` option)"),
-            }
-        })
-    }));
-    if fresh_directory {
-        // The runner removes its fresh directory itself; this covers a runner that never
-        // got as far as locking it (the directory may not exist).
-        let _ = std::fs::remove_dir_all(&directory);
-    }
-    outcome.unwrap_or_else(|payload| resume_unwind(payload))
+    Runner::new(config).start(move |context| async move {
+        let test = body(context);
+        let Some((millis, text)) = timeout else {
+            return test.await;
+        };
+        let deadline = Sleep::new(Duration::from_millis(millis));
+        match select(pin!(test), pin!(deadline)).await {
+            Either::Left((output, _)) => output,
+            Either::Right(_) => panic!("test timed out after {text} (its `timeout` option)"),
+        }
+    })
 }
 
 #[cfg(all(test, not(loom)))]
@@ -57,6 +46,7 @@ mod tests {
     use super::*;
     use crate::Error;
     use crate::prelude::*;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
 
     /// A test's fresh storage directory is removed afterwards, with whatever the test wrote
     /// in it, when the test passes and when it fails.

@@ -44,9 +44,16 @@ use std::time::Duration;
 ///
 /// Released when dropped, and then what this runner created is cleaned up:
 /// - the fresh temporary directory of a default config (no directory chosen) is removed with
-///   everything in it: nobody else knows its name, so no later run would read it again;
+///   everything in it, whichever runner made it (a clone of the config names the same
+///   directory: each runner on it starts from what the last one left, which is nothing);
 /// - a chosen directory this runner created and left with nothing but the lock file in it is
 ///   removed, so runs that store nothing leave nothing behind; one with data stays.
+///
+/// The cleanup runs while the lock is still held, and the lock file goes last: a runner that
+/// takes the directory over meanwhile either waits on this lock (and is told the directory
+/// is in use) or locks a `.hold` that was unlinked under it, which [`lock_storage`] notices
+/// (the path no longer names the file it locked) and starts over from. So a finishing runner
+/// never removes what a runner that took over has stored.
 struct StorageLock {
     file: Option<File>,
     directory: PathBuf,
@@ -56,21 +63,36 @@ struct StorageLock {
 
 impl Drop for StorageLock {
     fn drop(&mut self) {
+        if self.created || self.generated {
+            if self.generated {
+                remove_all_but_the_lock(&self.directory);
+            }
+            let only_the_lock = std::fs::read_dir(&self.directory).is_ok_and(|mut entries| {
+                entries.all(|entry| entry.is_ok_and(|entry| entry.file_name() == ".hold"))
+            });
+            if only_the_lock {
+                let _ = std::fs::remove_file(self.directory.join(".hold"));
+                let _ = std::fs::remove_dir(&self.directory);
+            }
+        }
         drop(self.file.take());
-        if !self.created {
-            return;
+    }
+}
+
+/// Removes every entry of `directory` but its `.hold`, while the lock on it is held.
+fn remove_all_but_the_lock(directory: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name() == ".hold" {
+            continue;
         }
-        if self.generated {
-            let _ = std::fs::remove_dir_all(&self.directory);
-            return;
-        }
-        let only_the_lock = std::fs::read_dir(&self.directory).is_ok_and(|mut entries| {
-            entries.all(|entry| entry.is_ok_and(|entry| entry.file_name() == ".hold"))
-        });
-        if only_the_lock {
-            let _ = std::fs::remove_file(self.directory.join(".hold"));
-            let _ = std::fs::remove_dir(&self.directory);
-        }
+        let path = entry.path();
+        let _ = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
     }
 }
 
@@ -133,9 +155,40 @@ impl Runner {
     }
 }
 
+/// How many times [`lock_storage`] starts over when the lock file it locked was unlinked under
+/// it (a finishing runner cleaning up); each round is a finishing runner's cleanup, which ends.
+const LOCK_ATTEMPTS: usize = 16;
+
 fn lock_storage(config: &Config) -> Result<StorageLock, String> {
     let directory = config.storage_directory();
-    let created = !directory.exists();
+    let existed = directory.exists();
+    for _ in 0..LOCK_ATTEMPTS {
+        match try_lock_storage(config, directory) {
+            Ok(Some(mut lock)) => {
+                lock.created = !existed;
+                return Ok(lock);
+            }
+            Ok(None) => continue,
+            Err(message) => {
+                if !existed {
+                    // Nothing of ours is in it: leave nothing behind (a runner that raced
+                    // us to it keeps its directory, which is not empty then).
+                    let _ = std::fs::remove_dir(directory);
+                }
+                return Err(message);
+            }
+        }
+    }
+    Err(format!(
+        "the storage directory {} kept being removed while this runner took it; give each \
+         runner its own directory",
+        directory.display()
+    ))
+}
+
+/// One attempt: the lock, or `None` when the lock file was unlinked under this attempt (a
+/// finishing runner removed it after this one opened it) and the caller should start over.
+fn try_lock_storage(config: &Config, directory: &PathBuf) -> Result<Option<StorageLock>, String> {
     std::fs::create_dir_all(directory).map_err(|error| {
         format!(
             "cannot create the storage directory {}: {error}",
@@ -143,27 +196,48 @@ fn lock_storage(config: &Config) -> Result<StorageLock, String> {
         )
     })?;
     let hold = directory.join(".hold");
-    let file = OpenOptions::new()
+    let file = match OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&hold)
-        .map_err(|error| format!("cannot open {}: {error}", hold.display()))?;
+    {
+        Ok(file) => file,
+        // The directory went between `create_dir_all` and `open` (a finishing runner's
+        // cleanup): start over.
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("cannot open {}: {error}", hold.display())),
+    };
     match file.try_lock() {
-        Ok(()) => Ok(StorageLock {
-            file: Some(file),
-            directory: directory.clone(),
-            created,
-            generated: config.has_generated_storage_directory(),
-        }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
-            "the storage directory {} is in use by another runner; give each runner its own \
-             directory",
-            directory.display()
-        )),
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(format!("cannot lock {}: {error}", hold.display()))
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(format!(
+                "the storage directory {} is in use by another runner; give each runner its \
+                 own directory",
+                directory.display()
+            ));
         }
+        Err(std::fs::TryLockError::Error(error)) => {
+            return Err(format!("cannot lock {}: {error}", hold.display()));
+        }
+    }
+    // The lock is ours only if the path still names the file locked: a finishing runner
+    // unlinks its `.hold` under its lock, and a file opened before that is locked afterwards
+    // by nobody else's rules.
+    use std::os::unix::fs::MetadataExt as _;
+    let locked = file
+        .metadata()
+        .map_err(|error| format!("cannot inspect {}: {error}", hold.display()))?;
+    match std::fs::metadata(&hold) {
+        Ok(named) if (named.dev(), named.ino()) == (locked.dev(), locked.ino()) => {
+            Ok(Some(StorageLock {
+                file: Some(file),
+                directory: directory.clone(),
+                created: false,
+                generated: config.has_generated_storage_directory(),
+            }))
+        }
+        _ => Ok(None),
     }
 }
 

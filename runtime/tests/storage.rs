@@ -453,3 +453,51 @@ fn a_chosen_directory_keeps_its_data_for_the_next_run() {
     assert_eq!(read, b"stored");
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// A runner that takes over a directory the moment the runner before it lets go (the two on
+/// clones of one default config) keeps what it stores: the finishing runner cleans up under
+/// its lock, so it never removes the lock file or the blobs of the runner after it. Before
+/// the fix, the cleanup ran after the lock was released and removed the new runner's files.
+#[test]
+fn a_finishing_runner_never_removes_what_the_runner_taking_over_stores() {
+    for _ in 0..30 {
+        let config = Config::new().with_worker_threads(1);
+        let directory = config.storage_directory().clone();
+        let taking_over = config.clone();
+        let inside = directory.clone();
+        let next = Runner::new(config).start(|context| async move {
+            let (blob, _) = context.open("part", b"first").await.unwrap();
+            blob.write_at(0, b"gone", WriteOptions::SYNC).await.unwrap();
+            // Started while this runner holds the directory: it takes it over as soon as
+            // this runner lets go, racing this runner's cleanup.
+            std::thread::spawn(move || {
+                loop {
+                    let directory = inside.clone();
+                    let outcome =
+                        Runner::new(taking_over.clone()).try_start(|context| async move {
+                            let (blob, _) = context.open("part", b"next").await.unwrap();
+                            blob.write_at(0, b"kept", WriteOptions::SYNC).await.unwrap();
+                            (
+                                directory.join(".hold").is_file(),
+                                directory.join("part").join(hex(b"next")).is_file(),
+                            )
+                        });
+                    match outcome {
+                        Ok(files) => return files,
+                        Err(Error::StartFailed(why)) if why.contains("in use") => {}
+                        Err(other) => panic!("the next runner could not start: {other}"),
+                    }
+                }
+            })
+        });
+        assert_eq!(
+            next.join().unwrap(),
+            (true, true),
+            "the next runner's lock file and blob are there while it runs"
+        );
+        assert!(
+            !directory.exists(),
+            "and the last runner removed the directory"
+        );
+    }
+}
