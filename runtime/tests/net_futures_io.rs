@@ -262,6 +262,31 @@ async fn a_read_timeout_is_timed_out_and_leaves_the_stream_usable(context: Conte
     assert_eq!(&buf, b"late");
 }
 
+/// A peer that never reads: once the socket is full, the write handed to the ring times out
+/// within the read/write timeout, as kind `TimedOut`; the sink is broken from then on
+/// (`BrokenPipe`), as after a failed `send`.
+async fn a_write_timeout_is_timed_out_and_breaks_the_sink(context: Context) {
+    let (mut listener, client) = listener_and_client(&context).await;
+    let (_, mut sink, _stream) = listener.accept().await.unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let timed_out = loop {
+        if let Err(error) = sink.write_all(&chunk).await {
+            break error;
+        }
+    };
+    assert_eq!(timed_out.kind(), ErrorKind::TimedOut, "{timed_out}");
+    let inner = timed_out
+        .get_ref()
+        .expect("the runtime error is the payload");
+    assert!(
+        matches!(inner.downcast_ref::<Error>(), Some(Error::SendFailed(_))),
+        "{inner:?}"
+    );
+    let after = sink.write_all(b"more").await.unwrap_err();
+    assert_eq!(after.kind(), ErrorKind::BrokenPipe, "{after}");
+    drop(client);
+}
+
 /// A peer that resets the connection fails the read with kind `ConnectionReset`.
 async fn a_reset_fails_the_read_with_its_kind(context: Context) {
     let (mut listener, client) = listener_and_client(&context).await;
@@ -351,7 +376,8 @@ mod one_call {
     );
     cases!(
         short_timeouts,
-        a_read_timeout_is_timed_out_and_leaves_the_stream_usable
+        a_read_timeout_is_timed_out_and_leaves_the_stream_usable,
+        a_write_timeout_is_timed_out_and_breaks_the_sink,
     );
 }
 

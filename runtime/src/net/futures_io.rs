@@ -20,9 +20,12 @@
 //! Timeouts: the runner's read/write timeout (`Config::with_read_write_timeout`) applies as it
 //! does to `recv` and `send`, and surfaces as an error of kind [`io::ErrorKind::TimedOut`].
 //! A read's clock starts when a `poll_read` or `poll_fill_buf` first has to wait and stops
-//! when one returns; after a timeout the stream is still usable (the next read waits
-//! afresh), so a caller that treats a quiet peer as alive just reads again. A write's clock
-//! starts when the bytes the socket could not take at once are handed to the ring.
+//! when one returns (or a `recv`/`recv_some` is called); after a timeout the stream is still
+//! usable (the next read waits afresh), so a caller that treats a quiet peer as alive just
+//! reads again. A read given up while it waits (its future dropped, as a `select` or an outer
+//! timeout does) keeps its receive and its clock: the next read, if it comes after that
+//! clock ran out, may fail with `TimedOut` at once, and the one after waits afresh. A write's
+//! clock starts when the bytes the socket could not take at once are handed to the ring.
 
 use super::{RECEIVE_AHEAD, Sink, Stream, finish_pending, shutdown};
 use crate::Error;

@@ -105,6 +105,11 @@ pub struct Listener {
 
 /// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
 /// reads end-of-stream), after a send still in flight is done.
+///
+/// Besides [`send`](crate::Sink::send) it is a [`futures::io::AsyncWrite`]: `poll_write`
+/// accepts what the socket takes at once or hands a copy (at most 256 KiB) to the ring,
+/// `poll_flush` waits until the kernel has every accepted byte, `poll_close` flushes and shuts
+/// the writing side. Errors are [`Error`]s as [`io::Error`]s (a timeout is kind `TimedOut`).
 pub struct Sink {
     fd: Arc<OwnedFd>,
     /// A send registered by an earlier call that has not finished yet.
@@ -117,6 +122,12 @@ pub struct Sink {
 }
 
 /// The receiving half of a TCP connection.
+///
+/// Besides [`recv`](crate::Stream::recv) and [`recv_some`](crate::Stream::recv_some) it is a
+/// [`futures::io::AsyncRead`] and a [`futures::io::AsyncBufRead`] over its own receive buffer
+/// (`Ok(0)` at the end of the stream; a timeout is an error of kind `TimedOut` that leaves the
+/// stream usable). Both ways share the buffer and the receive in flight, so they can be mixed
+/// without losing or reordering bytes.
 pub struct Stream {
     fd: Arc<OwnedFd>,
     /// The multishot receive armed by an earlier call, which stays armed across calls: its
@@ -638,6 +649,8 @@ impl Future for Receiving<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        // A future-based call means any poll-based read was given up: its clock stops.
+        this.stream.read_deadline = None;
         // `recv_some(0)` asks for nothing and gets nothing, at once.
         let least = if this.up_to {
             this.len.min(1)
