@@ -399,3 +399,45 @@ mod multishot {
         a_read_timeout_is_timed_out_and_leaves_the_stream_usable
     );
 }
+
+/// The halves are the `futures::io` types the contract names, movable between tasks and
+/// printable.
+#[test]
+fn the_halves_are_futures_io_types() {
+    fn stream<
+        T: futures::io::AsyncRead + futures::io::AsyncBufRead + Unpin + Send + std::fmt::Debug,
+    >() {
+    }
+    fn sink<T: futures::io::AsyncWrite + Unpin + Send + std::fmt::Debug>() {}
+    fn listener<T: std::fmt::Debug>() {}
+    stream::<runtime::net::Stream>();
+    sink::<runtime::net::Sink>();
+    listener::<runtime::net::Listener>();
+}
+
+/// A runtime error becomes an io error of the matching kind, carrying the runtime error as
+/// its payload and the OS error as its source.
+#[test]
+fn runtime_errors_become_io_errors_of_their_kind() {
+    let reset = std::io::Error::from(Error::RecvFailed(ErrorKind::ConnectionReset.into()));
+    assert_eq!(reset.kind(), ErrorKind::ConnectionReset);
+    assert!(matches!(
+        reset
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<Error>()),
+        Some(Error::RecvFailed(_))
+    ));
+    assert!(std::error::Error::source(&reset).is_some(), "the OS error");
+    assert_eq!(
+        std::io::Error::from(Error::Timeout).kind(),
+        ErrorKind::TimedOut
+    );
+    assert_eq!(
+        std::io::Error::from(Error::BlobMissing("p/00".into())).kind(),
+        ErrorKind::NotFound
+    );
+    assert_eq!(
+        std::io::Error::from(Error::Closed).kind(),
+        ErrorKind::ConnectionAborted
+    );
+}
