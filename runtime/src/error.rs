@@ -280,8 +280,8 @@ impl std::error::Error for Error {
 /// `AsyncRead`/`AsyncWrite` impls of a connection's halves use it): the kind is the OS
 /// error's for variants that carry one (a read/write timeout is `TimedOut`), else the
 /// nearest kind (`Timeout` is `TimedOut`, a missing blob `NotFound`, a short blob
-/// `UnexpectedEof`, a damaged one `InvalidData`, an invalid partition name `InvalidInput`,
-/// a closed task `ConnectionAborted`, the rest `Other`). The runtime error itself is the
+/// `UnexpectedEof`, a damaged one `InvalidData`, an invalid partition name, label or
+/// configuration `InvalidInput`, a closed task `ConnectionAborted`, the rest `Other`). The runtime error itself is the
 /// io error's payload: `get_ref()` and `into_inner()` give it back (downcast to `Error`),
 /// and its message is the io error's.
 impl From<Error> for std::io::Error {
@@ -299,10 +299,14 @@ impl From<Error> for std::io::Error {
             Error::PartitionMissing(_) | Error::BlobMissing(_) => ErrorKind::NotFound,
             Error::BlobTooShort { .. } => ErrorKind::UnexpectedEof,
             Error::BlobCorrupt { .. } | Error::BlobTorn { .. } => ErrorKind::InvalidData,
-            Error::PartitionNameInvalid => ErrorKind::InvalidInput,
-            Error::Exited | Error::ReadFailed | Error::WriteFailed | Error::ResolveFailed(_) => {
-                ErrorKind::Other
+            Error::PartitionNameInvalid | Error::LabelInvalid(_) | Error::ConfigInvalid(_) => {
+                ErrorKind::InvalidInput
             }
+            Error::Exited
+            | Error::ReadFailed
+            | Error::WriteFailed
+            | Error::ResolveFailed(_)
+            | Error::StartFailed(_) => ErrorKind::Other,
         };
         std::io::Error::new(kind, error)
     }
