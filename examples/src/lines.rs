@@ -1,7 +1,13 @@
 //! Reading a line protocol from a runtime `Stream`: lines end in `\n` (a `\r` before it is
 //! dropped), and a line longer than the limit is an error for that connection alone.
+//!
+//! The reading is futures' `AsyncBufReadExt::read_until` over the stream itself (it is an
+//! `AsyncBufRead` on its own receive buffer), bounded with `take`: a client that never ends
+//! its line makes the reader hold at most [`MAX_LINE`] bytes and two more, whatever it
+//! sends, and a line is refused at the first byte that shows it too long. Lines are bytes:
+//! whether they must be UTF-8 is the protocol's to say.
 
-use runtime::Stream as _;
+use futures::io::{AsyncBufReadExt as _, AsyncReadExt as _};
 
 /// The longest line the examples accept, in bytes.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -17,13 +23,21 @@ pub enum LineError {
     Idle,
 }
 
-/// Reads lines from a stream, one byte request at a time (the stream reads ahead, so a byte
-/// usually comes from its buffer, not the kernel).
+/// Reads lines from a stream.
 pub struct LineReader {
     stream: runtime::net::Stream,
     /// How long a line may take to arrive whole, counted from the end of the previous one
     /// (a quiet client and one that trickles a line are both bounded), and the clock.
     idle: Option<(runtime::Context, std::time::Duration)>,
+}
+
+impl std::fmt::Debug for LineReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineReader")
+            .field("stream", &self.stream)
+            .field("idle", &self.idle.as_ref().map(|(_, idle)| idle))
+            .finish()
+    }
 }
 
 impl LineReader {
@@ -51,7 +65,7 @@ impl LineReader {
         use runtime::Clock as _;
         match self.idle.clone() {
             None => self.read_line().await,
-            // One timer per line, not per byte.
+            // One timer per line, not per read.
             Some((clock, idle)) => clock
                 .timeout(idle, self.read_line())
                 .await
@@ -62,28 +76,55 @@ impl LineReader {
     async fn read_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
         let mut line = Vec::new();
         loop {
-            let byte = match self.stream.recv(1).await {
-                Ok(byte) => byte.coalesce()[0],
+            if line.last() == Some(&b'\n') {
+                break;
+            }
+            // The longest line and one byte more, which may be its end: past that only the
+            // `\n` of a `\r\n` may come. So a line is refused as soon as a byte shows it too
+            // long, without waiting for bytes a client may never send.
+            let limit = if line.len() > MAX_LINE && line.last() == Some(&b'\r') {
+                MAX_LINE + 2
+            } else {
+                MAX_LINE + 1
+            };
+            if line.len() >= limit {
+                break;
+            }
+            // What this line holds counts against the limit: a read the runtime's timeout
+            // interrupted left its bytes in `line`.
+            let room = (limit - line.len()) as u64;
+            match (&mut self.stream)
+                .take(room)
+                .read_until(b'\n', &mut line)
+                .await
+            {
+                // The end of the stream.
+                Ok(0) => break,
+                // A whole line, or the limit (looked at above).
+                Ok(_) => {}
                 // The runtime's read timeout: a quiet client is not a gone one.
-                Err(runtime::Error::RecvFailed(error))
-                    if error.kind() == std::io::ErrorKind::TimedOut =>
-                {
-                    continue;
-                }
+                Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {}
                 Err(_) if line.is_empty() => return Ok(None),
                 Err(_) => return Err(LineError::Closed),
+            }
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return if line.len() > MAX_LINE {
+                Err(LineError::TooLong)
+            } else {
+                Ok(Some(line))
             };
-            if byte == b'\n' {
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                return Ok(Some(line));
-            }
-            // Past the limit only the `\r` of a `\r\n` ending may come.
-            if line.len() > MAX_LINE || (line.len() == MAX_LINE && byte != b'\r') {
-                return Err(LineError::TooLong);
-            }
-            line.push(byte);
+        }
+        if line.len() > MAX_LINE {
+            Err(LineError::TooLong)
+        } else if line.is_empty() {
+            Ok(None)
+        } else {
+            Err(LineError::Closed)
         }
     }
 }
@@ -190,7 +231,8 @@ mod tests {
     use std::time::Duration;
 
     /// A line of exactly `MAX_LINE` bytes is accepted with either ending; one byte more is
-    /// too long, and so is a `\r` at the limit that is not followed by `\n`.
+    /// too long (at once, whatever follows), and so is a `\r` at the limit that is not
+    /// followed by `\n`.
     #[test]
     fn lines_of_the_maximum_length_are_accepted_and_longer_ones_refused() {
         runtime::Runner::new(runtime::Config::default()).start(|context| async move {
@@ -202,6 +244,8 @@ mod tests {
                 ([&longest[..], b"\n"].concat(), true),
                 ([&longest[..], b"x\n"].concat(), false),
                 ([&longest[..], b"\rx\n"].concat(), false),
+                // Too long at its first byte past the limit, though no end ever comes.
+                ([&longest[..], b"x"].concat(), false),
             ];
             for (bytes, accepted) in cases {
                 let (read, held) = futures::channel::oneshot::channel::<()>();
@@ -259,6 +303,65 @@ mod tests {
             assert!(matches!(trickle.next_line().await, Err(LineError::Idle)));
             drop(done);
             client.await.unwrap();
+        });
+    }
+
+    /// A line split by a pause longer than the runtime's read timeout comes whole: the bytes
+    /// read before the timeout are kept. A line that is not UTF-8 comes as it is (the
+    /// protocols answer it), a flood without a newline is too long, and a stream that ends
+    /// mid-line is `Closed` while one that ends between lines is a clean end.
+    #[test]
+    fn lines_survive_read_timeouts_and_bad_input_is_bounded() {
+        let config = runtime::Config::default().with_read_write_timeout(Duration::from_millis(50));
+        runtime::Runner::new(config).start(|context| async move {
+            let mut listener = context.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let (resume, resumed) = futures::channel::oneshot::channel::<()>();
+            let client = context.clone().spawn(move |context| async move {
+                let (mut split, _split_stream) = context.dial(address).await.unwrap();
+                split.send(b"half a ".as_slice()).await.unwrap();
+                // Quiet for several read timeouts of the server's side, mid-line.
+                context.sleep(Duration::from_millis(300)).await;
+                split.send(b"line\r\n\xff\xfe\n".as_slice()).await.unwrap();
+                let (mut flood, _flood_stream) = context.dial(address).await.unwrap();
+                // Four times the limit, never a newline: the reader stops at the limit.
+                let _ = flood.send(vec![b'x'; 4 * MAX_LINE]).await;
+                let (mut cut, _cut_stream) = context.dial(address).await.unwrap();
+                cut.send(b"whole\nunfinished".as_slice()).await.unwrap();
+                drop(cut);
+                let _ = resumed.await;
+            });
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut split = LineReader::new(stream);
+            let line = split.next_line().await.unwrap();
+            assert_eq!(line.as_deref(), Some(b"half a line".as_slice()));
+            let line = split.next_line().await.unwrap();
+            assert_eq!(line.as_deref(), Some(b"\xff\xfe".as_slice()));
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut flood = LineReader::new(stream);
+            assert!(matches!(flood.next_line().await, Err(LineError::TooLong)));
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut cut = LineReader::new(stream);
+            assert_eq!(
+                cut.next_line().await.unwrap().as_deref(),
+                Some(b"whole".as_slice())
+            );
+            assert!(matches!(cut.next_line().await, Err(LineError::Closed)));
+            drop(resume);
+            client.await.unwrap();
+            // And a stream that ends between lines is a clean end.
+            let client = context.clone().spawn(move |context| async move {
+                let (mut sink, _stream) = context.dial(address).await.unwrap();
+                sink.send(b"last\n".as_slice()).await.unwrap();
+            });
+            let (_, _sink, stream) = listener.accept().await.unwrap();
+            let mut ended = LineReader::new(stream);
+            assert_eq!(
+                ended.next_line().await.unwrap().as_deref(),
+                Some(b"last".as_slice())
+            );
+            client.await.unwrap();
+            assert!(matches!(ended.next_line().await, Ok(None)));
         });
     }
 

@@ -21,6 +21,7 @@ use futures::channel::mpsc;
 use runtime::Clock as _;
 use runtime::Sink as _;
 use runtime::Spawner as _;
+use runtime::Stream as _;
 use runtime::net::{Sink, Stream};
 use std::time::Duration;
 

@@ -275,3 +275,39 @@ impl std::error::Error for Error {
             .map(|error| error as &(dyn std::error::Error + 'static))
     }
 }
+
+/// An [`io::Error`](std::io::Error) for code that speaks `std::io` or `futures::io` (the
+/// `AsyncRead`/`AsyncWrite` impls of a connection's halves use it): the kind is the OS
+/// error's for variants that carry one (a read/write timeout is `TimedOut`), else the
+/// nearest kind (`Timeout` is `TimedOut`, a missing blob `NotFound`, a short blob
+/// `UnexpectedEof`, a damaged one `InvalidData`, an invalid partition name, label or
+/// configuration `InvalidInput`, a closed task `ConnectionAborted`, the rest `Other`). The runtime error itself is the
+/// io error's payload: `get_ref()` and `into_inner()` give it back (downcast to `Error`),
+/// and its message is the io error's.
+impl From<Error> for std::io::Error {
+    fn from(error: Error) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &error {
+            Error::BlobFailed(_, error)
+            | Error::BindFailed(_, error)
+            | Error::DialFailed(_, error)
+            | Error::AcceptFailed(error)
+            | Error::SendFailed(error)
+            | Error::RecvFailed(error) => error.kind(),
+            Error::Timeout => ErrorKind::TimedOut,
+            Error::Closed => ErrorKind::ConnectionAborted,
+            Error::PartitionMissing(_) | Error::BlobMissing(_) => ErrorKind::NotFound,
+            Error::BlobTooShort { .. } => ErrorKind::UnexpectedEof,
+            Error::BlobCorrupt { .. } | Error::BlobTorn { .. } => ErrorKind::InvalidData,
+            Error::PartitionNameInvalid | Error::LabelInvalid(_) | Error::ConfigInvalid(_) => {
+                ErrorKind::InvalidInput
+            }
+            Error::Exited
+            | Error::ReadFailed
+            | Error::WriteFailed
+            | Error::ResolveFailed(_)
+            | Error::StartFailed(_) => ErrorKind::Other,
+        };
+        std::io::Error::new(kind, error)
+    }
+}

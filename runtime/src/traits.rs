@@ -179,6 +179,19 @@ pub trait Stream: Send + 'static {
     /// the future loses no bytes: what arrived for it is returned by the next call, and a
     /// receive it left waiting is cancelled at once.
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send;
+
+    /// What has come, between 1 and `max` bytes: the bytes the stream holds already (received
+    /// ahead by earlier calls), or else what one receive brings once at least one byte has
+    /// arrived. Use it for a decoder that takes whatever is there (a line or frame parser),
+    /// rather than asking for bytes one exact length at a time.
+    ///
+    /// `max == 0` resolves at once to an empty buffer, without looking at the connection.
+    /// At the end of the stream (the peer closed its sending side and every byte it sent has
+    /// been returned) it fails with [`Error::RecvFailed`] of kind `UnexpectedEof`, as
+    /// [`recv`](Self::recv) does; it fails likewise if the peer resets, or no byte arrives
+    /// within the read/write timeout (kind `TimedOut`; the stream stays usable and the next
+    /// call waits again). Dropping the future loses no bytes, as with `recv`.
+    fn recv_some(&mut self, max: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send;
 }
 
 /// Host name resolution.

@@ -54,10 +54,16 @@
 //!   cancelled because its ring closed (a dedicated task's thread ended) is armed again on the
 //!   ring of the next call.
 //!
+//! The halves also speak `futures::io` (`futures_io`): the stream is `AsyncRead` and
+//! `AsyncBufRead` over its own receive buffer, the sink `AsyncWrite`, keeping the operation
+//! in flight in the half across polls as the futures above do.
+//!
 //! Sockets are created with `SOCK_CLOEXEC` and left blocking (the ring never blocks on them:
 //! it arms a poll and retries). Connections have `TCP_NODELAY` set: messages of an actor
 //! system are small and latency-bound. Connect timeouts and read/write timeouts come from the
 //! runner's `Config` and run on each ring's timeout wheel.
+
+mod futures_io;
 
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::context::Context;
@@ -99,6 +105,11 @@ pub struct Listener {
 
 /// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
 /// reads end-of-stream), after a send still in flight is done.
+///
+/// Besides [`send`](crate::Sink::send) it is a [`futures::io::AsyncWrite`]: `poll_write`
+/// accepts what the socket takes at once or hands a copy (at most 256 KiB) to the ring,
+/// `poll_flush` waits until the kernel has every accepted byte, `poll_close` flushes and shuts
+/// the writing side. Errors are [`Error`]s as [`io::Error`]s (a timeout is kind `TimedOut`).
 pub struct Sink {
     fd: Arc<OwnedFd>,
     /// A send registered by an earlier call that has not finished yet.
@@ -111,6 +122,12 @@ pub struct Sink {
 }
 
 /// The receiving half of a TCP connection.
+///
+/// Besides [`recv`](crate::Stream::recv) and [`recv_some`](crate::Stream::recv_some) it is a
+/// [`futures::io::AsyncRead`] and a [`futures::io::AsyncBufRead`] over its own receive buffer
+/// (`Ok(0)` at the end of the stream; a timeout is an error of kind `TimedOut` that leaves the
+/// stream usable). Both ways share the buffer and the receive in flight, so they can be mixed
+/// without losing or reordering bytes.
 pub struct Stream {
     fd: Arc<OwnedFd>,
     /// The multishot receive armed by an earlier call, which stays armed across calls: its
@@ -131,6 +148,9 @@ pub struct Stream {
     /// to wait and asks the ring to wait for data first instead of trying (and failing) at
     /// once.
     drained: bool,
+    /// The deadline of the poll-based read (`AsyncRead`, `AsyncBufRead`) that is waiting: set
+    /// when one first must wait, cleared when one returns.
+    read_deadline: Option<Instant>,
     timeouts: Timeouts,
 }
 
@@ -171,6 +191,52 @@ fn finish_pending(
     Poll::Ready(Some(output))
 }
 
+/// The local and peer addresses of a connected socket, where the kernel knows them.
+fn addresses(fd: &OwnedFd) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    // SAFETY: the descriptor stays owned by `fd`: the borrowed stream is never dropped (it is
+    // wrapped in ManuallyDrop) and does not outlive this call.
+    let stream =
+        std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd.as_raw_fd()) });
+    (stream.local_addr().ok(), stream.peer_addr().ok())
+}
+
+/// Shows the socket's descriptor and its addresses, never buffered bytes.
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let local = with_std_listener(&self.fd, |listener| listener.local_addr().ok());
+        f.debug_struct("Listener")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shows the socket's descriptor and its addresses, never bytes in flight.
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (local, peer) = addresses(&self.fd);
+        f.debug_struct("Sink")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .field("peer", &peer)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shows the socket's descriptor and its addresses, never received bytes.
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (local, peer) = addresses(&self.fd);
+        f.debug_struct("Stream")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .field("peer", &peer)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
 fn shutdown(fd: &OwnedFd, how: i32) {
     // SAFETY: `fd` is a live socket we own; shutdown has no memory preconditions. Errors (a
     // socket never connected) leave nothing to undo.
@@ -199,6 +265,7 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
             pending: None,
             buffer: IoBufMut::default(),
             drained: false,
+            read_deadline: None,
             timeouts,
         },
     )
@@ -450,11 +517,7 @@ impl Sink {
         deadline: &mut Option<Instant>,
     ) -> Poll<Result<(), Error>> {
         if self.broken && self.pending.is_none() {
-            return Poll::Ready(Err(Error::SendFailed(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "an earlier send on this connection failed or was given up before all its \
-                 bytes went out, so the byte stream may have a gap: nothing more is sent on it",
-            ))));
+            return Poll::Ready(Err(broken_pipe()));
         }
         loop {
             if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
@@ -489,6 +552,15 @@ impl Sink {
             }));
         }
     }
+}
+
+/// The error of a send on a sink an earlier send broke.
+fn broken_pipe() -> Error {
+    Error::SendFailed(io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "an earlier send on this connection failed or was given up before all its bytes went \
+         out, so the byte stream may have a gap: nothing more is sent on it",
+    ))
 }
 
 /// One non-blocking `sendmsg` of as many of `bufs`' chunks as fit in an iovec array.
@@ -532,42 +604,40 @@ impl Drop for Sink {
     }
 }
 
-impl Stream {
-    /// At least one byte and at most `max` (`max` > 0): what the stream has received ahead,
-    /// else what the next receive brings. For a protocol decoder that takes whatever has
-    /// come, rather than asking for bytes one at a time. Fails as
-    /// [`recv`](crate::Stream::recv) does; dropping the future loses no bytes.
-    pub async fn recv_some(&mut self, max: usize) -> Result<IoBufs, Error> {
-        assert!(max > 0, "recv_some asks for at least one byte");
-        let first = crate::Stream::recv(self, 1).await?;
-        let more = self.buffer.len().min(max - 1);
-        if more == 0 {
-            return Ok(first);
-        }
-        let rest = self.buffer.split_to(more).freeze();
-        Ok(vec![first.coalesce(), rest].into())
-    }
-}
-
 impl crate::Stream for Stream {
     fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
         Receiving {
             stream: self,
             len,
+            up_to: false,
+            deadline: None,
+            finished: false,
+        }
+    }
+
+    fn recv_some(&mut self, max: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+        Receiving {
+            stream: self,
+            len: max,
+            up_to: true,
             deadline: None,
             finished: false,
         }
     }
 }
 
-/// The future of [`Stream::recv`](crate::Stream::recv). Dropped before it resolves, it gives
+/// The future of [`Stream::recv`](crate::Stream::recv) and
+/// [`Stream::recv_some`](crate::Stream::recv_some). Dropped before it resolves, it gives
 /// up the one-call receive it registered: the ring cancels it (bytes the kernel delivered
 /// first stay with the stream, for the next call). A multishot receive belongs to the
 /// stream, not to a call (it stays armed after a call resolves too): it is left armed, and
 /// ends when it pauses or the stream is dropped.
 struct Receiving<'a> {
     stream: &'a mut Stream,
+    /// Exactly this many bytes, or (`up_to`) at most this many and at least one.
     len: usize,
+    /// `recv_some`: what has come, up to `len` bytes.
+    up_to: bool,
     /// This call's deadline, set when it first must wait.
     deadline: Option<Instant>,
     /// It resolved: nothing of it is left to give up.
@@ -579,14 +649,25 @@ impl Future for Receiving<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let output = if this.stream.one_at_a_time {
-            this.stream.poll_recv_one(cx, this.len, &mut this.deadline)
+        // A future-based call means any poll-based read was given up: its clock stops.
+        this.stream.read_deadline = None;
+        // `recv_some(0)` asks for nothing and gets nothing, at once.
+        let least = if this.up_to {
+            this.len.min(1)
         } else {
-            this.stream
-                .poll_recv_multishot(cx, this.len, &mut this.deadline)
+            this.len
         };
-        this.finished = output.is_ready();
-        output
+        let filled = this
+            .stream
+            .poll_fill(cx, least, this.len, &mut this.deadline);
+        this.finished = filled.is_ready();
+        ready!(filled)?;
+        let take = if this.up_to {
+            this.stream.buffer.len().min(this.len)
+        } else {
+            this.len
+        };
+        Poll::Ready(Ok(this.stream.buffer.split_to(take).freeze().into()))
     }
 }
 
@@ -608,9 +689,22 @@ impl Stream {
         self.armed.as_ref().map(|armed| armed.inbox_state())
     }
 
-    /// The first `len` bytes of the buffer, if it holds them.
-    fn split_off(&mut self, len: usize) -> Option<IoBufs> {
-        (self.buffer.len() >= len).then(|| self.buffer.split_to(len).freeze().into())
+    /// Waits until the buffer holds at least `len` bytes, receiving as the stream's mode
+    /// says; `want` (at least `len`) is how many the caller could take, a hint for how much
+    /// room a one-call receive asks the kernel to fill. The deadline is the waiting call's:
+    /// started when it first must wait.
+    fn poll_fill(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        len: usize,
+        want: usize,
+        deadline: &mut Option<Instant>,
+    ) -> Poll<Result<(), Error>> {
+        if self.one_at_a_time {
+            self.poll_fill_one(cx, len, want, deadline)
+        } else {
+            self.poll_fill_multishot(cx, len, want, deadline)
+        }
     }
 
     fn unexpected_eof(&self, len: usize) -> Error {
@@ -627,16 +721,17 @@ impl Stream {
     /// the buffer lacks them, so a stream that is not read leaves them there, and the receive
     /// pauses once the inbox is full. An ended receive is armed again by the next call that
     /// must wait, with that call's deadline.
-    fn poll_recv_multishot(
+    fn poll_fill_multishot(
         &mut self,
         cx: &mut std::task::Context<'_>,
         len: usize,
+        want: usize,
         deadline: &mut Option<Instant>,
-    ) -> Poll<Result<IoBufs, Error>> {
+    ) -> Poll<Result<(), Error>> {
         let read_write = self.timeouts.read_write;
         loop {
-            if let Some(received) = self.split_off(len) {
-                return Poll::Ready(Ok(received));
+            if self.buffer.len() >= len {
+                return Poll::Ready(Ok(()));
             }
             if let Some(armed) = &self.armed {
                 let end = armed.take_received(cx.waker(), &mut self.buffer);
@@ -647,7 +742,7 @@ impl Stream {
                         RequestOutput::Received(ReceiveEnd::Paused) => {}
                         RequestOutput::Received(ReceiveEnd::Unsupported) => {
                             self.one_at_a_time = true;
-                            return self.poll_recv_one(cx, len, deadline);
+                            return self.poll_fill_one(cx, len, want, deadline);
                         }
                         // The deadline of the call that armed the receive, not this call's,
                         // unless this call's has passed too: arm again.
@@ -668,8 +763,8 @@ impl Stream {
                         }
                         other => unreachable!("a multishot receive answered {other:?}"),
                     }
-                } else if let Some(received) = self.split_off(len) {
-                    return Poll::Ready(Ok(received));
+                } else if self.buffer.len() >= len {
+                    return Poll::Ready(Ok(()));
                 } else {
                     // Armed and short of bytes: wait (the waker is registered), starting this
                     // call's clock if it has not started.
@@ -702,12 +797,13 @@ impl Stream {
     }
 
     /// `recv` one receive at a time, for rings without provided buffers.
-    fn poll_recv_one(
+    fn poll_fill_one(
         &mut self,
         cx: &mut std::task::Context<'_>,
         len: usize,
+        want: usize,
         deadline: &mut Option<Instant>,
-    ) -> Poll<Result<IoBufs, Error>> {
+    ) -> Poll<Result<(), Error>> {
         loop {
             if let Some(output) = ready!(finish_pending(&mut self.pending, cx)) {
                 let (buffer, received) = match output {
@@ -719,9 +815,8 @@ impl Stream {
                 };
                 self.buffer = buffer;
                 match received {
-                    Ok(0) if self.buffer.len() < len => {
-                        return Poll::Ready(Err(self.unexpected_eof(len)));
-                    }
+                    // The peer closed its sending side: every byte it sent is in the buffer.
+                    Ok(0) => self.closed = true,
                     Ok(_) => {}
                     // A timeout of a receive an earlier, dropped call started is not this
                     // call's, unless this call's own deadline has passed too; nor is the
@@ -731,13 +826,16 @@ impl Stream {
                     Err(error) => return Poll::Ready(Err(Error::RecvFailed(error))),
                 }
             }
-            if let Some(received) = self.split_off(len) {
-                return Poll::Ready(Ok(received));
+            if self.buffer.len() >= len {
+                return Poll::Ready(Ok(()));
+            }
+            if self.closed {
+                return Poll::Ready(Err(self.unexpected_eof(len)));
             }
             let deadline =
                 *deadline.get_or_insert_with(|| Instant::now() + self.timeouts.read_write);
             let mut buffer = std::mem::take(&mut self.buffer);
-            let missing = len - buffer.len();
+            let missing = want.max(len) - buffer.len();
             // Room for what is missing, but never more than one chunk at a time: a
             // length a peer announced is not trusted with memory before its bytes arrive.
             buffer.reserve(missing.clamp(RECEIVE_AHEAD, RECEIVE_CHUNK));
