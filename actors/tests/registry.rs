@@ -269,7 +269,7 @@ async fn a_supervised_child_keeps_its_name_across_restarts(context: runtime::Con
     // The next incarnation, with fresh state.
     assert_eq!(found.add(1).await, Ok(1));
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert!(registry.lookup::<CounterRef>("child").is_none());
 }
 
