@@ -47,6 +47,11 @@ impl SupervisorLife {
         self.life.id()
     }
 
+    /// Whether the supervisor has ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.life.has_ended()
+    }
+
     /// Records the end, if none was, and tells every joiner.
     pub(crate) fn end(&self, reason: ExitReason) {
         if let Some(finished) = self.life.finish(reason) {

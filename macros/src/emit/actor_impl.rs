@@ -89,7 +89,7 @@ impl ToTokens for ImplementsImpls<'_> {
     }
 }
 
-/// The methods of `<Name>Ref` and `<Name>PoolRef` for the handlers, and the ref's
+/// The methods of `<Name>Ref` and `<Name>PoolRef` for the handlers, and both refs'
 /// `Registrable` and `ActorHandle`.
 struct RefImpls<'a>(&'a Shape<'a>);
 
@@ -112,7 +112,10 @@ impl ToTokens for RefImpls<'_> {
             sender: &sender,
             handler,
         });
-        let pool = Sender::Pool { actor: self_ty };
+        let pool = Sender::Pool {
+            actor: self_ty,
+            message: &shape.message,
+        };
         let pool_methods = model.handlers.iter().map(|handler| HandlerMethods {
             sender: &pool,
             handler,
@@ -122,6 +125,11 @@ impl ToTokens for RefImpls<'_> {
         let handle = ActorHandleImpl(&RefType {
             generics: impl_generics.to_token_stream(),
             ty: ref_ty.clone(),
+            where_clause: where_clause.to_token_stream(),
+        });
+        let pool_handle = ActorHandleImpl(&RefType {
+            generics: impl_generics.to_token_stream(),
+            ty: quote!(#pool_name #self_arguments),
             where_clause: where_clause.to_token_stream(),
         });
         tokens.extend(quote! {
@@ -150,6 +158,21 @@ impl ToTokens for RefImpls<'_> {
             }
 
             #handle
+
+            impl #impl_generics ::actors::Registrable for #pool_name #self_arguments #where_clause {
+                type Weak = <::actors::PoolRef<#self_ty> as ::actors::Registrable>::Weak;
+
+                fn __downgrade(&self) -> Self::Weak {
+                    ::actors::Registrable::__downgrade(&self.0)
+                }
+
+                fn __upgrade(weak: &Self::Weak) -> ::core::option::Option<Self> {
+                    <::actors::PoolRef<#self_ty> as ::actors::Registrable>::__upgrade(weak)
+                        .map(::core::convert::From::from)
+                }
+            }
+
+            #pool_handle
         });
     }
 }
