@@ -102,6 +102,7 @@ impl ToTokens for RefImpls<'_> {
         let sender = Sender::Actor {
             actor: self_ty,
             message: &shape.message,
+            interface: None,
         };
         let own = OwnMethods {
             sender: &sender,
@@ -115,11 +116,19 @@ impl ToTokens for RefImpls<'_> {
         let pool = Sender::Pool {
             actor: self_ty,
             message: &shape.message,
+            interface: None,
         };
         let pool_methods = model.handlers.iter().map(|handler| HandlerMethods {
             sender: &pool,
             handler,
         });
+        // Here, not with `as_pool`: it needs the actor's `Actor` impl, which an actor with no
+        // impl half lacks (that error says so; this would add another).
+        let pool_own = OwnMethods {
+            sender: &pool,
+            vis: quote!(pub),
+            methods: &[Own::Id],
+        };
         let pool_name = names::pool_ref(&model.name);
         let self_arguments = &model.self_arguments;
         let handle = ActorHandleImpl(&RefType {
@@ -142,6 +151,8 @@ impl ToTokens for RefImpls<'_> {
 
             #[allow(private_interfaces)]
             impl #impl_generics #pool_name #self_arguments #where_clause {
+                #pool_own
+
                 #(#pool_methods)*
             }
 

@@ -189,9 +189,10 @@ impl ToTokens for PoolRefStruct<'_> {
             sender: &Sender::Pool {
                 actor: this,
                 message: &message,
+                interface: None,
             },
             vis: vis.to_token_stream(),
-            methods: &[Own::AsPool, Own::Id],
+            methods: &[Own::AsPool],
         };
         let (clone, debug) = (CloneImpl(&ty), DebugImpl(&ty));
         let RefType {
@@ -226,6 +227,7 @@ impl ToTokens for InnerAccessor<'_> {
             sender: &Sender::Actor {
                 actor: &shape.this,
                 message: &message,
+                interface: None,
             },
             vis: shape.model.item.vis.to_token_stream(),
             methods: &[Own::Inner],

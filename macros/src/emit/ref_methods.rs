@@ -14,22 +14,26 @@ use syn::ext::IdentExt as _;
 
 /// What a ref holds in its field `0`, and so how its methods send.
 pub(crate) enum Sender<'a> {
-    /// An `actors::Ref` of the actor type `actor`, which takes the enum `message`.
+    /// An `actors::Ref` of the actor type `actor`, which takes the enum `message`, or, with
+    /// `interface`, the handlers of the interface whose message enum that is (wrapped into
+    /// the actor's by its `Implements`).
     Actor {
         actor: &'a TokenStream,
         message: &'a Ident,
+        interface: Option<&'a syn::Path>,
     },
     /// An `ErasedRef` of the interface `interface`, whose enum is `message`.
     Interface {
         interface: &'a Ident,
         message: &'a Ident,
     },
-    /// An `actors::PoolRef` of the actor type `actor`, which takes the enum `message` and
-    /// sends each to the member it routes to (`ask`, `send`, `try_send`, as an
-    /// `actors::Ref`).
+    /// An `actors::PoolRef` of the actor type `actor`, which takes the enum `message` (or
+    /// an `interface`'s, as for `Actor`) and sends each to the member it routes to (`ask`,
+    /// `send`, `try_send`, as an `actors::Ref`).
     Pool {
         actor: &'a TokenStream,
         message: &'a Ident,
+        interface: Option<&'a syn::Path>,
     },
     /// An `actors::remote::RemoteRef` speaking the enum `wire`.
     Remote { wire: &'a Ident },
@@ -323,9 +327,25 @@ impl HandlerMethods<'_> {
         let (names, _) = handler_signature(self.handler);
         let variant = &self.handler.variant;
         let body = match self.sender {
-            Sender::Actor { message, .. }
-            | Sender::Interface { message, .. }
-            | Sender::Pool { message, .. } => local_send(form, message, variant, &names),
+            Sender::Actor {
+                actor,
+                message,
+                interface,
+            }
+            | Sender::Pool {
+                actor,
+                message,
+                interface,
+            } => {
+                let build = match interface {
+                    None => Build::Own(message),
+                    Some(interface) => Build::Wrapped { actor, interface },
+                };
+                local_send(form, &build, variant, &names)
+            }
+            Sender::Interface { message, .. } => {
+                local_send(form, &Build::Own(message), variant, &names)
+            }
             Sender::Remote { wire } => {
                 let send = match form {
                     Form::Ask => quote!(__ask),
@@ -391,10 +411,29 @@ impl HandlerMethods<'_> {
     }
 }
 
-/// How a local ref (an actor's or an interface's, whose field `0` has the same methods) sends
-/// `form` of the handler whose variant of `message` is `variant`.
-fn local_send(form: Form, message: &Ident, variant: &Ident, names: &[&Ident]) -> TokenStream {
-    let build = |reply: TokenStream| quote!(#message::#variant(#(#names,)* #reply));
+/// How a local ref builds a handler's message.
+enum Build<'a> {
+    /// A variant of the enum its field `0` takes.
+    Own(&'a Ident),
+    /// A variant of an interface's enum (at `interface`), wrapped into the messages of
+    /// `actor`, which implements it.
+    Wrapped {
+        actor: &'a TokenStream,
+        interface: &'a syn::Path,
+    },
+}
+
+/// How a local ref (an actor's, an interface's or a pool's, whose field `0` has the same
+/// methods) sends `form` of the handler whose variant is `variant`.
+fn local_send(form: Form, message: &Build, variant: &Ident, names: &[&Ident]) -> TokenStream {
+    let build = |reply: TokenStream| match message {
+        Build::Own(message) => quote!(#message::#variant(#(#names,)* #reply)),
+        Build::Wrapped { actor, interface } => quote! {
+            <#actor as ::actors::__private::Implements<#interface>>::wrap(
+                #interface::#variant(#(#names,)* #reply)
+            )
+        },
+    };
     match form {
         Form::Ask => {
             let message = build(quote!(__reply));
