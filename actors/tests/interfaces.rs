@@ -368,9 +368,17 @@ async fn interface_handlers_are_methods_of_the_actors_own_ref(context: runtime::
     assert_eq!(late, Err(Error::Timeout));
     let mut queued = Box::pin(ann.count().queued());
     assert!(futures::poll!(&mut queued).is_pending(), "no room yet");
+    // The interface ref's ask has `queued` too.
+    let mut through_interface = Box::pin(greeter.greet("Fy".into()).queued());
+    assert!(
+        futures::poll!(&mut through_interface).is_pending(),
+        "no room yet"
+    );
     open.send(()).unwrap();
     let count = queued.await.unwrap();
+    let greeting = through_interface.await.unwrap();
     assert_eq!(count.await, Ok(7));
+    assert_eq!(greeting.await, Ok("hello Fy, I am Di".to_string()));
     // `forward_`: a delegated reply handed to the interface's handler through the typed ref.
     let relay = Relay { to: ann.clone() }.spawn(&context);
     assert_eq!(relay.relay().await, Ok("later from Di".to_string()));
