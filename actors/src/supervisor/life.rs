@@ -3,9 +3,11 @@
 //! which every joiner then hears of, however many there are and whenever they ask.
 //!
 //! Invariants:
-//! - The end is recorded once (the first reason wins) and only after the supervisor's
-//!   children have ended for good: a joiner that hears of it finds every child's mailbox
-//!   closed, with its own reason.
+//! - The end is recorded once (the first reason wins), after the supervisor's children were
+//!   ended for good: a joiner that hears of it finds every child's mailbox closed, with its
+//!   own reason. (One exception: a nested supervisor whose parent aborted its incarnation
+//!   past its shutdown timeout while a child's thread was blocked; its children end when that
+//!   incarnation's future is dropped, see `PutBack`.)
 //! - A top-level supervisor's end is finished by [`Ending`], which its task holds from before
 //!   it is spawned: ended by the loop (`Stopped`), by giving up (`Panicked`), or, when the
 //!   task is aborted or never runs (its scope ended), by the guard's drop (`Shutdown`).
