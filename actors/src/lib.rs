@@ -107,7 +107,7 @@ mod timer;
 pub mod topic;
 
 pub use actor::context::Context;
-pub use actor::erased::{ErasedAsk, Recipient};
+pub use actor::erased::{ErasedAsk, ErasedQueued, Recipient};
 pub use actor::refs::{ActorHandle, Ask, Join, PeerHandle, Queued, Ref, Reply, WeakRef};
 pub use actor::spawn::{spawn, spawn_with};
 pub use actor::{Actor, Declared, Placement};

@@ -20,18 +20,20 @@
 //! - By key, a key maps to a point on a ring of 64 points per member, each placed by the
 //!   member's id: a resize moves only the keys of the members it adds or removes.
 
+use crate::actor::refs::PeerHandle;
+use crate::registry::Registrable;
 use crate::supervisor::{ChildSpec, DynamicSupervisor, DynamicSupervisorRef};
 use crate::sync::Mutex;
 use crate::sync::RwLock;
-use crate::{Actor, Error, Ref};
+use crate::{Actor, ActorHandle, ActorId, Ask, Error, ExitReason, Ref, Reply};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use runtime::Spawner as _;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// Points per member on the key ring: enough for keys to spread within a few percent.
@@ -232,6 +234,26 @@ impl<A: Actor> PoolRef<A> {
         A::Ref::from(self.route_untyped())
     }
 
+    /// Asks the member the routing picks ([`Ref::ask`]): the same [`Ask`] as an actor's ref
+    /// gives, holding that member's ref, with the actor's `ask_timeout`, a per-call
+    /// [`timeout`](Ask::timeout) and [`queued`](Ask::queued). What the generated
+    /// `<Name>PoolRef`'s handler methods call.
+    pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
+        self.route_untyped().into_ask(make)
+    }
+
+    /// Sends `message` to the member the routing picks, waiting while its mailbox is full
+    /// ([`Ref::send`]).
+    pub async fn send(&self, message: A::Message) -> Result<(), Error> {
+        self.route_untyped().send(message).await
+    }
+
+    /// Sends `message` to the member the routing picks if its mailbox has room now
+    /// ([`Ref::try_send`]): [`Error::Full`] if not (the pool does not try another member).
+    pub fn try_send(&self, message: A::Message) -> Result<(), Error> {
+        self.route_untyped().try_send(message)
+    }
+
     fn route_untyped(&self) -> Ref<A> {
         let members = self.members();
         let count = members.refs.len();
@@ -275,6 +297,14 @@ impl<A: Actor> PoolRef<A> {
     /// The pool's label.
     pub fn label(&self) -> &'static str {
         self.shared.label
+    }
+
+    /// The pool's id: that of its supervisor (shown `label#n`), not any member's. It is what
+    /// a [`Registry`](crate::Registry) and a monitor know the pool by: the pool's life is its
+    /// supervisor's, which ends when the pool is stopped, gives up past its restart
+    /// intensity, or its scope ends, and not when a member restarts or a resize removes one.
+    pub fn id(&self) -> ActorId {
+        self.shared.supervisor.id()
     }
 
     /// Grows or shrinks the pool to `size` members (see the module documentation for what
@@ -326,11 +356,13 @@ impl<A: Actor> PoolRef<A> {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Stops every member and the pool's supervisor, and waits for them.
-    pub async fn stop(&self) {
-        self.shared.supervisor.stop();
-        let _ = self.shared.supervisor.join().await;
+    /// Stops every member and the pool's supervisor, and resolves with the supervisor's exit
+    /// reason once they all ended (`Stopped`, or why it ended first: `Panicked` if it gave
+    /// up past its intensity).
+    pub async fn stop(&self) -> ExitReason {
+        let reason = self.shared.supervisor.stop().await;
         self.count(0);
+        reason
     }
 
     /// Makes this pool's share of `pool_members` `members`.
@@ -346,6 +378,46 @@ impl<A: Actor> Drop for Shared<A> {
         // The label's gauge sums its pools' members: this pool's leave with it.
         let counted = *self.counted.get_mut();
         self.members_gauge.dec_by(counted as i64);
+    }
+}
+
+/// A pool is known by its supervisor's life (see [`PoolRef::id`]): monitoring it tells of the
+/// pool's end; a link to it tells the linker of that end, and the pool ignores the linker's.
+impl<A: Actor> ActorHandle for PoolRef<A> {
+    fn actor_id(&self) -> ActorId {
+        self.id()
+    }
+
+    fn __peer(&self) -> PeerHandle {
+        PeerHandle(self.shared.supervisor.life().clone())
+    }
+}
+
+/// A pool ref the registry holds: it does not keep the pool running.
+#[doc(hidden)]
+pub struct WeakPoolRef<A: Actor>(Weak<Shared<A>>);
+
+/// A pool registers under a name like an actor's ref: the name leaves when the pool ends
+/// (see [`PoolRef::id`]); a lookup gives the pool back while it runs and a ref to it is held
+/// somewhere (the registry's does not count).
+impl<A: Actor> std::fmt::Debug for WeakPoolRef<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakPoolRef")
+            .field("running", &(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl<A: Actor> Registrable for PoolRef<A> {
+    type Weak = WeakPoolRef<A>;
+
+    fn __downgrade(&self) -> Self::Weak {
+        WeakPoolRef(Arc::downgrade(&self.shared))
+    }
+
+    fn __upgrade(weak: &Self::Weak) -> Option<Self> {
+        let shared = weak.0.upgrade()?;
+        (!shared.supervisor.life().has_ended()).then_some(PoolRef { shared })
     }
 }
 

@@ -191,8 +191,17 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The registry of the runtime `context` belongs to (made on first use). Keep the
-    /// `Arc` rather than call this per lookup: finding it takes the runtime's extension lock.
+    /// The registry of the runtime `context` belongs to (made on first use), as an
+    /// [`Arc`]: one registry is shared by every task of the runtime, and every call from a
+    /// context of that runtime gives the same one (`Arc::ptr_eq`). Its methods take `&self`,
+    /// so the `Arc` is used as the registry itself (`registry.lookup(..)`); clone it to hand
+    /// it to another task (a counter increment). Keep it rather than call this per lookup:
+    /// finding it takes the runtime's extension lock. It lives while the runtime or an
+    /// `Arc` of it does; it keeps no actor alive either way.
+    ///
+    /// An `Arc`, not a plain value or a borrow: the registry must outlive any one context,
+    /// and the callbacks that remove an ended actor's names reach it through a weak pointer
+    /// of that same allocation.
     pub fn of(context: &runtime::Context) -> Arc<Registry> {
         context
             .extension(|_| RegistrySlot(Registry::new()))

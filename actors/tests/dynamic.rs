@@ -108,7 +108,7 @@ async fn children_of_two_types_start_list_and_terminate(context: runtime::Contex
     assert!(error.to_string().contains(&unknown.to_string()), "{error}");
 
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert_eq!(greeter.join().await, ExitReason::Stopped);
     assert_eq!(
         supervisor
@@ -158,7 +158,7 @@ async fn each_restart_type_decides_which_ends_restart(context: runtime::Context)
     assert_eq!(permanent.stop().await, ExitReason::Stopped);
     assert_eq!(permanent.incarnation().await, Err(Error::Closed));
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert_eq!(supervisor.count(), 0);
 }
 
@@ -181,12 +181,12 @@ async fn exceeding_the_intensity_escalates(context: runtime::Context) {
     assert!(failing.fail().await.is_err());
     assert_eq!(failing.incarnation().await, Ok(2));
     assert!(failing.fail().await.is_err());
-    assert_eq!(
-        supervisor.join().await,
-        Err(Error::Panicked {
-            actor: "fragile_pool"
-        })
-    );
+    match supervisor.join().await {
+        ExitReason::Panicked(message) => {
+            assert!(message.contains("`fragile_pool` gave up"), "{message}")
+        }
+        other => panic!("the supervisor gave up, not {other:?}"),
+    }
     assert_eq!(steady.incarnation().await, Err(Error::Closed));
     assert_eq!(failing.incarnation().await, Err(Error::Closed));
     assert_eq!(steady.join().await, ExitReason::Stopped);
@@ -411,7 +411,7 @@ async fn a_child_may_call_its_supervisor_while_it_starts(context: runtime::Conte
     assert_eq!(sibling.greet().await.unwrap(), "hello from sibling");
     assert_eq!(supervisor.children(), [founder.id(), sibling.id()]);
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 /// A child terminated while it waits out a restart's backoff ends `Stopped` (it was asked
@@ -520,12 +520,12 @@ async fn static_restarts_back_off_and_stop_during_the_delay(context: runtime::Co
     assert!(slow.fail().await.is_err());
     supervisor_slow.stop();
     // Within the test's timeout, far below the 600 s delay.
-    supervisor_slow.join().await.unwrap();
+    assert_eq!(supervisor_slow.join().await, actors::ExitReason::Stopped);
     // It ends for good because its supervisor stopped, not from the failure it waited to be
     // restarted from.
     assert_eq!(slow.join().await, ExitReason::Stopped);
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 /// Stopping a dynamic supervisor asks all its children at once (as OTP's does): two children
@@ -574,8 +574,36 @@ async fn stopping_the_supervisor_stops_its_children_at_once(context: runtime::Co
     for go in goes {
         go.send(()).unwrap();
     }
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     for child in &children {
         assert_eq!(child.join().await, ExitReason::Stopped);
     }
+}
+
+/// Three tasks join one dynamic supervisor, each through its own clone of the ref,
+/// registered while it runs: all hear the same reason (not only the first, as when a join
+/// took the task's handle), as do `stop()` and a join made after the end.
+#[runtime::test(timeout = "20s")]
+async fn every_joiner_of_a_dynamic_supervisor_hears_its_end(context: runtime::Context) {
+    let supervisor = DynamicSupervisor::new("joined").spawn(&context);
+    let child = supervisor
+        .start_child(ChildSpec::new(|| Greeter {
+            name: "joined".into(),
+        }))
+        .await
+        .unwrap();
+    let mut joins = Vec::new();
+    for _ in 0..3 {
+        let mut join = supervisor.clone().join();
+        assert!(futures::poll!(&mut join).is_pending(), "it runs");
+        joins.push(context.clone().spawn(move |_| join));
+    }
+    assert_eq!(supervisor.stop().await, ExitReason::Stopped);
+    for join in joins {
+        assert_eq!(join.await.unwrap(), ExitReason::Stopped);
+    }
+    assert_eq!(supervisor.join().await, ExitReason::Stopped);
+    assert_ne!(supervisor.id(), child.id());
+    // Its children ended for good before it did.
+    assert!(child.inner().is_closed());
 }

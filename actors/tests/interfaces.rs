@@ -336,3 +336,96 @@ async fn a_monitor_through_an_interface_ref_hears_the_end(context: runtime::Cont
         Ok(vec![(ann.id(), ExitReason::Stopped)])
     );
 }
+
+/// The handlers of the interfaces an actor implements are methods of its own ref, as of the
+/// interface's ref: the ask (the actor ref's `Ask`, with `.timeout` and `.queued`), `tell_`,
+/// `try_`, `forward_` and `_recipient`, with the same replies, through the one mailbox.
+#[runtime::test(timeout = "20s")]
+async fn interface_handlers_are_methods_of_the_actors_own_ref(context: runtime::Context) {
+    let ann = english(&context);
+    let greeter = GreeterRef::from(ann.clone());
+    let ask: actors::Ask<'_, English, String> = ann.greet("Bo".into());
+    assert_eq!(ask.await, greeter.greet("Bo".into()).await);
+    assert_eq!(ann.whoami().await, Ok(ann.id()));
+    assert_eq!(ann.count().await, Ok(7));
+    assert_eq!(ann.later().await, Ok("later from Ann".to_string()));
+    ann.tell_rename("Cy".into()).await.unwrap();
+    assert_eq!(ann.rename("Di".into()).await, Ok("Cy".to_string()));
+    let greet: Recipient<String, String> = ann.greet_recipient();
+    assert_eq!(
+        greet.ask("Ed".into()).await,
+        Ok("hello Ed, I am Di".to_string())
+    );
+    // A full mailbox is full for the interface's methods too; deadlines and `queued`.
+    let (open, gate) = futures::channel::oneshot::channel();
+    ann.tell_hold(gate).await.unwrap();
+    while ann.try_greet("fill".into()).is_ok() {}
+    assert_eq!(ann.try_count(), Err(Error::Full));
+    let late = ann
+        .greet("late".into())
+        .timeout(Duration::from_millis(20))
+        .await;
+    assert_eq!(late, Err(Error::Timeout));
+    let mut queued = Box::pin(ann.count().queued());
+    assert!(futures::poll!(&mut queued).is_pending(), "no room yet");
+    // The interface ref's ask has `queued` too.
+    let mut through_interface = Box::pin(greeter.greet("Fy".into()).queued());
+    assert!(
+        futures::poll!(&mut through_interface).is_pending(),
+        "no room yet"
+    );
+    open.send(()).unwrap();
+    let count = queued.await.unwrap();
+    let greeting = through_interface.await.unwrap();
+    assert_eq!(count.await, Ok(7));
+    assert_eq!(greeting.await, Ok("hello Fy, I am Di".to_string()));
+    // `forward_`: a delegated reply handed to the interface's handler through the typed ref.
+    let relay = Relay { to: ann.clone() }.spawn(&context);
+    assert_eq!(relay.relay().await, Ok("later from Di".to_string()));
+}
+
+#[actor]
+struct Relay {
+    to: EnglishRef,
+}
+
+#[actor]
+impl Relay {
+    async fn relay(&mut self, reply: Reply<String>) {
+        let _ = self.to.forward_later(reply).await;
+    }
+}
+
+/// A pool of an actor that implements an interface has the interface's methods too, routed
+/// to a member like its own handlers, with the same ask.
+#[runtime::test(timeout = "20s")]
+async fn interface_handlers_are_methods_of_a_pool_ref(context: runtime::Context) {
+    let pool: EnglishPoolRef = actors::Pool::new("english", 2, || English {
+        name: "Po".into(),
+        greeted: 3,
+    })
+    .spawn(&context)
+    .await
+    .unwrap()
+    .into();
+    let ask: actors::Ask<'_, English, String> = pool.greet("Bo".into());
+    assert_eq!(ask.await, Ok("hello Bo, I am Po".to_string()));
+    assert_eq!(
+        pool.greet("Cy".into())
+            .timeout(Duration::from_secs(60))
+            .queued()
+            .await
+            .unwrap()
+            .await,
+        Ok("hello Cy, I am Po".to_string())
+    );
+    pool.tell_rename("Ro".into()).await.unwrap();
+    pool.try_rename("Ro".into()).unwrap();
+    // Each member was renamed once (round-robin), then answers with its new name.
+    for member in pool.as_pool().all() {
+        assert_eq!(member.name().await, Ok("Ro".to_string()));
+    }
+    assert_eq!(pool.count().await, Ok(3));
+    assert_eq!(pool.later().await, Ok("later from Ro".to_string()));
+    assert_eq!(pool.as_pool().stop().await, ExitReason::Stopped);
+}

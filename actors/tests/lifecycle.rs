@@ -220,7 +220,7 @@ async fn every_stop_path_gives_its_reason(context: runtime::Context) {
                     probe.tell_hang().await.unwrap();
                 }
                 supervisor.stop();
-                supervisor.join().await.unwrap();
+                assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
                 (probe.downgrade(), (case.expected)(&probe), Some(probe))
             }
             "linked actor panicked" => {

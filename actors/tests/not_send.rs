@@ -227,7 +227,7 @@ macro_rules! restart_test {
             // The next incarnation has fresh state.
             assert_eq!(local.push(2).await, Ok(vec![2]));
             supervisor.stop();
-            supervisor.join().await.unwrap();
+            assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
             check_two_incarnations(&trace, $fresh_threads);
         }
     };
@@ -263,7 +263,7 @@ async fn a_supervisor_restarts_a_child_whose_factory_panicked(context: runtime::
     assert_eq!(local.push(1).await, Ok(vec![1]));
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert_eq!(events(&trace), ["built", "started", "handled", "dropped"]);
 }
 

@@ -261,3 +261,99 @@ async fn past_its_intensity_the_pool_closes(context: runtime::Context) {
     );
     assert_eq!(pool.work().await, Err(Error::Closed));
 }
+
+#[actor(mailbox = 2, ask_timeout = "10ms")]
+struct Slow;
+
+#[actor]
+impl Slow {
+    async fn hold(&mut self, gate: oneshot::Receiver<()>) {
+        let _ = gate.await;
+    }
+
+    fn echo(&self, value: u32) -> u32 {
+        value
+    }
+
+    fn later(&self, reply: actors::Reply<u32>) {
+        reply.send(9);
+    }
+}
+
+/// A pool ref's ask is the actor ref's `Ask`: the actor's `ask_timeout` applies, a per-call
+/// `.timeout` replaces it, and `.queued()` gives the ask back once its message is queued, to
+/// be awaited later; `forward_` hands another ask's reply to a member.
+#[runtime::test(timeout = "20s")]
+async fn a_pool_ask_is_the_actor_refs_ask(context: runtime::Context) {
+    let pool: SlowPoolRef = Pool::new("slow", 1, || Slow)
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    let ask: actors::Ask<'_, Slow, u32> = pool.echo(1);
+    assert_eq!(ask.await, Ok(1));
+    // The one member holds; its ask past the actor's 10 ms `ask_timeout` times out.
+    let (open, gate) = oneshot::channel();
+    pool.tell_hold(gate).await.unwrap();
+    assert_eq!(pool.echo(2).await, Err(Error::Timeout));
+    // Queued while it holds (the mailbox keeps the timed-out ask's message and has room for
+    // one more), then answered once it is let go.
+    let queued = pool
+        .echo(3)
+        .timeout(std::time::Duration::MAX)
+        .queued()
+        .await
+        .unwrap();
+    open.send(()).unwrap();
+    assert_eq!(queued.await, Ok(3));
+    // A delegated reply through the pool: the member answers the front's asker.
+    let front = Front { pool: pool.clone() }.spawn(&context);
+    assert_eq!(front.relay(5).await, Ok(5));
+    assert_eq!(pool.later().await, Ok(9));
+}
+
+#[actor]
+struct Front {
+    pool: SlowPoolRef,
+}
+
+#[actor]
+impl Front {
+    async fn relay(&mut self, value: u32, reply: actors::Reply<u32>) {
+        let _ = self.pool.forward_echo(value, reply).await;
+    }
+}
+
+/// A pool registers by name as an actor's ref does: found as its pool ref type (not as
+/// another), known by its id (its supervisor's, not a member's), and gone from the registry
+/// once the pool stopped, before its `stop` resolves.
+#[runtime::test(timeout = "20s")]
+async fn a_pool_registers_by_name(context: runtime::Context) {
+    let registry = actors::Registry::of(&context);
+    let pool: WorkerPoolRef = Pool::new("named", 2, numbered())
+        .spawn(&context)
+        .await
+        .unwrap()
+        .into();
+    registry.register("workers", &pool).unwrap();
+    let found: WorkerPoolRef = registry.lookup("workers").expect("registered");
+    assert_eq!(found.id(), pool.id());
+    assert_eq!(pool.id(), pool.as_pool().id());
+    assert_eq!(
+        pool.id().to_string(),
+        format!("named#{}", pool.id().serial())
+    );
+    for member in pool.as_pool().all() {
+        assert_ne!(member.id(), pool.id(), "a pool is not known by a member");
+    }
+    assert!(registry.lookup::<WorkerRef>("workers").is_none());
+    // Routed through the ref found by name.
+    found.work().await.unwrap();
+    // A member's restart is not the pool's end: the name stays.
+    assert!(found.fail().await.is_err());
+    assert!(registry.lookup::<WorkerPoolRef>("workers").is_some());
+    drop(found);
+    assert_eq!(pool.as_pool().stop().await, ExitReason::Stopped);
+    assert!(registry.lookup::<WorkerPoolRef>("workers").is_none());
+    assert!(registry.names().is_empty());
+}

@@ -269,7 +269,7 @@ async fn a_supervised_child_keeps_its_name_across_restarts(context: runtime::Con
     // The next incarnation, with fresh state.
     assert_eq!(found.add(1).await, Ok(1));
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert!(registry.lookup::<CounterRef>("child").is_none());
 }
 
@@ -375,4 +375,22 @@ async fn repeated_lookups_see_every_change(context: runtime::Context) {
         registry.lookup::<CounterRef>("c").is_none(),
         "the holder ended"
     );
+}
+
+/// `Registry::of` gives the runtime's one registry, shared: the same `Arc` from the root's
+/// context, a child scope's and a spawned task's, so a name registered through one is found
+/// through the others.
+#[runtime::test(timeout = "20s")]
+async fn every_context_of_a_runtime_gives_the_same_registry(context: runtime::Context) {
+    let registry = Registry::of(&context);
+    assert!(std::sync::Arc::ptr_eq(
+        &registry,
+        &Registry::of(&context.child("scope"))
+    ));
+    let from_task = context
+        .clone()
+        .spawn(|context| async move { Registry::of(&context) })
+        .await
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(&registry, &from_task));
 }

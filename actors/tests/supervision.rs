@@ -44,6 +44,11 @@ impl Member {
         ctx.stop();
     }
 
+    /// Links this incarnation to `other`.
+    fn link_to(&mut self, ctx: &mut Context<Self>, other: MemberRef) {
+        ctx.link(&other);
+    }
+
     /// Never returns: a handler that ignores a stop request. Journals that it started.
     async fn hang(&mut self) {
         let entry = format!("hang {}#{}", self.name, self.incarnation);
@@ -110,7 +115,7 @@ async fn one_for_one_restarts_only_the_failed_child(context: runtime::Context) {
         "{restarts}"
     );
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert_eq!(entries(&journal, 5), ["stop c#1", "stop b#2", "stop a#1"]);
 }
 
@@ -133,7 +138,7 @@ async fn one_for_all_restarts_every_child(context: runtime::Context) {
         ]
     );
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 /// Rest-for-one: the failed child and those started after it restart; earlier ones stay.
@@ -148,7 +153,7 @@ async fn rest_for_one_restarts_the_child_and_those_after_it(context: runtime::Co
         ["stop b#1", "stop c#1", "start b#2", "start c#2"]
     );
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 /// Messages sent while a child restarts wait in its mailbox for the new incarnation.
@@ -163,7 +168,7 @@ async fn messages_sent_during_a_restart_reach_the_new_incarnation(context: runti
     }
     assert_eq!(answers, vec![Ok(2); 5]);
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 /// Permanent children restart even when they stop themselves; transient ones only when they
@@ -188,7 +193,7 @@ async fn restart_policies_decide_which_ends_restart(context: runtime::Context) {
     assert_eq!(temporary.incarnation().await, Err(Error::Closed));
 
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     assert_eq!(permanent.incarnation().await, Err(Error::Closed));
 }
 
@@ -208,10 +213,12 @@ async fn exceeding_the_intensity_escalates_to_the_runtime(context: runtime::Cont
     }
     assert_eq!(b.incarnation().await, Ok(3));
     assert!(b.fail().await.is_err());
-    assert_eq!(
-        supervisor.join().await,
-        Err(Error::Panicked { actor: "fragile" })
-    );
+    match supervisor.join().await {
+        actors::ExitReason::Panicked(message) => {
+            assert!(message.contains("`fragile` gave up"), "{message}")
+        }
+        other => panic!("the supervisor gave up, not {other:?}"),
+    }
     assert_eq!(a.incarnation().await, Err(Error::Closed));
     assert_eq!(b.incarnation().await, Err(Error::Closed));
     // The sibling was stopped; the child that made it give up keeps its failure.
@@ -257,7 +264,7 @@ async fn a_nested_supervisor_escalates_to_its_parent(context: runtime::Context) 
         "one-for-one: the sibling stays"
     );
     outer.stop();
-    outer.join().await.unwrap();
+    assert_eq!(outer.join().await, actors::ExitReason::Stopped);
     assert_eq!(worker.incarnation().await, Err(Error::Closed));
 }
 
@@ -280,7 +287,7 @@ async fn a_child_past_its_shutdown_timeout_is_aborted(context: runtime::Context)
         runtime::reschedule().await;
     }
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     // b never ran `on_stop`: it was aborted mid-handler.
     assert_eq!(entries(&journal, 3), ["hang b#1", "stop c#1", "stop a#1"]);
     assert_eq!(b.incarnation().await, Err(Error::Closed));
@@ -307,7 +314,7 @@ async fn a_nested_supervisor_restarted_by_its_parent_keeps_its_children(context:
         "restarted with its supervisor"
     );
     outer.stop();
-    outer.join().await.unwrap();
+    assert_eq!(outer.join().await, actors::ExitReason::Stopped);
     assert_eq!(worker.incarnation().await, Err(Error::Closed));
 }
 
@@ -344,7 +351,7 @@ async fn a_nested_supervisor_aborted_mid_shutdown_restarts_cleanly(context: runt
         journal.lock()
     );
     outer.stop();
-    outer.join().await.unwrap();
+    assert_eq!(outer.join().await, actors::ExitReason::Stopped);
 }
 
 /// Refs handed out by a supervisor that is dropped without being spawned see `Closed`
@@ -388,7 +395,7 @@ async fn a_finished_child_stays_finished_across_its_supervisors_restart(context:
         .count();
     assert_eq!(starts, 1, "the finished child never started again");
     outer.stop();
-    outer.join().await.unwrap();
+    assert_eq!(outer.join().await, actors::ExitReason::Stopped);
 }
 
 /// A stop of a top-level supervisor is bounded by its children's shutdown timeouts: a
@@ -430,7 +437,88 @@ async fn a_stop_is_bounded_by_shutdown_timeouts_even_for_blocked_threads(
     sleeper.tell_block(blocking).await.unwrap();
     is_blocking.await.unwrap();
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
     drop(release);
     assert_eq!(sleeper.ping().await, Err(Error::Closed));
+}
+
+/// Three tasks join one supervisor, each through its own clone of the ref, registered while
+/// it runs: all hear the same reason, as does `stop()` itself and a join made after the end.
+#[runtime::test(timeout = "20s")]
+async fn every_joiner_of_a_supervisor_hears_its_end(context: runtime::Context) {
+    let (supervisor, members, _journal) = three(&context, Strategy::OneForOne);
+    let mut joins = Vec::new();
+    for _ in 0..3 {
+        let mut join = supervisor.clone().join();
+        assert!(futures::poll!(&mut join).is_pending(), "it runs");
+        joins.push(context.clone().spawn(move |_| join));
+    }
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
+    for join in joins {
+        assert_eq!(join.await.unwrap(), actors::ExitReason::Stopped);
+    }
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
+    // Its children ended for good before it did.
+    for member in &members {
+        assert!(member.inner().is_closed());
+    }
+}
+
+/// `stop()` dropped unawaited still stops the supervisor (the fire-and-forget form).
+#[runtime::test(timeout = "20s")]
+async fn a_dropped_stop_still_stops_the_supervisor(context: runtime::Context) {
+    let (supervisor, [a, _, _], _journal) = three(&context, Strategy::OneForOne);
+    assert_eq!(a.incarnation().await, Ok(1));
+    drop(supervisor.stop());
+    assert_eq!(a.join().await, actors::ExitReason::Stopped);
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
+}
+
+/// A nested supervisor's `stop()` ends it for good, whatever its restart policy: its parent
+/// does not restart it, its children end, and its joiners hear `Stopped`; the parent and its
+/// other children go on.
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_stopped_by_its_ref_is_done_for_good(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let worker = inner.child(member("worker", &journal));
+    let mut outer = Supervisor::new("outer", Strategy::OneForOne);
+    let sibling = outer.child(member("sibling", &journal));
+    let inner = outer.supervisor(inner, Restart::Permanent, Duration::from_secs(5));
+    let outer = outer.spawn(&context);
+    assert_eq!(worker.incarnation().await, Ok(1));
+    assert_ne!(inner.id(), outer.id());
+    assert_eq!(inner.stop().await, actors::ExitReason::Stopped);
+    assert_eq!(worker.incarnation().await, Err(Error::Closed));
+    assert_eq!(sibling.incarnation().await, Ok(1));
+    assert_eq!(outer.stop().await, actors::ExitReason::Stopped);
+    assert_eq!(inner.join().await, actors::ExitReason::Stopped);
+}
+
+/// `Restart::Transient` restarts a child that ended abnormally because a linked actor did
+/// (`Linked`), not only one that panicked; a normal end is not restarted.
+#[runtime::test(timeout = "20s")]
+async fn a_transient_child_restarts_after_a_linked_exit(context: runtime::Context) {
+    let journal = Journal::default();
+    let mut supervisor = Supervisor::new("linked", Strategy::OneForOne);
+    let transient = supervisor.child(member("transient", &journal).restart(Restart::Transient));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(transient.incarnation().await, Ok(1));
+    let partner = member("partner", &journal).restart(Restart::Temporary);
+    let mut partners = Supervisor::new("partners", Strategy::OneForOne);
+    let partner = partners.child(partner);
+    let partners = partners.spawn(&context);
+    transient.link_to(partner.clone()).await.unwrap();
+    assert!(partner.fail().await.is_err());
+    assert!(matches!(
+        partner.join().await,
+        actors::ExitReason::Panicked(_)
+    ));
+    assert_eq!(
+        transient.incarnation().await,
+        Ok(2),
+        "restarted after the linked exit"
+    );
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
+    assert_eq!(partners.stop().await, actors::ExitReason::Stopped);
 }

@@ -260,12 +260,48 @@ impl<I> ActorHandle for ErasedRef<I> {
 #[must_use = "an ask does nothing unless awaited"]
 pub struct ErasedAsk<'a, I: Send, R>(Asking<'a, I, dyn ErasedMailbox<I>, R>);
 
-impl<I: Send, R> ErasedAsk<'_, I, R> {
+impl<'a, I: Send, R> ErasedAsk<'a, I, R> {
     /// Gives the ask a deadline of `timeout` from its first poll, in place of the actor's
     /// `ask_timeout` ([`Ask::timeout`](crate::Ask::timeout)).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.0.deadline = Deadline::After(timeout);
         self
+    }
+
+    /// Waits only until the message is queued, then gives the ask back, to be awaited for
+    /// its reply later ([`Ask::queued`](crate::Ask::queued)).
+    pub fn queued(self) -> ErasedQueued<'a, I, R> {
+        ErasedQueued(Some(self))
+    }
+}
+
+/// An [`ErasedAsk`] until its message is queued: see [`ErasedAsk::queued`]. Resolves to the
+/// ask, or to the error that kept the message out (`Closed`, `Timeout`).
+#[must_use = "a queued ask does nothing unless awaited"]
+pub struct ErasedQueued<'a, I: Send, R>(Option<ErasedAsk<'a, I, R>>);
+
+impl<'a, I: Send, R> Future for ErasedQueued<'a, I, R> {
+    type Output = Result<ErasedAsk<'a, I, R>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let ask = self
+            .0
+            .as_mut()
+            .expect("a queued ask polled after it resolved");
+        match ask.0.poll_queued(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(self.0.take().expect("present"))),
+            Poll::Ready(Err(error)) => {
+                self.0 = None;
+                Poll::Ready(Err(error))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<I: Send, R> std::fmt::Debug for ErasedQueued<'_, I, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ErasedQueued").field(&self.0).finish()
     }
 }
 

@@ -52,7 +52,31 @@ impl<A: Actor> Ref<A> {
     /// for room) and waits for the reply, within the actor's `ask_timeout` if it has one or
     /// the ask's own [`timeout`](Ask::timeout).
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
-        Ask(Asking::new(&*self.mailbox, make, A::LABEL, A::ASK_TIMEOUT))
+        Ask(
+            Asking::new(&*self.mailbox, make, A::LABEL, A::ASK_TIMEOUT),
+            None,
+        )
+    }
+
+    /// [`ask`](Self::ask) through this ref, which the ask owns: what a pool's ask is, the ref
+    /// being the member it routed to. The ask lives as long as its caller wants.
+    pub(crate) fn into_ask<'a, R>(
+        self,
+        make: impl FnOnce(Reply<R>) -> A::Message,
+    ) -> Ask<'a, A, R> {
+        // SAFETY: `channel` points into the mailbox's heap allocation, which `self.mailbox`
+        // (an `Arc`) keeps alive while `self` lives; `self` moves into the ask's second field,
+        // so the allocation lives at least as long as the ask (moving the ask moves the
+        // `Arc`'s pointer, not the mailbox). The reference goes only into the ask's first
+        // field, whose `Asking` (and its `Sending`) never hands it out: every use of it,
+        // drops included, happens while the ask exists, and the first field is dropped before
+        // the second (declaration order), also when a panic unwinds through a drop. So the
+        // reference is valid wherever it is used, though its type says `'a`.
+        let channel: &'a Mailbox<A::Message> = unsafe { &*Arc::as_ptr(&self.mailbox) };
+        Ask(
+            Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT),
+            Some(self),
+        )
     }
 
     /// The mailbox, for the erased refs made from this one.
@@ -142,8 +166,18 @@ impl<A: Actor> std::fmt::Debug for Ref<A> {
 /// pool worker, a dedicated or blocking task), or it panics as a runtime `Sleep` does. An
 /// ask without one needs no runtime. A reply forwarded to another actor (`forward_`) that
 /// panics there reports [`Error::Panicked`] with the label of the actor asked.
+///
+/// A pool's ask (`<Name>PoolRef`'s handler methods, [`PoolRef::ask`](crate::PoolRef::ask)) is
+/// this same type: it holds the ref of the member the pool routed it to.
 #[must_use = "an ask does nothing unless awaited"]
-pub struct Ask<'a, A: Actor, R>(Asking<'a, A::Message, Mailbox<A::Message>, R>);
+pub struct Ask<'a, A: Actor, R>(
+    // Declared (so dropped) first: it may borrow the mailbox the second field keeps alive.
+    Asking<'a, A::Message, Mailbox<A::Message>, R>,
+    /// The ref the ask was made through, when the ask owns it (a pool's); `None` when it
+    /// borrows it. Never read: held for what it keeps alive.
+    #[allow(dead_code)]
+    Option<Ref<A>>,
+);
 
 impl<'a, A: Actor, R> Ask<'a, A, R> {
     /// Gives the ask a deadline of `timeout` from its first poll (from now, if it was polled

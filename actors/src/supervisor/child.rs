@@ -200,18 +200,20 @@ impl<A: Actor> Child for ActorChild<A> {
 /// A supervisor supervised by another: its incarnations run its loop over the same children.
 pub(super) struct SupervisorChild {
     pub(super) label: &'static str,
-    pub(super) id: ActorId,
+    /// Its own life: its refs' `join` and `stop` wait for its end for good.
+    pub(super) life: Arc<SupervisorLife>,
     pub(super) nested: Arc<Mutex<Nested>>,
     pub(super) control: mpsc::UnboundedSender<Event>,
     pub(super) restart: Restart,
     pub(super) shutdown: Duration,
 }
 
-/// A nested supervisor's state between incarnations (`None` while one runs), and whether its
-/// parent is done with it for good.
+/// A nested supervisor's state between incarnations (`None` while one runs), whether its
+/// parent is done with it for good, and whether a ref's `stop()` asked for that.
 pub(super) struct Nested {
     pub(super) state: Option<State>,
     pub(super) closed: bool,
+    pub(super) terminated: bool,
 }
 
 /// Puts a running nested supervisor's state back when its future ends or is dropped (an
@@ -238,7 +240,7 @@ impl Child for SupervisorChild {
     }
 
     fn id(&self) -> ActorId {
-        self.id
+        self.life.id()
     }
 
     fn restart(&self) -> Restart {
@@ -259,16 +261,29 @@ impl Child for SupervisorChild {
         let nested = self.nested.clone();
         scope.child(self.label).spawn(move |runtime| async move {
             let _incarnation = incarnation;
-            let state = nested.lock().state.take();
+            let (state, terminated) = {
+                let mut nested = nested.lock();
+                (nested.state.take(), nested.terminated)
+            };
+            let state = state.expect("the last incarnation's future is gone");
+            if terminated {
+                // A ref's `stop()` came while no incarnation ran: done for good.
+                nested.lock().state = Some(state);
+                reporter.report(Ended::Terminated, ExitReason::Stopped);
+                return;
+            }
             let mut running = PutBack {
-                nested,
-                state: Some(state.expect("the last incarnation's future is gone")),
+                nested: nested.clone(),
+                state: Some(state),
             };
             let state = running.state.as_mut().expect("taken above");
             let outcome = state.supervise(&runtime, Some(started)).await;
             // Back before the report: the next incarnation may start as soon as it is read.
             drop(running);
             match outcome {
+                Ok(()) if nested.lock().terminated => {
+                    reporter.report(Ended::Terminated, ExitReason::Stopped)
+                }
                 Ok(()) => reporter.report(Ended::Stopped, ExitReason::Stopped),
                 Err(_) => reporter.report(
                     Ended::Failed,
@@ -282,11 +297,15 @@ impl Child for SupervisorChild {
         let _ = self.control.unbounded_send(Event::Stop);
     }
 
-    fn close(&self, _reason: ExitReason) {
+    /// Its children end for good with it (now, or when its running incarnation's future
+    /// puts its state back), then its own life, with `reason`.
+    fn close(&self, reason: ExitReason) {
         let mut nested = self.nested.lock();
         nested.closed = true;
         if let Some(state) = nested.state.as_ref() {
             state.close_all();
         }
+        drop(nested);
+        self.life.end(reason);
     }
 }

@@ -51,10 +51,13 @@
 //! - Stopping the supervisor asks every child to stop at once, then waits for each within
 //!   its shutdown timeout (aborting past it), and ends each for good.
 
-use super::{ActorChild, Backoff, Child, ChildSpec, Ended, Escalated, Event, Intensity, Slot};
+use super::{
+    ActorChild, Backoff, Child, ChildSpec, Ended, Ending, Escalated, Event, Intensity, Slot,
+    SupervisorLife,
+};
 use crate::id::Serials;
 use crate::sync::Mutex;
-use crate::{Actor, ActorId, Error, ExitReason, Ref};
+use crate::{Actor, ActorId, Error, ExitReason, Join, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use runtime::{Clock as _, Spawner as _};
@@ -140,7 +143,7 @@ impl DynamicSupervisor {
             next_key: 0,
             closed: false,
         }));
-        let mut state = Dynamic {
+        let state = Dynamic {
             label: self.label,
             intensity: self.intensity,
             backoff: self.backoff,
@@ -154,21 +157,31 @@ impl DynamicSupervisor {
             registry: registry.clone(),
         };
         let label = self.label;
-        let handle = context.child(label).spawn(move |runtime| async move {
-            let outcome = state.supervise(&runtime).await;
+        let life = SupervisorLife::new(label);
+        // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
+        let mut ending = Ending::new(life.clone(), state);
+        // The task's handle is not kept: every ref waits on the life, and a dropped handle
+        // detaches the task.
+        drop(context.child(label).spawn(move |runtime| async move {
+            let outcome = ending.state().supervise(&runtime).await;
+            let state = ending.state();
             state.close_all();
-            if outcome.is_err() {
-                panic!(
-                    "dynamic supervisor `{}` gave up: more than {} restarts within {:?}",
-                    state.label, state.intensity.0, state.intensity.1
-                );
+            if outcome.is_ok() {
+                ending.end(ExitReason::Stopped);
+                return;
             }
-        });
+            let message = format!(
+                "dynamic supervisor `{}` gave up: more than {} restarts within {:?}",
+                state.label, state.intensity.0, state.intensity.1
+            );
+            ending.end(ExitReason::Panicked(message.clone()));
+            panic!("{message}");
+        }));
         DynamicSupervisorRef {
             control: sender,
             registry,
             max_children: self.max_children,
-            handle: Arc::new(Mutex::new(Some(handle))),
+            life,
             label,
         }
     }
@@ -181,7 +194,7 @@ pub struct DynamicSupervisorRef {
     control: mpsc::UnboundedSender<Event>,
     registry: Arc<Mutex<Registry>>,
     max_children: Option<usize>,
-    handle: Arc<Mutex<Option<runtime::Handle<()>>>>,
+    life: Arc<SupervisorLife>,
     label: &'static str,
 }
 
@@ -269,24 +282,32 @@ impl DynamicSupervisorRef {
         self.registry.lock().children.len()
     }
 
-    /// Stops every child (all asked at once, as OTP's `DynamicSupervisor` does), then the
-    /// supervisor.
-    pub fn stop(&self) {
-        let _ = self.control.unbounded_send(Event::Stop);
+    /// The supervisor's id, shown as `label#n`.
+    pub fn id(&self) -> ActorId {
+        self.life.id()
     }
 
-    /// Waits for the supervisor to end: `Ok` once stopped, [`Error::Panicked`] if it gave up
-    /// (with the runtime's `catch_panics`; without it, its failure fails the runner), and
-    /// [`Error::Closed`] if its task was aborted or another clone already joined it.
-    pub async fn join(&self) -> Result<(), Error> {
-        let Some(handle) = self.handle.lock().take() else {
-            return Err(Error::Closed);
-        };
-        match handle.await {
-            Ok(()) => Ok(()),
-            Err(runtime::Error::Exited) => Err(Error::Panicked { actor: self.label }),
-            Err(_) => Err(Error::Closed),
-        }
+    /// Stops every child (all asked at once, as OTP's `DynamicSupervisor` does), then the
+    /// supervisor; resolves with its exit reason once it ended (`Stopped`, or why it ended
+    /// first). The request is made when `stop` is called: dropping the future
+    /// (`supervisor.stop();`) does not withdraw it, which is the fire-and-forget form.
+    pub fn stop(&self) -> Join {
+        let _ = self.control.unbounded_send(Event::Stop);
+        self.life.join()
+    }
+
+    /// Resolves with the supervisor's exit reason once it ended, without asking it to (at
+    /// once if it has): every caller, from any clone, hears the same reason. `Stopped` once
+    /// stopped; `Panicked` if it gave up (more restarts than its intensity allows; with the
+    /// runtime's `catch_panics`, else its failure fails the runner); `Shutdown` if its scope
+    /// ended first. Its children have all ended for good by then.
+    pub fn join(&self) -> Join {
+        self.life.join()
+    }
+
+    /// The supervisor's life, which a pool's ref is registered and monitored by.
+    pub(crate) fn life(&self) -> &Arc<SupervisorLife> {
+        &self.life
     }
 }
 

@@ -26,8 +26,8 @@
 //!     assert_eq!(worker.work(2).await, Ok(4));
 //!     assert!(worker.work(13).await.is_err()); // a panic: the worker restarts
 //!     assert_eq!(worker.work(3).await, Ok(6)); // the same ref reaches the new incarnation
-//!     supervisor.stop();
-//!     supervisor.join().await.unwrap();
+//!     // Resolves once every child and the supervisor ended.
+//!     assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
 //! });
 //! ```
 //!
@@ -56,18 +56,21 @@
 mod backoff;
 mod child;
 mod dynamic;
+mod life;
 
 pub use backoff::Backoff;
 pub use dynamic::{DynamicSupervisor, DynamicSupervisorRef};
 
 use child::{ActorChild, Child, Ended, Event, Incarnation, Nested, Reporter, SupervisorChild};
+use life::Ending;
+pub(crate) use life::SupervisorLife;
 
 use crate::actor::run::Exit;
 use crate::actor::spawn::spawn_incarnation;
 use crate::mailbox::Mailbox;
 use crate::metrics::Families;
 use crate::sync::Mutex;
-use crate::{Actor, ActorId, Error, ExitReason, Ref};
+use crate::{Actor, ActorId, Error, ExitReason, Join, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
 use runtime::{Clock as _, Spawner as _};
@@ -80,7 +83,13 @@ use std::time::{Duration, Instant};
 pub enum Restart {
     /// Always, whether it failed or stopped itself.
     Permanent,
-    /// Only when it failed (a panic).
+    /// Only when it ended abnormally: a handler or hook panicked (`Panicked`), an actor it
+    /// was linked to ended abnormally and it did not trap exits (`Linked`), its incarnation
+    /// was aborted or lost without reporting (`Shutdown`), its factory or `on_start`
+    /// panicked (except a dynamic supervisor's child's first start, which is refused), or,
+    /// for a nested supervisor, it gave up. Not when it ended normally: it stopped itself
+    /// (`Normal`) or was asked to by its supervisor (`Stopped`). A child stopped by a ref's
+    /// `stop()` or left without refs is never restarted, whatever its policy.
     Transient,
     /// Never.
     Temporary,
@@ -259,13 +268,16 @@ impl Supervisor {
     ) -> SupervisorRef {
         let control = supervisor.state.sender.clone();
         let label = supervisor.state.label;
+        let life = SupervisorLife::new(label);
+        let nested = Arc::new(Mutex::new(Nested {
+            state: Some(supervisor.state),
+            closed: false,
+            terminated: false,
+        }));
         let child = SupervisorChild {
             label,
-            id: ActorId::next_named(label),
-            nested: Arc::new(Mutex::new(Nested {
-                state: Some(supervisor.state),
-                closed: false,
-            })),
+            life: life.clone(),
+            nested: nested.clone(),
             control: control.clone(),
             restart,
             shutdown,
@@ -273,8 +285,8 @@ impl Supervisor {
         self.state.slots.push(Slot::new(Box::new(child)));
         SupervisorRef {
             control,
-            handle: None,
-            label,
+            life,
+            nested: Some(nested),
         }
     }
 
@@ -297,21 +309,30 @@ impl Supervisor {
     pub fn spawn(self, context: &runtime::Context) -> SupervisorRef {
         let control = self.state.sender.clone();
         let label = self.state.label;
-        let mut state = self.state;
-        let handle = context.child(label).spawn(move |runtime| async move {
-            if state.supervise(&runtime, None).await.is_err() {
-                // Nobody restarts this supervisor: its children are done for good.
-                state.close_all();
-                panic!(
-                    "supervisor `{}` gave up: more than {} restarts within {:?}",
-                    state.label, state.intensity.0, state.intensity.1
-                );
+        let life = SupervisorLife::new(label);
+        // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
+        let mut ending = Ending::new(life.clone(), self.state);
+        // The task's handle is not kept: every ref waits on the life, and a dropped handle
+        // detaches the task.
+        drop(context.child(label).spawn(move |runtime| async move {
+            if ending.state().supervise(&runtime, None).await.is_ok() {
+                ending.end(ExitReason::Stopped);
+                return;
             }
-        });
+            // Nobody restarts this supervisor: its children are done for good, then it is.
+            let state = ending.state();
+            state.close_all();
+            let message = format!(
+                "supervisor `{}` gave up: more than {} restarts within {:?}",
+                state.label, state.intensity.0, state.intensity.1
+            );
+            ending.end(ExitReason::Panicked(message.clone()));
+            panic!("{message}");
+        }));
         SupervisorRef {
             control,
-            handle: Some(handle),
-            label,
+            life,
+            nested: None,
         }
     }
 }
@@ -582,31 +603,46 @@ impl Drop for State {
     }
 }
 
-/// A running supervisor: stop it, or wait for it to end.
+/// A running supervisor: stop it, or wait for it to end, as an actor's ref does. Cheap to
+/// clone; dropping every clone does not stop the supervisor.
+///
+/// Its end is an [`ExitReason`], as an actor's: `Stopped` once stopped (by
+/// [`stop`](Self::stop), or by its parent), `Panicked` if it gave up (more restarts than its
+/// intensity allows; with the runtime's `catch_panics`, else its failure fails the runner),
+/// and `Shutdown` if its scope ended first (or, for a nested supervisor, its parent aborted it
+/// past its shutdown timeout).
+#[derive(Clone)]
 pub struct SupervisorRef {
     control: mpsc::UnboundedSender<Event>,
-    handle: Option<runtime::Handle<()>>,
-    label: &'static str,
+    life: Arc<SupervisorLife>,
+    /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
+    nested: Option<Arc<Mutex<Nested>>>,
 }
 
 impl SupervisorRef {
-    /// Stops every child, in reverse start order, then the supervisor.
-    pub fn stop(&self) {
-        let _ = self.control.unbounded_send(Event::Stop);
+    /// The supervisor's id, shown as `label#n`.
+    pub fn id(&self) -> ActorId {
+        self.life.id()
     }
 
-    /// Waits for the supervisor to end: `Ok` once stopped, [`Error::Panicked`] if it gave up
-    /// (with the runtime's `catch_panics`; without it, its failure fails the runner), and
-    /// [`Error::Closed`] if its task was aborted or it is a nested supervisor (whose end its
-    /// parent handles).
-    pub async fn join(self) -> Result<(), Error> {
-        let Some(handle) = self.handle else {
-            return Err(Error::Closed);
-        };
-        match handle.await {
-            Ok(()) => Ok(()),
-            Err(runtime::Error::Exited) => Err(Error::Panicked { actor: self.label }),
-            Err(_) => Err(Error::Closed),
+    /// Stops every child, in reverse start order, then the supervisor; resolves with its
+    /// exit reason once it ended (`Stopped`, or why it ended first). The request is made when
+    /// `stop` is called: dropping the future (`supervisor.stop();`) does not withdraw it,
+    /// which is the fire-and-forget form. A nested supervisor stopped this way is done for
+    /// good: its parent does not restart it, whatever its restart policy (as an actor
+    /// child's `stop()`).
+    pub fn stop(&self) -> Join {
+        if let Some(nested) = &self.nested {
+            nested.lock().terminated = true;
         }
+        let _ = self.control.unbounded_send(Event::Stop);
+        self.life.join()
+    }
+
+    /// Resolves with the supervisor's exit reason once it ended for good, without asking it
+    /// to (at once if it has): every caller, from any clone, hears the same reason. A nested
+    /// supervisor ends for good when its parent is done with it (not at a restart).
+    pub fn join(&self) -> Join {
+        self.life.join()
     }
 }

@@ -229,7 +229,7 @@ fn ours_spawn_supervised() -> Duration {
             }
             let elapsed = start.elapsed();
             supervisor.stop();
-            supervisor.join().await.unwrap();
+            assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
             elapsed
         })
     })

@@ -89,7 +89,7 @@ impl ToTokens for ImplementsImpls<'_> {
     }
 }
 
-/// The methods of `<Name>Ref` and `<Name>PoolRef` for the handlers, and the ref's
+/// The methods of `<Name>Ref` and `<Name>PoolRef` for the handlers, and both refs'
 /// `Registrable` and `ActorHandle`.
 struct RefImpls<'a>(&'a Shape<'a>);
 
@@ -102,6 +102,7 @@ impl ToTokens for RefImpls<'_> {
         let sender = Sender::Actor {
             actor: self_ty,
             message: &shape.message,
+            interface: None,
         };
         let own = OwnMethods {
             sender: &sender,
@@ -112,16 +113,32 @@ impl ToTokens for RefImpls<'_> {
             sender: &sender,
             handler,
         });
-        let pool = Sender::Pool { actor: self_ty };
+        let pool = Sender::Pool {
+            actor: self_ty,
+            message: &shape.message,
+            interface: None,
+        };
         let pool_methods = model.handlers.iter().map(|handler| HandlerMethods {
             sender: &pool,
             handler,
         });
+        // Here, not with `as_pool`: it needs the actor's `Actor` impl, which an actor with no
+        // impl half lacks (that error says so; this would add another).
+        let pool_own = OwnMethods {
+            sender: &pool,
+            vis: quote!(pub),
+            methods: &[Own::Id],
+        };
         let pool_name = names::pool_ref(&model.name);
         let self_arguments = &model.self_arguments;
         let handle = ActorHandleImpl(&RefType {
             generics: impl_generics.to_token_stream(),
             ty: ref_ty.clone(),
+            where_clause: where_clause.to_token_stream(),
+        });
+        let pool_handle = ActorHandleImpl(&RefType {
+            generics: impl_generics.to_token_stream(),
+            ty: quote!(#pool_name #self_arguments),
             where_clause: where_clause.to_token_stream(),
         });
         tokens.extend(quote! {
@@ -134,6 +151,8 @@ impl ToTokens for RefImpls<'_> {
 
             #[allow(private_interfaces)]
             impl #impl_generics #pool_name #self_arguments #where_clause {
+                #pool_own
+
                 #(#pool_methods)*
             }
 
@@ -150,6 +169,21 @@ impl ToTokens for RefImpls<'_> {
             }
 
             #handle
+
+            impl #impl_generics ::actors::Registrable for #pool_name #self_arguments #where_clause {
+                type Weak = <::actors::PoolRef<#self_ty> as ::actors::Registrable>::Weak;
+
+                fn __downgrade(&self) -> Self::Weak {
+                    ::actors::Registrable::__downgrade(&self.0)
+                }
+
+                fn __upgrade(weak: &Self::Weak) -> ::core::option::Option<Self> {
+                    <::actors::PoolRef<#self_ty> as ::actors::Registrable>::__upgrade(weak)
+                        .map(::core::convert::From::from)
+                }
+            }
+
+            #pool_handle
         });
     }
 }

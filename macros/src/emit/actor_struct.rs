@@ -172,8 +172,10 @@ impl ToTokens for PoolRefStruct<'_> {
         let where_clause = &bounded.where_clause;
         let doc = format!(
             "A pool of [`{name}`] actors behind one ref (see [`actors::Pool`](::actors::Pool)): \
-             the handler methods of [`{name}Ref`] (ask, `tell_`, `try_`), each routed to a \
-             member by the pool's routing; `as_pool()` gives the \
+             the handler methods of [`{name}Ref`] (the same ask, with `.timeout` and \
+             `.queued`, `tell_`, `forward_`, `try_`, and those of the interfaces it \
+             implements), each routed to a member by the pool's routing; `id()` is the \
+             pool's (its supervisor's), by which a registry holds it; `as_pool()` gives the \
              [`PoolRef`](::actors::PoolRef) for `route_by`, `resize` and `stop`."
         );
         let ty = self.0.ref_type(pool_name);
@@ -182,8 +184,13 @@ impl ToTokens for PoolRefStruct<'_> {
             wrapped: quote!(::actors::PoolRef<#this>),
             parameter: format_ident!("pool"),
         };
+        let message = names::actor_message(name);
         let as_pool = OwnMethods {
-            sender: &Sender::Pool { actor: this },
+            sender: &Sender::Pool {
+                actor: this,
+                message: &message,
+                interface: None,
+            },
             vis: vis.to_token_stream(),
             methods: &[Own::AsPool],
         };
@@ -220,6 +227,7 @@ impl ToTokens for InnerAccessor<'_> {
             sender: &Sender::Actor {
                 actor: &shape.this,
                 message: &message,
+                interface: None,
             },
             vis: shape.model.item.vis.to_token_stream(),
             methods: &[Own::Inner],

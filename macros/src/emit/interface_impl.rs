@@ -1,7 +1,10 @@
-//! `#[actor] impl Interface for Actor`: the impl as written, and `From<ActorRef>` for the
-//! interface's ref, spanned on the interface so that an undeclared one is reported there.
+//! `#[actor] impl Interface for Actor`: the impl as written, `From<ActorRef>` for the
+//! interface's ref, spanned on the interface so that an undeclared one is reported there,
+//! and the methods of the handlers the impl defines on the actor's ref and pool ref, which
+//! send the interface's messages as the interface's ref does.
 
 use super::names;
+use super::ref_methods::{HandlerMethods, Sender};
 use crate::model::InterfaceImpl;
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote, quote_spanned};
@@ -28,9 +31,42 @@ impl ToTokens for InterfaceImpl {
             }
         };
         let item = &self.item;
+        let self_ty = &item.self_ty;
+        let actor_ty = quote!(#self_ty);
+        let message = names::actor_message(actor);
+        let interface_message = names::sibling(interface, names::interface_message);
+        let sender = Sender::Actor {
+            actor: &actor_ty,
+            message: &message,
+            interface: Some(&interface_message),
+        };
+        let pool = Sender::Pool {
+            actor: &actor_ty,
+            message: &message,
+            interface: Some(&interface_message),
+        };
+        let methods = self.handlers.iter().map(|handler| HandlerMethods {
+            sender: &sender,
+            handler,
+        });
+        let pool_methods = self.handlers.iter().map(|handler| HandlerMethods {
+            sender: &pool,
+            handler,
+        });
+        let pool_name = names::pool_ref(actor);
         tokens.extend(quote! {
             #item
             #from
+
+            #[allow(private_interfaces)]
+            impl #impl_generics #ref_name #self_arguments #where_clause {
+                #(#methods)*
+            }
+
+            #[allow(private_interfaces)]
+            impl #impl_generics #pool_name #self_arguments #where_clause {
+                #(#pool_methods)*
+            }
         });
         self.options_error.to_tokens(tokens);
     }

@@ -14,19 +14,27 @@ use syn::ext::IdentExt as _;
 
 /// What a ref holds in its field `0`, and so how its methods send.
 pub(crate) enum Sender<'a> {
-    /// An `actors::Ref` of the actor type `actor`, which takes the enum `message`.
+    /// An `actors::Ref` of the actor type `actor`, which takes the enum `message`, or, with
+    /// `interface`, the handlers of the interface whose message enum that is (wrapped into
+    /// the actor's by its `Implements`).
     Actor {
         actor: &'a TokenStream,
         message: &'a Ident,
+        interface: Option<&'a syn::Path>,
     },
     /// An `ErasedRef` of the interface `interface`, whose enum is `message`.
     Interface {
         interface: &'a Ident,
         message: &'a Ident,
     },
-    /// An `actors::PoolRef` of the actor type `actor`: each call goes to the member's ref the
-    /// pool routes to, which has the same method.
-    Pool { actor: &'a TokenStream },
+    /// An `actors::PoolRef` of the actor type `actor`, which takes the enum `message` (or
+    /// an `interface`'s, as for `Actor`) and sends each to the member it routes to (`ask`,
+    /// `send`, `try_send`, as an `actors::Ref`).
+    Pool {
+        actor: &'a TokenStream,
+        message: &'a Ident,
+        interface: Option<&'a syn::Path>,
+    },
     /// An `actors::remote::RemoteRef` speaking the enum `wire`.
     Remote { wire: &'a Ident },
 }
@@ -91,7 +99,7 @@ impl OwnMethods<'_> {
     /// The typed refs underneath: the actor's, the pool's, a weak one.
     fn accessor(&self, method: Own) -> TokenStream {
         let vis = &self.vis;
-        let (Sender::Actor { actor, .. } | Sender::Pool { actor }) = self.sender else {
+        let (Sender::Actor { actor, .. } | Sender::Pool { actor, .. }) = self.sender else {
             unreachable!("only an actor's or a pool's ref holds a typed ref");
         };
         match method {
@@ -121,6 +129,15 @@ impl OwnMethods<'_> {
     fn lifecycle(&self, method: Own) -> TokenStream {
         let vis = &self.vis;
         let interface = matches!(self.sender, Sender::Interface { .. });
+        if let (Own::Id, Sender::Pool { .. }) = (method, self.sender) {
+            return quote! {
+                /// The pool's id: its supervisor's, shown `label#n`, not any member's (see
+                /// [`PoolRef::id`](::actors::PoolRef::id)).
+                #vis fn id(&self) -> ::actors::ActorId {
+                    self.0.id()
+                }
+            };
+        }
         match (method, interface) {
             (Own::Id, false) => quote! {
                 /// The actor's id, shown as `label#n`.
@@ -219,8 +236,10 @@ impl Sender<'_> {
                 Form::Try,
                 Form::Recipient,
             ],
-            Sender::Interface { .. } => &[Form::Ask, Form::Tell, Form::Forward, Form::Try],
-            Sender::Pool { .. } | Sender::Remote { .. } => &[Form::Ask, Form::Tell, Form::Try],
+            Sender::Interface { .. } | Sender::Pool { .. } => {
+                &[Form::Ask, Form::Tell, Form::Forward, Form::Try]
+            }
+            Sender::Remote { .. } => &[Form::Ask, Form::Tell, Form::Try],
         }
     }
 }
@@ -259,7 +278,7 @@ impl HandlerMethods<'_> {
         }
         let asyncness = self.is_async(form).then(|| quote!(async));
         let output = self.output(form);
-        let body = self.body(form, &name);
+        let body = self.body(form);
         let docs = self.docs(form);
         let (cfgs, vis) = (&handler.cfgs, &handler.vis);
         quote! {
@@ -273,7 +292,7 @@ impl HandlerMethods<'_> {
 
     fn is_async(&self, form: Form) -> bool {
         match form {
-            Form::Ask => matches!(self.sender, Sender::Pool { .. }),
+            Form::Ask => false,
             Form::Tell | Form::Forward => true,
             Form::Try | Form::Recipient => false,
         }
@@ -282,12 +301,11 @@ impl HandlerMethods<'_> {
     fn output(&self, form: Form) -> TokenStream {
         let reply = &self.handler.reply;
         match (form, self.sender) {
-            (Form::Ask, Sender::Actor { actor, .. }) => quote!(::actors::Ask<'_, #actor, #reply>),
+            (Form::Ask, Sender::Actor { actor, .. } | Sender::Pool { actor, .. }) => {
+                quote!(::actors::Ask<'_, #actor, #reply>)
+            }
             (Form::Ask, Sender::Interface { message, .. }) => {
                 quote!(::actors::ErasedAsk<'_, #message, #reply>)
-            }
-            (Form::Ask, Sender::Pool { .. }) => {
-                quote!(::core::result::Result<#reply, ::actors::Error>)
             }
             (Form::Ask, Sender::Remote { .. }) => quote!(::actors::remote::RemoteAsk<#reply>),
             (Form::Recipient, _) => {
@@ -303,16 +321,31 @@ impl HandlerMethods<'_> {
         }
     }
 
-    /// What the method does: sends the handler's message, or routes to a member's method of
-    /// the same `name`.
-    fn body(&self, form: Form, name: &Ident) -> TokenStream {
+    /// What the method does: sends the handler's message (a pool's to the member it routes
+    /// to).
+    fn body(&self, form: Form) -> TokenStream {
         let (names, _) = handler_signature(self.handler);
         let variant = &self.handler.variant;
         let body = match self.sender {
-            Sender::Actor { message, .. } | Sender::Interface { message, .. } => {
-                local_send(form, message, variant, &names)
+            Sender::Actor {
+                actor,
+                message,
+                interface,
             }
-            Sender::Pool { .. } => quote!(self.0.route().#name(#(#names),*)),
+            | Sender::Pool {
+                actor,
+                message,
+                interface,
+            } => {
+                let build = match interface {
+                    None => Build::Own(message),
+                    Some(interface) => Build::Wrapped { actor, interface },
+                };
+                local_send(form, &build, variant, &names)
+            }
+            Sender::Interface { message, .. } => {
+                local_send(form, &Build::Own(message), variant, &names)
+            }
             Sender::Remote { wire } => {
                 let send = match form {
                     Form::Ask => quote!(__ask),
@@ -322,10 +355,8 @@ impl HandlerMethods<'_> {
                 quote!(self.0.#send(&#wire::#variant(#(#names),*)))
             }
         };
-        match (form, self.sender) {
-            (Form::Tell | Form::Forward, _) | (Form::Ask, Sender::Pool { .. }) => {
-                quote!(#body.await)
-            }
+        match form {
+            Form::Tell | Form::Forward => quote!(#body.await),
             _ => body,
         }
     }
@@ -337,9 +368,16 @@ impl HandlerMethods<'_> {
                 let docs = &self.handler.docs;
                 return quote!(#(#docs)*);
             }
-            (Form::Tell | Form::Try, Sender::Pool { .. }) => {
-                let prefix = if form == Form::Tell { "tell" } else { "try" };
-                format!("`{prefix}_{plain}` on the member the pool routes to.")
+            (Form::Tell | Form::Forward | Form::Try, Sender::Pool { .. }) => {
+                let prefix = match form {
+                    Form::Tell => "tell",
+                    Form::Forward => "forward",
+                    _ => "try",
+                };
+                format!(
+                    "`{prefix}_{plain}` on the member the pool routes to (`{prefix}_` on the \
+                     actor's ref says how)."
+                )
             }
             (Form::Tell, Sender::Remote { .. }) => format!(
                 "Sends `{plain}` without waiting for its reply; waits while this node's NATS \
@@ -373,10 +411,29 @@ impl HandlerMethods<'_> {
     }
 }
 
-/// How a local ref (an actor's or an interface's, whose field `0` has the same methods) sends
-/// `form` of the handler whose variant of `message` is `variant`.
-fn local_send(form: Form, message: &Ident, variant: &Ident, names: &[&Ident]) -> TokenStream {
-    let build = |reply: TokenStream| quote!(#message::#variant(#(#names,)* #reply));
+/// How a local ref builds a handler's message.
+enum Build<'a> {
+    /// A variant of the enum its field `0` takes.
+    Own(&'a Ident),
+    /// A variant of an interface's enum (at `interface`), wrapped into the messages of
+    /// `actor`, which implements it.
+    Wrapped {
+        actor: &'a TokenStream,
+        interface: &'a syn::Path,
+    },
+}
+
+/// How a local ref (an actor's, an interface's or a pool's, whose field `0` has the same
+/// methods) sends `form` of the handler whose variant is `variant`.
+fn local_send(form: Form, message: &Build, variant: &Ident, names: &[&Ident]) -> TokenStream {
+    let build = |reply: TokenStream| match message {
+        Build::Own(message) => quote!(#message::#variant(#(#names,)* #reply)),
+        Build::Wrapped { actor, interface } => quote! {
+            <#actor as ::actors::__private::Implements<#interface>>::wrap(
+                #interface::#variant(#(#names,)* #reply)
+            )
+        },
+    };
     match form {
         Form::Ask => {
             let message = build(quote!(__reply));

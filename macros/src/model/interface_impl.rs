@@ -1,8 +1,11 @@
 //! `#[actor] impl Interface for Actor { ... }`: an actor implementing an interface. The
 //! trait's own declaration (`#[interface]`) checks the handlers; this checks that the impl
-//! is one of a declared interface for an actor of this module.
+//! is one of a declared interface for an actor of this module, and reads the handlers the
+//! impl defines, which the actor's own refs get methods for.
 
 use super::errors::Errors;
+use super::handler::{Handler, Owner};
+use super::hook::HookKind;
 use super::impl_options::interface_name;
 use super::types::BORROWING_ACTOR;
 use super::types::actor_of;
@@ -40,6 +43,11 @@ pub(crate) struct InterfaceImpl {
     /// The interface's path as written, and its last segment's name.
     pub(crate) interface: syn::Path,
     pub(crate) interface_name: Ident,
+    /// The handlers the impl defines (every required one, and the defaults it overrides),
+    /// `Self` resolved to the actor, visible as `pub`: the actor's ref and pool ref get a
+    /// method for each, as the interface's ref has. One the trait refuses is left out here
+    /// without an error, which the trait's own expansion reports.
+    pub(crate) handlers: Vec<Handler>,
     /// Options were given, which it takes none of: the expansion is made without them.
     pub(crate) options_error: Errors,
 }
@@ -70,7 +78,26 @@ impl InterfaceImpl {
                 "#[actor] on an interface impl takes no options",
             )
         });
+        let owner = Owner {
+            name: &actor,
+            self_ty: &item.self_ty,
+        };
+        let public: syn::Visibility = syn::parse_quote!(pub);
+        let handlers = item
+            .items
+            .iter()
+            .filter_map(|member| match member {
+                syn::ImplItem::Fn(method) => Some(method),
+                _ => None,
+            })
+            .filter(|method| {
+                method.sig.receiver().is_some()
+                    && HookKind::of(&method.sig.ident.to_string()).is_none()
+            })
+            .filter_map(|method| Handler::parse(&method.sig, &method.attrs, &public, &owner).ok())
+            .collect();
         Ok(InterfaceImpl {
+            handlers,
             interface: interface.clone(),
             interface_name,
             actor,

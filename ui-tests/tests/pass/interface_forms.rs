@@ -1,6 +1,7 @@
 //! Every accepted interface form: sync and async handlers, a context, a delegated reply,
 //! a default body, docs and cfgs; an interface from another module; a generic actor and a
-//! dedicated one behind it; an actor implementing two; recipients of each handler shape.
+//! dedicated one behind it; an actor implementing two; recipients of each handler shape; the
+//! interfaces' handlers on the actor's own ref and pool ref, in every form.
 use actors::prelude::*;
 use actors::{Context, Recipient, Reply};
 
@@ -123,5 +124,40 @@ fn main() {
         assert_eq!(memory.label().await, Ok("mem".to_string()));
         let label: Recipient<(), String> = memory.label_recipient();
         assert_eq!(label.ask(()).await, Ok("mem".to_string()));
+
+        // The interfaces' handlers on the actor's own ref: every form, the actor ref's ask.
+        let get: actors::Ask<'_, Memory<String>, Option<String>> = memory.get("a".into());
+        assert_eq!(get.await, Ok(Some("1".to_string())));
+        memory.tell_put("b".into(), "2".into()).await.unwrap();
+        memory.try_put("c".into(), "3".into()).unwrap();
+        assert_eq!(
+            memory
+                .size()
+                .timeout(std::time::Duration::from_secs(60))
+                .queued()
+                .await
+                .unwrap()
+                .await,
+            Ok(3)
+        );
+        assert_eq!(memory.later().await, Ok(7));
+        assert_eq!(memory.name().await, Ok("mem".to_string()));
+        let get: Recipient<String, Option<String>> = memory.get_recipient();
+        assert_eq!(get.ask("b".into()).await, Ok(Some("2".to_string())));
+        let fixed = Fixed.spawn(&context);
+        assert_eq!(fixed.version().await, Ok(2));
+        assert_eq!(fixed.get("a".into()).await, Ok(None));
+
+        // And on a pool ref, routed to a member.
+        let pool: FixedPoolRef = actors::Pool::new("fixed", 2, || Fixed)
+            .spawn(&context)
+            .await
+            .unwrap()
+            .into();
+        assert_eq!(pool.size().await, Ok(0));
+        pool.tell_put("a".into(), "1".into()).await.unwrap();
+        pool.try_put("a".into(), "1".into()).unwrap();
+        assert_eq!(pool.later().await, Ok(0));
+        let _: actors::Ask<'_, Fixed, u32> = pool.version();
     });
 }
