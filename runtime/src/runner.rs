@@ -75,6 +75,7 @@ impl Drop for StorageLock {
 }
 
 /// Starts a runtime and runs a root future on the calling thread.
+#[derive(Debug)]
 pub struct Runner {
     config: Config,
 }

@@ -122,9 +122,12 @@ impl Future for Stopped {
 
 impl std::fmt::Debug for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stopped")
-            .field("value", &self.state.lock().value)
-            .finish()
+        // `try_lock`: Debug never waits, and never deadlocks on a lock its own thread holds.
+        let mut debug = f.debug_struct("Stopped");
+        match self.state.try_lock() {
+            Some(state) => debug.field("value", &state.value).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }
 
