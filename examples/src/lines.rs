@@ -19,6 +19,7 @@ pub enum LineError {
 
 /// Reads lines from a stream, one byte request at a time (the stream reads ahead, so a byte
 /// usually comes from its buffer, not the kernel).
+#[derive(Debug)]
 pub struct LineReader {
     stream: runtime::net::Stream,
     /// How long a line may take to arrive whole, counted from the end of the previous one
@@ -98,6 +99,18 @@ pub enum Event {
     Idle,
     /// The client closed the connection (or it failed); the reader stops.
     End,
+}
+
+/// Shows a line's length, not its bytes.
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Line(line) => write!(f, "Line({} bytes)", line.len()),
+            Event::TooLong => f.write_str("TooLong"),
+            Event::Idle => f.write_str("Idle"),
+            Event::End => f.write_str("End"),
+        }
+    }
 }
 
 /// Spawns, in `scope` (an actor's own scope, so it ends with the actor), the task that reads
