@@ -148,3 +148,20 @@ impl Future for Released {
         Poll::Pending
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A stop signal's `Debug` shows its value, and does not wait for (nor deadlock on) the state
+    /// lock held by its own thread: it shows `..` instead.
+    #[test]
+    fn debug_shows_the_value_and_never_waits_for_the_lock() {
+        let stopper = Stopper::default();
+        let signal = stopper.signal();
+        stopper.stop(3);
+        assert_eq!(format!("{signal:?}"), "Stopped { value: Some(3) }");
+        let _held = stopper.state.lock();
+        assert_eq!(format!("{signal:?}"), "Stopped { .. }");
+    }
+}
