@@ -19,12 +19,20 @@ pub enum LineError {
 
 /// Reads lines from a stream, one byte request at a time (the stream reads ahead, so a byte
 /// usually comes from its buffer, not the kernel).
-#[derive(Debug)]
 pub struct LineReader {
     stream: runtime::net::Stream,
     /// How long a line may take to arrive whole, counted from the end of the previous one
     /// (a quiet client and one that trickles a line are both bounded), and the clock.
     idle: Option<(runtime::Context, std::time::Duration)>,
+}
+
+impl std::fmt::Debug for LineReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineReader")
+            .field("stream", &self.stream)
+            .field("idle", &self.idle.as_ref().map(|(_, idle)| idle))
+            .finish()
+    }
 }
 
 impl LineReader {

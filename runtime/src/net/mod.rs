@@ -171,6 +171,52 @@ fn finish_pending(
     Poll::Ready(Some(output))
 }
 
+/// The local and peer addresses of a connected socket, where the kernel knows them.
+fn addresses(fd: &OwnedFd) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    // SAFETY: the descriptor stays owned by `fd`: the borrowed stream is never dropped (it is
+    // wrapped in ManuallyDrop) and does not outlive this call.
+    let stream =
+        std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd.as_raw_fd()) });
+    (stream.local_addr().ok(), stream.peer_addr().ok())
+}
+
+/// Shows the socket's descriptor and its addresses, never buffered bytes.
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let local = with_std_listener(&self.fd, |listener| listener.local_addr().ok());
+        f.debug_struct("Listener")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shows the socket's descriptor and its addresses, never bytes in flight.
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (local, peer) = addresses(&self.fd);
+        f.debug_struct("Sink")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .field("peer", &peer)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shows the socket's descriptor and its addresses, never received bytes.
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (local, peer) = addresses(&self.fd);
+        f.debug_struct("Stream")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &local)
+            .field("peer", &peer)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
 fn shutdown(fd: &OwnedFd, how: i32) {
     // SAFETY: `fd` is a live socket we own; shutdown has no memory preconditions. Errors (a
     // socket never connected) leave nothing to undo.
@@ -371,60 +417,6 @@ fn with_std_listener<R>(fd: &OwnedFd, f: impl FnOnce(&std::net::TcpListener) -> 
     let listener =
         std::mem::ManuallyDrop::new(unsafe { std::net::TcpListener::from_raw_fd(fd.as_raw_fd()) });
     f(&listener)
-}
-
-/// Borrows `fd` as a std stream for `f`, to ask the kernel for its addresses.
-fn with_std_stream<R>(fd: &OwnedFd, f: impl FnOnce(&std::net::TcpStream) -> R) -> R {
-    // SAFETY: the descriptor stays owned by `fd`: the borrowed stream is never dropped (it is
-    // wrapped in ManuallyDrop) and does not outlive this call.
-    let stream =
-        std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd.as_raw_fd()) });
-    f(&stream)
-}
-
-/// Shows the socket's descriptor and address (one `getsockname`, which never waits).
-impl std::fmt::Debug for Listener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Listener")
-            .field("fd", &self.fd.as_raw_fd())
-            .field(
-                "local",
-                &with_std_listener(&self.fd, |l| l.local_addr()).ok(),
-            )
-            .field("accepting", &self.pending.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Shows the connection's descriptor and its two addresses (`getsockname` and `getpeername`,
-/// which never wait; `None` once the kernel no longer knows one), and whether a send failed.
-impl std::fmt::Debug for Sink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (local, peer) =
-            with_std_stream(&self.fd, |s| (s.local_addr().ok(), s.peer_addr().ok()));
-        f.debug_struct("Sink")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("local", &local)
-            .field("peer", &peer)
-            .field("broken", &self.broken)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Shows the connection's descriptor and its two addresses (as [`Sink`]'s), how many received
-/// bytes wait in its buffer (not the bytes), and whether the peer closed its side.
-impl std::fmt::Debug for Stream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (local, peer) =
-            with_std_stream(&self.fd, |s| (s.local_addr().ok(), s.peer_addr().ok()));
-        f.debug_struct("Stream")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("local", &local)
-            .field("peer", &peer)
-            .field("buffered", &self.buffer.len())
-            .field("closed", &self.closed)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Drop for Listener {
