@@ -190,8 +190,6 @@ impl ToTokens for InterfaceRef<'_> {
                 #(#variants,)*
             }
 
-            #message_debug
-
             #[doc = #ref_doc]
             #vis struct #ref_name(::actors::__private::ErasedRef<#message>);
 
@@ -203,6 +201,7 @@ impl ToTokens for InterfaceRef<'_> {
 
             #clone
             #debug
+            #message_debug
 
             impl ::actors::Registrable for #ref_name {
                 type Weak = ::actors::__private::WeakErasedRef<#message>;
