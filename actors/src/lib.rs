@@ -87,6 +87,8 @@
 //!   `actor_ask_timeouts_total`, and `actor_exits_total` also by reason) appear in
 //!   `context.encode()`.
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 mod actor;
 mod clock;
 mod error;

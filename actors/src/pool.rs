@@ -60,6 +60,18 @@ pub struct Pool<A: Actor> {
     intensity: Option<(usize, Duration)>,
 }
 
+/// Shows the label, size, routing and intensity (not the factory).
+impl<A: Actor> std::fmt::Debug for Pool<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("label", &self.label)
+            .field("size", &self.size)
+            .field("routing", &self.routing)
+            .field("intensity", &self.intensity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<A: Actor> Pool<A> {
     /// A pool labelled `label` (its scope's and metrics' name) of `size` members made by
     /// `factory`, called for every member and every restart, where the member runs. Routes
@@ -423,11 +435,15 @@ impl<A: Actor> Registrable for PoolRef<A> {
 
 impl<A: Actor> std::fmt::Debug for PoolRef<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PoolRef")
+        let mut debug = f.debug_struct("PoolRef");
+        debug
             .field("label", &self.shared.label)
-            .field("routing", &self.shared.routing)
-            .field("size", &self.size())
-            .finish()
+            .field("routing", &self.shared.routing);
+        // `try_read`: Debug never waits, and never deadlocks on a lock its own thread holds.
+        match self.shared.members.try_read() {
+            Some(members) => debug.field("size", &members.refs.len()).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }
 

@@ -87,6 +87,11 @@ impl<T: ?Sized> Mutex<T> {
         self.0.lock().expect("no model panics while holding a lock")
     }
 
+    /// The guard if the lock is free now: what a `Debug` impl takes, which never waits.
+    pub(crate) fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+        self.0.try_lock().ok()
+    }
+
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.0
             .get_mut()

@@ -263,7 +263,15 @@ impl<M> std::fmt::Debug for Topic<M> {
         f.debug_struct("Topic")
             .field("label", &self.shared.label)
             .field("policy", &self.shared.policy)
-            .field("subscribers", &self.shared.subscribers.lock().len())
+            .field(
+                "subscribers",
+                // `try_lock`: Debug never waits, nor deadlocks on a lock its thread holds.
+                &self
+                    .shared
+                    .subscribers
+                    .try_lock()
+                    .map(|subscribers| subscribers.len()),
+            )
             .finish()
     }
 }

@@ -1,6 +1,8 @@
 //! The harness shared by the benchmark binaries: alternate the runtimes sample by sample in one
 //! process, take medians, and print a markdown table of medians and ratios.
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
@@ -9,9 +11,13 @@ use runtime::{Config, Context, Runner};
 
 /// One workload: a name and a timed run on each runtime. Each run returns the time it
 /// measured inside its root (runtime start and shutdown excluded).
+#[derive(Debug)]
 pub struct Workload {
+    /// The row's name.
     pub name: &'static str,
+    /// The run on our runtime.
     pub ours: fn() -> Duration,
+    /// The same run on the peer runtime.
     pub peer: fn() -> Duration,
 }
 
@@ -45,8 +51,11 @@ pub fn format_pair(ours: Duration, peer: Duration) -> (String, String) {
 /// several rounds, so that a reader rerunning it can tell whether they landed inside.
 #[derive(Clone, Copy, Debug)]
 pub struct Spread {
+    /// The median value.
     pub median: f64,
+    /// The smallest value.
     pub min: f64,
+    /// The largest value.
     pub max: f64,
 }
 
@@ -290,8 +299,11 @@ pub async fn tokio_chained_spawn(depth: usize) -> Duration {
 /// One row of a table that compares several frameworks: a name and one timed run per
 /// framework, in the table's column order (ours first). A framework that cannot run the
 /// workload comparably returns [`NOT_COMPARABLE`].
+#[derive(Debug)]
 pub struct FrameworkRow<const N: usize> {
+    /// The row's name.
     pub name: &'static str,
+    /// One run per framework, in the table's column order.
     pub runs: [fn() -> Duration; N],
 }
 
@@ -300,8 +312,11 @@ pub const NOT_COMPARABLE: Duration = Duration::from_nanos(1);
 
 /// A ratio column of a framework table: the fastest of the frameworks at `peers` (column
 /// indices, ours being 0) over ours, taken per round.
+#[derive(Debug)]
 pub struct RatioColumn {
+    /// The column's title.
     pub title: &'static str,
+    /// The columns of the peers compared with ours.
     pub peers: &'static [usize],
 }
 

@@ -5,6 +5,8 @@
 //! line protocols of the others, refusals of connections past a limit that never lose their
 //! line, and the Ctrl-C handling that turns a signal into a runtime stop.
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 pub mod interrupt;
 pub mod kv;
 pub mod limits;

@@ -15,6 +15,7 @@ pub fn setting<T: FromStr>(name: &str, default: T) -> T {
 }
 
 /// One of at most `max` holders of `count`, released when dropped.
+#[derive(Debug)]
 pub struct Slot(Arc<AtomicUsize>);
 
 impl Slot {

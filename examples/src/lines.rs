@@ -141,6 +141,18 @@ pub enum Event {
     End,
 }
 
+/// Shows a line's length, not its bytes.
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Line(line) => write!(f, "Line({} bytes)", line.len()),
+            Event::TooLong => f.write_str("TooLong"),
+            Event::Idle => f.write_str("Idle"),
+            Event::End => f.write_str("End"),
+        }
+    }
+}
+
 /// Spawns, in `scope` (an actor's own scope, so it ends with the actor), the task that reads
 /// `stream` line by line, each within `idle` of the previous, and hands each [`Event`] to
 /// `deliver`; it stops after `TooLong`, `Idle` or `End`, or when `deliver` answers `false`

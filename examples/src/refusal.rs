@@ -32,14 +32,18 @@ pub const REFUSALS_IN_FLIGHT: usize = 64;
 pub const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A connection to refuse, and the line that says why.
+#[derive(Debug)]
 pub struct Refusal {
+    /// The connection's sending half.
     pub sink: Sink,
+    /// Its receiving half.
     pub stream: Stream,
     /// What the client is told, its line ending included.
     pub line: Vec<u8>,
 }
 
 /// The refusals of one accept loop: at most [`REFUSALS_IN_FLIGHT`] at once.
+#[derive(Debug)]
 pub struct Refusals {
     /// One token per refusal that may start; a refusal's task gives its token back when it
     /// ends (or is dropped: the token travels in a guard).

@@ -393,12 +393,23 @@ pub struct Encoded {
     copied: usize,
 }
 
+/// Shows how many bytes are encoded and not yet taken, not the bytes.
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoded")
+            .field("len", &self.len())
+            .field("copied", &self.copied)
+            .finish()
+    }
+}
+
 impl Encoded {
     /// The bytes encoded and not yet taken.
     pub fn len(&self) -> usize {
         self.chunks.len() + self.buffer.len()
     }
 
+    /// Whether nothing is encoded and not yet taken.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

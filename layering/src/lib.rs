@@ -22,6 +22,8 @@
 //! back-edges", one list item per edge written `` - `from -> to` `` (file-level module names,
 //! `lib` for the crate root).
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 mod document;
 mod graph;
 mod paths;

@@ -13,6 +13,8 @@
 //! Each attribute is parsed once into a model that holds every check (`model`, and `entry`
 //! for the runtime's attributes), then emitted item by item (`emit`): see `ARCHITECTURE.md`.
 
+#![warn(missing_docs)]
+
 mod emit;
 mod entry;
 mod model;

@@ -29,11 +29,11 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (status, server) = self.shared().status_and_server();
-        f.debug_struct("Client")
-            .field("status", &status)
-            .field("server", &server)
-            .finish_non_exhaustive()
+        let mut debug = f.debug_struct("Client");
+        if let Some((status, server)) = self.shared().try_status_and_server() {
+            debug.field("status", &status).field("server", &server);
+        }
+        debug.finish_non_exhaustive()
     }
 }
 

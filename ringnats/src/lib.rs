@@ -35,7 +35,7 @@
 //! counted, never the connection held up. [`server`] starts a `nats-server` for tests and
 //! examples.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod client;
 mod connection;

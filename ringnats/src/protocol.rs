@@ -359,6 +359,15 @@ pub struct Encoder<'a> {
     out: &'a mut BytesMut,
 }
 
+/// Shows how many bytes the buffer holds, not the bytes.
+impl std::fmt::Debug for Encoder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("buffered", &self.out.len())
+            .finish()
+    }
+}
+
 impl<'a> Encoder<'a> {
     /// An encoder appending to `out`.
     pub fn new(out: &'a mut BytesMut) -> Self {

@@ -124,6 +124,13 @@ impl Queue {
     pub(crate) fn len(&self) -> usize {
         self.state.lock().messages.len()
     }
+
+    /// The length and the drop count, or `None` if the lock is held: for `Debug`, which
+    /// never waits (nor deadlocks on a lock its own thread holds).
+    pub(crate) fn try_counts(&self) -> Option<(usize, u64)> {
+        let state = self.state.try_lock()?;
+        Some((state.messages.len(), state.dropped))
+    }
 }
 
 #[cfg(test)]

@@ -88,6 +88,17 @@ pub struct Server {
     log: Arc<Mutex<Vec<String>>>,
 }
 
+/// Shows the server's process id, port and config file (not its log).
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("pid", &self.child.id())
+            .field("port", &self.port)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Server {
     /// Whether `nats-server` can be run on this machine.
     pub fn available() -> bool {

@@ -171,10 +171,14 @@ impl Drop for Subscription {
 
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription")
-            .field("sid", &self.sid)
-            .field("pending", &self.pending())
-            .field("dropped", &self.dropped())
-            .finish()
+        let mut debug = f.debug_struct("Subscription");
+        debug.field("sid", &self.sid);
+        match self.queue.try_counts() {
+            Some((pending, dropped)) => debug
+                .field("pending", &pending)
+                .field("dropped", &dropped)
+                .finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }

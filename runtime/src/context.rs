@@ -117,6 +117,27 @@ pub struct Context {
     pub(crate) execution: Execution,
 }
 
+/// Shows what identifies the context: its label path (the scope name its metrics are prefixed
+/// with, empty for the root), its attributes, its node in the supervision tree (`task@<address>`
+/// for a task's own context, the address its [`Handle`] shows too, or `scope@<address>`),
+/// whether that node is aborted, and the placement of its next spawn. Reads no lock.
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scope = self.scope();
+        let node = match &self.tree {
+            NodeRef::Scope(node) => format!("scope@{:p}", Arc::as_ptr(node)),
+            NodeRef::Task(task) => format!("task@{:p}", task.identity()),
+        };
+        f.debug_struct("Context")
+            .field("label", &scope.name)
+            .field("attributes", &scope.attributes)
+            .field("node", &format_args!("{node}"))
+            .field("aborted", &self.tree.is_aborted())
+            .field("execution", &self.execution)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Context {
     /// The root context: a root scope of the runner.
     pub(crate) fn root(shared: Arc<RunnerState>) -> Self {

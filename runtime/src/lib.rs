@@ -29,6 +29,7 @@
 //! No other executor runs underneath: the task cells, queues, timers and rings are this
 //! crate's own.
 
+#![warn(missing_docs, missing_debug_implementations)]
 // Under `--cfg loom` only the models run; the rest of the crate is compiled but not exercised.
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 

@@ -97,6 +97,7 @@ fn remove_all_but_the_lock(directory: &std::path::Path) {
 }
 
 /// Starts a runtime and runs a root future on the calling thread.
+#[derive(Debug)]
 pub struct Runner {
     config: Config,
 }

@@ -122,9 +122,12 @@ impl Future for Stopped {
 
 impl std::fmt::Debug for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stopped")
-            .field("value", &self.state.lock().value)
-            .finish()
+        // `try_lock`: Debug never waits, and never deadlocks on a lock its own thread holds.
+        let mut debug = f.debug_struct("Stopped");
+        match self.state.try_lock() {
+            Some(state) => debug.field("value", &state.value).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }
 
@@ -143,5 +146,22 @@ impl Future for Released {
         }
         state.stoppers.push(cx.waker().clone());
         Poll::Pending
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A stop signal's `Debug` shows its value, and does not wait for (nor deadlock on) the state
+    /// lock held by its own thread: it shows `..` instead.
+    #[test]
+    fn debug_shows_the_value_and_never_waits_for_the_lock() {
+        let stopper = Stopper::default();
+        let signal = stopper.signal();
+        stopper.stop(3);
+        assert_eq!(format!("{signal:?}"), "Stopped { value: Some(3) }");
+        let _held = stopper.state.lock();
+        assert_eq!(format!("{signal:?}"), "Stopped { .. }");
     }
 }

@@ -12,6 +12,13 @@ pub struct Call<A: Actor> {
     closure: Box<Closure<A>>,
 }
 
+/// Shows nothing of the closure, which is opaque.
+impl<A: Actor> std::fmt::Debug for Call<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call").finish_non_exhaustive()
+    }
+}
+
 /// What a [`Call`] runs.
 type Closure<A> = dyn FnOnce(&mut A, &mut Context<A>) + Send;
 

@@ -22,6 +22,18 @@ pub struct Context<A: Actor> {
     ended: AtomicBool,
 }
 
+/// Shows the actor's id (`label#n`), its runtime context (label path and node) and whether it
+/// is stopping. Reads no lock.
+impl<A: Actor> std::fmt::Debug for Context<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("actor", &self.id())
+            .field("stopping", &self.stopping)
+            .field("runtime", &self.runtime)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<A: Actor> Context<A> {
     pub(crate) fn new(runtime: runtime::Context, mailbox: Arc<Mailbox<A::Message>>) -> Self {
         Context {

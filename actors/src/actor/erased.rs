@@ -212,6 +212,14 @@ pub struct WeakErasedRef<I> {
     mailbox: Arc<dyn ErasedMailbox<I>>,
 }
 
+impl<I> std::fmt::Debug for WeakErasedRef<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakErasedRef")
+            .field("actor", &self.mailbox.id())
+            .finish()
+    }
+}
+
 impl<I> WeakErasedRef<I> {
     /// The counted ref, while the actor runs and some ref still reaches it.
     pub fn upgrade(&self) -> Option<ErasedRef<I>> {

@@ -201,6 +201,13 @@ impl<'a, A: Actor, R> Ask<'a, A, R> {
 #[must_use = "a queued ask does nothing unless awaited"]
 pub struct Queued<'a, A: Actor, R>(Option<Ask<'a, A, R>>);
 
+/// Shows the ask it waits to queue (`None` once resolved).
+impl<A: Actor, R> std::fmt::Debug for Queued<'_, A, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Queued").field(&self.0).finish()
+    }
+}
+
 impl<'a, A: Actor, R> Future for Queued<'a, A, R> {
     type Output = Result<Ask<'a, A, R>, Error>;
 
@@ -472,6 +479,14 @@ pub trait ActorHandle {
 #[doc(hidden)]
 pub struct PeerHandle(pub(crate) Arc<dyn Peer>);
 
+impl std::fmt::Debug for PeerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PeerHandle")
+            .field(&self.0.life().id())
+            .finish()
+    }
+}
+
 impl<A: Actor> ActorHandle for Ref<A> {
     fn actor_id(&self) -> ActorId {
         self.id()
@@ -496,6 +511,15 @@ impl<A: Actor> ActorHandle for WeakRef<A> {
 /// [`Error::Closed`], or to [`Error::Panicked`] if dropped by a panicking handler.
 pub struct Reply<R> {
     sender: Option<oneshot::Sender<Result<R, Panicked>>>,
+}
+
+/// Shows whether an ask waits for this reply (a tell's reply goes nowhere).
+impl<R> std::fmt::Debug for Reply<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reply")
+            .field("wanted", &self.sender.is_some())
+            .finish()
+    }
 }
 
 /// What a reply dropped by a panicking handler sends.

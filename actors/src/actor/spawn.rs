@@ -55,6 +55,13 @@ pub fn spawn<A: Actor + Send>(actor: A, context: &runtime::Context) -> A::Ref {
 #[doc(hidden)]
 pub struct Moved<'a, A>(A, PhantomData<&'a ()>);
 
+/// Shows nothing of the actor, which need not be `Debug`.
+impl<A> std::fmt::Debug for Moved<'_, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Moved").finish_non_exhaustive()
+    }
+}
+
 impl<A> Moved<'_, A> {
     pub fn new(actor: A) -> Self {
         Moved(actor, PhantomData)
@@ -296,6 +303,14 @@ pub struct Launch<A: Actor> {
     ended: OnEnd<A>,
 }
 
+impl<A: Actor> std::fmt::Debug for Launch<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("actor", &self.mailbox.life.id())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<A: Actor> Launch<A> {
     /// The incarnation: builds the actor (a panicking factory is a failed start), runs it,
     /// and reports its end.
@@ -353,11 +368,13 @@ pub trait Place<F> {
 
 /// The shared pool: the incarnation's future moves between workers.
 #[doc(hidden)]
+#[derive(Debug)]
 pub enum OnPool {}
 
 /// A dedicated or blocking thread: the incarnation's future is built there and never
 /// leaves it (see [`ThreadBound`]).
 #[doc(hidden)]
+#[derive(Debug)]
 pub enum OnItsThread {}
 
 impl<F: Future<Output = ()> + Send + 'static> Place<F> for OnPool {

@@ -187,9 +187,16 @@ pub struct Node {
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `try_lock`: Debug never waits, and never deadlocks on the state lock its own thread
+        // holds (a `{:?}` of the node inside a job's critical section).
+        let peers = self.inner.state.try_lock().map(|state| {
+            let mut peers: Vec<String> = state.peers.iter().map(|(node, _)| node.clone()).collect();
+            peers.sort();
+            peers
+        });
         f.debug_struct("Node")
             .field("name", &self.inner.name)
-            .field("peers", &self.peers())
+            .field("peers", &peers)
             .finish_non_exhaustive()
     }
 }

@@ -36,7 +36,10 @@ pub enum JoinError {
     Nats(nats::Error),
     /// The node's own beats on `subject` did not come back through the NATS server within
     /// its silence: the account may not publish or subscribe there, or the server is held up.
-    Unheard { subject: String },
+    Unheard {
+        /// The subject the beats went to.
+        subject: String,
+    },
 }
 
 impl fmt::Display for JoinError {

@@ -294,6 +294,13 @@ pub struct RemoteMonitor {
     receiver: futures::channel::oneshot::Receiver<ExitReason>,
 }
 
+/// Shows nothing but the type: the watch it holds is the node's (see [`RemoteRef::monitor`]).
+impl fmt::Debug for RemoteMonitor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteMonitor").finish_non_exhaustive()
+    }
+}
+
 impl Future for RemoteMonitor {
     type Output = ExitReason;
 

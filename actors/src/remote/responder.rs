@@ -27,6 +27,19 @@ pub struct Responder {
     pending: Option<Pending>,
 }
 
+/// Shows the actor's label, the node, whether an ask waits for the reply and whether one is
+/// on its way.
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("label", &self.label)
+            .field("node", &self.node)
+            .field("ask", &self.ask)
+            .field("pending", &self.pending.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Responder {
     /// The replies of a message (`ask`: one that wants a reply) to the actor labelled
     /// `label` on node `node`, within `ticket`'s deadline when it has one.

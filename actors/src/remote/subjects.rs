@@ -45,7 +45,12 @@ pub enum Target {
     /// Whichever node exposing the name takes the message.
     Name(String),
     /// The actor one node exposes under the name.
-    Node { node: String, name: String },
+    Node {
+        /// The node's name.
+        node: String,
+        /// The name the node exposes the actor under.
+        name: String,
+    },
 }
 
 impl fmt::Display for Target {

@@ -21,6 +21,16 @@ pub struct RemoteTopic<M> {
     _message: PhantomData<fn(M)>,
 }
 
+/// Shows the topic's subject and the node that spans it.
+impl<M> std::fmt::Debug for RemoteTopic<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTopic")
+            .field("subject", &self.subject)
+            .field("node", &self.node.name())
+            .finish()
+    }
+}
+
 impl<M> Clone for RemoteTopic<M> {
     fn clone(&self) -> Self {
         RemoteTopic {

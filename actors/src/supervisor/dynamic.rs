@@ -66,6 +66,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Builds a dynamic supervisor; [`spawn`](Self::spawn) starts it.
+#[derive(Debug)]
 pub struct DynamicSupervisor {
     label: &'static str,
     intensity: (usize, Duration),
@@ -313,10 +314,13 @@ impl DynamicSupervisorRef {
 
 impl std::fmt::Debug for DynamicSupervisorRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DynamicSupervisorRef")
-            .field("label", &self.label)
-            .field("children", &self.count())
-            .finish()
+        let mut debug = f.debug_struct("DynamicSupervisorRef");
+        debug.field("label", &self.label);
+        // `try_lock`: Debug never waits, and never deadlocks on a lock its own thread holds.
+        match self.registry.try_lock() {
+            Some(registry) => debug.field("children", &registry.children.len()).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }
 

@@ -115,6 +115,17 @@ pub struct ChildSpec<A: Actor> {
     shutdown: Duration,
 }
 
+/// Shows the actor type, the restart type and the shutdown timeout (not the factory).
+impl<A: Actor> std::fmt::Debug for ChildSpec<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("actor", &std::any::type_name::<A>())
+            .field("restart", &self.restart)
+            .field("shutdown", &self.shutdown)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<A: Actor> ChildSpec<A> {
     /// A permanent child made by `factory` (called for every incarnation, where it runs: on
     /// the incarnation's own thread for a dedicated or blocking actor, so its state need not
@@ -210,6 +221,18 @@ struct State {
 /// returns its ref at once) and start, in order, when the supervisor is spawned.
 pub struct Supervisor {
     state: State,
+}
+
+/// Shows the supervisor's label, strategy, intensity and how many children it has so far.
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("label", &self.state.label)
+            .field("strategy", &self.state.strategy)
+            .field("intensity", &self.state.intensity)
+            .field("children", &self.state.slots.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Supervisor {
@@ -617,6 +640,18 @@ pub struct SupervisorRef {
     life: Arc<SupervisorLife>,
     /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
     nested: Option<Arc<Mutex<Nested>>>,
+}
+
+/// Shows the supervisor's label, its task's handle (its task and whether it still runs; `None`
+/// for a nested supervisor, whose parent runs it) and whether its loop is gone.
+impl std::fmt::Debug for SupervisorRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisorRef")
+            .field("label", &self.label)
+            .field("handle", &self.handle)
+            .field("closed", &self.control.is_closed())
+            .finish()
+    }
 }
 
 impl SupervisorRef {

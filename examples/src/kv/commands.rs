@@ -381,8 +381,11 @@ pub async fn execute(store: &StoreRef, command: Vec<Vec<u8>>) -> (Reply, bool) {
 /// What a command comes to: its reply now (and whether the client asked to close), or an
 /// operation of the store and how its outcome is answered. A connection runs the store
 /// operations of consecutive commands as one [`Store::run`](super::Store::run).
+#[derive(Debug)]
 pub enum Planned {
+    /// Answered now: the reply, and whether the client asked to close the connection.
     Now(Reply, bool),
+    /// Answered from the store: the operation, and how its outcome is answered.
     Store(Op, Render),
 }
 
@@ -403,16 +406,20 @@ pub enum Render {
     SetReply,
     /// `:1` if applied, else `:0`.
     Flag,
+    /// An integer.
     Integer,
     /// An array of bulk strings (`MGET`).
     Values,
+    /// `+OK`.
     Ok,
     /// Milliseconds left, as seconds rounded the way Redis rounds them if `seconds` (`TTL`).
     TimeToLive {
+        /// In seconds rather than milliseconds.
         seconds: bool,
     },
     /// A deadline in milliseconds, in seconds (rounded down) if `seconds` (`EXPIRETIME`).
     Deadline {
+        /// In seconds rather than milliseconds.
         seconds: bool,
     },
     /// `+string` if the key is there, else `+none`.
@@ -425,6 +432,7 @@ pub enum Render {
     Scanned,
     /// The `INFO` text: the sections asked for.
     Info(Sections),
+    /// `DBSIZE`: the number of keys.
     DbSize,
     /// A `CONFIG GET` answer: its pairs, `appendfsync`'s from the store if it matched.
     Config(Vec<Reply>, Option<Vec<u8>>),
@@ -437,7 +445,9 @@ pub enum Render {
 /// A command of a transaction at `EXEC`: answered without the store, or from its outcome.
 #[derive(Debug)]
 pub enum Step {
+    /// Answered without the store.
     Now(Reply),
+    /// Answered from the store's outcome, rendered so.
     Store(Render),
 }
 
@@ -585,7 +595,17 @@ pub struct Upper {
     length: usize,
 }
 
+/// Shows the name as text.
+impl std::fmt::Debug for Upper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Upper")
+            .field(&String::from_utf8_lossy(self.as_slice()))
+            .finish()
+    }
+}
+
 impl Upper {
+    /// The longest command name, in bytes.
     pub const MAX: usize = 16;
 
     /// `name` in upper case; a longer name (never a checked one) is cut, and matches none.
@@ -597,11 +617,13 @@ impl Upper {
         Upper { bytes, length }
     }
 
+    /// The name in upper case.
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.length]
     }
 }
 
+/// What `command` (its name first, then its arguments) comes to for `session`.
 pub fn plan(session: &mut Session, command: Vec<Vec<u8>>) -> Planned {
     let mut arguments = command.into_iter();
     let name = arguments.next().expect("checked: a command has a name");

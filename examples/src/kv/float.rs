@@ -17,14 +17,21 @@ use std::cmp::Ordering;
 /// zero), infinite, or not a number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LongDouble {
+    /// A finite value: `significand * 2^exponent`, negated if `negative`.
     Finite {
+        /// The sign.
         negative: bool,
+        /// The significand, top bit set unless zero.
         significand: u64,
+        /// The binary exponent of the significand's lowest bit.
         exponent: i64,
     },
+    /// Plus or minus infinity.
     Infinite {
+        /// The sign.
         negative: bool,
     },
+    /// Not a number.
     NotANumber,
 }
 
@@ -35,6 +42,7 @@ const MAX_EXPONENT: i64 = 16384;
 const MIN_EXPONENT: i64 = -16445;
 
 impl LongDouble {
+    /// Positive zero.
     pub const ZERO: LongDouble = LongDouble::Finite {
         negative: false,
         significand: 0,

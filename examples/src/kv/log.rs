@@ -35,19 +35,33 @@ pub const OVERHEAD: usize = 4 + 1 + 8 + 4 + 4 + 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     /// First in every log: its generation.
-    Header { generation: u64 },
+    Header {
+        /// The generation this log holds.
+        generation: u64,
+    },
     /// `key` holds `value`, until `expires` (milliseconds since the Unix epoch) if set.
     Set {
+        /// The key.
         key: Vec<u8>,
+        /// Its value.
         value: Bytes,
+        /// Its expiry, in milliseconds since the Unix epoch.
         expires: Option<u64>,
     },
     /// `key` is gone (deleted, or expired).
-    Del { key: Vec<u8> },
+    Del {
+        /// The key.
+        key: Vec<u8>,
+    },
     /// Every key is gone (`FLUSHALL`).
     Flush,
     /// `key`'s expiry is now `expires` (`EXPIRE`, `PERSIST`).
-    Expire { key: Vec<u8>, expires: Option<u64> },
+    Expire {
+        /// The key.
+        key: Vec<u8>,
+        /// Its new expiry, in milliseconds since the Unix epoch (`None`: never).
+        expires: Option<u64>,
+    },
     /// This generation is the store: its rewrite is complete.
     Current,
 }
@@ -200,6 +214,7 @@ impl Data {
         }
     }
 
+    /// Puts `entry` at `key`, replacing what was there.
     pub fn insert(&mut self, key: Vec<u8>, entry: Entry) {
         // The replaced entry's deadline is looked up only if some key has one: a plain
         // overwrite costs one lookup.
@@ -216,6 +231,7 @@ impl Data {
         }
     }
 
+    /// Removes `key`; its entry, if it had one.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
         if let Some(deadline) = entry.expires {
@@ -254,10 +270,12 @@ impl Data {
             .collect()
     }
 
+    /// How many keys there are.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -301,6 +319,7 @@ impl Data {
 pub struct Damage {
     /// The logical offset in the log (not counting page trailers).
     pub at: u64,
+    /// What failed to verify there.
     pub what: String,
 }
 

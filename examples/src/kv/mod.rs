@@ -88,14 +88,19 @@ fn max_connections() -> usize {
 const MAX_CLIENTS_REACHED: &str = "max number of clients reached";
 
 /// A running service: its store, its supervisors and where it listens.
+#[derive(Debug)]
 pub struct Service {
+    /// The storage actor.
     pub store: StoreRef,
+    /// The supervisor of the store.
     pub supervisor: SupervisorRef,
     /// The connection actors: temporary children, so a connection that fails (a panic) is
     /// counted in `actor_exits_total{actor="kv_connection",reason="panicked"}` and removed,
     /// and the service goes on.
     pub connections: DynamicSupervisorRef,
+    /// Where the service listens for clients.
     pub address: SocketAddr,
+    /// Where it serves its Prometheus metrics.
     pub metrics: SocketAddr,
 }
 

@@ -42,6 +42,7 @@ pub const PARTITION: &str = "kv";
 
 /// The log's page size and the store's write buffer.
 pub const PAGE: u16 = 4096;
+/// The store's write buffer: 64 physical pages (a page and its checksum each).
 pub const BUFFER: usize = 64 * (PAGE as usize + CHECKSUM_SIZE as usize);
 const PHYSICAL: u64 = PAGE as u64 + CHECKSUM_SIZE as u64;
 
@@ -56,15 +57,32 @@ const LEGACY: &[u8] = b"log";
 /// A recovered store: its data, its log's writer (appends continue after the last whole
 /// record), the log's generation, and what opening the logs found and did.
 pub struct Opened {
+    /// The data the logs held.
     pub data: Data,
+    /// The writer of the current log, after its last whole record.
     pub writer: Writer,
+    /// The current log's generation.
     pub generation: u64,
+    /// What opening the logs found and did.
     pub report: Report,
+}
+
+/// Shows the generation, the report and how many keys were recovered (not the data).
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("generation", &self.generation)
+            .field("keys", &self.data.len())
+            .field("writer", &self.writer)
+            .field("report", &self.report)
+            .finish()
+    }
 }
 
 /// What opening the store's logs found and did: one entry per log opened.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// One entry per log opened.
     pub logs: Vec<LogReport>,
     /// What else the opening did that may have lost data: an empty only log replaced by a new
     /// store.
@@ -161,7 +179,7 @@ impl Report {
 /// The last opening's [`Report`] as gauges: `kv_recovery_pages_read`,
 /// `kv_recovery_bytes_kept` (the store's log after opening), `kv_recovery_bytes_cut` and
 /// `kv_recovery_cuts` (0 when the logs were whole).
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ReportMetrics {
     pages_read: Gauge,
     bytes_kept: Gauge,
@@ -222,6 +240,7 @@ pub enum StartError {
         file: String,
         /// Where the bytes that would be cut start, in bytes from the start of the file.
         offset: u64,
+        /// What the cut bytes held.
         what: String,
     },
     /// The log holds bytes that fail to verify where no crash leaves them.
@@ -230,6 +249,7 @@ pub enum StartError {
         file: String,
         /// Where, in bytes from the start of the file.
         offset: u64,
+        /// What failed to verify.
         what: String,
     },
     /// The storage failed (or is not a usable directory).
@@ -693,6 +713,7 @@ pub struct Repaired {
     pub copy: String,
     /// Records that verified and were kept, and pages that did not verify.
     pub records: usize,
+    /// Pages that did not verify.
     pub damaged_pages: u64,
 }
 

@@ -36,6 +36,25 @@ pub struct Session {
     watching: bool,
 }
 
+/// Shows the id, the name, whether a transaction is open (and how many commands it
+/// queued) and whether keys are watched; not the queued commands.
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("name", &self.name.as_deref().map(String::from_utf8_lossy))
+            .field(
+                "queued",
+                &self
+                    .transaction
+                    .as_ref()
+                    .map(|transaction| transaction.queued.len()),
+            )
+            .field("watching", &self.watching)
+            .finish()
+    }
+}
+
 struct Transaction {
     queued: Vec<Vec<Vec<u8>>>,
     /// The bytes of the queued commands' arguments.
@@ -48,6 +67,7 @@ struct Transaction {
 /// connection's memory stays bounded (past either, the command is refused and `EXEC`
 /// aborts, as for any command refused as it is queued).
 pub const MAX_QUEUED: usize = 100_000;
+/// The most bytes of arguments a transaction may queue.
 pub const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 impl Default for Session {
@@ -57,6 +77,7 @@ impl Default for Session {
 }
 
 impl Session {
+    /// A new session, with an id no other session of the process has.
     pub fn new() -> Session {
         Session {
             id: SESSIONS.fetch_add(1, Ordering::Relaxed),
@@ -66,10 +87,12 @@ impl Session {
         }
     }
 
+    /// The session's id (`CLIENT ID`).
     pub fn id(&self) -> u64 {
         self.id
     }
 
+    /// The name the client gave (`CLIENT SETNAME`).
     pub fn name(&self) -> Option<&[u8]> {
         self.name.as_deref()
     }

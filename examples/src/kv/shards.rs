@@ -67,6 +67,7 @@ impl<V: Clone> Shards<V> {
         Arc::make_mut(&mut self.shards[shard])
     }
 
+    /// The value at `key`.
     pub fn get(&self, key: &[u8]) -> Option<&V> {
         self.shards[self.shard_of(key)].get(key)
     }
@@ -100,10 +101,12 @@ impl<V: Clone> Shards<V> {
         removed
     }
 
+    /// How many keys there are.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -100,10 +100,12 @@ impl Durability {
 /// How the store keeps its log.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// When a write is durable.
     pub durability: Durability,
     /// The log is rewritten when it is past both this many bytes and `rewrite_ratio` times
     /// the live data (`KV_REWRITE_MIN_BYTES`, 64 MiB by default).
     pub rewrite_min_bytes: u64,
+    /// See `rewrite_min_bytes`.
     pub rewrite_ratio: u64,
     /// Refuse to start when the log ends in a tail that recovery would cut (`--strict`),
     /// rather than cutting it aside and reporting it: for an operator who wants to look at
@@ -160,6 +162,20 @@ pub struct Shared {
     rewriting: Arc<futures::lock::Mutex<()>>,
     /// What has been acknowledged, for the connections to read (see [`super::view`]).
     pub(super) view: Arc<View>,
+}
+
+/// Shows the options, how many incarnations started and the view (not the recovered data).
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("options", &self.options)
+            .field(
+                "incarnations",
+                &self.incarnations.load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .field("view", &self.view)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -346,6 +362,21 @@ pub struct Store {
     seed: u64,
     /// Syncs of the log this incarnation made (`INFO persistence`).
     syncs: u64,
+}
+
+/// Shows the generation, the incarnation, how many keys and how much is pending (not the
+/// data or the pending bytes).
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("generation", &self.generation)
+            .field("incarnation", &self.incarnation)
+            .field("keys", &self.data.len())
+            .field("pending_bytes", &self.pending.len())
+            .field("answers", &self.answers.len())
+            .field("commits", &self.commits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -1240,8 +1271,11 @@ impl Store {
 /// When a `SET` applies: always, or only if the key is absent (`NX`) or present (`XX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
+    /// Whatever the key holds.
     Always,
+    /// Only if the key is absent (`NX`).
     Absent,
+    /// Only if the key is present (`XX`).
     Present,
 }
 
@@ -1271,9 +1305,13 @@ pub enum ExpiryChange {
 /// counts as an infinite one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Condition {
+    /// Only if the key has no expiry (`NX`).
     pub nx: bool,
+    /// Only if the key has an expiry (`XX`).
     pub xx: bool,
+    /// Only if the new expiry is later (`GT`).
     pub gt: bool,
+    /// Only if the new expiry is earlier (`LT`).
     pub lt: bool,
 }
 
@@ -1298,16 +1336,23 @@ pub enum Op {
     Exists(Vec<Vec<u8>>),
     /// `SET`, if `when` allows, with `expiry`; answered with the previous value if `get`.
     Set {
+        /// The key.
         key: Vec<u8>,
+        /// Its new value.
         value: Bytes,
+        /// When the `SET` applies.
         when: When,
+        /// The expiry it gives the key.
         expiry: Expiry,
+        /// Answer with the previous value (`GET`).
         get: bool,
     },
     /// `MSET` (every pair, their expiry cleared), or `MSETNX` (`absent`: all of them only
     /// if none is there).
     SetMany {
+        /// The keys and their values.
         pairs: Vec<(Vec<u8>, Bytes)>,
+        /// All of them only if none is there (`MSETNX`).
         absent: bool,
     },
     /// `INCRBY`: adds to the integer at the key (0 if absent), keeping its expiry.
@@ -1334,8 +1379,11 @@ pub enum Op {
     /// `EXPIRE` and its kin: the deadline in milliseconds since the epoch (at or before now
     /// removes the key), if `condition` allows.
     Expire {
+        /// The key.
         key: Vec<u8>,
+        /// The deadline, in milliseconds since the Unix epoch.
         at: i64,
+        /// When the new expiry applies.
         condition: Condition,
     },
     /// `PERSIST`.
@@ -1348,8 +1396,11 @@ pub enum Op {
     Type(Vec<u8>),
     /// `RENAME`, or `RENAMENX` (`absent`), keeping the expiry.
     Rename {
+        /// The key renamed.
         from: Vec<u8>,
+        /// Its new name.
         to: Vec<u8>,
+        /// Only if the new name is free (`RENAMENX`).
         absent: bool,
     },
     /// `KEYS`: the live keys matching the pattern.
@@ -1358,9 +1409,13 @@ pub enum Op {
     /// [`Shards::scan`](super::shards::Shards::scan)), those matching `pattern` answered
     /// (none unless `strings`: the `TYPE` asked for).
     Scan {
+        /// Where the page starts.
         cursor: u64,
+        /// The keys' pattern, if any.
         pattern: Option<Vec<u8>>,
+        /// How many keys the page visits.
         count: usize,
+        /// Whether the keys are answered (the `TYPE` asked for was `string`, or none).
         strings: bool,
     },
     /// `RANDOMKEY`.
@@ -1384,8 +1439,11 @@ pub enum Op {
     /// their records in one commit), unless a key the session watched changed. `watched`:
     /// the session watched keys (a store restarted since has no record of them).
     Exec {
+        /// The session's id.
         session: u64,
+        /// Whether the session watched keys.
         watched: bool,
+        /// The queued operations, in order.
         ops: Vec<Op>,
     },
 }
@@ -1393,21 +1451,32 @@ pub enum Op {
 /// What an [`Op`] gave.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// A value, or nil.
     Value(Option<Bytes>),
+    /// Values, each or nil.
     Values(Vec<Option<Bytes>>),
     /// Whether a `SET` or an `EXPIRE` applied.
     Applied(bool),
+    /// A count, or an integer.
     Count(i64),
+    /// Done, nothing to answer.
     Done,
+    /// Keys, and keys with an expiry.
     Size(usize, usize),
+    /// What `INFO` reports.
     Info {
+        /// How many keys there are.
         keys: usize,
+        /// How many of them have an expiry.
         expires: usize,
+        /// How many syncs of the log so far.
         syncs: u64,
         /// A rewrite is under way or asked for.
         rewriting: bool,
     },
+    /// The durability kept (`appendfsync`).
     Durability(&'static str),
+    /// Keys.
     Keys(Vec<Vec<u8>>),
     /// The next cursor, and the page's keys.
     Scanned(u64, Vec<Vec<u8>>),

@@ -39,6 +39,17 @@ pub struct View {
     entries: parking_lot::RwLock<HashMap<Vec<u8>, Entry>>,
 }
 
+/// Shows how many entries the view holds; `..` while a writer holds it (never waits).
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut debug = f.debug_struct("View");
+        match self.entries.try_read() {
+            Some(entries) => debug.field("entries", &entries.len()).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
+    }
+}
+
 impl View {
     /// A view of `data`, all of it acknowledged (what a start replayed).
     pub fn of(data: &Data) -> View {

@@ -5,6 +5,7 @@
 
 use super::actor_trait::ActorTraitImpl;
 use super::checks::SendChecks;
+use super::debug::MessageDebug;
 use super::message::MessageVariant;
 use super::names;
 use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
@@ -55,6 +56,15 @@ impl ToTokens for MessageEnum<'_> {
             "The messages of [`{}`]'s handlers (generated).",
             shape.model.name
         );
+        let (impl_generics, _, impl_where) = generics.split_for_impl();
+        let debug = MessageDebug {
+            generics: impl_generics.to_token_stream(),
+            ty: shape.message_ty.clone(),
+            where_clause: impl_where.to_token_stream(),
+            handlers: &shape.model.handlers,
+            wrapped: shape.interfaces().map(|(_, variant, _)| variant).collect(),
+            call: true,
+        };
         tokens.extend(quote! {
             #[doc = #doc]
             #[doc(hidden)]
@@ -65,6 +75,8 @@ impl ToTokens for MessageEnum<'_> {
                 /// A closure run on the actor: a timer's tick, an attached stream's item.
                 __Call(::actors::__private::Call<#self_ty>),
             }
+
+            #debug
         });
     }
 }

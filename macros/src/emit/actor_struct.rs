@@ -4,9 +4,10 @@
 //! from the impl half.
 
 use super::checks::PoolSendCheck;
+use super::debug::RefDebug;
 use super::names;
 use super::ref_methods::{Own, OwnMethods, Sender};
-use super::ref_traits::{CloneImpl, DebugImpl, FromImpl, RefType};
+use super::ref_traits::{CloneImpl, FromImpl, RefType};
 use crate::model::{ActorStruct, Placement};
 use proc_macro2::{Ident, TokenStream};
 use quote::{ToTokens, format_ident, quote};
@@ -143,7 +144,11 @@ impl ToTokens for RefStruct<'_> {
             wrapped: quote!(::actors::Ref<#this>),
             parameter: format_ident!("inner"),
         };
-        let (clone, debug) = (CloneImpl(&ty), DebugImpl(&ty));
+        let clone = CloneImpl(&ty);
+        let debug = RefDebug {
+            ty: &ty,
+            name: ref_name,
+        };
         tokens.extend(quote! {
             #[doc = #doc]
             #vis struct #ref_name<#params>(::actors::Ref<#this>) #where_clause;
@@ -194,7 +199,11 @@ impl ToTokens for PoolRefStruct<'_> {
             vis: vis.to_token_stream(),
             methods: &[Own::AsPool],
         };
-        let (clone, debug) = (CloneImpl(&ty), DebugImpl(&ty));
+        let clone = CloneImpl(&ty);
+        let debug = RefDebug {
+            ty: &ty,
+            name: pool_name,
+        };
         let RefType {
             generics,
             ty,

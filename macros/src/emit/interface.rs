@@ -5,10 +5,11 @@
 //! dispatches a message to the trait's methods. With `remote`, the remote glue too.
 
 use super::checks::SendChecks;
+use super::debug::{MessageDebug, RefDebug};
 use super::message::{HandleArm, MessageVariant};
 use super::names;
 use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
-use super::ref_traits::{ActorHandleImpl, CloneImpl, DebugImpl, RefType};
+use super::ref_traits::{ActorHandleImpl, CloneImpl, RefType};
 use super::remote::RemoteInterface;
 use crate::model::{Interface, Remote};
 use proc_macro2::{Ident, TokenStream};
@@ -153,7 +154,19 @@ impl ToTokens for InterfaceRef<'_> {
             ty: quote!(#ref_name),
             where_clause: quote!(),
         };
-        let (clone, debug, handle) = (CloneImpl(&ty), DebugImpl(&ty), ActorHandleImpl(&ty));
+        let (clone, handle) = (CloneImpl(&ty), ActorHandleImpl(&ty));
+        let debug = RefDebug {
+            ty: &ty,
+            name: &ref_name,
+        };
+        let message_debug = MessageDebug {
+            generics: quote!(),
+            ty: quote!(#message),
+            where_clause: quote!(),
+            handlers: &self.model.handlers,
+            wrapped: Vec::new(),
+            call: false,
+        };
         let remote = match &self.model.remote {
             Remote::Off => quote!(),
             Remote::On => RemoteInterface {
@@ -188,6 +201,7 @@ impl ToTokens for InterfaceRef<'_> {
 
             #clone
             #debug
+            #message_debug
 
             impl ::actors::Registrable for #ref_name {
                 type Weak = ::actors::__private::WeakErasedRef<#message>;

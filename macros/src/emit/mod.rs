@@ -9,6 +9,7 @@ mod actor_impl;
 mod actor_struct;
 mod actor_trait;
 mod checks;
+mod debug;
 mod interface;
 mod interface_impl;
 mod message;

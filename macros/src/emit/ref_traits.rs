@@ -1,5 +1,5 @@
-//! The trait impls generated refs share: `Clone` and `Debug` through the ref they wrap,
-//! `From` that ref, and `ActorHandle` (what monitors and links take).
+//! The trait impls generated refs share: `Clone` through the ref they wrap, `From` that ref,
+//! and `ActorHandle` (what monitors and links take). Their `Debug` is `debug`'s.
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{ToTokens, quote};
@@ -25,26 +25,6 @@ impl ToTokens for CloneImpl<'_> {
             impl #generics ::core::clone::Clone for #ty #where_clause {
                 fn clone(&self) -> Self {
                     Self(::core::clone::Clone::clone(&self.0))
-                }
-            }
-        });
-    }
-}
-
-/// `Debug`, showing the wrapped ref.
-pub(crate) struct DebugImpl<'a>(pub(crate) &'a RefType);
-
-impl ToTokens for DebugImpl<'_> {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        let RefType {
-            generics,
-            ty,
-            where_clause,
-        } = self.0;
-        tokens.extend(quote! {
-            impl #generics ::core::fmt::Debug for #ty #where_clause {
-                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                    ::core::fmt::Debug::fmt(&self.0, f)
                 }
             }
         });

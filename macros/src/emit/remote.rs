@@ -14,6 +14,7 @@
 //! Generated code names serde through `actors`' re-export (the user needs serde only for
 //! their own types), and expands first to a check that the `remote` feature is on.
 
+use super::debug::{MarkerDebug, MessageDebug};
 use super::names;
 use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
 use super::shape::Shape;
@@ -96,10 +97,13 @@ impl ToTokens for RemoteInterface<'_> {
         };
         let marker_doc =
             format!("The handlers of the interface `{name}` as they travel (generated).");
+        let marker_debug = MarkerDebug(&marker);
         tokens.extend(quote! {
             #[doc = #marker_doc]
             #[doc(hidden)]
             #vis struct #marker;
+
+            #marker_debug
 
             #protocol
 
@@ -187,6 +191,14 @@ impl ToTokens for RemoteProtocol<'_> {
         });
         let schema = handlers.iter().map(schema_step);
         let protocol_name = name.to_string();
+        let debug = MessageDebug {
+            generics: quote!(),
+            ty: quote!(#wire),
+            where_clause: quote!(),
+            handlers,
+            wrapped: Vec::new(),
+            call: false,
+        };
         tokens.extend(quote! {
             ::actors::__private::remote_enabled!();
 
@@ -197,6 +209,8 @@ impl ToTokens for RemoteProtocol<'_> {
             #vis enum #wire {
                 #(#variants,)*
             }
+
+            #debug
 
             impl ::actors::remote::Protocol for #protocol {
                 type Wire = #wire;

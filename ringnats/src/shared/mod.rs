@@ -225,10 +225,12 @@ impl Shared {
         self.lock().status == Status::Connected
     }
 
-    /// The connection's status and the server it is (or was last) connected to.
-    pub(crate) fn status_and_server(&self) -> (Status, String) {
-        let state = self.lock();
-        (state.status, state.server.clone())
+    /// The connection's status and the server it is (or was last) connected to, or `None` if
+    /// the lock is held: for `Debug`, which never waits (nor deadlocks on a lock its own
+    /// thread holds).
+    pub(crate) fn try_status_and_server(&self) -> Option<(Status, String)> {
+        let state = self.state.try_lock()?;
+        Some((state.status, state.server.clone()))
     }
 
     /// The server connected to, if connected.

@@ -175,6 +175,19 @@ impl File {
     }
 }
 
+/// Shows the blob as `partition/hex(name)`, its descriptor and its current length (one `fstat`,
+/// which never waits on the blob's operations; `None` if it fails).
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::os::fd::AsRawFd;
+        f.debug_struct("Blob")
+            .field("label", &self.file.label)
+            .field("fd", &self.file.fd.as_raw_fd())
+            .field("len", &self.identity().ok().map(|(_, len)| len))
+            .finish_non_exhaustive()
+    }
+}
+
 impl Blob {
     /// Reads `len` bytes at `offset` from the page cache only, on the calling thread and
     /// without waiting for the disk (`RWF_NOWAIT`): the bytes if every one of them was
@@ -422,6 +435,22 @@ pub struct ReadMany {
     slots: Option<Vec<Arc<Completion>>>,
     ring_closed: Option<RingClosed>,
     results: Vec<Range>,
+}
+
+/// Shows the blob read and the ranges (offset and length each), not their bytes.
+impl std::fmt::Debug for ReadMany {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ranges: Vec<(u64, usize)> = self
+            .results
+            .iter()
+            .map(|range| (range.offset, range.len))
+            .collect();
+        f.debug_struct("ReadMany")
+            .field("blob", &self.blob.file.label)
+            .field("ranges", &ranges)
+            .field("invalid", &self.invalid)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReadMany {

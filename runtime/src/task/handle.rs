@@ -59,12 +59,26 @@ impl<T> Future for Handle<T> {
 
 impl<T> Unpin for Handle<T> {}
 
+/// Shows the task (its cell's address, which the task's own `Context` shows as its node while
+/// the task lives) and its state: `running` until its result is published, then `finished`
+/// (whether or not the handle took it since), or `refused` for a spawn that never made a task.
+/// One atomic load; never waits.
 impl<T> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let published = self.join.as_ref().is_none_or(|join| join.is_published());
-        f.debug_struct("Handle")
-            .field("published", &published)
-            .field("attached", &self.join.is_some())
-            .finish()
+        let mut debug = f.debug_struct("Handle");
+        match &self.join {
+            Some(join) => {
+                let state = if join.is_published() {
+                    "finished"
+                } else {
+                    "running"
+                };
+                debug
+                    .field("task", &format_args!("{:p}", join.task().identity()))
+                    .field("state", &format_args!("{state}"))
+            }
+            None => debug.field("state", &format_args!("refused")),
+        };
+        debug.finish()
     }
 }

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 /// The I/O timeout wheel's limits.
+#[derive(Debug)]
 pub struct TimeoutWheel;
 
 impl TimeoutWheel {

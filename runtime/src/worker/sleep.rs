@@ -46,6 +46,15 @@ impl Sleep {
     }
 }
 
+impl std::fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &self.registration.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Future for Sleep {
     type Output = ();
 

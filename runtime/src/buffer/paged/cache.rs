@@ -162,11 +162,15 @@ impl Clock {
 
 impl std::fmt::Debug for CacheRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CacheRef")
+        let mut debug = f.debug_struct("CacheRef");
+        debug
             .field("page_size", &self.inner.page_size)
-            .field("capacity", &self.inner.capacity)
-            .field("cached", &self.inner.state.lock().frames.len())
-            .finish()
+            .field("capacity", &self.inner.capacity);
+        // `try_lock`: Debug never waits, and never deadlocks on a lock its own thread holds.
+        match self.inner.state.try_lock() {
+            Some(state) => debug.field("cached", &state.frames.len()).finish(),
+            None => debug.finish_non_exhaustive(),
+        }
     }
 }
 

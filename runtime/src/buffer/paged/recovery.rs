@@ -99,6 +99,7 @@ pub struct Cut {
     pub offset: u64,
     /// Its length in bytes.
     pub len: u64,
+    /// Why recovery cut it.
     pub reason: CutReason,
 }
 
