@@ -642,13 +642,13 @@ pub struct SupervisorRef {
     nested: Option<Arc<Mutex<Nested>>>,
 }
 
-/// Shows the supervisor's label, its task's handle (its task and whether it still runs; `None`
-/// for a nested supervisor, whose parent runs it) and whether its loop is gone.
+/// Shows the supervisor's id (`label#n`), whether it is nested under another supervisor, and
+/// whether its loop is gone; it takes no lock.
 impl std::fmt::Debug for SupervisorRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SupervisorRef")
-            .field("label", &self.label)
-            .field("handle", &self.handle)
+            .field("id", &self.life.id())
+            .field("nested", &self.nested.is_some())
             .field("closed", &self.control.is_closed())
             .finish()
     }
