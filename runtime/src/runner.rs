@@ -190,12 +190,24 @@ fn lock_storage(config: &Config) -> Result<StorageLock, String> {
 /// One attempt: the lock, or `None` when the lock file was unlinked under this attempt (a
 /// finishing runner removed it after this one opened it) and the caller should start over.
 fn try_lock_storage(config: &Config, directory: &PathBuf) -> Result<Option<StorageLock>, String> {
-    std::fs::create_dir_all(directory).map_err(|error| {
-        format!(
-            "cannot create the storage directory {}: {error}",
-            directory.display()
-        )
-    })?;
+    match std::fs::create_dir_all(directory) {
+        Ok(()) => {}
+        // Made and removed meanwhile by a finishing runner's cleanup: start over.
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotFound
+            ) && !directory.is_file() =>
+        {
+            return Ok(None);
+        }
+        Err(error) => {
+            return Err(format!(
+                "cannot create the storage directory {}: {error}",
+                directory.display()
+            ));
+        }
+    }
     let hold = directory.join(".hold");
     let file = match OpenOptions::new()
         .create(true)
