@@ -162,10 +162,13 @@ async fn each_restart_type_decides_which_ends_restart(context: runtime::Context)
     assert_eq!(supervisor.count(), 0);
 }
 
-/// Past its intensity the supervisor stops every child and escalates: it fails, its
-/// children's refs see `Closed`.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn exceeding_the_intensity_escalates(context: runtime::Context) {
+/// Past its intensity the supervisor stops every child and gives up: it ends `Panicked`, its
+/// children's refs see `Closed`, and the program goes on (task panics are not caught here, so
+/// a give-up that failed the runner would fail this test).
+#[runtime::test(timeout = "20s")]
+async fn exceeding_the_intensity_ends_the_supervisor_and_not_the_program(
+    context: runtime::Context,
+) {
     let timeline = Timeline::default();
     let supervisor = DynamicSupervisor::new("fragile_pool")
         .intensity(1, Duration::from_secs(60))
@@ -195,6 +198,8 @@ async fn exceeding_the_intensity_escalates(context: runtime::Context) {
         failing.join().await,
         ExitReason::Panicked("worker fails".to_string())
     );
+    use runtime::Spawner as _;
+    assert_eq!(context.spawn(|_| async { "goes on" }).await, Ok("goes on"));
 }
 
 /// `max_children` refuses one more child with a clear error, starting nothing; room made by

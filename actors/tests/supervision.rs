@@ -198,9 +198,12 @@ async fn restart_policies_decide_which_ends_restart(context: runtime::Context) {
 }
 
 /// More restarts than the intensity allows: the supervisor stops every child and gives up,
-/// which is a failure for the runtime (caught here), and the children's refs see `Closed`.
-#[runtime::test(timeout = "20s", catch_panics = true)]
-async fn exceeding_the_intensity_escalates_to_the_runtime(context: runtime::Context) {
+/// ending `Panicked`; the children's refs see `Closed`, and the program goes on (task panics
+/// are not caught here, so a give-up that failed the runner would fail this test).
+#[runtime::test(timeout = "20s")]
+async fn exceeding_the_intensity_ends_a_top_level_supervisor_and_not_the_program(
+    context: runtime::Context,
+) {
     let journal = Journal::default();
     let mut supervisor =
         Supervisor::new("fragile", Strategy::OneForOne).intensity(2, Duration::from_secs(60));
@@ -233,6 +236,8 @@ async fn exceeding_the_intensity_escalates_to_the_runtime(context: runtime::Cont
         Some("stop a#1"),
         "{journal:?}"
     );
+    use runtime::Spawner as _;
+    assert_eq!(context.spawn(|_| async { "goes on" }).await, Ok("goes on"));
 }
 
 /// A nested supervisor that exceeds its intensity escalates to its parent, which restarts it

@@ -175,8 +175,8 @@ impl DynamicSupervisor {
                 "dynamic supervisor `{}` gave up: more than {} restarts within {:?}",
                 state.label, state.intensity.0, state.intensity.1
             );
-            ending.end(ExitReason::Panicked(message.clone()));
-            panic!("{message}");
+            super::report_giving_up(&message);
+            ending.end(ExitReason::Panicked(message));
         }));
         DynamicSupervisorRef {
             control: sender,
@@ -299,9 +299,8 @@ impl DynamicSupervisorRef {
 
     /// Resolves with the supervisor's exit reason once it ended, without asking it to (at
     /// once if it has): every caller, from any clone, hears the same reason. `Stopped` once
-    /// stopped; `Panicked` if it gave up (more restarts than its intensity allows; with the
-    /// runtime's `catch_panics`, else its failure fails the runner); `Shutdown` if its scope
-    /// ended first. Its children have all ended for good by then.
+    /// stopped; `Panicked` if it gave up (more restarts than its intensity allows: it ends,
+    /// reported on stderr, and the program goes on); `Shutdown` if its scope ended first. Its children have all ended for good by then.
     pub fn join(&self) -> Join {
         self.life.join()
     }

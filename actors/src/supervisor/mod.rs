@@ -349,8 +349,8 @@ impl Supervisor {
                 "supervisor `{}` gave up: more than {} restarts within {:?}",
                 state.label, state.intensity.0, state.intensity.1
             );
-            ending.end(ExitReason::Panicked(message.clone()));
-            panic!("{message}");
+            report_giving_up(&message);
+            ending.end(ExitReason::Panicked(message));
         }));
         SupervisorRef {
             control,
@@ -358,6 +358,19 @@ impl Supervisor {
             nested: None,
         }
     }
+}
+
+/// Reports a top-level supervisor that gave up. Like an actor's panic, that ends the
+/// supervisor (its joiners see `ExitReason::Panicked` with `message`), not the program: a
+/// program that cannot go on without it joins it and stops. A closed stderr loses the line,
+/// never the program.
+pub(crate) fn report_giving_up(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{message}; it ended with its children, and the program goes on (join it to act on \
+         that)"
+    );
 }
 
 impl Slot {
@@ -631,7 +644,8 @@ impl Drop for State {
 ///
 /// Its end is an [`ExitReason`], as an actor's: `Stopped` once stopped (by
 /// [`stop`](Self::stop), or by its parent), `Panicked` if it gave up (more restarts than its
-/// intensity allows; with the runtime's `catch_panics`, else its failure fails the runner),
+/// intensity allows: a top-level supervisor then ends, reported on stderr, and the program
+/// goes on; a nested one escalates to its parent),
 /// and `Shutdown` if its scope ended first (or, for a nested supervisor, its parent aborted it
 /// past its shutdown timeout).
 #[derive(Clone)]
