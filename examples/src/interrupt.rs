@@ -1,6 +1,7 @@
 //! Ctrl-C (SIGINT) and SIGTERM as a graceful runtime stop, through the runtime's own
 //! [`Context::signal`](runtime::Context::signal). A second signal during a stuck shutdown
-//! ends the process at once (exit status 130), as a second Ctrl-C does for most servers.
+//! ends the process at once (exit status 130), as a second Ctrl-C does for most servers; it
+//! is watched from a thread of its own, which a runtime that is shutting down does not stop.
 
 use futures::future::{Either, select};
 use runtime::{Signal, Spawner as _};
@@ -12,21 +13,23 @@ use std::time::Duration;
 /// runtime and holds nothing up.
 pub fn stop_on_interrupt(context: &runtime::Context, grace: Duration) {
     let first = either_signal(context);
-    let second_context = context.clone();
+    let watcher = context.clone();
     let stopper = context.clone();
     drop(context.clone().spawn(move |_| async move {
         if let Err(error) = first.await {
             eprintln!("signals cannot be watched ({error}); Ctrl-C ends the process at once");
             return;
         }
-        // Made before the stop begins: a second signal from now on ends the process.
-        let second = either_signal(&second_context);
-        drop(second_context.spawn(move |_| async move {
-            if second.await.is_ok() {
+        // The second signal is watched off the runtime: a shutdown stuck waiting for a thread
+        // (whose tasks the runtime has already aborted) must still hear it. Made once the
+        // first resolved, so it waits for a delivery after that one.
+        let second = either_signal(&watcher);
+        std::thread::spawn(move || {
+            if futures::executor::block_on(second).is_ok() {
                 eprintln!("second signal: exiting without waiting for the shutdown");
                 std::process::exit(130);
             }
-        }));
+        });
         let _ = stopper.stop(0, Some(grace)).await;
     }));
 }

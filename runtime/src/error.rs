@@ -44,6 +44,9 @@ pub enum Error {
     /// another runner, or io_uring cannot be set up): says why and what to do. Nothing of
     /// the program ran.
     StartFailed(String),
+    /// The process cannot watch signals (out of descriptors or threads, or a child forked
+    /// without exec from the process that watches them): says why. A later wait tries again.
+    SignalsUnavailable(String),
     /// The partition does not exist.
     PartitionMissing(String),
     /// The blob (`partition/hex(name)`) does not exist.
@@ -148,6 +151,7 @@ impl PartialEq for Error {
             | (LabelInvalid(a), LabelInvalid(b))
             | (ConfigInvalid(a), ConfigInvalid(b))
             | (StartFailed(a), StartFailed(b))
+            | (SignalsUnavailable(a), SignalsUnavailable(b))
             | (PartitionMissing(a), PartitionMissing(b))
             | (BlobMissing(a), BlobMissing(b)) => a == b,
             (BlobFailed(a, e), BlobFailed(b, f)) => a == b && same_io_error(e, f),
@@ -221,6 +225,7 @@ impl Display for Error {
             ),
             Error::ConfigInvalid(why) => write!(f, "invalid runtime configuration: {why}"),
             Error::StartFailed(why) => write!(f, "the runner could not start: {why}"),
+            Error::SignalsUnavailable(why) => write!(f, "signals cannot be watched: {why}"),
             Error::PartitionMissing(partition) => {
                 write!(f, "partition {partition:?} does not exist")
             }
@@ -306,7 +311,8 @@ impl From<Error> for std::io::Error {
             | Error::ReadFailed
             | Error::WriteFailed
             | Error::ResolveFailed(_)
-            | Error::StartFailed(_) => ErrorKind::Other,
+            | Error::StartFailed(_)
+            | Error::SignalsUnavailable(_) => ErrorKind::Other,
         };
         std::io::Error::new(kind, error)
     }

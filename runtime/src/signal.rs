@@ -64,6 +64,9 @@ static WRITE_END: AtomicI32 = AtomicI32::new(-1);
 /// What the process's waits share: the waiters, and which handlers are installed.
 struct Shared {
     state: Mutex<State>,
+    /// The process that made the pipe and the thread: a child forked without exec inherits
+    /// the pipe but not the thread, so its waits are refused rather than left hanging.
+    pid: u32,
 }
 
 #[derive(Default)]
@@ -73,11 +76,35 @@ struct State {
     waiters: Vec<(u64, Waker)>,
 }
 
-/// The shared state, with the pipe and its thread made on first use; the error of that first
-/// attempt if it failed (the pipe could not be made: out of descriptors).
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
+/// The shared state, with the pipe and its thread made on first use. A failure (out of
+/// descriptors or threads) is returned and not kept: the next wait tries again.
 fn shared() -> Result<&'static Shared, String> {
-    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
-    SHARED.get_or_init(start).as_ref().map_err(Clone::clone)
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let shared = match SHARED.get() {
+        Some(shared) => shared,
+        None => {
+            let _starting = STARTING
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match SHARED.get() {
+                Some(shared) => shared,
+                None => {
+                    let started = start()?;
+                    SHARED.get_or_init(|| started)
+                }
+            }
+        }
+    };
+    if shared.pid != std::process::id() {
+        return Err(
+            "this process was forked from the one that watches signals, and inherits none of \
+             its watching: wait for signals only in the process that runs the runtime"
+                .into(),
+        );
+    }
+    Ok(shared)
 }
 
 fn start() -> Result<Shared, String> {
@@ -110,6 +137,7 @@ fn start() -> Result<Shared, String> {
     );
     Ok(Shared {
         state: Mutex::new(State::default()),
+        pid: std::process::id(),
     })
 }
 
@@ -128,7 +156,8 @@ fn watch(read_end: OwnedFd) {
             // signals.
             return;
         }
-        let Ok(shared) = shared() else { return };
+        // Set before any handler is installed, so before any byte can come.
+        let Some(shared) = SHARED.get() else { continue };
         let waiters = std::mem::take(&mut shared.state.lock().waiters);
         for (_, waker) in waiters {
             waker.wake();
@@ -182,9 +211,10 @@ fn install(shared: &Shared, kind: Signal) -> Result<(), String> {
 }
 
 /// Resolves once the process receives its signal after the wait was made; made by
-/// [`Context::signal`](crate::Context::signal). `Ok(())` on delivery; an error at the first
-/// poll if the process could not watch signals (out of descriptors or threads), which says
-/// why. Cheap to drop; may be polled from any thread.
+/// [`Context::signal`](crate::Context::signal). `Ok(())` on delivery;
+/// [`Error::SignalsUnavailable`] at the first poll if the process could not watch signals
+/// (out of descriptors or threads, or a child forked without exec), which says why. Cheap to
+/// drop; may be polled from any thread.
 #[must_use = "a signal wait does nothing unless polled"]
 pub struct SignalWait {
     kind: Signal,
@@ -212,30 +242,33 @@ impl Future for SignalWait {
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let (shared, seen) = match &self.outcome {
             Ok(watch) => *watch,
-            Err(why) => return Poll::Ready(Err(Error::StartFailed(why.clone()))),
+            Err(why) => return Poll::Ready(Err(Error::SignalsUnavailable(why.clone()))),
         };
         let count = &DELIVERED[self.kind.index()];
         let delivered = || count.load(Ordering::SeqCst) > seen;
         if delivered() {
             return Poll::Ready(Ok(()));
         }
-        {
-            // Registered before the check below: see the module's documentation.
+        // Registered before the check below: see the module's documentation. A waker it
+        // replaces is dropped after the lock is released (a waker's drop may run anything).
+        let _replaced = {
             let mut state = shared.state.lock();
             let state = &mut *state;
             let existing = self
                 .id
                 .and_then(|id| state.waiters.iter_mut().find(|(other, _)| *other == id));
             match existing {
-                Some((_, waker)) => waker.clone_from(cx.waker()),
+                Some((_, waker)) if waker.will_wake(cx.waker()) => None,
+                Some((_, waker)) => Some(std::mem::replace(waker, cx.waker().clone())),
                 None => {
                     state.next_id += 1;
                     let id = state.next_id;
                     state.waiters.push((id, cx.waker().clone()));
                     self.id = Some(id);
+                    None
                 }
             }
-        }
+        };
         if delivered() {
             return Poll::Ready(Ok(()));
         }
@@ -246,11 +279,12 @@ impl Future for SignalWait {
 impl Drop for SignalWait {
     fn drop(&mut self) {
         if let (Ok((shared, _)), Some(id)) = (&self.outcome, self.id) {
-            shared
-                .state
-                .lock()
-                .waiters
-                .retain(|(other, _)| *other != id);
+            // Taken out under the lock, dropped after it.
+            let _removed = {
+                let mut state = shared.state.lock();
+                let at = state.waiters.iter().position(|(other, _)| *other == id);
+                at.map(|at| state.waiters.swap_remove(at))
+            };
         }
     }
 }

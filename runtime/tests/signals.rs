@@ -2,17 +2,18 @@
 //! the handlers and deliveries are the process's: parallel tests would see each other's.
 
 use futures::FutureExt as _;
+use runtime::Signal;
 use runtime::prelude::*;
-use runtime::{Config, Runner, Signal};
 
 fn send(signal: libc::c_int) {
     // SAFETY: `kill` to this process with a signal whose handler the waits installed.
     assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
 }
 
-#[test]
-fn waits_resolve_on_their_signal_only_and_the_process_survives_it() {
-    Runner::new(Config::new().with_worker_threads(2)).start(|context| async move {
+/// A lost wake-up fails the test by its timeout instead of hanging it.
+#[runtime::test(timeout = "30s")]
+async fn waits_resolve_on_their_signal_only_and_the_process_survives_it(context: runtime::Context) {
+    {
         // Made before the delivery, first polled after it.
         let early = context.signal(Signal::Terminate);
         let interrupt = context.signal(Signal::Interrupt);
@@ -47,5 +48,5 @@ fn waits_resolve_on_their_signal_only_and_the_process_survives_it() {
         assert_eq!(interrupt.await, Ok(()));
         send(libc::SIGTERM);
         assert_eq!(after.await, Ok(()));
-    });
+    }
 }
