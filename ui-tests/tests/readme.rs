@@ -31,13 +31,23 @@ struct Block {
     run: bool,
 }
 
-/// The README's rust blocks, with the test comments above them.
+/// The README's rust blocks, with the test comments above them. A fence that starts like a
+/// rust block but is not exactly one (rustdoc's `rust,no_run`, an indented fence) fails: it
+/// would be left untested.
 fn blocks(readme: &str) -> Vec<Block> {
     let lines: Vec<&str> = readme.lines().collect();
     let mut blocks = Vec::new();
     let mut index = 0;
     while index < lines.len() {
-        if lines[index].trim_end() != "```rust" {
+        let line = lines[index];
+        if line.trim_start().starts_with("```rust") && line.trim_end() != "```rust" {
+            panic!(
+                "README line {}: {line:?} would not be tested; write ```rust at the line's \
+                 start, with a marker above it (`<!-- test: no_run -->`) where needed",
+                index + 1
+            );
+        }
+        if line.trim_end() != "```rust" {
             index += 1;
             continue;
         }
@@ -67,12 +77,13 @@ fn blocks(readme: &str) -> Vec<Block> {
 }
 
 /// The `<!-- test: .. -->` comment ending on the line right above a block (before `start`):
-/// its setup lines and whether the block runs.
+/// its setup lines and whether the block runs. It may be one line (`<!-- test: no_run -->`)
+/// or open a block of setup lines that a line `-->` closes.
 fn marker(before: &[&str], start: usize) -> (String, bool) {
     let Some(last) = before.last() else {
         return (String::new(), true);
     };
-    if last.trim() != "-->" {
+    if !last.trim_end().ends_with("-->") {
         return (String::new(), true);
     }
     let open = before
@@ -81,9 +92,9 @@ fn marker(before: &[&str], start: usize) -> (String, bool) {
         .unwrap_or_else(|| {
             panic!("README line {start}: a comment above a block that is not a test marker")
         });
-    let words: Vec<&str> = before[open]["<!-- test:".len()..]
-        .split_whitespace()
-        .collect();
+    let first = before[open]["<!-- test:".len()..].trim_end();
+    let first = first.strip_suffix("-->").unwrap_or(first);
+    let words: Vec<&str> = first.split_whitespace().collect();
     for word in &words {
         assert!(
             ["setup", "no_run"].contains(word),
@@ -91,7 +102,7 @@ fn marker(before: &[&str], start: usize) -> (String, bool) {
             open + 1
         );
     }
-    let setup = if words.contains(&"setup") {
+    let setup = if words.contains(&"setup") && open + 1 < before.len() - 1 {
         before[open + 1..before.len() - 1].join("\n")
     } else {
         String::new()
@@ -99,17 +110,31 @@ fn marker(before: &[&str], start: usize) -> (String, bool) {
     (setup, !words.contains(&"no_run"))
 }
 
+/// Whether a block is a whole program: a `main` at the top level (not one in a comment or an
+/// inner item).
+fn is_program(code: &str) -> bool {
+    code.lines()
+        .any(|line| line.starts_with("fn main(") || line.starts_with("async fn main("))
+}
+
 /// The program a block becomes.
+///
+/// A `#[runtime::test]` in a whole program is compiled as a plain `async fn` (its attribute
+/// line dropped): a binary leaves `#[test]` functions out unchecked, and the attribute itself
+/// is the ui-tests' to check.
 fn program(block: &Block) -> String {
     let header = "#![allow(unused, dead_code)]\n";
-    if block.code.contains("fn main") {
+    if is_program(&block.code) {
+        let code: String = block
+            .code
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("#[runtime::test"))
+            .map(|line| format!("{line}\n"))
+            .collect();
         return if block.run {
-            format!("{header}{}", block.code)
+            format!("{header}{code}")
         } else {
-            format!(
-                "{header}mod program {{\n{}\n}}\n\nfn main() {{}}\n",
-                block.code
-            )
+            format!("{header}mod program {{\n{code}\n}}\n\nfn main() {{}}\n")
         };
     }
     let body = format!(
@@ -133,6 +158,15 @@ fn every_readme_block_compiles_and_runs() {
         blocks.len() >= 10,
         "the README's blocks were found: {}",
         blocks.len()
+    );
+    let markers = readme.matches("<!-- test:").count();
+    let used = blocks
+        .iter()
+        .filter(|block| !block.run || !block.setup.is_empty())
+        .count();
+    assert_eq!(
+        markers, used,
+        "every test marker is right above its block and says something"
     );
     let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme");
     let _ = std::fs::remove_dir_all(&directory);
