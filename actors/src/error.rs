@@ -2,6 +2,11 @@
 
 use crate::ActorId;
 
+/// The most members a pool may have (`actors::pool::MAX_POOL_SIZE`): each is an actor with
+/// its own mailbox and supervision slot, and a size past this is a mistake (a computed size
+/// gone wrong) rather than a plan.
+pub const MAX_POOL_SIZE: usize = 1 << 16;
+
 /// Why a message did not get through, or got no reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,7 +40,7 @@ pub enum Error {
         /// The actor that holds it.
         holder: ActorId,
     },
-    /// A pool of no members was asked for.
+    /// A pool of no members, or of more than [`MAX_POOL_SIZE`], was asked for.
     InvalidPoolSize {
         /// The pool's label.
         pool: &'static str,
@@ -132,7 +137,8 @@ impl std::fmt::Display for Error {
             ),
             Error::InvalidPoolSize { pool, size } => write!(
                 f,
-                "the pool `{pool}` cannot have {size} members: a pool has at least one"
+                "the pool `{pool}` cannot have {size} members: a pool has 1 to {} members",
+                MAX_POOL_SIZE
             ),
             Error::NoSuchChild { supervisor, id } => write!(
                 f,

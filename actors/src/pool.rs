@@ -115,7 +115,7 @@ impl<A: Actor> Pool<A> {
         context.try_child(self.label)?;
         let (restarts, within) = self
             .intensity
-            .unwrap_or((3 * self.size, Duration::from_secs(5)));
+            .unwrap_or((3 * self.size, Duration::from_secs(5))); // at most 3 * MAX_POOL_SIZE
         let supervisor = DynamicSupervisor::new(self.label)
             .intensity(restarts, within)
             .spawn(context);
@@ -146,8 +146,11 @@ impl<A: Actor> Pool<A> {
     }
 }
 
+pub use crate::error::MAX_POOL_SIZE;
+
+/// Refuses a size outside `1..=MAX_POOL_SIZE` with [`Error::InvalidPoolSize`].
 fn check_size(pool: &'static str, size: usize) -> Result<(), Error> {
-    if size == 0 {
+    if !(1..=MAX_POOL_SIZE).contains(&size) {
         return Err(Error::InvalidPoolSize { pool, size });
     }
     Ok(())

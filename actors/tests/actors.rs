@@ -278,7 +278,7 @@ async fn an_actor_stops_with_its_parent_scope(context: runtime::Context) {
 
 /// A handler's panic ends its unsupervised actor, not the program, whatever the runtime's
 /// panic policy (here the default: task panics not caught): the ask it was handling resolves
-/// to `Panicked`, later ones to `Closed`, `on_stop` runs, joiners and monitors see
+/// to `Panicked`, later ones to `Closed`, `on_stop` runs, joiners see
 /// `ExitReason::Panicked` with the message, and the rest of the program goes on.
 #[runtime::test(timeout = "20s")]
 async fn an_unsupervised_panic_ends_the_actor_and_not_the_program(context: runtime::Context) {

@@ -52,3 +52,33 @@ async fn supervisors_with_an_invalid_label_are_refused_by_try_spawn(context: run
         .expect("a valid label");
     assert_eq!(sessions.count(), 0);
 }
+
+/// A pool size past `MAX_POOL_SIZE` (a computed size gone wrong) is refused like a size of
+/// zero, at spawn and at resize, instead of overflowing or starting billions of actors.
+#[runtime::test(timeout = "20s")]
+async fn a_pool_size_past_the_maximum_is_refused(context: runtime::Context) {
+    let huge = usize::MAX / 2;
+    let refused = Pool::new("huge", huge, || Worker).spawn(&context).await;
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err(),
+        Error::InvalidPoolSize {
+            pool: "huge",
+            size: huge
+        }
+    );
+    let pool = Pool::new("small", 1, || Worker)
+        .spawn(&context)
+        .await
+        .unwrap();
+    let too_many = actors::pool::MAX_POOL_SIZE + 1;
+    let error = pool.resize(too_many).await.unwrap_err();
+    assert_eq!(
+        error,
+        Error::InvalidPoolSize {
+            pool: "small",
+            size: too_many
+        }
+    );
+    assert!(error.to_string().contains("1 to 65536"), "{error}");
+    assert_eq!(pool.size(), 1);
+}

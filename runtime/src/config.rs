@@ -197,8 +197,9 @@ impl Config {
     /// empty is removed).
     ///
     /// Without this setting, each config picks a fresh directory under the system temp dir,
-    /// which the runner removes, data and all, when it ends: set a directory to keep data
-    /// from one run to the next.
+    /// which the runner removes, data and all, when it ends (a clone of the config names the
+    /// same directory, so a runner restarted on a clone starts empty): set a directory to keep
+    /// data from one run to the next.
     pub fn with_storage_directory(mut self, directory: impl Into<PathBuf>) -> Self {
         self.storage_directory = directory.into();
         self.generated_directory = false;

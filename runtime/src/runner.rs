@@ -133,8 +133,9 @@ impl Runner {
 
     /// [`start`](Self::start), refusing what stops the runner from starting with an error
     /// instead of a panic: an invalid config ([`Error::ConfigInvalid`], before anything is
-    /// created), and a storage directory that cannot be created or is in use, or io_uring
-    /// that cannot be set up ([`Error::StartFailed`], with the cause and the fix). In every
+    /// created), a thread that already runs a runtime worker, a storage directory that cannot
+    /// be created or is in use, or io_uring that cannot be set up ([`Error::StartFailed`],
+    /// with the cause and the fix). In every
     /// such case `f` is dropped without being called and nothing is left behind. Once the
     /// root runs, its output is `Ok`; a failure of the root, a task (unless panics are
     /// caught) or a worker still unwinds out of this call, as from `start`.
@@ -145,6 +146,13 @@ impl Runner {
     {
         let mut config = self.config;
         config.try_validate()?;
+        if crate::worker::local::Local::with_current(|_| ()).is_some() {
+            return Err(Error::StartFailed(
+                "this thread already runs a runtime worker (a runner's root or a task): start \
+                 the runner from a thread of its own (`std::thread::spawn`)"
+                    .into(),
+            ));
+        }
         let storage_lock = lock_storage(&config).map_err(Error::StartFailed)?;
         let started = start_workers(config).map_err(Error::StartFailed)?;
         let output = run(started, f);

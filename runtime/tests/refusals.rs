@@ -9,8 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[test]
 fn try_start_refuses_an_invalid_config_before_calling_the_root_or_creating_anything() {
-    let config = Config::new().with_worker_threads(0);
-    let directory = config.storage_directory().clone();
+    let parent = std::env::temp_dir().join(format!(
+        "runtime-refusals-{}-{}",
+        std::process::id(),
+        line!()
+    ));
+    let directory = parent.join("storage");
+    let config = Config::new()
+        .with_worker_threads(0)
+        .with_storage_directory(&directory);
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
     let outcome = Runner::new(config).try_start(move |_| {
@@ -25,7 +32,7 @@ fn try_start_refuses_an_invalid_config_before_calling_the_root_or_creating_anyth
         "names the field, the value and what is allowed: {why}"
     );
     assert!(!called.load(Ordering::SeqCst), "the root was not built");
-    assert!(!directory.exists(), "nothing was created");
+    assert!(!parent.exists(), "nothing was created, not even the parent");
 }
 
 #[test]
@@ -98,4 +105,24 @@ fn try_child_refuses_an_invalid_label_with_an_error_that_names_it() {
         let child = context.try_child("good_1").expect("a valid label");
         assert_eq!(child.spawn(|_| async { 1 }).await, Ok(1));
     });
+}
+
+#[test]
+fn try_start_refuses_a_thread_that_already_runs_a_worker() {
+    let output = Runner::new(Config::new().with_worker_threads(1)).start(|_| async {
+        let directory = std::env::temp_dir().join(format!(
+            "runtime-refusals-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let nested = Runner::new(Config::new().with_storage_directory(&directory))
+            .try_start(|_| async { unreachable!("the nested runner never starts") });
+        let Err(Error::StartFailed(why)) = &nested else {
+            panic!("a runner inside a runner's root is refused: {nested:?}");
+        };
+        assert!(why.contains("already runs a runtime worker"), "{why}");
+        assert!(!directory.exists(), "nothing was created");
+        7
+    });
+    assert_eq!(output, 7);
 }
