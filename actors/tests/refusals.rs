@@ -43,6 +43,25 @@ async fn supervisors_with_an_invalid_label_are_refused_by_try_spawn(context: run
     let refused = DynamicSupervisor::new("").try_spawn(&context);
     assert_eq!(refused.map(|_| ()).unwrap_err(), label_invalid(""));
 
+    let mut outer = Supervisor::new("outer", Strategy::OneForOne);
+    let mut middle = Supervisor::new("middle", Strategy::OneForOne);
+    middle.supervisor(
+        Supervisor::new("inner label", Strategy::OneForOne),
+        actors::supervisor::Restart::Permanent,
+        std::time::Duration::from_secs(1),
+    );
+    outer.supervisor(
+        middle,
+        actors::supervisor::Restart::Permanent,
+        std::time::Duration::from_secs(1),
+    );
+    let refused = outer.try_spawn(&context);
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err(),
+        label_invalid("inner label"),
+        "a nested supervisor's label, at any depth, is checked before anything starts"
+    );
+
     let mut supervisor = Supervisor::new("workers", Strategy::OneForOne);
     let worker = supervisor.child(actors::supervisor::ChildSpec::new(|| Worker));
     let _supervisor = supervisor.try_spawn(&context).expect("a valid label");

@@ -221,6 +221,9 @@ struct State {
 /// returns its ref at once) and start, in order, when the supervisor is spawned.
 pub struct Supervisor {
     state: State,
+    /// The labels of the nested supervisors under it, at every depth, for
+    /// [`try_spawn`](Self::try_spawn) to check before anything starts.
+    nested_labels: Vec<&'static str>,
 }
 
 /// Shows the supervisor's label, strategy, intensity and how many children it has so far.
@@ -252,6 +255,7 @@ impl Supervisor {
                 backoff: Backoff::none(),
                 deferred: VecDeque::new(),
             },
+            nested_labels: Vec::new(),
         }
     }
 
@@ -291,6 +295,8 @@ impl Supervisor {
     ) -> SupervisorRef {
         let control = supervisor.state.sender.clone();
         let label = supervisor.state.label;
+        self.nested_labels.push(label);
+        self.nested_labels.extend(supervisor.nested_labels);
         let life = SupervisorLife::new(label);
         let nested = Arc::new(Mutex::new(Nested {
             state: Some(supervisor.state),
@@ -313,11 +319,15 @@ impl Supervisor {
         }
     }
 
-    /// [`spawn`](Self::spawn), refusing an invalid label (see
-    /// [`Spawner::try_child`](runtime::Spawner::try_child)) with an error that names it
-    /// instead of panicking; for a label chosen at run time.
+    /// [`spawn`](Self::spawn), refusing an invalid label, its own or a nested supervisor's
+    /// at any depth (see [`Spawner::try_child`](runtime::Spawner::try_child)), with an error
+    /// that names it instead of panicking; for labels chosen at run time.
     pub fn try_spawn(self, context: &runtime::Context) -> Result<SupervisorRef, Error> {
         context.try_child(self.state.label)?;
+        for label in &self.nested_labels {
+            // A nested supervisor's scope is a child of its parent's: the same rule.
+            context.try_child(label)?;
+        }
         Ok(self.spawn(context))
     }
 
