@@ -9,7 +9,7 @@
 
 use actors::Error;
 use actors::prelude::*;
-use actors::supervisor::{ChildSpec, Strategy, Supervisor};
+use actors::supervisor::{ChildSpec, Restart, Strategy, Supervisor};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -138,20 +138,28 @@ fn collector() -> &'static Arc<Collector> {
     })
 }
 
-/// The events about actors labelled `label` (or supervisors labelled so) with the message
-/// `message`.
-fn events(label: &str, message: &str) -> Vec<EventRecord> {
+/// The events with the message `message` whose field `field` is `value`.
+fn events_by(field: &str, value: &str, message: &str) -> Vec<EventRecord> {
     collector()
         .records
         .lock()
         .events
         .iter()
         .filter(|event| {
-            event.field("message") == Some(message)
-                && (event.field("actor") == Some(label) || event.field("supervisor") == Some(label))
+            event.field("message") == Some(message) && event.field(field) == Some(value)
         })
         .cloned()
         .collect()
+}
+
+/// The events with the message `message` about actors labelled `label`.
+fn events(label: &str, message: &str) -> Vec<EventRecord> {
+    events_by("actor", label, message)
+}
+
+/// The events with the message `message` of the supervisor labelled `label`.
+fn supervisor_events(label: &str, message: &str) -> Vec<EventRecord> {
+    events_by("supervisor", label, message)
 }
 
 /// The spans named `name` of actors labelled `label`.
@@ -237,7 +245,7 @@ async fn a_supervised_life_is_traced(context: runtime::Context) {
         Some("1")
     );
 
-    let restarts = events("traced_team", "supervisor restarts a child");
+    let restarts = supervisor_events("traced_team", "supervisor restarts a child");
     assert_eq!(restarts.len(), 1, "{restarts:?}");
     let restart = &restarts[0];
     assert_eq!(restart.field("supervisor"), Some("traced_team"));
@@ -296,4 +304,60 @@ async fn an_ask_timeout_is_traced(context: runtime::Context) {
     assert_eq!(timeout.field("id"), Some(&*sleeper.id().to_string()));
     let _ = wake.send(());
     assert_eq!(sleeper.stop().await, actors::ExitReason::Stopped);
+}
+
+#[actor(name = "traced_fragile")]
+struct Fragile {
+    incarnation: usize,
+}
+
+#[actor]
+impl Fragile {
+    fn incarnation(&self) -> usize {
+        self.incarnation
+    }
+
+    fn fail(&mut self) {
+        panic!("fragile on purpose");
+    }
+}
+
+/// A nested supervisor allowed no restart gives up at its child's first panic: an ERROR
+/// event naming it, the child and the reason; its parent's restart of it is an event too.
+#[runtime::test(timeout = "20s")]
+async fn a_supervisor_giving_up_is_traced(context: runtime::Context) {
+    collector();
+    let made = Arc::new(AtomicUsize::new(0));
+    let counter = made.clone();
+    let mut inner =
+        Supervisor::new("traced_inner", Strategy::OneForOne).intensity(0, Duration::from_secs(60));
+    let fragile = inner.child(ChildSpec::new(move || Fragile {
+        incarnation: counter.fetch_add(1, Ordering::SeqCst) + 1,
+    }));
+    let mut outer =
+        Supervisor::new("traced_outer", Strategy::OneForOne).intensity(10, Duration::from_secs(60));
+    outer.supervisor(inner, Restart::Permanent, Duration::from_secs(5));
+    let outer = outer.spawn(&context);
+    assert_eq!(fragile.incarnation().await, Ok(1));
+    assert!(fragile.fail().await.is_err());
+    // Answered once the outer supervisor restarted the inner one, which gave up before.
+    assert_eq!(fragile.incarnation().await, Ok(2));
+
+    let gave_up = supervisor_events("traced_inner", "supervisor gave up");
+    assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+    let event = &gave_up[0];
+    assert_eq!(event.level, Level::ERROR);
+    assert_eq!(event.field("actor"), Some("traced_fragile"));
+    assert_eq!(event.field("id"), Some(&*fragile.id().to_string()));
+    assert_eq!(event.field("reason"), Some("panicked"));
+    assert_eq!(event.field("restarts"), Some("0"));
+    assert!(supervisor_events("traced_inner", "supervisor restarts a child").is_empty());
+
+    let restarts = supervisor_events("traced_outer", "supervisor restarts a child");
+    assert_eq!(restarts.len(), 1, "{restarts:?}");
+    assert_eq!(restarts[0].field("actor"), Some("traced_inner"));
+    assert_eq!(restarts[0].field("reason"), Some("panicked"));
+
+    outer.stop();
+    outer.join().await.unwrap();
 }
