@@ -337,15 +337,17 @@ impl<A: Actor> Launch<A> {
             ctx: Context::new(runtime, mailbox),
             ended,
         };
-        let incarnation = async move {
+        async move {
+            #[cfg(not(feature = "tracing"))]
             let exit = run(&mut incarnation).await;
+            // The span is entered on every poll of the loop, and around the end's report (its
+            // exit event); an aborted incarnation reports its end with the span's fields only.
+            #[cfg(feature = "tracing")]
+            let exit = tracing::Instrument::instrument(run(&mut incarnation), span.clone()).await;
+            #[cfg(feature = "tracing")]
+            let _entered = span.enter();
             incarnation.ended.call(exit);
-        };
-        // Entered on every poll, and on the drop of an aborted incarnation (its exit event).
-        #[cfg(feature = "tracing")]
-        return tracing::Instrument::instrument(incarnation, span);
-        #[cfg(not(feature = "tracing"))]
-        incarnation
+        }
     }
 }
 
