@@ -361,3 +361,37 @@ async fn a_supervisor_giving_up_is_traced(context: runtime::Context) {
     outer.stop();
     outer.join().await.unwrap();
 }
+
+#[interface]
+pub trait Traced {
+    fn traced_hello(&self) -> u32;
+}
+
+#[actor(name = "traced_polyglot")]
+struct Polyglot;
+
+#[actor(implements(Traced))]
+impl Polyglot {}
+
+#[actor]
+impl Traced for Polyglot {
+    fn traced_hello(&self) -> u32 {
+        7
+    }
+}
+
+/// A message sent through an interface ref is handled in a span that names the interface's
+/// handler.
+#[runtime::test(timeout = "20s")]
+async fn an_interface_message_names_its_handler(context: runtime::Context) {
+    collector();
+    let polyglot = Polyglot.spawn(&context);
+    let traced = TracedRef::from(polyglot.clone());
+    assert_eq!(traced.traced_hello().await, Ok(7));
+    let handlers: Vec<_> = spans("traced_polyglot", "message")
+        .into_iter()
+        .filter_map(|span| span.fields.get("handler").cloned())
+        .collect();
+    assert_eq!(handlers, ["traced_hello"]);
+    assert_eq!(polyglot.stop().await, actors::ExitReason::Stopped);
+}
