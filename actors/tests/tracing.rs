@@ -271,7 +271,7 @@ async fn a_supervised_life_is_traced(context: runtime::Context) {
     assert_eq!(handlers, ["fail", "incarnation", "incarnation"]);
 
     supervisor.stop();
-    supervisor.join().await.unwrap();
+    assert_eq!(supervisor.join().await, actors::ExitReason::Stopped);
 }
 
 #[actor(name = "traced_sleeper")]
@@ -359,7 +359,7 @@ async fn a_supervisor_giving_up_is_traced(context: runtime::Context) {
     assert_eq!(restarts[0].field("reason"), Some("panicked"));
 
     outer.stop();
-    outer.join().await.unwrap();
+    assert_eq!(outer.join().await, actors::ExitReason::Stopped);
 }
 
 #[interface]
