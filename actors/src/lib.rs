@@ -107,6 +107,8 @@ mod sync;
 mod thread_bound;
 mod timer;
 pub mod topic;
+#[cfg(feature = "tracing")]
+mod trace;
 
 pub use actor::context::Context;
 pub use actor::erased::{ErasedAsk, ErasedQueued, Recipient};
@@ -174,4 +176,24 @@ pub mod __private {
         };
     }
     pub use __remote_enabled as remote_enabled;
+
+    /// What generated code wraps its `tracing` glue in (the handler names of a message
+    /// enum): the items as written with the `tracing` feature of actors, nothing without it,
+    /// so the feature decides in this crate and an actor's crate need not declare it.
+    #[cfg(feature = "tracing")]
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __if_tracing {
+        ($($item:tt)*) => { $($item)* };
+    }
+
+    /// What generated code wraps its `tracing` glue in: without the `tracing` feature,
+    /// nothing.
+    #[cfg(not(feature = "tracing"))]
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __if_tracing {
+        ($($item:tt)*) => {};
+    }
+    pub use __if_tracing as if_tracing;
 }

@@ -90,6 +90,12 @@ pub trait Actor: Declared {
     #[doc(hidden)]
     fn __call(call: call::Call<Self>) -> Self::Message;
 
+    /// The name of the handler `message` is for (the method's; `call` for a closure run on
+    /// the actor), which the `tracing` feature's message spans carry; generated.
+    #[cfg(feature = "tracing")]
+    #[doc(hidden)]
+    fn __handler_name(message: &Self::Message) -> &'static str;
+
     /// Spawns an incarnation in `scope` (generated: it names the concrete type, where the
     /// compiler sees whether a pool actor's future is `Send`; see `spawn::Place`).
     #[doc(hidden)]

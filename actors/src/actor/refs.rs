@@ -52,10 +52,13 @@ impl<A: Actor> Ref<A> {
     /// for room) and waits for the reply, within the actor's `ask_timeout` if it has one or
     /// the ask's own [`timeout`](Ask::timeout).
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
-        Ask(
+        #[cfg(not(feature = "tracing"))]
+        return Ask(
             Asking::new(&*self.mailbox, make, A::LABEL, A::ASK_TIMEOUT),
             None,
-        )
+        );
+        #[cfg(feature = "tracing")]
+        Ask(named::<A, R>(&*self.mailbox, make), None)
     }
 
     /// [`ask`](Self::ask) through this ref, which the ask owns: what a pool's ask is, the ref
@@ -73,10 +76,13 @@ impl<A: Actor> Ref<A> {
         // the second (declaration order), also when a panic unwinds through a drop. So the
         // reference is valid wherever it is used, though its type says `'a`.
         let channel: &'a Mailbox<A::Message> = unsafe { &*Arc::as_ptr(&self.mailbox) };
-        Ask(
+        #[cfg(not(feature = "tracing"))]
+        return Ask(
             Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT),
             Some(self),
-        )
+        );
+        #[cfg(feature = "tracing")]
+        Ask(named::<A, R>(channel, make), Some(self))
     }
 
     /// The mailbox, for the erased refs made from this one.
@@ -242,6 +248,25 @@ impl<A: Actor, R> std::fmt::Debug for Ask<'_, A, R> {
     }
 }
 
+/// An ask of the message `make` builds, to the actor `A` on `channel`, that knows the
+/// handler asked (read off the message as it is made) for the `tracing` feature's timeout
+/// event.
+#[cfg(feature = "tracing")]
+fn named<'a, A: Actor, R>(
+    channel: &'a Mailbox<A::Message>,
+    make: impl FnOnce(Reply<R>) -> A::Message,
+) -> Asking<'a, A::Message, Mailbox<A::Message>, R> {
+    let mut handler = "";
+    let make = |reply| {
+        let message = make(reply);
+        handler = A::__handler_name(&message);
+        message
+    };
+    let mut asking = Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT);
+    asking.handler = handler;
+    asking
+}
+
 /// An ask on any channel: what [`Ask`] and [`ErasedAsk`](crate::ErasedAsk) are. See
 /// [`Ask`] for its deadline.
 pub(crate) struct Asking<'a, M: Send, C: ?Sized + Channel<M>, R> {
@@ -252,6 +277,10 @@ pub(crate) struct Asking<'a, M: Send, C: ?Sized + Channel<M>, R> {
     pub(crate) deadline: Deadline,
     /// The label of the actor asked, for `Error::Panicked`.
     label: &'static str,
+    /// The handler asked, for the `tracing` feature's timeout event; empty when the ask's
+    /// maker does not know it (an erased ask).
+    #[cfg(feature = "tracing")]
+    pub(crate) handler: &'static str,
 }
 
 /// An ask's deadline: none, a duration from the first poll, or the sleep that counts it.
@@ -284,6 +313,8 @@ impl<'a, M: Send, C: ?Sized + Channel<M>, R> Asking<'a, M, C, R> {
                 None => Deadline::None,
             },
             label,
+            #[cfg(feature = "tracing")]
+            handler: "",
         }
     }
 
@@ -342,6 +373,8 @@ impl<'a, M: Send, C: ?Sized + Channel<M>, R> Asking<'a, M, C, R> {
         // The message, if not queued yet, goes now: it is never handled.
         self.sending = None;
         self.channel.count_ask_timeout();
+        #[cfg(feature = "tracing")]
+        crate::trace::ask_timed_out(self.channel.id(), self.handler);
         Poll::Ready(Err(Error::Timeout))
     }
 }

@@ -193,7 +193,16 @@ pub(crate) fn run<A: Actor>(this: &mut impl Running<A>) -> impl Future<Output = 
                     continue 'messages;
                 };
                 this.parts().1.taken(consumer.mailbox().len());
+                #[cfg(not(feature = "tracing"))]
                 let handled = guarded(actor.handle(this.parts().0, message)).await;
+                // The span is made before the message moves into the handler, which names it.
+                #[cfg(feature = "tracing")]
+                let handled = {
+                    let id = this.parts().0.id();
+                    let span = crate::trace::message(id, A::__handler_name(&message));
+                    let handling = guarded(actor.handle(this.parts().0, message));
+                    tracing::Instrument::instrument(handling, span).await
+                };
                 this.parts().1.handled(consumer.mailbox().len());
                 if let Err(payload) = handled {
                     exit = Some(Exit::Panicked(Box::new(payload)));

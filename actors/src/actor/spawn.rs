@@ -233,6 +233,11 @@ struct OnEnd<A> {
     /// Also keeps whether `on_start` returned ([`ActorMetrics::began`]), in its spare bytes.
     metrics: ActorMetrics,
     hooks: Option<Box<dyn Hooks<A>>>,
+    /// The actor and the incarnation's number on its mailbox, for its span and events.
+    #[cfg(feature = "tracing")]
+    id: ActorId,
+    #[cfg(feature = "tracing")]
+    incarnation: u32,
 }
 
 impl<A> OnEnd<A> {
@@ -250,6 +255,8 @@ impl<A> OnEnd<A> {
         if let Some(hooks) = self.hooks.take() {
             let reason = exit.reason();
             self.metrics.exit(&reason);
+            #[cfg(feature = "tracing")]
+            crate::trace::exited(self.id, self.incarnation, &reason);
             hooks.ended(exit, reason, self.metrics.began);
         }
     }
@@ -284,6 +291,10 @@ pub(crate) fn spawn_incarnation<A: Actor>(
     let ended = OnEnd {
         metrics: Families::of(context).actor(A::LABEL),
         hooks: Some(hooks),
+        #[cfg(feature = "tracing")]
+        id: mailbox.life.id(),
+        #[cfg(feature = "tracing")]
+        incarnation: mailbox.next_incarnation(),
     };
     mailbox.bind_ask_timeouts(|| ended.metrics.ask_timeouts());
     let scope = placed(context.child(A::LABEL), A::PLACEMENT);
@@ -320,12 +331,21 @@ impl<A: Actor> Launch<A> {
     /// captures the one `Incarnation` and uses it in place.
     pub fn run(self, runtime: runtime::Context) -> impl Future<Output = ()> {
         let Launch { mailbox, ended } = self;
+        #[cfg(feature = "tracing")]
+        let span = crate::trace::incarnation(ended.id, ended.incarnation);
         let mut incarnation = Incarnation {
             ctx: Context::new(runtime, mailbox),
             ended,
         };
         async move {
+            #[cfg(not(feature = "tracing"))]
             let exit = run(&mut incarnation).await;
+            // The span is entered on every poll of the loop, and around the end's report (its
+            // exit event); an aborted incarnation reports its end with the span's fields only.
+            #[cfg(feature = "tracing")]
+            let exit = tracing::Instrument::instrument(run(&mut incarnation), span.clone()).await;
+            #[cfg(feature = "tracing")]
+            let _entered = span.enter();
             incarnation.ended.call(exit);
         }
     }
@@ -343,6 +363,10 @@ impl<A: Actor> Running<A> for Incarnation<A> {
     }
 
     fn started(&mut self, ok: bool) {
+        #[cfg(feature = "tracing")]
+        if ok {
+            crate::trace::started(self.ended.id, self.ended.incarnation);
+        }
         self.ended.metrics.began = ok;
         self.ended.hooks().started(ok);
     }

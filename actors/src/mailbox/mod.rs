@@ -80,6 +80,9 @@ pub(crate) struct Mailbox<M> {
     /// `early_timeouts`, added to it when it is set or when a later incarnation starts.
     ask_timeouts: OnceLock<prometheus_client::metrics::counter::Counter>,
     early_timeouts: AtomicU32,
+    /// Incarnations started on this mailbox, for the `tracing` feature's spans.
+    #[cfg(feature = "tracing")]
+    incarnations: AtomicU32,
 }
 
 #[derive(Default)]
@@ -116,7 +119,19 @@ impl<M: Send> Mailbox<M> {
             waiters: crate::sync::Mutex::new(None),
             ask_timeouts: OnceLock::new(),
             early_timeouts: AtomicU32::new(0),
+            #[cfg(feature = "tracing")]
+            incarnations: AtomicU32::new(0),
         })
+    }
+
+    /// Counts an incarnation starting on this mailbox; its number, from 1.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn next_incarnation(&self) -> u32 {
+        // Relaxed: one incarnation starts at a time (its supervisor's loop starts them), and
+        // the number is only a label.
+        self.incarnations
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1)
     }
 
     /// Counts an ask to this actor whose deadline passed.

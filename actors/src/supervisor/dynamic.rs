@@ -419,9 +419,19 @@ impl Dynamic {
                         continue;
                     }
                     if self.restarts.exceeded(self.intensity) {
+                        #[cfg(feature = "tracing")]
+                        crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
                         break Err(Escalated);
                     }
                     let delay = slot.backoff.next_delay(&self.backoff);
+                    #[cfg(feature = "tracing")]
+                    crate::trace::restarting(
+                        self.label,
+                        slot.child.id(),
+                        &reason,
+                        slot.generation,
+                        delay,
+                    );
                     if delay.is_zero() {
                         self.restart(key, generation, runtime);
                     } else if let Some(due) = Instant::now().checked_add(delay) {

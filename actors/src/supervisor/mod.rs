@@ -569,9 +569,13 @@ impl State {
                 continue;
             }
             if self.restarts.exceeded(self.intensity) {
+                #[cfg(feature = "tracing")]
+                crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
                 break Err(Escalated);
             }
             let delay = slot.backoff.next_delay(&self.backoff);
+            #[cfg(feature = "tracing")]
+            crate::trace::restarting(self.label, slot.child.id(), &reason, slot.generation, delay);
             let affected = match self.strategy {
                 Strategy::OneForOne => index..index + 1,
                 Strategy::OneForAll => 0..self.slots.len(),

@@ -1,6 +1,7 @@
 //! `impl Actor` for an actor: its message and ref types, its launch on its placement, the
 //! `handle` match over every variant of its message enum, and the hooks it overrides.
 
+use super::handler_name::ActorHandlerName;
 use super::message::HandleArm;
 use super::shape::Shape;
 use crate::model::{Hook, HookKind};
@@ -31,6 +32,12 @@ impl ToTokens for ActorTraitImpl<'_> {
             .hooks
             .iter()
             .map(|hook| HookMethod { hook, self_ty });
+        let handler_name = ActorHandlerName {
+            handlers: &shape.model.handlers,
+            message,
+            message_ty,
+            interface_variants: shape.interfaces().map(|(_, variant, _)| variant).collect(),
+        };
         tokens.extend(quote! {
             impl #impl_generics ::actors::Actor for #self_ty #where_clause {
                 type Message = #message_ty;
@@ -63,6 +70,8 @@ impl ToTokens for ActorTraitImpl<'_> {
                 }
 
                 #(#hooks)*
+
+                #handler_name
             }
         });
     }

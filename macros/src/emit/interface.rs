@@ -6,6 +6,7 @@
 
 use super::checks::SendChecks;
 use super::debug::{MessageDebug, RefDebug};
+use super::handler_name::InterfaceHandlerName;
 use super::message::{HandleArm, MessageVariant};
 use super::names;
 use super::ref_methods::{HandlerMethods, Own, OwnMethods, Sender};
@@ -167,6 +168,10 @@ impl ToTokens for InterfaceRef<'_> {
             wrapped: Vec::new(),
             call: false,
         };
+        let handler_name = InterfaceHandlerName {
+            handlers: &self.model.handlers,
+            message,
+        };
         let remote = match &self.model.remote {
             Remote::Off => quote!(),
             Remote::On => RemoteInterface {
@@ -189,6 +194,8 @@ impl ToTokens for InterfaceRef<'_> {
             #vis enum #message {
                 #(#variants,)*
             }
+
+            #handler_name
 
             #[doc = #ref_doc]
             #vis struct #ref_name(::actors::__private::ErasedRef<#message>);

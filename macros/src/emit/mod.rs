@@ -10,6 +10,7 @@ mod actor_struct;
 mod actor_trait;
 mod checks;
 mod debug;
+mod handler_name;
 mod interface;
 mod interface_impl;
 mod message;
