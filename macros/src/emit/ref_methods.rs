@@ -364,10 +364,15 @@ impl HandlerMethods<'_> {
     fn docs(&self, form: Form) -> TokenStream {
         let plain = self.handler.name.unraw();
         let text = match (form, self.sender) {
-            (Form::Ask, _) => {
+            (Form::Ask, _) if !self.handler.docs.is_empty() => {
                 let docs = &self.handler.docs;
                 return quote!(#(#docs)*);
             }
+            // An undocumented handler (an interface's, implemented without docs) still gets
+            // one line, so a crate that denies `missing_docs` can declare it.
+            (Form::Ask, _) => format!(
+                "Asks the actor's `{plain}` handler; resolves to its reply, or to the error                  that kept it from one."
+            ),
             (Form::Tell | Form::Forward | Form::Try, Sender::Pool { .. }) => {
                 let prefix = match form {
                     Form::Tell => "tell",
