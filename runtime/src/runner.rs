@@ -146,6 +146,10 @@ impl Runner {
     {
         let mut config = self.config;
         config.try_validate()?;
+        let storage_lock = lock_storage(&config).map_err(Error::StartFailed)?;
+        // Checked before any worker or ring exists (the lock, dropped on the way out, removes
+        // a directory it made), and after the lock, so that a nested runner on its parent's
+        // directory is told the directory is in use.
         if crate::worker::local::Local::with_current(|_| ()).is_some() {
             return Err(Error::StartFailed(
                 "this thread already runs a runtime worker (a runner's root or a task): start \
@@ -153,7 +157,6 @@ impl Runner {
                     .into(),
             ));
         }
-        let storage_lock = lock_storage(&config).map_err(Error::StartFailed)?;
         let started = start_workers(config).map_err(Error::StartFailed)?;
         let output = run(started, f);
         // Every worker has been joined and every ring drained: the directory is free again,
