@@ -2,7 +2,7 @@
 //! stream is `AsyncRead` and `AsyncBufRead`, the sink `AsyncWrite`. Every case runs with one
 //! receive per call (the default) and with multishot receives, through the public API only.
 
-use futures::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
+use futures::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use runtime::prelude::*;
 use runtime::{Config, Context, Error, RingConfig};
 use std::io::{ErrorKind, Read, Write};
@@ -123,6 +123,45 @@ async fn write_all_flush_and_close_end_the_stream_after_every_byte(context: Cont
     );
     let after = sink.write_all(b"more").await.unwrap_err();
     assert_eq!(after.kind(), ErrorKind::BrokenPipe, "{after}");
+}
+
+/// A `send` future dropped before its first poll, while a send `poll_write` left is in
+/// flight, gives up nothing: every byte `poll_write` reported written reaches the peer, and
+/// `flush` and `close` succeed. (A dropped `send` used to cancel whatever send was in flight,
+/// losing bytes reported written and breaking the sink.)
+async fn a_dropped_send_does_not_cancel_bytes_poll_write_accepted(context: Context) {
+    let (mut listener, client) = listener_and_client(&context).await;
+    let (_, mut sink, _stream) = listener.accept().await.unwrap();
+    let chunk = pattern(64 << 10);
+    let mut accepted = Vec::new();
+    // The client does not read yet: writes fill the socket, then one goes to the ring and the
+    // next waits for it.
+    loop {
+        let write = futures::future::poll_fn(|cx| Pin::new(&mut sink).poll_write(cx, &chunk));
+        match futures::poll!(write) {
+            std::task::Poll::Ready(written) => {
+                let written = written.unwrap();
+                accepted.extend_from_slice(&chunk[..written]);
+            }
+            std::task::Poll::Pending => break,
+        }
+    }
+    drop(runtime::Sink::send(&mut sink, b"x".to_vec()));
+    let reader = std::thread::spawn(move || {
+        let mut client = client;
+        let mut received = Vec::new();
+        client.read_to_end(&mut received).unwrap();
+        received
+    });
+    sink.flush().await.unwrap();
+    sink.close().await.unwrap();
+    let received = reader.join().unwrap();
+    assert_eq!(
+        received.len(),
+        accepted.len(),
+        "every accepted byte arrives"
+    );
+    assert!(received == accepted, "in order");
 }
 
 /// Between two runtime tasks: 8 MiB through `write_all` on one side and `read_exact` in
@@ -368,6 +407,7 @@ mod one_call {
         read_to_end_reads_every_byte_until_the_end,
         read_line_splits_lines_across_segments,
         write_all_flush_and_close_end_the_stream_after_every_byte,
+        a_dropped_send_does_not_cancel_bytes_poll_write_accepted,
         a_large_transfer_between_tasks_keeps_every_byte,
         poll_reads_and_recv_interleave_without_losing_or_reordering,
         a_stream_dropped_mid_read_closes_its_socket,

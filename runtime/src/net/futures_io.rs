@@ -116,6 +116,14 @@ impl Sink {
                 RequestOutput::Send(Ok(())) => {}
                 RequestOutput::Send(Err(error)) => {
                     self.broken = true;
+                    // Bytes this sink accepted are lost: the connection is broken, which is
+                    // what the caller must hear. A cancelled send's `Interrupted` would say
+                    // "retry" by io's convention; it stays the source.
+                    let error = if error.kind() == io::ErrorKind::Interrupted {
+                        io::Error::new(io::ErrorKind::BrokenPipe, error)
+                    } else {
+                        error
+                    };
                     return Poll::Ready(Err(Error::SendFailed(error)));
                 }
                 other => unreachable!("a send answered {other:?}"),

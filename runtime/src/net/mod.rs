@@ -460,6 +460,7 @@ impl crate::Sink for Sink {
             sink: self,
             deadline: None,
             finished: false,
+            registered: false,
         }
     }
 }
@@ -467,6 +468,8 @@ impl crate::Sink for Sink {
 /// The future of [`Sink::send`](crate::Sink::send). Dropped before it resolves, it gives up
 /// the send it registered: the ring cancels it, so the socket is not held past the caller's
 /// own limit (the sink keeps the cancelled send, and the next send takes its answer first).
+/// A send in flight that it did not register (one a `poll_write` left, whose bytes that call
+/// reported written) is not its to give up: it stays in flight for the next call to settle.
 struct Sending<'a> {
     sink: &'a mut Sink,
     /// The bytes not yet offered to the socket.
@@ -475,6 +478,8 @@ struct Sending<'a> {
     deadline: Option<Instant>,
     /// It resolved: nothing of it is left to give up.
     finished: bool,
+    /// The send in flight in the sink is this call's own (it took `bufs` and registered it).
+    registered: bool,
 }
 
 impl Future for Sending<'_> {
@@ -482,8 +487,11 @@ impl Future for Sending<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let had_bytes = this.bufs.is_some();
         let output = this.sink.poll_send(cx, &mut this.bufs, &mut this.deadline);
         this.finished = output.is_ready();
+        // Its bytes left `bufs` for the socket or the ring; still pending means the ring.
+        this.registered |= had_bytes && this.bufs.is_none() && output.is_pending();
         output
     }
 }
@@ -491,6 +499,7 @@ impl Future for Sending<'_> {
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
         if !self.finished
+            && self.registered
             && let Some(pending) = &self.sink.pending
         {
             pending.cancel();
