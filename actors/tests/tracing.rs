@@ -194,8 +194,8 @@ impl Worker {
 
 /// A supervised actor's life (start, a handler's panic, the restart, the second start)
 /// produces: a span per incarnation, a span per message naming its handler, an event for
-/// each start, an ERROR event for the panicked exit (within the failed incarnation's span and
-/// the failing message's), and the supervisor's restart event with the child, the reason,
+/// each start, an ERROR event for the panicked exit (within the failed incarnation's span;
+/// the failing message's span has closed by then, as the unwind left it), and the supervisor's restart event with the child, the reason,
 /// the restart's number and its backoff delay.
 #[runtime::test(timeout = "20s")]
 async fn a_supervised_life_is_traced(context: runtime::Context) {

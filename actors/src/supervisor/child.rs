@@ -261,17 +261,22 @@ impl Child for SupervisorChild {
         let nested = self.nested.clone();
         scope.child(self.label).spawn(move |runtime| async move {
             let _incarnation = incarnation;
-            let (state, terminated) = {
+            let state = {
                 let mut nested = nested.lock();
-                (nested.state.take(), nested.terminated)
+                if nested.terminated {
+                    // A ref's `stop()` came while no incarnation ran: done for good. The state
+                    // stays where it is, under the same lock, so a `close` from the parent
+                    // finds it there.
+                    None
+                } else {
+                    Some(nested.state.take())
+                }
             };
-            let state = state.expect("the last incarnation's future is gone");
-            if terminated {
-                // A ref's `stop()` came while no incarnation ran: done for good.
-                nested.lock().state = Some(state);
+            let Some(state) = state else {
                 reporter.report(Ended::Terminated, ExitReason::Stopped);
                 return;
-            }
+            };
+            let state = state.expect("the last incarnation's future is gone");
             let mut running = PutBack {
                 nested: nested.clone(),
                 state: Some(state),
