@@ -265,25 +265,28 @@ impl Context {
     }
 }
 
-/// Checks a label or an attribute key: non-empty, ASCII letters, digits and `_` (what a metric
-/// name may hold).
-fn validate_label(label: &str) -> Result<(), Error> {
-    let valid = !label.is_empty()
+/// Whether a label or an attribute key is valid: non-empty, ASCII letters, digits and `_`
+/// (what a metric name may hold). On the spawn path (`child` runs per spawn from a loop): a
+/// plain check, with the error built only when it fails.
+fn label_is_valid(label: &str) -> bool {
+    !label.is_empty()
         && label
             .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
-    if valid {
-        Ok(())
-    } else {
-        Err(Error::LabelInvalid(label.to_string()))
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+}
+
+/// The literal forms' check, which panics with [`Error::LabelInvalid`]'s message.
+#[inline]
+fn check_label(label: &str) {
+    if !label_is_valid(label) {
+        invalid_label(label);
     }
 }
 
-/// [`validate_label`] for the literal forms, which panic with the error's message.
-fn check_label(label: &str) {
-    if let Err(error) = validate_label(label) {
-        panic!("{error}");
-    }
+#[cold]
+#[inline(never)]
+fn invalid_label(label: &str) -> ! {
+    panic!("{}", Error::LabelInvalid(label.to_string()))
 }
 
 impl Spawner for Context {
@@ -301,7 +304,9 @@ impl Spawner for Context {
     }
 
     fn try_child(&self, label: &'static str) -> Result<Self, Error> {
-        validate_label(label)?;
+        if !label_is_valid(label) {
+            return Err(Error::LabelInvalid(label.to_string()));
+        }
         Ok(self.child(label))
     }
 

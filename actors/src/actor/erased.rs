@@ -292,18 +292,7 @@ impl<'a, I: Send, R> Future for ErasedQueued<'a, I, R> {
     type Output = Result<ErasedAsk<'a, I, R>, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let ask = self
-            .0
-            .as_mut()
-            .expect("a queued ask polled after it resolved");
-        match ask.0.poll_queued(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(self.0.take().expect("present"))),
-            Poll::Ready(Err(error)) => {
-                self.0 = None;
-                Poll::Ready(Err(error))
-            }
-            Poll::Pending => Poll::Pending,
-        }
+        super::refs::poll_until_queued(&mut self.0, cx, |ask, cx| ask.0.poll_queued(cx))
     }
 }
 

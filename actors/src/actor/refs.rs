@@ -218,18 +218,28 @@ impl<'a, A: Actor, R> Future for Queued<'a, A, R> {
     type Output = Result<Ask<'a, A, R>, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let ask = self
-            .0
-            .as_mut()
-            .expect("a queued ask polled after it resolved");
-        match ask.0.poll_queued(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(self.0.take().expect("present"))),
-            Poll::Ready(Err(error)) => {
-                self.0 = None;
-                Poll::Ready(Err(error))
-            }
-            Poll::Pending => Poll::Pending,
+        poll_until_queued(&mut self.0, cx, |ask, cx| ask.0.poll_queued(cx))
+    }
+}
+
+/// What a queued ask's future does, for the typed and the erased ask alike: polls the ask in
+/// `slot` until its message is queued, then gives the ask back; on an error, drops it (its
+/// message never went in) and gives the error. Panics if polled after it resolved.
+pub(crate) fn poll_until_queued<T>(
+    slot: &mut Option<T>,
+    cx: &mut Context<'_>,
+    poll_queued: impl FnOnce(&mut T, &mut Context<'_>) -> Poll<Result<(), Error>>,
+) -> Poll<Result<T, Error>> {
+    let ask = slot
+        .as_mut()
+        .expect("a queued ask polled after it resolved");
+    match poll_queued(ask, cx) {
+        Poll::Ready(Ok(())) => Poll::Ready(Ok(slot.take().expect("present"))),
+        Poll::Ready(Err(error)) => {
+            *slot = None;
+            Poll::Ready(Err(error))
         }
+        Poll::Pending => Poll::Pending,
     }
 }
 

@@ -214,27 +214,32 @@ impl std::fmt::Debug for Listener {
 /// Shows the socket's descriptor and its addresses, never bytes in flight.
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (local, peer) = addresses(&self.fd);
-        f.debug_struct("Sink")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("local", &local)
-            .field("peer", &peer)
-            .field("broken", &self.broken)
-            .finish_non_exhaustive()
+        debug_half(f, "Sink", &self.fd, ("broken", self.broken))
     }
 }
 
 /// Shows the socket's descriptor and its addresses, never received bytes.
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (local, peer) = addresses(&self.fd);
-        f.debug_struct("Stream")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("local", &local)
-            .field("peer", &peer)
-            .field("closed", &self.closed)
-            .finish_non_exhaustive()
+        debug_half(f, "Stream", &self.fd, ("closed", self.closed))
     }
+}
+
+/// A connection half as `name { fd, local, peer, <state> }`: what identifies it, and the one
+/// flag that says whether it still carries bytes.
+fn debug_half(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    fd: &OwnedFd,
+    (state, value): (&str, bool),
+) -> std::fmt::Result {
+    let (local, peer) = addresses(fd);
+    f.debug_struct(name)
+        .field("fd", &fd.as_raw_fd())
+        .field("local", &local)
+        .field("peer", &peer)
+        .field(state, &value)
+        .finish_non_exhaustive()
 }
 
 fn shutdown(fd: &OwnedFd, how: i32) {
