@@ -52,13 +52,7 @@ impl<A: Actor> Ref<A> {
     /// for room) and waits for the reply, within the actor's `ask_timeout` if it has one or
     /// the ask's own [`timeout`](Ask::timeout).
     pub fn ask<R>(&self, make: impl FnOnce(Reply<R>) -> A::Message) -> Ask<'_, A, R> {
-        #[cfg(not(feature = "tracing"))]
-        return Ask(
-            Asking::new(&*self.mailbox, make, A::LABEL, A::ASK_TIMEOUT),
-            None,
-        );
-        #[cfg(feature = "tracing")]
-        Ask(named::<A, R>(&*self.mailbox, make), None)
+        Ask(asking::<A, R>(&self.mailbox, make), None)
     }
 
     /// [`ask`](Self::ask) through this ref, which the ask owns: what a pool's ask is, the ref
@@ -76,13 +70,7 @@ impl<A: Actor> Ref<A> {
         // the second (declaration order), also when a panic unwinds through a drop. So the
         // reference is valid wherever it is used, though its type says `'a`.
         let channel: &'a Mailbox<A::Message> = unsafe { &*Arc::as_ptr(&self.mailbox) };
-        #[cfg(not(feature = "tracing"))]
-        return Ask(
-            Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT),
-            Some(self),
-        );
-        #[cfg(feature = "tracing")]
-        Ask(named::<A, R>(channel, make), Some(self))
+        Ask(asking::<A, R>(channel, make), Some(self))
     }
 
     /// The mailbox, for the erased refs made from this one.
@@ -258,23 +246,28 @@ impl<A: Actor, R> std::fmt::Debug for Ask<'_, A, R> {
     }
 }
 
-/// An ask of the message `make` builds, to the actor `A` on `channel`, that knows the
-/// handler asked (read off the message as it is made) for the `tracing` feature's timeout
-/// event.
-#[cfg(feature = "tracing")]
-fn named<'a, A: Actor, R>(
+/// An ask of the message `make` builds, to the actor `A` on `channel`, with the actor's
+/// `ask_timeout`: what [`Ref::ask`] and [`Ref::into_ask`] build. With the `tracing` feature
+/// it knows the handler asked (read off the message as it is made) for the timeout event.
+#[inline]
+fn asking<'a, A: Actor, R>(
     channel: &'a Mailbox<A::Message>,
     make: impl FnOnce(Reply<R>) -> A::Message,
 ) -> Asking<'a, A::Message, Mailbox<A::Message>, R> {
-    let mut handler = "";
-    let make = |reply| {
-        let message = make(reply);
-        handler = A::__handler_name(&message);
-        message
-    };
-    let mut asking = Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT);
-    asking.handler = handler;
-    asking
+    #[cfg(not(feature = "tracing"))]
+    return Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT);
+    #[cfg(feature = "tracing")]
+    {
+        let mut handler = "";
+        let make = |reply| {
+            let message = make(reply);
+            handler = A::__handler_name(&message);
+            message
+        };
+        let mut asking = Asking::new(channel, make, A::LABEL, A::ASK_TIMEOUT);
+        asking.handler = handler;
+        asking
+    }
 }
 
 /// An ask on any channel: what [`Ask`] and [`ErasedAsk`](crate::ErasedAsk) are. See
