@@ -19,10 +19,17 @@
 //!   them after what is queued (so a message routed before is still handled).
 //! - By key, a key maps to a point on a ring of 64 points per member, each placed by the
 //!   member's id: a resize moves only the keys of the members it adds or removes.
+//! - A pool is its supervisor's: its members are owned by it, not by the pool's refs. A
+//!   top-level pool stops when its last ref goes (nobody can route to it any more); one
+//!   nested under a [`Supervisor`](crate::supervisor::Supervisor) lives until its parent
+//!   ends it, and each of its incarnations starts as many new members as it had (routing
+//!   gives refs that report `Closed` while it restarts).
 
 use crate::actor::refs::PeerHandle;
 use crate::registry::Registrable;
-use crate::supervisor::{ChildSpec, DynamicSupervisor, DynamicSupervisorRef};
+use crate::supervisor::{
+    ChildSpec, ChildSupervisor, DynamicSupervisor, DynamicSupervisorRef, Nesting, Restart,
+};
 use crate::sync::Mutex;
 use crate::sync::RwLock;
 use crate::{Actor, ActorHandle, ActorId, Ask, Error, ExitReason, Ref, Reply};
@@ -33,7 +40,7 @@ use runtime::Spawner as _;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 /// Points per member on the key ring: enough for keys to spread within a few percent.
@@ -113,18 +120,27 @@ impl<A: Actor> Pool<A> {
     pub async fn spawn(self, context: &runtime::Context) -> Result<PoolRef<A>, Error> {
         check_size(self.label, self.size)?;
         context.try_child(self.label)?;
-        let (restarts, within) = self
-            .intensity
-            .unwrap_or((3 * self.size, Duration::from_secs(5))); // at most 3 * MAX_POOL_SIZE
+        let (restarts, within) = self.supervisor_intensity(); // at most 3 * MAX_POOL_SIZE
         let supervisor = DynamicSupervisor::new(self.label)
             .intensity(restarts, within)
             .spawn(context);
-        let families = PoolFamilies::of(context);
-        let members_gauge = families
-            .members
-            .get_or_create(&[("pool", self.label)])
-            .clone();
-        let shared = Arc::new(Shared {
+        let size = self.size;
+        let pool = PoolRef {
+            shared: Arc::new(self.shared(supervisor, false)),
+        };
+        pool.shared.runs_in(context);
+        if let Err(error) = pool.resize(size).await {
+            pool.shared.supervisor.stop();
+            return Err(error);
+        }
+        Ok(pool)
+    }
+}
+
+impl<A: Actor> Pool<A> {
+    /// What its refs share, over `supervisor`; `nested` under a parent supervisor or not.
+    fn shared(self, supervisor: DynamicSupervisorRef, nested: bool) -> Shared<A> {
+        Shared {
             label: self.label,
             routing: self.routing,
             factory: self.factory,
@@ -132,17 +148,63 @@ impl<A: Actor> Pool<A> {
             members: RwLock::new(Arc::new(Members::default())),
             next: AtomicUsize::new(0),
             resizing: futures::lock::Mutex::new(()),
-            members_gauge,
             counted: AtomicUsize::new(0),
-            families,
-            context: context.clone(),
-        });
-        let pool = PoolRef { shared };
-        if let Err(error) = pool.resize(self.size).await {
-            pool.shared.supervisor.stop();
-            return Err(error);
+            wanted: AtomicUsize::new(self.size),
+            nested,
+            metrics: OnceLock::new(),
+            context: Mutex::new(None),
+            closed: OnceLock::new(),
         }
-        Ok(pool)
+    }
+
+    /// The restart intensity of its supervisor: as given, else three restarts per member
+    /// within 5 seconds.
+    fn supervisor_intensity(&self) -> (usize, Duration) {
+        // At most 3 * MAX_POOL_SIZE.
+        self.intensity
+            .unwrap_or((3 * self.size, Duration::from_secs(5)))
+    }
+}
+
+impl<A: Actor> crate::supervisor::sealed::Sealed for Pool<A> {}
+
+/// A pool under a [`Supervisor`](crate::supervisor::Supervisor): each incarnation starts
+/// its supervisor and as many members as the pool has (its size, or what the last resize
+/// made it), and counts as started once they all started; a member that fails to start
+/// fails the incarnation. A size outside `1..=MAX_POOL_SIZE` is refused by the parent's
+/// `try_spawn`.
+impl<A: Actor> ChildSupervisor for Pool<A> {
+    type Ref = PoolRef<A>;
+
+    fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, PoolRef<A>) {
+        let problem = check_size(self.label, self.size).err();
+        let (restarts, within) = self.supervisor_intensity();
+        let supervisor = DynamicSupervisor::new(self.label).intensity(restarts, within);
+        // The fill holds the pool (its parent owns it); the pool's supervisor ref holds the
+        // parent's state only weakly, so there is no cycle.
+        let pool: Arc<OnceLock<PoolRef<A>>> = Arc::new(OnceLock::new());
+        let filled = pool.clone();
+        let fill = move |runtime: &runtime::Context| {
+            let pool = filled.get().cloned();
+            let runtime = runtime.clone();
+            let fill: futures::future::BoxFuture<'static, Result<(), Error>> =
+                Box::pin(async move {
+                    match pool {
+                        Some(pool) => pool.fill(&runtime).await,
+                        None => Err(Error::Closed),
+                    }
+                });
+            fill
+        };
+        let (mut nesting, supervisor) = supervisor.nest_filled(restart, shutdown, fill);
+        let pool_ref = PoolRef {
+            shared: Arc::new(self.shared(supervisor, true)),
+        };
+        let _ = pool.set(pool_ref.clone());
+        if let Some(problem) = problem {
+            nesting.refuse(problem);
+        }
+        (nesting, pool_ref)
     }
 }
 
@@ -213,14 +275,46 @@ struct Shared<A: Actor> {
     members: RwLock<Arc<Members<A>>>,
     /// Round-robin's turn, and least-loaded's rotating start.
     next: AtomicUsize,
+    /// Held by a resize, and by a nested pool's incarnation while it starts its members.
     resizing: futures::lock::Mutex<()>,
-    /// `pool_members` of the label (pools may share one), and what this pool adds to it now.
-    members_gauge: Gauge,
+    /// What this pool adds to `pool_members` of its label now.
     counted: AtomicUsize,
-    families: Arc<PoolFamilies>,
+    /// The size the pool was last asked for: what a nested pool's next incarnation starts.
+    wanted: AtomicUsize,
+    /// Under a parent supervisor, which owns it: its last ref's drop does not stop it.
+    nested: bool,
+    /// The runtime's pool families and `pool_members` of the label (pools may share one),
+    /// from the context it first runs in.
+    metrics: OnceLock<(Arc<PoolFamilies>, Gauge)>,
     /// Where resizes run: a task of their own, so that a resize dropped half-way still
-    /// finishes (no member is left started but unrouted, or unrouted but running).
-    context: runtime::Context,
+    /// finishes (no member is left started but unrouted, or unrouted but running). A
+    /// nested pool's is its running incarnation's scope: a restart aborts a resize with the
+    /// members it was starting.
+    context: Mutex<Option<runtime::Context>>,
+    /// What routing gives while there is no member (a nested pool before it first ran): a
+    /// ref that reports `Closed`.
+    closed: OnceLock<Ref<A>>,
+}
+
+impl<A: Actor> Shared<A> {
+    /// The pool runs in `context` from now on: its resizes run there, and its metrics are
+    /// that runtime's.
+    fn runs_in(&self, context: &runtime::Context) {
+        self.metrics.get_or_init(|| {
+            let families = PoolFamilies::of(context);
+            let gauge = families
+                .members
+                .get_or_create(&[("pool", self.label)])
+                .clone();
+            (families, gauge)
+        });
+        *self.context.lock() = Some(context.clone());
+    }
+
+    /// The pool's families: set before any member is routed to.
+    fn families(&self) -> &PoolFamilies {
+        &self.metrics.get().expect("a pool has run before it has members").0
+    }
 }
 
 /// A running pool: the actor's generated `<Name>PoolRef` wraps it (`as_pool()` reaches it).
@@ -272,6 +366,9 @@ impl<A: Actor> PoolRef<A> {
     fn route_untyped(&self) -> Ref<A> {
         let members = self.members();
         let count = members.refs.len();
+        if count == 0 {
+            return self.closed();
+        }
         let turn = self.shared.next.fetch_add(1, Ordering::Relaxed);
         let index = match self.shared.routing {
             Routing::RoundRobin => turn % count,
@@ -288,6 +385,9 @@ impl<A: Actor> PoolRef<A> {
     /// stays (and across restarts); a resize moves only the keys of members added or removed.
     pub fn route_by(&self, key: &impl Hash) -> A::Ref {
         let members = self.members();
+        if members.ring.is_empty() {
+            return A::Ref::from(self.closed());
+        }
         let point = hash(key);
         let at = members.ring.partition_point(|(other, _)| *other < point);
         let (_, index) = members.ring[at % members.ring.len()];
@@ -302,6 +402,18 @@ impl<A: Actor> PoolRef<A> {
             .iter()
             .map(|member| A::Ref::from(member.clone()))
             .collect()
+    }
+
+    /// A ref that reports `Closed`: what routing gives while the pool has no member.
+    fn closed(&self) -> Ref<A> {
+        self.shared
+            .closed
+            .get_or_init(|| {
+                let mailbox = crate::actor::spawn::mailbox::<A>();
+                mailbox.end(ExitReason::Shutdown);
+                Ref::new(mailbox)
+            })
+            .clone()
     }
 
     /// How many members there are.
@@ -325,14 +437,16 @@ impl<A: Actor> PoolRef<A> {
     /// Grows or shrinks the pool to `size` members (see the module documentation for what
     /// routing sees meanwhile). Zero is refused with [`Error::InvalidPoolSize`]. A member
     /// that fails to start fails the resize; those started before it are kept and routed
-    /// to. Dropping the future does not stop the resize: it runs in a task of its own.
+    /// to. Dropping the future does not stop the resize: it runs in a task of its own. A
+    /// nested pool that is not running (before its parent started it, or while its parent
+    /// restarts it) refuses with [`Error::Closed`].
     pub async fn resize(&self, size: usize) -> Result<(), Error> {
         check_size(self.shared.label, size)?;
         let pool = self.clone();
-        match self
-            .shared
-            .context
-            .clone()
+        let Some(context) = self.shared.context.lock().clone() else {
+            return Err(Error::Closed);
+        };
+        match context
             .spawn(move |_| async move { pool.resize_now(size).await })
             .await
         {
@@ -361,9 +475,10 @@ impl<A: Actor> PoolRef<A> {
         } else {
             removed = refs.split_off(size);
         }
-        let members = Members::new(refs, self.shared.label, &self.shared.families);
-        self.count(members.refs.len());
-        *self.shared.members.write() = Arc::new(members);
+        if failed.is_none() {
+            self.shared.wanted.store(size, Ordering::Relaxed);
+        }
+        self.install(refs);
         // Nobody routes to them now: each handles what is queued, then stops for good; all
         // are told at once, then waited for.
         let stopping: Vec<_> = removed.iter().map(Ref::stop).collect();
@@ -380,11 +495,36 @@ impl<A: Actor> PoolRef<A> {
         reason
     }
 
+    /// Routes to `refs` from now on.
+    fn install(&self, refs: Vec<Ref<A>>) {
+        let members = Members::new(refs, self.shared.label, self.shared.families());
+        self.count(members.refs.len());
+        *self.shared.members.write() = Arc::new(members);
+    }
+
+    /// A nested pool's incarnation, running in `runtime`: starts as many members as the
+    /// pool was last asked for and routes to them.
+    async fn fill(&self, runtime: &runtime::Context) -> Result<(), Error> {
+        self.shared.runs_in(runtime);
+        let _turn = self.shared.resizing.lock().await;
+        let size = self.shared.wanted.load(Ordering::Relaxed);
+        let mut refs = Vec::with_capacity(size);
+        for _ in 0..size {
+            let factory = self.shared.factory.clone();
+            let spec = ChildSpec::new(move || (*factory.lock())());
+            refs.push(self.shared.supervisor.start(spec).await?);
+        }
+        self.install(refs);
+        Ok(())
+    }
+
     /// Makes this pool's share of `pool_members` `members`.
     fn count(&self, members: usize) {
         let before = self.shared.counted.swap(members, Ordering::Relaxed);
         let change = members as i64 - before as i64;
-        self.shared.members_gauge.inc_by(change);
+        if let Some((_, gauge)) = self.shared.metrics.get() {
+            gauge.inc_by(change);
+        }
     }
 }
 
@@ -392,7 +532,14 @@ impl<A: Actor> Drop for Shared<A> {
     fn drop(&mut self) {
         // The label's gauge sums its pools' members: this pool's leave with it.
         let counted = *self.counted.get_mut();
-        self.members_gauge.dec_by(counted as i64);
+        if let Some((_, gauge)) = self.metrics.get() {
+            gauge.dec_by(counted as i64);
+        }
+        // Nobody can route to a top-level pool any more: it stops. A nested one is its
+        // parent's to end.
+        if !self.nested {
+            let _ = self.supervisor.stop();
+        }
     }
 }
 

@@ -27,7 +27,11 @@ pub(super) enum Event {
         ended: Ended,
         reason: ExitReason,
     },
-    Stop,
+    /// Stop: a ref's (`None`: whichever incarnation runs, or the next), or a nested
+    /// supervisor's parent's, for the incarnation it numbers (stale once that one ended).
+    Stop {
+        incarnation: Option<u64>,
+    },
     /// A dynamic supervisor's new child, and where the child itself says it started
     /// (`true`) or not.
     Start {
@@ -44,6 +48,14 @@ pub(super) enum Event {
         id: ActorId,
         done: oneshot::Sender<Result<(), Error>>,
     },
+}
+
+impl Event {
+    /// Whether this is a stop for the running incarnation numbered `incarnation`.
+    pub(super) fn stops(&self, incarnation: u64) -> bool {
+        matches!(self, Event::Stop { incarnation: None })
+            || matches!(self, Event::Stop { incarnation: Some(number) } if *number == incarnation)
+    }
 }
 
 impl Ended {
@@ -137,6 +149,24 @@ pub(super) struct Incarnation(#[allow(dead_code)] pub(super) oneshot::Sender<()>
 pub(super) struct ActorChild<A: Actor> {
     pub(super) spec: ChildSpec<A>,
     pub(super) mailbox: Arc<Mailbox<A::Message>>,
+    /// The supervisor's own ref to a `Permanent` or `Transient` child: it owns the child,
+    /// which therefore never ends for want of refs (OTP's rule: clients' references do not
+    /// decide a child's life). `None` for a `Temporary` one, which ends `Normal` when its
+    /// last ref goes, as an unsupervised actor does. Held for the count it keeps, never read.
+    #[allow(dead_code)]
+    pub(super) owner: Option<Ref<A>>,
+}
+
+impl<A: Actor> ActorChild<A> {
+    /// The child `spec` makes, on `mailbox`, owned by its supervisor unless temporary.
+    pub(super) fn new(spec: ChildSpec<A>, mailbox: Arc<Mailbox<A::Message>>) -> Self {
+        let owner = (spec.restart != Restart::Temporary).then(|| Ref::new(mailbox.clone()));
+        ActorChild {
+            spec,
+            mailbox,
+            owner,
+        }
+    }
 }
 
 impl<A: Actor> Child for ActorChild<A> {
@@ -197,44 +227,99 @@ impl<A: Actor> Child for ActorChild<A> {
     }
 }
 
-/// A supervisor supervised by another: its incarnations run its loop over the same children.
-pub(super) struct SupervisorChild {
+/// What a supervisor runs for each incarnation, as another's child: its loop over its
+/// children. A static [`Supervisor`]'s `State`, a dynamic one's, a pool's.
+pub(super) trait Loop: Send + 'static {
+    /// One incarnation: runs the children until a stop (a ref's, or its parent's for
+    /// `incarnation`) or an escalation, telling `started` once they run (dropped unsent if
+    /// they never did). Every child is stopped when it returns.
+    fn run<'a>(
+        &'a mut self,
+        runtime: &'a runtime::Context,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
+    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a;
+
+    /// Done for good: every child ends for good, with how it last ended, and nothing new is
+    /// admitted.
+    fn close(&mut self);
+}
+
+/// A supervisor supervised by another: its incarnations run its loop over the same state.
+pub(super) struct SupervisorChild<S: Loop> {
     pub(super) label: &'static str,
     /// Its own life: its refs' `join` and `stop` wait for its end for good.
     pub(super) life: Arc<SupervisorLife>,
-    pub(super) nested: Arc<Mutex<Nested>>,
+    pub(super) nested: Arc<Mutex<Nested<S>>>,
     pub(super) control: mpsc::UnboundedSender<Event>,
     pub(super) restart: Restart,
     pub(super) shutdown: Duration,
+    /// The number of its latest incarnation, which its parent's stop names: a stop sent to
+    /// an incarnation that ended meanwhile is not taken by the next one.
+    pub(super) incarnation: u64,
 }
 
 /// A nested supervisor's state between incarnations (`None` while one runs), whether its
 /// parent is done with it for good, and whether a ref's `stop()` asked for that.
-pub(super) struct Nested {
-    pub(super) state: Option<State>,
+pub(super) struct Nested<S> {
+    pub(super) state: Option<S>,
     pub(super) closed: bool,
     pub(super) terminated: bool,
 }
 
-/// Puts a running nested supervisor's state back when its future ends or is dropped (an
-/// abort), closing its children if its parent closed it meanwhile.
-pub(super) struct PutBack {
-    nested: Arc<Mutex<Nested>>,
-    state: Option<State>,
+impl<S: Loop> Nested<S> {
+    /// A nested supervisor's shared state, before its first incarnation.
+    pub(super) fn new(state: S) -> Arc<Mutex<Self>> {
+        Arc::new(Mutex::new(Nested {
+            state: Some(state),
+            closed: false,
+            terminated: false,
+        }))
+    }
 }
 
-impl Drop for PutBack {
+/// What a nested supervisor's refs hold of it: a ref's `stop()` marks it done for good.
+pub(super) trait Terminable: Send + Sync {
+    /// Marks the supervisor done for good: its parent does not restart it.
+    fn terminate(&self);
+}
+
+impl<S: Loop> Terminable for Mutex<Nested<S>> {
+    fn terminate(&self) {
+        self.lock().terminated = true;
+    }
+}
+
+/// A nested supervisor's hold on its shared state, for its refs: weak, so that a ref kept in
+/// the supervisor's own children (a pool's members hold its ref) makes no cycle.
+pub(super) type NestedHandle = std::sync::Weak<dyn Terminable>;
+
+/// Marks the nested supervisor `handle` holds, if any, done for good.
+pub(super) fn terminate(handle: &Option<NestedHandle>) {
+    if let Some(nested) = handle.as_ref().and_then(std::sync::Weak::upgrade) {
+        nested.terminate();
+    }
+}
+
+/// Puts a running nested supervisor's state back when its future ends or is dropped (an
+/// abort), closing its children if its parent closed it meanwhile.
+pub(super) struct PutBack<S: Loop> {
+    nested: Arc<Mutex<Nested<S>>>,
+    state: Option<S>,
+}
+
+impl<S: Loop> Drop for PutBack<S> {
     fn drop(&mut self) {
         let mut nested = self.nested.lock();
-        let state = self.state.take().expect("put back once");
+        let mut state = self.state.take().expect("put back once");
         if nested.closed {
-            state.close_all();
+            state.close();
         }
         nested.state = Some(state);
     }
 }
 
-impl Child for SupervisorChild {
+impl<S: Loop> Child for SupervisorChild<S> {
     fn label(&self) -> &'static str {
         self.label
     }
@@ -259,6 +344,8 @@ impl Child for SupervisorChild {
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         let nested = self.nested.clone();
+        self.incarnation += 1;
+        let number = self.incarnation;
         scope.child(self.label).spawn(move |runtime| async move {
             let _incarnation = incarnation;
             let state = {
@@ -282,7 +369,7 @@ impl Child for SupervisorChild {
                 state: Some(state),
             };
             let state = running.state.as_mut().expect("taken above");
-            let outcome = state.supervise(&runtime, Some(started)).await;
+            let outcome = state.run(&runtime, number, started).await;
             // Back before the report: the next incarnation may start as soon as it is read.
             drop(running);
             match outcome {
@@ -290,16 +377,17 @@ impl Child for SupervisorChild {
                     reporter.report(Ended::Terminated, ExitReason::Stopped)
                 }
                 Ok(()) => reporter.report(Ended::Stopped, ExitReason::Stopped),
-                Err(_) => reporter.report(
-                    Ended::Failed,
-                    ExitReason::Panicked("its supervisor gave up".to_string()),
-                ),
+                Err(Escalated(message)) => {
+                    reporter.report(Ended::Failed, ExitReason::Panicked(message))
+                }
             }
         })
     }
 
     fn request_stop(&self) {
-        let _ = self.control.unbounded_send(Event::Stop);
+        let _ = self.control.unbounded_send(Event::Stop {
+            incarnation: Some(self.incarnation),
+        });
     }
 
     /// Its children end for good with it (now, or when its running incarnation's future
@@ -307,8 +395,8 @@ impl Child for SupervisorChild {
     fn close(&self, reason: ExitReason) {
         let mut nested = self.nested.lock();
         nested.closed = true;
-        if let Some(state) = nested.state.as_ref() {
-            state.close_all();
+        if let Some(state) = nested.state.as_mut() {
+            state.close();
         }
         drop(nested);
         self.life.end(reason);

@@ -50,10 +50,15 @@
 //!   stops are handled while it runs; a child terminated meanwhile is not restarted.
 //! - Stopping the supervisor asks every child to stop at once, then waits for each within
 //!   its shutdown timeout (aborting past it), and ends each for good.
+//! - Nested under a [`Supervisor`](super::Supervisor), each incarnation starts empty, as
+//!   OTP's does: the children of the last one ended for good with it (their refs see
+//!   `Closed`), and its ref's `start_child` reaches the next one (a request made between two
+//!   waits for it).
 
+use super::child::{Loop, NestedHandle};
 use super::{
-    ActorChild, Backoff, Child, ChildSpec, Ended, Ending, Escalated, Event, Intensity, Slot,
-    SupervisorLife,
+    ActorChild, Backoff, Child, ChildSpec, ChildSupervisor, Ended, Ending, Escalated, Event,
+    Intensity, Nesting, Restart, Slot, SupervisorLife, giving_up,
 };
 use crate::id::Serials;
 use crate::sync::Mutex;
@@ -137,6 +142,28 @@ impl DynamicSupervisor {
     /// [`Spawner::child`](runtime::Spawner::child) does; [`try_spawn`](Self::try_spawn)
     /// refuses it with an error instead.
     pub fn spawn(self, context: &runtime::Context) -> DynamicSupervisorRef {
+        let (state, supervisor_ref) = self.build();
+        // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
+        let mut ending = Ending::new(supervisor_ref.life.clone(), state);
+        // The task's handle is not kept: every ref waits on the life, and a dropped handle
+        // detaches the task.
+        drop(context.child(self.label).spawn(move |runtime| async move {
+            let (started, _) = oneshot::channel();
+            let outcome = ending.state().supervise(&runtime, 0, started).await;
+            ending.state().close_all();
+            match outcome {
+                Ok(()) => ending.end(ExitReason::Stopped),
+                Err(Escalated(message)) => {
+                    super::report_giving_up(&message);
+                    ending.end(ExitReason::Panicked(message));
+                }
+            }
+        }));
+        supervisor_ref
+    }
+
+    /// The loop's state and its ref, not yet running.
+    fn build(&self) -> (Dynamic, DynamicSupervisorRef) {
         let (sender, events) = mpsc::unbounded();
         let registry = Arc::new(Mutex::new(Registry {
             children: BTreeMap::new(),
@@ -157,34 +184,138 @@ impl DynamicSupervisor {
             sender: sender.clone(),
             registry: registry.clone(),
         };
-        let label = self.label;
-        let life = SupervisorLife::new(label);
-        // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
-        let mut ending = Ending::new(life.clone(), state);
-        // The task's handle is not kept: every ref waits on the life, and a dropped handle
-        // detaches the task.
-        drop(context.child(label).spawn(move |runtime| async move {
-            let outcome = ending.state().supervise(&runtime).await;
-            let state = ending.state();
-            state.close_all();
-            if outcome.is_ok() {
-                ending.end(ExitReason::Stopped);
-                return;
-            }
-            let message = format!(
-                "dynamic supervisor `{}` gave up: more than {} restarts within {:?}",
-                state.label, state.intensity.0, state.intensity.1
-            );
-            super::report_giving_up(&message);
-            ending.end(ExitReason::Panicked(message));
-        }));
-        DynamicSupervisorRef {
+        let supervisor_ref = DynamicSupervisorRef {
             control: sender,
             registry,
             max_children: self.max_children,
-            life,
-            label,
+            life: SupervisorLife::new(self.label),
+            label: self.label,
+            nested: None,
+        };
+        (state, supervisor_ref)
+    }
+
+    /// This supervisor as a parent's child whose every incarnation also runs `fill` (with
+    /// the incarnation's context) beside the loop, and counts as started once `fill` is done:
+    /// how a pool starts its members. A `fill` that fails fails the incarnation, with its
+    /// error in the reason.
+    pub(crate) fn nest_filled<F>(
+        self,
+        restart: Restart,
+        shutdown: Duration,
+        fill: F,
+    ) -> (Nesting, DynamicSupervisorRef)
+    where
+        F: FnMut(&runtime::Context) -> futures::future::BoxFuture<'static, Result<(), Error>>,
+        F: Send + 'static,
+    {
+        let (dynamic, mut supervisor_ref) = self.build();
+        let filled = Filled { dynamic, fill };
+        let (nesting, handle) = Nesting::new(
+            self.label,
+            supervisor_ref.life.clone(),
+            filled,
+            supervisor_ref.control.clone(),
+            restart,
+            shutdown,
+        );
+        supervisor_ref.nested = Some(handle);
+        (nesting, supervisor_ref)
+    }
+}
+
+impl super::sealed::Sealed for DynamicSupervisor {}
+
+impl ChildSupervisor for DynamicSupervisor {
+    type Ref = DynamicSupervisorRef;
+
+    fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, DynamicSupervisorRef) {
+        let (dynamic, mut supervisor_ref) = self.build();
+        let (nesting, handle) = Nesting::new(
+            self.label,
+            supervisor_ref.life.clone(),
+            dynamic,
+            supervisor_ref.control.clone(),
+            restart,
+            shutdown,
+        );
+        supervisor_ref.nested = Some(handle);
+        (nesting, supervisor_ref)
+    }
+}
+
+/// A nested dynamic supervisor's loop.
+impl Loop for Dynamic {
+    fn run<'a>(
+        &'a mut self,
+        runtime: &'a runtime::Context,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
+    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a {
+        async move {
+            let outcome = self.supervise(runtime, incarnation, started).await;
+            // Its children do not outlive the incarnation (OTP's dynamic supervisor restarts
+            // empty).
+            self.release();
+            outcome
         }
+    }
+
+    fn close(&mut self) {
+        self.close_all();
+    }
+}
+
+/// A nested dynamic supervisor whose incarnations each run `fill` beside the loop (see
+/// [`DynamicSupervisor::nest_filled`]).
+struct Filled<F> {
+    dynamic: Dynamic,
+    fill: F,
+}
+
+impl<F> Loop for Filled<F>
+where
+    F: FnMut(&runtime::Context) -> futures::future::BoxFuture<'static, Result<(), Error>>,
+    F: Send + 'static,
+{
+    fn run<'a>(
+        &'a mut self,
+        runtime: &'a runtime::Context,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
+    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a {
+        async move {
+            let filling = (self.fill)(runtime);
+            let control = self.dynamic.sender.clone();
+            let label = self.dynamic.label;
+            let (loop_started, _) = oneshot::channel();
+            let supervising = std::pin::pin!(Loop::run(
+                &mut self.dynamic,
+                runtime,
+                incarnation,
+                loop_started
+            ));
+            match futures::future::select(supervising, filling).await {
+                // The loop ended first (it gave up, or was stopped): what `fill` started ended
+                // with it.
+                futures::future::Either::Left((outcome, _)) => outcome,
+                futures::future::Either::Right((Ok(()), supervising)) => {
+                    let _ = started.send(true);
+                    supervising.await
+                }
+                futures::future::Either::Right((Err(error), supervising)) => {
+                    let _ = control.unbounded_send(Event::Stop {
+                        incarnation: Some(incarnation),
+                    });
+                    let _ = supervising.await;
+                    Err(Escalated(format!("`{label}` failed to start: {error}")))
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        self.dynamic.close_all();
     }
 }
 
@@ -197,6 +328,8 @@ pub struct DynamicSupervisorRef {
     max_children: Option<usize>,
     life: Arc<SupervisorLife>,
     label: &'static str,
+    /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
+    nested: Option<NestedHandle>,
 }
 
 impl DynamicSupervisorRef {
@@ -234,7 +367,7 @@ impl DynamicSupervisorRef {
         let mailbox = crate::actor::spawn::mailbox::<A>();
         let actor_ref = Ref::<A>::new(mailbox.clone());
         let (started, is_started) = oneshot::channel();
-        let child = Box::new(ActorChild { spec, mailbox });
+        let child = Box::new(ActorChild::new(spec, mailbox));
         if self
             .control
             .unbounded_send(Event::Start { child, started })
@@ -293,7 +426,10 @@ impl DynamicSupervisorRef {
     /// first). The request is made when `stop` is called: dropping the future
     /// (`supervisor.stop();`) does not withdraw it, which is the fire-and-forget form.
     pub fn stop(&self) -> Join {
-        let _ = self.control.unbounded_send(Event::Stop);
+        super::child::terminate(&self.nested);
+        let _ = self
+            .control
+            .unbounded_send(Event::Stop { incarnation: None });
         self.life.join()
     }
 
@@ -345,7 +481,16 @@ struct Dynamic {
 }
 
 impl Dynamic {
-    async fn supervise(&mut self, runtime: &runtime::Context) -> Result<(), Escalated> {
+    /// Runs the children until a stop (a ref's, or its parent's for `incarnation`) or an
+    /// escalation, and stops them all; `started` is told at once.
+    async fn supervise(
+        &mut self,
+        runtime: &runtime::Context,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
+    ) -> Result<(), Escalated> {
+        self.restarts.clear();
+        let _ = started.send(true);
         let outcome = loop {
             let event = match self.delayed.keys().next().copied() {
                 None => self.events.next().await,
@@ -369,7 +514,9 @@ impl Dynamic {
                 break Ok(());
             };
             match event {
-                Event::Stop => break Ok(()),
+                Event::Stop { .. } if event.stops(incarnation) => break Ok(()),
+                // A stop for an earlier incarnation, which it never read.
+                Event::Stop { .. } => {}
                 Event::Start { child, started } => self.start_child(child, started, runtime),
                 Event::Refused { id } => {
                     if let Some(&key) = self.keys.get(&id.serial())
@@ -418,10 +565,10 @@ impl Dynamic {
                         self.remove(key, reason);
                         continue;
                     }
-                    if self.restarts.exceeded(self.intensity) {
+                    if self.restarts.exceeded(key, self.intensity) {
                         #[cfg(feature = "tracing")]
                         crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
-                        break Err(Escalated);
+                        break Err(giving_up("dynamic supervisor", self.label, self.intensity));
                     }
                     let delay = slot.backoff.next_delay(&self.backoff);
                     #[cfg(feature = "tracing")]
@@ -488,11 +635,15 @@ impl Dynamic {
         slot.launch(key as usize, self.sender.clone(), runtime, started);
     }
 
-    /// Stops the child `key` for good and removes it.
+    /// Stops the child `key` for good and removes it. A restart it was waiting for is
+    /// cancelled, and no longer counts against the intensity.
     async fn terminate(&mut self, key: u64, runtime: &runtime::Context) {
         let Some(slot) = self.slots.get_mut(&key) else {
             return;
         };
+        if self.delayed.keys().any(|&(_, delayed)| delayed == key) {
+            self.restarts.cancel(key);
+        }
         slot.stop_waiting();
         slot.stop(runtime, false).await;
         let reason = slot.last.clone().unwrap_or(ExitReason::Stopped);
@@ -537,12 +688,10 @@ impl Dynamic {
         }
     }
 
-    /// Ends every child for good and refuses new ones: the loop is over.
-    fn close_all(&mut self) {
-        let mut registry = self.registry.lock();
-        registry.closed = true;
-        registry.children.clear();
-        drop(registry);
+    /// Ends every child for good: an incarnation is over. New children are still admitted,
+    /// for the next one.
+    fn release(&mut self) {
+        self.registry.lock().children.clear();
         self.delayed.clear();
         self.first_runs.clear();
         self.keys.clear();
@@ -550,6 +699,12 @@ impl Dynamic {
             slot.child
                 .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
         }
+    }
+
+    /// Ends every child for good and refuses new ones: the loop is over for good.
+    fn close_all(&mut self) {
+        self.registry.lock().closed = true;
+        self.release();
         // Requests that raced with the end get `Closed`, and are counted off.
         while let Ok(event) = self.events.try_recv() {
             if let Event::Start { child, started } = event {

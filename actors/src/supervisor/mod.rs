@@ -50,8 +50,15 @@
 //!   `on_start` has returned before the next one starts.
 //! - Children stop in reverse start order, each given its shutdown timeout to finish its
 //!   current message and `on_stop`, then aborted.
-//! - A child that ends because no ref is left is not restarted, whatever its policy: nobody
-//!   can reach it any more.
+//! - A supervisor owns its `Permanent` and `Transient` children: it holds a ref to each, so
+//!   they live until it ends them or they fail by their policy, whether or not anyone else
+//!   holds a ref (see the table on [`Restart`]). A `Temporary` child ends when its last ref
+//!   goes, and is not restarted.
+//! - A nested supervisor (a [`Supervisor`], a [`DynamicSupervisor`] or a
+//!   [`Pool`](crate::Pool) added with [`Supervisor::supervisor`]) is a child like any other:
+//!   its parent's strategy restarts it with everything under it, it is stopped (its children
+//!   first, in reverse start order) within its shutdown timeout, and when it gives up it
+//!   fails, which its parent handles as any failure, up to the top.
 
 mod backoff;
 mod child;
@@ -61,7 +68,10 @@ mod life;
 pub use backoff::Backoff;
 pub use dynamic::{DynamicSupervisor, DynamicSupervisorRef};
 
-use child::{ActorChild, Child, Ended, Event, Incarnation, Nested, Reporter, SupervisorChild};
+use child::{
+    ActorChild, Child, Ended, Event, Incarnation, Loop, Nested, NestedHandle, Reporter,
+    SupervisorChild,
+};
 use life::Ending;
 pub(crate) use life::SupervisorLife;
 
@@ -78,7 +88,29 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// When a child is restarted (OTP's restart types).
+/// When a child is restarted (OTP's restart types). A supervisor owns its children: a
+/// child's life is decided by its supervisor and its policy, not by who holds its refs.
+///
+/// | restart | ends normally: stopped itself (`Normal`), or asked by its supervisor (`Stopped`) | ends abnormally: `Panicked`, `Linked`, `Shutdown` (lost or aborted), a failed start, a nested supervisor giving up | ended for good: a ref's `stop()`, `terminate_child` | its last ref dropped |
+/// |---|---|---|---|---|
+/// | `Permanent` | restarted | restarted | not restarted | lives on |
+/// | `Transient` | not restarted | restarted | not restarted | lives on |
+/// | `Temporary` | not restarted | not restarted | not restarted | ends `Normal`, not restarted |
+///
+/// Every restart counts against the supervisor's intensity; one past it, and the supervisor
+/// stops every child and fails (it escalates). A restart cancelled before it happened (the
+/// child terminated while it waited out a backoff) does not count.
+///
+/// Where this differs from OTP, and why:
+/// - **A ref's `stop()` ends a child for good, whatever its type.** In OTP a permanent child
+///   that exits for any reason is restarted, and a caller removes it with
+///   `supervisor:terminate_child/2`. Here a ref's `stop()` is that call: the holder of a ref
+///   saying it is done with the child, answered by the child's end (`Stopped`), which its
+///   joiners and monitors see.
+/// - **A `Temporary` child ends when its last ref goes.** An OTP process lives on when nobody
+///   holds its pid. A temporary child nobody can reach can never be sent a message again, and
+///   is never restarted: it ends `Normal` rather than idling until its supervisor ends.
+/// - **A restart may wait** (a [`Backoff`], none by default); OTP restarts at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Restart {
     /// Always, whether it failed or stopped itself.
@@ -176,26 +208,35 @@ struct Running {
     gone: oneshot::Receiver<()>,
 }
 
-/// Why a supervisor gave up.
-struct Escalated;
+/// A supervisor gave up, saying why (its exit reason's message).
+struct Escalated(String);
 
 /// The restarts within a supervisor's intensity window.
 #[derive(Default)]
-struct Intensity(VecDeque<Instant>);
+struct Intensity(VecDeque<(Instant, u64)>);
 
 impl Intensity {
-    /// Records a restart; whether it is one too many: more than `limit` within `window`.
-    fn exceeded(&mut self, (limit, window): (usize, Duration)) -> bool {
+    /// Records a restart of the child `key`; whether it is one too many: more than `limit`
+    /// within `window`.
+    fn exceeded(&mut self, key: u64, (limit, window): (usize, Duration)) -> bool {
         let now = Instant::now();
         while self
             .0
             .front()
-            .is_some_and(|&at| now.duration_since(at) > window)
+            .is_some_and(|&(at, _)| now.duration_since(at) > window)
         {
             self.0.pop_front();
         }
-        self.0.push_back(now);
+        self.0.push_back((now, key));
         self.0.len() > limit
+    }
+
+    /// The restart of the child `key` recorded last was cancelled before it happened (the
+    /// child was terminated while it waited out its backoff): it no longer counts.
+    fn cancel(&mut self, key: u64) {
+        if let Some(at) = self.0.iter().rposition(|&(_, restarted)| restarted == key) {
+            self.0.remove(at);
+        }
     }
 
     fn clear(&mut self) {
@@ -224,6 +265,9 @@ pub struct Supervisor {
     /// The labels of the nested supervisors under it, at every depth, for
     /// [`try_spawn`](Self::try_spawn) to check before anything starts.
     nested_labels: Vec<&'static str>,
+    /// What is wrong with a nested child (a pool's size), at every depth: `spawn` panics on
+    /// it, `try_spawn` returns it.
+    problems: Vec<Error>,
 }
 
 /// Shows the supervisor's label, strategy, intensity and how many children it has so far.
@@ -256,6 +300,7 @@ impl Supervisor {
                 deferred: VecDeque::new(),
             },
             nested_labels: Vec::new(),
+            problems: Vec::new(),
         }
     }
 
@@ -281,52 +326,48 @@ impl Supervisor {
         let actor_ref = Ref::<A>::new(mailbox.clone());
         self.state
             .slots
-            .push(Slot::new(Box::new(ActorChild { spec, mailbox })));
+            .push(Slot::new(Box::new(ActorChild::new(spec, mailbox))));
         A::Ref::from(actor_ref)
     }
 
-    /// Adds `supervisor` as a child, with its restart policy and shutdown timeout: when it
-    /// escalates, this supervisor's strategy applies to it like to any failed child.
-    pub fn supervisor(
+    /// Adds a supervisor as a child: a [`Supervisor`], a [`DynamicSupervisor`] or a
+    /// [`Pool`](crate::Pool), with its restart policy and shutdown timeout; returns its ref
+    /// at once, which reaches every incarnation of it. It starts, after the children added
+    /// before it, once its own children run; this supervisor's strategy restarts it, with
+    /// everything under it, like any child; stopping it stops its children first, in reverse
+    /// start order, all within `shutdown` (then it is aborted); when it gives up (more
+    /// restarts than its intensity allows) it fails, and this supervisor handles that as a
+    /// failure of its child.
+    ///
+    /// What a restart keeps: a nested [`Supervisor`]'s children keep their refs and
+    /// mailboxes (messages sent meanwhile wait); a [`DynamicSupervisor`] comes back empty,
+    /// as in OTP (its children's refs see `Closed`; its own ref starts new ones); a pool
+    /// comes back with as many new members as it had, behind the same [`PoolRef`](crate::PoolRef).
+    pub fn supervisor<S: ChildSupervisor>(
         &mut self,
-        supervisor: Supervisor,
+        supervisor: S,
         restart: Restart,
         shutdown: Duration,
-    ) -> SupervisorRef {
-        let control = supervisor.state.sender.clone();
-        let label = supervisor.state.label;
-        self.nested_labels.push(label);
-        self.nested_labels.extend(supervisor.nested_labels);
-        let life = SupervisorLife::new(label);
-        let nested = Arc::new(Mutex::new(Nested {
-            state: Some(supervisor.state),
-            closed: false,
-            terminated: false,
-        }));
-        let child = SupervisorChild {
-            label,
-            life: life.clone(),
-            nested: nested.clone(),
-            control: control.clone(),
-            restart,
-            shutdown,
-        };
-        self.state.slots.push(Slot::new(Box::new(child)));
-        SupervisorRef {
-            control,
-            life,
-            nested: Some(nested),
-        }
+    ) -> S::Ref {
+        let (nesting, supervisor_ref) = supervisor.__nest(restart, shutdown);
+        self.nested_labels.extend(nesting.labels);
+        self.problems.extend(nesting.problem);
+        self.state.slots.push(Slot::new(nesting.child));
+        supervisor_ref
     }
 
     /// [`spawn`](Self::spawn), refusing an invalid label, its own or a nested supervisor's
-    /// at any depth (see [`Spawner::try_child`](runtime::Spawner::try_child)), with an error
-    /// that names it instead of panicking; for labels chosen at run time.
-    pub fn try_spawn(self, context: &runtime::Context) -> Result<SupervisorRef, Error> {
+    /// at any depth (see [`Spawner::try_child`](runtime::Spawner::try_child)), or a nested
+    /// pool's size, with an error that names it instead of panicking; for labels and sizes
+    /// chosen at run time.
+    pub fn try_spawn(mut self, context: &runtime::Context) -> Result<SupervisorRef, Error> {
         context.try_child(self.state.label)?;
         for label in &self.nested_labels {
             // A nested supervisor's scope is a child of its parent's: the same rule.
             context.try_child(label)?;
+        }
+        if !self.problems.is_empty() {
+            return Err(self.problems.swap_remove(0));
         }
         Ok(self.spawn(context))
     }
@@ -337,9 +378,13 @@ impl Supervisor {
     /// # Panics
     ///
     /// On a label that is not ASCII letters, digits and `_`, as
-    /// [`Spawner::child`](runtime::Spawner::child) does; [`try_spawn`](Self::try_spawn)
-    /// refuses it with an error instead.
+    /// [`Spawner::child`](runtime::Spawner::child) does, or a nested pool's size outside
+    /// `1..=MAX_POOL_SIZE`; [`try_spawn`](Self::try_spawn) refuses them with an error
+    /// instead.
     pub fn spawn(self, context: &runtime::Context) -> SupervisorRef {
+        if let Some(problem) = self.problems.first() {
+            panic!("{problem}");
+        }
         let control = self.state.sender.clone();
         let label = self.state.label;
         let life = SupervisorLife::new(label);
@@ -348,25 +393,122 @@ impl Supervisor {
         // The task's handle is not kept: every ref waits on the life, and a dropped handle
         // detaches the task.
         drop(context.child(label).spawn(move |runtime| async move {
-            if ending.state().supervise(&runtime, None).await.is_ok() {
-                ending.end(ExitReason::Stopped);
-                return;
+            let (started, _) = oneshot::channel();
+            match ending.state().run(&runtime, 0, started).await {
+                Ok(()) => ending.end(ExitReason::Stopped),
+                Err(Escalated(message)) => {
+                    // Nobody restarts this supervisor: its children are done for good (the
+                    // state's drop), then it is.
+                    report_giving_up(&message);
+                    ending.end(ExitReason::Panicked(message));
+                }
             }
-            // Nobody restarts this supervisor: its children are done for good, then it is.
-            let state = ending.state();
-            state.close_all();
-            let message = format!(
-                "supervisor `{}` gave up: more than {} restarts within {:?}",
-                state.label, state.intensity.0, state.intensity.1
-            );
-            report_giving_up(&message);
-            ending.end(ExitReason::Panicked(message));
         }));
         SupervisorRef {
             control,
             life,
             nested: None,
         }
+    }
+}
+
+/// Why a `kind` of supervisor labelled `label` gives up past its `intensity`.
+fn giving_up(kind: &str, label: &str, (limit, window): (usize, Duration)) -> Escalated {
+    Escalated(format!(
+        "{kind} `{label}` gave up: more than {limit} restarts within {window:?}"
+    ))
+}
+
+/// A supervisor that can be a [`Supervisor`]'s child, added with [`Supervisor::supervisor`]:
+/// a [`Supervisor`], a [`DynamicSupervisor`] or a [`Pool`](crate::Pool). Sealed: those are
+/// the three.
+pub trait ChildSupervisor: sealed::Sealed {
+    /// Its ref, which [`Supervisor::supervisor`] returns: it reaches every incarnation.
+    type Ref;
+
+    /// The child its parent supervises, and its ref.
+    #[doc(hidden)]
+    fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, Self::Ref);
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`ChildSupervisor`](super::ChildSupervisor) to this crate's supervisors.
+    pub trait Sealed {}
+}
+
+/// A nested supervisor as its parent takes it: the child, the labels of every supervisor in
+/// it (its own included), and what is wrong with it, if anything.
+#[doc(hidden)]
+pub struct Nesting {
+    child: Box<dyn Child>,
+    labels: Vec<&'static str>,
+    problem: Option<Error>,
+}
+
+/// Shows the nested supervisor's labels.
+impl std::fmt::Debug for Nesting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nesting")
+            .field("labels", &self.labels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Nesting {
+    /// Marks the nested supervisor as one its parent's `spawn` refuses, for `problem`.
+    pub(crate) fn refuse(&mut self, problem: Error) {
+        self.problem.get_or_insert(problem);
+    }
+
+    /// The child that runs `state`'s loop labelled `label`, with its life and control
+    /// channel; what its ref holds of it.
+    fn new<S: Loop>(
+        label: &'static str,
+        life: Arc<SupervisorLife>,
+        state: S,
+        control: mpsc::UnboundedSender<Event>,
+        restart: Restart,
+        shutdown: Duration,
+    ) -> (Self, NestedHandle) {
+        let nested = Nested::new(state);
+        let handle: Arc<dyn child::Terminable> = nested.clone();
+        let child = SupervisorChild {
+            label,
+            life,
+            nested,
+            control,
+            restart,
+            shutdown,
+            incarnation: 0,
+        };
+        let nesting = Nesting {
+            child: Box::new(child),
+            labels: vec![label],
+            problem: None,
+        };
+        (nesting, Arc::downgrade(&handle))
+    }
+}
+
+impl sealed::Sealed for Supervisor {}
+
+impl ChildSupervisor for Supervisor {
+    type Ref = SupervisorRef;
+
+    fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, SupervisorRef) {
+        let control = self.state.sender.clone();
+        let label = self.state.label;
+        let life = SupervisorLife::new(label);
+        let (mut nesting, handle) =
+            Nesting::new(label, life.clone(), self.state, control.clone(), restart, shutdown);
+        nesting.labels.extend(self.nested_labels);
+        nesting.problem = self.problems.into_iter().next();
+        let supervisor_ref = SupervisorRef {
+            control,
+            life,
+            nested: Some(handle),
+        };
+        (nesting, supervisor_ref)
     }
 }
 
@@ -499,24 +641,39 @@ impl Slot {
     }
 }
 
+/// A static supervisor's loop: its children keep their slots (and mailboxes) across its own
+/// restarts.
+impl Loop for State {
+    fn run<'a>(
+        &'a mut self,
+        runtime: &'a runtime::Context,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
+    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a {
+        self.supervise(runtime, incarnation, started)
+    }
+
+    fn close(&mut self) {
+        self.close_all();
+    }
+}
+
 impl State {
-    /// Runs the children until a stop or an escalation; either way they are all stopped
-    /// when it returns, and their mailboxes stay open: whoever owns this state decides
-    /// whether they come back (a parent restarting a nested supervisor) or are done
-    /// (`State`'s drop). `started`, for a nested supervisor, is sent once its children run.
+    /// Runs the children until a stop (a ref's, or for a nested supervisor its parent's
+    /// for `incarnation`) or an escalation; either way they are all stopped when it
+    /// returns, and their mailboxes stay open: whoever owns this state decides whether they
+    /// come back (a parent restarting a nested supervisor) or are done (`State`'s drop).
+    /// `started` is sent once its children run.
+    ///
+    /// Reports an earlier run left unread are about incarnations that are gone: their
+    /// generations are stale. So are stops for earlier incarnations: a parent sends one to
+    /// every incarnation it stops, read or not, and each names the incarnation it is for.
     async fn supervise(
         &mut self,
         runtime: &runtime::Context,
-        started: Option<oneshot::Sender<bool>>,
+        incarnation: u64,
+        started: oneshot::Sender<bool>,
     ) -> Result<(), Escalated> {
-        // Reports an earlier run left unread are about incarnations that are gone. So are a
-        // nested supervisor's stops: its parent sends one to every incarnation it stops,
-        // read or not. A top-level supervisor has only its user's stops.
-        while let Ok(event) = self.events.try_recv() {
-            if let (Event::Stop, None) = (event, &started) {
-                return Ok(());
-            }
-        }
         // Incarnations an aborted earlier run of this loop left behind (a nested supervisor
         // whose parent gave up waiting) must be gone before their children start again.
         for index in (0..self.slots.len()).rev() {
@@ -533,9 +690,7 @@ impl State {
                 self.start(index, runtime).await;
             }
         }
-        if let Some(started) = started {
-            let _ = started.send(true);
-        }
+        let _ = started.send(true);
         let outcome = loop {
             let event = match self.deferred.pop_front() {
                 Some(event) => event,
@@ -545,7 +700,9 @@ impl State {
                 },
             };
             let (index, ended, reason) = match event {
-                Event::Stop => break Ok(()),
+                Event::Stop { .. } if event.stops(incarnation) => break Ok(()),
+                // A stop for an earlier incarnation, which it never read.
+                Event::Stop { .. } => continue,
                 Event::Ended {
                     index,
                     generation,
@@ -568,10 +725,10 @@ impl State {
                 slot.child.close(reason);
                 continue;
             }
-            if self.restarts.exceeded(self.intensity) {
+            if self.restarts.exceeded(index as u64, self.intensity) {
                 #[cfg(feature = "tracing")]
                 crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
-                break Err(Escalated);
+                break Err(self.giving_up("supervisor"));
             }
             let delay = slot.backoff.next_delay(&self.backoff);
             #[cfg(feature = "tracing")]
@@ -584,7 +741,7 @@ impl State {
             for other in affected.clone().rev() {
                 self.stop(other, runtime, true).await;
             }
-            if !delay.is_zero() && self.pause(runtime, delay).await {
+            if !delay.is_zero() && self.pause(runtime, incarnation, delay).await {
                 for waiting in affected {
                     self.slots[waiting].stop_waiting();
                 }
@@ -609,18 +766,27 @@ impl State {
     }
 
     /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later;
-    /// whether a stop came first.
-    async fn pause(&mut self, runtime: &runtime::Context, delay: Duration) -> bool {
+    /// whether a stop for `incarnation` came first.
+    async fn pause(&mut self, runtime: &runtime::Context, incarnation: u64, delay: Duration) -> bool {
         let mut sleep = std::pin::pin!(runtime.sleep(delay));
         loop {
             let next = self.events.next();
             match futures::future::select(sleep.as_mut(), next).await {
                 futures::future::Either::Left(_) => return false,
-                futures::future::Either::Right((Some(Event::Stop), _))
-                | futures::future::Either::Right((None, _)) => return true,
+                futures::future::Either::Right((None, _)) => return true,
+                futures::future::Either::Right((Some(event), _)) if event.stops(incarnation) => {
+                    return true;
+                }
+                futures::future::Either::Right((Some(Event::Stop { .. }), _)) => {}
                 futures::future::Either::Right((Some(event), _)) => self.deferred.push_back(event),
             }
         }
+    }
+
+    /// Why it gives up, as its exit reason says: a `kind` (a supervisor, a dynamic one, a
+    /// pool) labelled so had more restarts than its intensity allows.
+    fn giving_up(&self, kind: &str) -> Escalated {
+        giving_up(kind, self.label, self.intensity)
     }
 
     /// Starts the child and waits until it has started, as OTP's `start_link` does: children
@@ -667,7 +833,7 @@ pub struct SupervisorRef {
     control: mpsc::UnboundedSender<Event>,
     life: Arc<SupervisorLife>,
     /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
-    nested: Option<Arc<Mutex<Nested>>>,
+    nested: Option<NestedHandle>,
 }
 
 /// Shows the supervisor's id (`label#n`), whether it is nested under another supervisor, and
@@ -695,10 +861,10 @@ impl SupervisorRef {
     /// good: its parent does not restart it, whatever its restart policy (as an actor
     /// child's `stop()`).
     pub fn stop(&self) -> Join {
-        if let Some(nested) = &self.nested {
-            nested.lock().terminated = true;
-        }
-        let _ = self.control.unbounded_send(Event::Stop);
+        child::terminate(&self.nested);
+        let _ = self
+            .control
+            .unbounded_send(Event::Stop { incarnation: None });
         self.life.join()
     }
 
