@@ -123,6 +123,7 @@ impl<A: Actor> Pool<A> {
         let (restarts, within) = self.supervisor_intensity(); // at most 3 * MAX_POOL_SIZE
         let supervisor = DynamicSupervisor::new(self.label)
             .intensity(restarts, within)
+            .pooled()
             .spawn(context);
         let size = self.size;
         let pool = PoolRef {
@@ -179,7 +180,9 @@ impl<A: Actor> ChildSupervisor for Pool<A> {
     fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, PoolRef<A>) {
         let problem = check_size(self.label, self.size).err();
         let (restarts, within) = self.supervisor_intensity();
-        let supervisor = DynamicSupervisor::new(self.label).intensity(restarts, within);
+        let supervisor = DynamicSupervisor::new(self.label)
+            .intensity(restarts, within)
+            .pooled();
         // The fill holds the pool (its parent owns it); the pool's supervisor ref holds the
         // parent's state only weakly, so there is no cycle.
         let pool: Arc<OnceLock<PoolRef<A>>> = Arc::new(OnceLock::new());
@@ -414,6 +417,17 @@ impl<A: Actor> PoolRef<A> {
                 Ref::new(mailbox)
             })
             .clone()
+    }
+
+    /// Its members now, in start order, as its supervisor sees them (OTP's
+    /// `which_children`): a member a shrink removed is listed until it ended.
+    pub fn which_children(&self) -> Vec<crate::supervisor::ChildInfo> {
+        self.shared.supervisor.which_children()
+    }
+
+    /// Its members now, counted (OTP's `count_children`).
+    pub fn count_children(&self) -> crate::supervisor::ChildCounts {
+        self.shared.supervisor.count_children()
     }
 
     /// How many members there are.

@@ -292,6 +292,11 @@ impl Life {
         state.extra.as_ref().map_or(0, |extra| extra.on_end.len())
     }
 
+    /// The reason the actor ended with, if it has.
+    pub(crate) fn reason(&self) -> Option<ExitReason> {
+        self.state.lock().reason()
+    }
+
     /// Whether the actor has ended.
     pub(crate) fn has_ended(&self) -> bool {
         self.state.lock().ended.is_some()

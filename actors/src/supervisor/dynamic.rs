@@ -38,7 +38,7 @@
 //! - Children live in a map keyed by a number that is never reused, so a report from an
 //!   incarnation of a child that is gone can never be taken for another child's; within a
 //!   child, generations tell a stale report from a live one (as in `Supervisor`).
-//! - `count()` and `children()` read the registry, which holds every child admitted and not
+//! - `count()` and `children()` read the table, which holds every child admitted and not
 //!   yet done for good: a child is admitted by `start_child` (refused past `max_children`
 //!   before anything is spawned) and removed by the loop when it ends for good. Its mailbox is
 //!   ended (refs see `Closed`, joiners, monitors and links its reason) when it leaves.
@@ -56,12 +56,12 @@
 //!   waits for it).
 
 use super::child::{Loop, NestedHandle};
+use super::table::{Node, Shape};
 use super::{
-    ActorChild, Backoff, Child, ChildSpec, ChildSupervisor, Ended, Ending, Escalated, Event,
-    Intensity, Nesting, Restart, Slot, SupervisorLife, giving_up,
+    ActorChild, Backoff, Child, ChildCounts, ChildInfo, ChildSpec, ChildStatus, ChildSupervisor, Ended,
+    Ending, Escalated, Event, Intensity, Nesting, Restart, Slot, giving_up,
 };
 use crate::id::Serials;
-use crate::sync::Mutex;
 use crate::{Actor, ActorId, Error, ExitReason, Join, Ref};
 use futures::StreamExt as _;
 use futures::channel::{mpsc, oneshot};
@@ -77,17 +77,8 @@ pub struct DynamicSupervisor {
     intensity: (usize, Duration),
     max_children: Option<usize>,
     backoff: Backoff,
-}
-
-/// The children admitted, shared between the refs and the loop.
-struct Registry {
-    /// In start order: (key, id).
-    children: BTreeMap<u64, ActorId>,
-    /// Admitted by `start_child`, not yet in `children`.
-    admitting: usize,
-    next_key: u64,
-    /// The loop ended: nothing is admitted any more.
-    closed: bool,
+    /// A pool's supervisor: shown as one in the supervision tree.
+    pooled: bool,
 }
 
 impl DynamicSupervisor {
@@ -100,7 +91,14 @@ impl DynamicSupervisor {
             intensity: (3, Duration::from_secs(5)),
             max_children: None,
             backoff: Backoff::none(),
+            pooled: false,
         }
+    }
+
+    /// Marks it as a pool's supervisor, for the supervision tree.
+    pub(crate) fn pooled(mut self) -> Self {
+        self.pooled = true;
+        self
     }
 
     /// At most `restarts` restarts (of all children together) within `within`: one more, and
@@ -143,8 +141,9 @@ impl DynamicSupervisor {
     /// refuses it with an error instead.
     pub fn spawn(self, context: &runtime::Context) -> DynamicSupervisorRef {
         let (state, supervisor_ref) = self.build();
+        super::table::add_root(context, &supervisor_ref.node);
         // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
-        let mut ending = Ending::new(supervisor_ref.life.clone(), state);
+        let mut ending = Ending::new(supervisor_ref.node.life.clone(), state);
         // The task's handle is not kept: every ref waits on the life, and a dropped handle
         // detaches the task.
         drop(context.child(self.label).spawn(move |runtime| async move {
@@ -165,12 +164,12 @@ impl DynamicSupervisor {
     /// The loop's state and its ref, not yet running.
     fn build(&self) -> (Dynamic, DynamicSupervisorRef) {
         let (sender, events) = mpsc::unbounded();
-        let registry = Arc::new(Mutex::new(Registry {
-            children: BTreeMap::new(),
-            admitting: 0,
-            next_key: 0,
-            closed: false,
-        }));
+        let shape = if self.pooled {
+            Shape::Pool
+        } else {
+            Shape::Dynamic
+        };
+        let node = Node::new(self.label, shape);
         let state = Dynamic {
             label: self.label,
             intensity: self.intensity,
@@ -182,13 +181,12 @@ impl DynamicSupervisor {
             first_runs: Serials::default(),
             events,
             sender: sender.clone(),
-            registry: registry.clone(),
+            node: node.clone(),
         };
         let supervisor_ref = DynamicSupervisorRef {
             control: sender,
-            registry,
+            node,
             max_children: self.max_children,
-            life: SupervisorLife::new(self.label),
             label: self.label,
             nested: None,
         };
@@ -212,8 +210,7 @@ impl DynamicSupervisor {
         let (dynamic, mut supervisor_ref) = self.build();
         let filled = Filled { dynamic, fill };
         let (nesting, handle) = Nesting::new(
-            self.label,
-            supervisor_ref.life.clone(),
+            supervisor_ref.node.clone(),
             filled,
             supervisor_ref.control.clone(),
             restart,
@@ -232,8 +229,7 @@ impl ChildSupervisor for DynamicSupervisor {
     fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, DynamicSupervisorRef) {
         let (dynamic, mut supervisor_ref) = self.build();
         let (nesting, handle) = Nesting::new(
-            self.label,
-            supervisor_ref.life.clone(),
+            supervisor_ref.node.clone(),
             dynamic,
             supervisor_ref.control.clone(),
             restart,
@@ -324,9 +320,9 @@ where
 #[derive(Clone)]
 pub struct DynamicSupervisorRef {
     control: mpsc::UnboundedSender<Event>,
-    registry: Arc<Mutex<Registry>>,
+    /// Its life, and its table of children (with the admission bookkeeping).
+    node: Arc<Node>,
     max_children: Option<usize>,
-    life: Arc<SupervisorLife>,
     label: &'static str,
     /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
     nested: Option<NestedHandle>,
@@ -350,7 +346,7 @@ impl DynamicSupervisorRef {
     /// [`start_child`](Self::start_child), giving the untyped ref.
     pub(crate) async fn start<A: Actor>(&self, spec: ChildSpec<A>) -> Result<Ref<A>, Error> {
         {
-            let mut registry = self.registry.lock();
+            let mut registry = self.node.table.lock();
             if registry.closed {
                 return Err(Error::Closed);
             }
@@ -373,13 +369,13 @@ impl DynamicSupervisorRef {
             .unbounded_send(Event::Start { child, started })
             .is_err()
         {
-            self.registry.lock().admitting -= 1;
+            self.node.table.lock().admitting -= 1;
             return Err(Error::Closed);
         }
         match is_started.await {
             Ok(true) => Ok(actor_ref),
             Ok(false) => {
-                // Its `on_start` (or factory) panicked: out of the registry now (so nobody
+                // Its `on_start` (or factory) panicked: out of the table now (so nobody
                 // terminates a child that never started), and removed when its report
                 // arrives, after its `on_stop`, which ends its mailbox.
                 let _ = self
@@ -408,17 +404,31 @@ impl DynamicSupervisorRef {
 
     /// The children now, in start order: those running, and those waiting for a restart.
     pub fn children(&self) -> Vec<ActorId> {
-        self.registry.lock().children.values().copied().collect()
+        let table = self.node.table.lock();
+        table.children.values().map(|entry| entry.id).collect()
     }
 
     /// How many children there are now (see [`children`](Self::children)).
     pub fn count(&self) -> usize {
-        self.registry.lock().children.len()
+        self.node.table.lock().children.len()
+    }
+
+    /// Its children now, in start order (those running and those waiting for a restart),
+    /// each with its id, label, kind, restart type, status and restarts so far (OTP's
+    /// `which_children`).
+    pub fn which_children(&self) -> Vec<ChildInfo> {
+        self.node.which_children()
+    }
+
+    /// Its children now, counted: all, running, supervisors (none: a dynamic supervisor's
+    /// children are actors), actors (OTP's `count_children`).
+    pub fn count_children(&self) -> ChildCounts {
+        self.node.count_children()
     }
 
     /// The supervisor's id, shown as `label#n`.
     pub fn id(&self) -> ActorId {
-        self.life.id()
+        self.node.life.id()
     }
 
     /// Stops every child (all asked at once, as OTP's `DynamicSupervisor` does), then the
@@ -430,7 +440,7 @@ impl DynamicSupervisorRef {
         let _ = self
             .control
             .unbounded_send(Event::Stop { incarnation: None });
-        self.life.join()
+        self.node.life.join()
     }
 
     /// Resolves with the supervisor's exit reason once it ended, without asking it to (at
@@ -438,12 +448,12 @@ impl DynamicSupervisorRef {
     /// stopped; `Panicked` if it gave up (more restarts than its intensity allows: it ends,
     /// reported on stderr, and the program goes on); `Shutdown` if its scope ended first. Its children have all ended for good by then.
     pub fn join(&self) -> Join {
-        self.life.join()
+        self.node.life.join()
     }
 
     /// The supervisor's life, which a pool's ref is registered and monitored by.
-    pub(crate) fn life(&self) -> &Arc<SupervisorLife> {
-        &self.life
+    pub(crate) fn life(&self) -> &Arc<super::SupervisorLife> {
+        &self.node.life
     }
 }
 
@@ -452,8 +462,8 @@ impl std::fmt::Debug for DynamicSupervisorRef {
         let mut debug = f.debug_struct("DynamicSupervisorRef");
         debug.field("label", &self.label);
         // `try_lock`: Debug never waits, and never deadlocks on a lock its own thread holds.
-        match self.registry.try_lock() {
-            Some(registry) => debug.field("children", &registry.children.len()).finish(),
+        match self.node.table.try_lock() {
+            Some(table) => debug.field("children", &table.children.len()).finish(),
             None => debug.finish_non_exhaustive(),
         }
     }
@@ -477,7 +487,8 @@ struct Dynamic {
     first_runs: Serials<u64>,
     events: mpsc::UnboundedReceiver<Event>,
     sender: mpsc::UnboundedSender<Event>,
-    registry: Arc<Mutex<Registry>>,
+    /// Its life and table, shared with its refs.
+    node: Arc<Node>,
 }
 
 impl Dynamic {
@@ -523,7 +534,7 @@ impl Dynamic {
                         && self.first_runs.contains_key(&key)
                     {
                         self.keys.remove(&id.serial());
-                        self.registry.lock().children.remove(&key);
+                        self.node.table.lock().children.remove(&key);
                     }
                 }
                 Event::Terminate { id, done } => {
@@ -565,6 +576,7 @@ impl Dynamic {
                         self.remove(key, reason);
                         continue;
                     }
+                    slot.observe(ChildStatus::Restarting);
                     if self.restarts.exceeded(key, self.intensity) {
                         #[cfg(feature = "tracing")]
                         crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
@@ -601,16 +613,16 @@ impl Dynamic {
         started: oneshot::Sender<bool>,
         runtime: &runtime::Context,
     ) {
-        let key = {
-            let mut registry = self.registry.lock();
-            registry.admitting -= 1;
-            let key = registry.next_key;
-            registry.next_key += 1;
-            registry.children.insert(key, child.id());
-            key
-        };
         let label = child.label();
         let mut slot = Slot::new(child);
+        let key = {
+            let mut table = self.node.table.lock();
+            table.admitting -= 1;
+            let key = table.next_key;
+            table.next_key += 1;
+            table.children.insert(key, slot.entry(None));
+            key
+        };
         slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
         self.keys.insert(slot.child.id().serial(), key);
         slot.launch(key as usize, self.sender.clone(), runtime, started);
@@ -628,9 +640,7 @@ impl Dynamic {
         if slot.generation != generation || slot.running.is_some() {
             return;
         }
-        if let Some(counter) = &slot.restarts {
-            counter.inc();
-        }
+        slot.count_restart();
         let (started, _) = oneshot::channel();
         slot.launch(key as usize, self.sender.clone(), runtime, started);
     }
@@ -650,12 +660,12 @@ impl Dynamic {
         self.remove(key, reason);
     }
 
-    /// The child `key` is done for good: out of the registry before its joiners hear of it,
+    /// The child `key` is done for good: out of the table before its joiners hear of it,
     /// so that whoever joined it sees it gone from `children()`.
     fn remove(&mut self, key: u64, reason: ExitReason) {
         self.delayed.retain(|(_, delayed), _| *delayed != key);
         self.first_runs.remove(&key);
-        self.registry.lock().children.remove(&key);
+        self.node.table.lock().children.remove(&key);
         if let Some(slot) = self.slots.remove(&key) {
             self.keys.remove(&slot.child.id().serial());
             slot.child.close(reason);
@@ -691,7 +701,7 @@ impl Dynamic {
     /// Ends every child for good: an incarnation is over. New children are still admitted,
     /// for the next one.
     fn release(&mut self) {
-        self.registry.lock().children.clear();
+        self.node.table.lock().children.clear();
         self.delayed.clear();
         self.first_runs.clear();
         self.keys.clear();
@@ -703,7 +713,7 @@ impl Dynamic {
 
     /// Ends every child for good and refuses new ones: the loop is over for good.
     fn close_all(&mut self) {
-        self.registry.lock().closed = true;
+        self.node.table.lock().closed = true;
         self.release();
         // Requests that raced with the end get `Closed`, and are counted off.
         while let Ok(event) = self.events.try_recv() {

@@ -54,6 +54,11 @@ impl SupervisorLife {
         self.life.has_ended()
     }
 
+    /// How the supervisor ended, if it has.
+    pub(crate) fn ended(&self) -> Option<crate::ExitReason> {
+        self.life.reason()
+    }
+
     /// Records the end, if none was, and tells every joiner.
     pub(crate) fn end(&self, reason: ExitReason) {
         if let Some(finished) = self.life.finish(reason) {

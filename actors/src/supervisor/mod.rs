@@ -64,6 +64,7 @@ mod backoff;
 mod child;
 mod dynamic;
 mod life;
+mod table;
 
 pub use backoff::Backoff;
 pub use dynamic::{DynamicSupervisor, DynamicSupervisorRef};
@@ -74,6 +75,11 @@ use child::{
 };
 use life::Ending;
 pub(crate) use life::SupervisorLife;
+pub use table::{
+    ChildCounts, ChildInfo, ChildKind, ChildStatus, Shape, SupervisionTree, TreeNode,
+    supervision_tree,
+};
+use table::{Entry, Node, Observation, observation};
 
 use crate::actor::run::Exit;
 use crate::actor::spawn::spawn_incarnation;
@@ -198,6 +204,8 @@ struct Slot {
     last: Option<ExitReason>,
     /// Consecutive delayed restarts, and when the running incarnation started.
     backoff: backoff::Attempts,
+    /// What its supervisor's table shows of it.
+    observed: Observation,
 }
 
 /// An incarnation: its task's handle (until it resolved), and what resolves once its future
@@ -247,6 +255,8 @@ impl Intensity {
 /// A supervisor's children and policy; what its loop runs on.
 struct State {
     label: &'static str,
+    /// Its life, and the table its refs read.
+    node: Arc<Node>,
     strategy: Strategy,
     intensity: (usize, Duration),
     slots: Vec<Slot>,
@@ -290,6 +300,7 @@ impl Supervisor {
         Supervisor {
             state: State {
                 label,
+                node: Node::new(label, Shape::Static(strategy)),
                 strategy,
                 intensity: (3, Duration::from_secs(5)),
                 slots: Vec::new(),
@@ -324,10 +335,16 @@ impl Supervisor {
     pub fn child<A: Actor>(&mut self, spec: ChildSpec<A>) -> A::Ref {
         let mailbox = crate::actor::spawn::mailbox::<A>();
         let actor_ref = Ref::<A>::new(mailbox.clone());
-        self.state
-            .slots
-            .push(Slot::new(Box::new(ActorChild::new(spec, mailbox))));
+        self.add(Slot::new(Box::new(ActorChild::new(spec, mailbox))), None);
         A::Ref::from(actor_ref)
+    }
+
+    /// Adds `slot`, and its entry in the table (`nested`: a nested supervisor's node).
+    fn add(&mut self, slot: Slot, nested: Option<Arc<Node>>) {
+        let key = self.state.slots.len() as u64;
+        let entry = slot.entry(nested);
+        self.state.node.table.lock().children.insert(key, entry);
+        self.state.slots.push(slot);
     }
 
     /// Adds a supervisor as a child: a [`Supervisor`], a [`DynamicSupervisor`] or a
@@ -352,7 +369,7 @@ impl Supervisor {
         let (nesting, supervisor_ref) = supervisor.__nest(restart, shutdown);
         self.nested_labels.extend(nesting.labels);
         self.problems.extend(nesting.problem);
-        self.state.slots.push(Slot::new(nesting.child));
+        self.add(Slot::new(nesting.child), Some(nesting.node));
         supervisor_ref
     }
 
@@ -387,7 +404,9 @@ impl Supervisor {
         }
         let control = self.state.sender.clone();
         let label = self.state.label;
-        let life = SupervisorLife::new(label);
+        let node = self.state.node.clone();
+        let life = node.life.clone();
+        table::add_root(context, &node);
         // Made before the spawn: a refused spawn drops it, which ends the life (`Shutdown`).
         let mut ending = Ending::new(life.clone(), self.state);
         // The task's handle is not kept: every ref waits on the life, and a dropped handle
@@ -406,7 +425,7 @@ impl Supervisor {
         }));
         SupervisorRef {
             control,
-            life,
+            node,
             nested: None,
         }
     }
@@ -441,6 +460,8 @@ pub(crate) mod sealed {
 #[doc(hidden)]
 pub struct Nesting {
     child: Box<dyn Child>,
+    /// Its node: its life and table.
+    node: Arc<Node>,
     labels: Vec<&'static str>,
     problem: Option<Error>,
 }
@@ -463,8 +484,7 @@ impl Nesting {
     /// The child that runs `state`'s loop labelled `label`, with its life and control
     /// channel; what its ref holds of it.
     fn new<S: Loop>(
-        label: &'static str,
-        life: Arc<SupervisorLife>,
+        node: Arc<Node>,
         state: S,
         control: mpsc::UnboundedSender<Event>,
         restart: Restart,
@@ -472,9 +492,10 @@ impl Nesting {
     ) -> (Self, NestedHandle) {
         let nested = Nested::new(state);
         let handle: Arc<dyn child::Terminable> = nested.clone();
+        let label = node.label;
         let child = SupervisorChild {
             label,
-            life,
+            life: node.life.clone(),
             nested,
             control,
             restart,
@@ -483,6 +504,7 @@ impl Nesting {
         };
         let nesting = Nesting {
             child: Box::new(child),
+            node,
             labels: vec![label],
             problem: None,
         };
@@ -497,15 +519,14 @@ impl ChildSupervisor for Supervisor {
 
     fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, SupervisorRef) {
         let control = self.state.sender.clone();
-        let label = self.state.label;
-        let life = SupervisorLife::new(label);
+        let node = self.state.node.clone();
         let (mut nesting, handle) =
-            Nesting::new(label, life.clone(), self.state, control.clone(), restart, shutdown);
+            Nesting::new(node.clone(), self.state, control.clone(), restart, shutdown);
         nesting.labels.extend(self.nested_labels);
         nesting.problem = self.problems.into_iter().next();
         let supervisor_ref = SupervisorRef {
             control,
-            life,
+            node,
             nested: Some(handle),
         };
         (nesting, supervisor_ref)
@@ -535,7 +556,32 @@ impl Slot {
             restarts: None,
             last: None,
             backoff: backoff::Attempts::default(),
+            observed: observation(),
         }
+    }
+
+    /// Its entry in its supervisor's table; `nested`, a nested supervisor's node.
+    fn entry(&self, nested: Option<Arc<Node>>) -> Entry {
+        Entry {
+            id: self.child.id(),
+            label: self.child.label(),
+            restart: self.child.restart(),
+            observed: self.observed.clone(),
+            nested,
+        }
+    }
+
+    /// Its table shows it `status`.
+    fn observe(&self, status: ChildStatus) {
+        self.observed.lock().status = status;
+    }
+
+    /// It restarts: counted in its metrics and its table.
+    fn count_restart(&self) {
+        if let Some(counter) = &self.restarts {
+            counter.inc();
+        }
+        self.observed.lock().restarts += 1;
     }
 
     /// Starts an incarnation and waits until it started; whether its `on_start` returned.
@@ -568,6 +614,7 @@ impl Slot {
             reported: false,
         };
         self.backoff.started();
+        self.observe(ChildStatus::Running);
         let (incarnation, gone) = oneshot::channel();
         let handle = self
             .child
@@ -631,6 +678,7 @@ impl Slot {
         } else {
             ExitReason::Stopped
         });
+        slot.observed.lock().status = ChildStatus::Stopped;
         if aborted && !until_gone {
             return;
         }
@@ -722,9 +770,11 @@ impl State {
             slot.last = Some(reason.clone());
             if !ended.restarts(slot.child.restart()) {
                 slot.finished = true;
+                slot.observe(ChildStatus::Stopped);
                 slot.child.close(reason);
                 continue;
             }
+            slot.observe(ChildStatus::Restarting);
             if self.restarts.exceeded(index as u64, self.intensity) {
                 #[cfg(feature = "tracing")]
                 crate::trace::gave_up(self.label, slot.child.id(), &reason, self.intensity);
@@ -741,6 +791,11 @@ impl State {
             for other in affected.clone().rev() {
                 self.stop(other, runtime, true).await;
             }
+            for waiting in affected.clone() {
+                if !self.slots[waiting].finished {
+                    self.slots[waiting].observe(ChildStatus::Restarting);
+                }
+            }
             if !delay.is_zero() && self.pause(runtime, incarnation, delay).await {
                 for waiting in affected {
                     self.slots[waiting].stop_waiting();
@@ -751,9 +806,7 @@ impl State {
                 if self.slots[restarted].finished {
                     continue;
                 }
-                if let Some(counter) = &self.slots[restarted].restarts {
-                    counter.inc();
-                }
+                self.slots[restarted].count_restart();
                 self.start(restarted, runtime).await;
             }
         };
@@ -761,6 +814,7 @@ impl State {
         // for its future to drop on its own, and for a next run to wait for.
         for index in (0..self.slots.len()).rev() {
             self.stop(index, runtime, false).await;
+            self.slots[index].observe(ChildStatus::Stopped);
         }
         outcome
     }
@@ -831,7 +885,8 @@ impl Drop for State {
 #[derive(Clone)]
 pub struct SupervisorRef {
     control: mpsc::UnboundedSender<Event>,
-    life: Arc<SupervisorLife>,
+    /// Its life and table.
+    node: Arc<Node>,
     /// A nested supervisor's state, shared with its parent: `stop` marks it done for good.
     nested: Option<NestedHandle>,
 }
@@ -841,7 +896,7 @@ pub struct SupervisorRef {
 impl std::fmt::Debug for SupervisorRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SupervisorRef")
-            .field("id", &self.life.id())
+            .field("id", &self.node.life.id())
             .field("nested", &self.nested.is_some())
             .field("closed", &self.control.is_closed())
             .finish()
@@ -851,7 +906,20 @@ impl std::fmt::Debug for SupervisorRef {
 impl SupervisorRef {
     /// The supervisor's id, shown as `label#n`.
     pub fn id(&self) -> ActorId {
-        self.life.id()
+        self.node.life.id()
+    }
+
+    /// Its children now, in start order, each with its id, label, kind, restart type,
+    /// status and restarts so far (OTP's `which_children`). A static supervisor lists every
+    /// child it was given, those done for good as [`ChildStatus::Stopped`].
+    pub fn which_children(&self) -> Vec<ChildInfo> {
+        self.node.which_children()
+    }
+
+    /// Its children now, counted: all, running, supervisors, actors (OTP's
+    /// `count_children`).
+    pub fn count_children(&self) -> ChildCounts {
+        self.node.count_children()
     }
 
     /// Stops every child, in reverse start order, then the supervisor; resolves with its
@@ -865,13 +933,13 @@ impl SupervisorRef {
         let _ = self
             .control
             .unbounded_send(Event::Stop { incarnation: None });
-        self.life.join()
+        self.node.life.join()
     }
 
     /// Resolves with the supervisor's exit reason once it ended for good, without asking it
     /// to (at once if it has): every caller, from any clone, hears the same reason. A nested
     /// supervisor ends for good when its parent is done with it (not at a restart).
     pub fn join(&self) -> Join {
-        self.life.join()
+        self.node.life.join()
     }
 }
