@@ -161,6 +161,7 @@ impl Families {
             unpublished: 0,
             began: false,
             depth: 0,
+            left: false,
         }
     }
 }
@@ -184,6 +185,9 @@ pub(crate) struct ActorMetrics {
     /// This actor's share of its label's depth gauge, as last published (a depth is at most
     /// the mailbox's capacity, below 2^31).
     depth: i32,
+    /// [`leave`](Self::leave) ran: the actor is no longer counted running. In the spare byte
+    /// beside `began`.
+    left: bool,
 }
 
 impl ActorMetrics {
@@ -219,6 +223,18 @@ impl ActorMetrics {
             .inc();
     }
 
+    /// The incarnation ended (by itself, or its future was dropped): publishes what is left
+    /// and leaves the gauges (its depth, `actor_running`). Called as its end is counted,
+    /// before anyone is told of it, so whoever hears of the end finds it no longer running;
+    /// once only, and the drop then does nothing more.
+    pub(crate) fn leave(&mut self) {
+        if !self.left {
+            self.left = true;
+            self.publish(0);
+            self.handles.running.dec();
+        }
+    }
+
     /// The mailbox is empty (or the actor stops): publish, and end the busy stretch.
     pub(crate) fn idle(&mut self) {
         self.publish(0);
@@ -252,10 +268,9 @@ impl ActorMetrics {
 }
 
 impl Drop for ActorMetrics {
-    /// Publishes what is left (an aborted actor's counts too) and leaves the gauges.
+    /// Leaves the gauges, if [`leave`](ActorMetrics::leave) has not.
     fn drop(&mut self) {
-        self.publish(0);
-        self.handles.running.dec();
+        self.leave();
     }
 }
 

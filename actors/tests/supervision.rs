@@ -1,6 +1,8 @@
 //! Supervision through the public API: each strategy, each restart policy, the restart
 //! intensity and escalation (to the runtime and to a parent supervisor), refs that keep
-//! working across restarts, and shutdown in reverse start order with timeouts.
+//! working across restarts, shutdown in reverse start order with timeouts, and what an
+//! incarnation leaves to the next one (links, stops) and what it does not (a kill that came
+//! while it was ending).
 
 use actors::prelude::*;
 use actors::supervisor::{ChildSpec, Restart, Strategy, Supervisor};
@@ -526,4 +528,246 @@ async fn a_transient_child_restarts_after_a_linked_exit(context: runtime::Contex
     );
     assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
     assert_eq!(partners.stop().await, actors::ExitReason::Stopped);
+}
+
+/// A one-off pause in a hook: the incarnation that takes it says so on `reached`, then waits
+/// for `resume`. A slot holds at most one; the test arms it when the incarnation it means
+/// comes next.
+struct Pause {
+    reached: futures::channel::oneshot::Sender<()>,
+    resume: futures::channel::oneshot::Receiver<()>,
+}
+
+type PauseSlot = Arc<Mutex<Option<Pause>>>;
+
+/// Arms `slot`; returns the receiver that hears the pause reached and the sender that ends it.
+fn arm(
+    slot: &PauseSlot,
+) -> (
+    futures::channel::oneshot::Receiver<()>,
+    futures::channel::oneshot::Sender<()>,
+) {
+    let (reached, is_reached) = futures::channel::oneshot::channel();
+    let (resume, resumed) = futures::channel::oneshot::channel();
+    *slot.lock() = Some(Pause {
+        reached,
+        resume: resumed,
+    });
+    (is_reached, resume)
+}
+
+/// Takes the pause armed in `slot`, if any, and waits in it.
+async fn pause_at(slot: &PauseSlot) {
+    let pause = slot.lock().take();
+    if let Some(Pause { reached, resume }) = pause {
+        let _ = reached.send(());
+        let _ = resume.await;
+    }
+}
+
+/// A supervised actor whose `on_start` and `on_stop` can be held (see [`Pause`]), so that
+/// a test acts while an incarnation starts or ends.
+#[actor]
+struct Pausing {
+    incarnation: usize,
+    on_start: PauseSlot,
+    on_stop: PauseSlot,
+}
+
+#[actor]
+impl Pausing {
+    async fn on_start(&mut self) {
+        pause_at(&self.on_start).await;
+    }
+
+    async fn on_stop(&mut self) {
+        pause_at(&self.on_stop).await;
+    }
+
+    fn incarnation(&self) -> usize {
+        self.incarnation
+    }
+
+    fn link_to(&mut self, ctx: &mut Context<Self>, other: PartnerRef) {
+        ctx.link(&other);
+    }
+
+    fn fail(&mut self) {
+        panic!("pausing fails on purpose");
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Where a test holds a `Pausing` child's hooks.
+#[derive(Clone, Default)]
+struct Pauses {
+    on_start: PauseSlot,
+    on_stop: PauseSlot,
+}
+
+/// A permanent `Pausing` child, its incarnations counted from 1.
+fn pausing(pauses: &Pauses) -> ChildSpec<Pausing> {
+    let pauses = pauses.clone();
+    let incarnations = AtomicUsize::new(0);
+    ChildSpec::new(move || Pausing {
+        incarnation: incarnations.fetch_add(1, Ordering::SeqCst) + 1,
+        on_start: pauses.on_start.clone(),
+        on_stop: pauses.on_stop.clone(),
+    })
+}
+
+/// An unsupervised actor that ends abnormally on request: a link's partner.
+#[actor]
+struct Partner;
+
+#[actor]
+impl Partner {
+    fn fail(&mut self) {
+        panic!("the partner fails on purpose");
+    }
+}
+
+/// Fails `partner` and waits for its end, which its links hear of before its joiners do.
+async fn kill(partner: &PartnerRef) {
+    assert_eq!(
+        partner.fail().await,
+        Err(Error::Panicked { actor: "partner" })
+    );
+    assert!(matches!(
+        partner.join().await,
+        actors::ExitReason::Panicked(_)
+    ));
+}
+
+/// The line of `actor_restarts_total` for `label` in the runtime's metrics.
+fn restarts(context: &runtime::Context, label: &str) -> Option<String> {
+    let prefix = format!("actor_restarts_total{{actor=\"{label}\"}} ");
+    context
+        .encode()
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix).map(str::to_string))
+}
+
+/// A linked partner's abnormal end that arrives while an incarnation is already ending (in
+/// its `on_stop`) ends nothing more: that incarnation ends as it was ending, and the next one
+/// is not killed by it on arrival. One restart, not two.
+#[runtime::test(timeout = "20s")]
+async fn a_kill_arriving_while_an_incarnation_ends_spares_the_next(context: runtime::Context) {
+    let pauses = Pauses::default();
+    let mut supervisor =
+        Supervisor::new("ending", Strategy::OneForOne).intensity(10, Duration::from_secs(60));
+    let child = supervisor.child(pausing(&pauses));
+    let supervisor = supervisor.spawn(&context);
+    let partner = Partner.spawn(&context);
+    assert_eq!(child.incarnation().await, Ok(1));
+    child.link_to(partner.clone()).await.unwrap();
+
+    let (stopping, resume) = arm(&pauses.on_stop);
+    child.tell_finish().await.unwrap();
+    stopping.await.unwrap();
+    // The first incarnation is in its `on_stop`: the partner's end reaches it there.
+    kill(&partner).await;
+    resume.send(()).unwrap();
+
+    assert_eq!(
+        child.incarnation().await,
+        Ok(2),
+        "the next incarnation handles messages"
+    );
+    assert_eq!(restarts(&context, "pausing").as_deref(), Some("1"));
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
+}
+
+/// A kill that arrives between incarnations (the child stopped by its supervisor's
+/// one-for-all restart, its sibling still starting before it) is not carried into the next
+/// incarnation either.
+#[runtime::test(timeout = "20s")]
+async fn a_kill_arriving_between_incarnations_spares_the_next(context: runtime::Context) {
+    let first = Pauses::default();
+    let mut supervisor =
+        Supervisor::new("between", Strategy::OneForAll).intensity(10, Duration::from_secs(60));
+    let sibling = supervisor.child(pausing(&first));
+    let child = supervisor.child(pausing(&Pauses::default()));
+    let supervisor = supervisor.spawn(&context);
+    let partner = Partner.spawn(&context);
+    assert_eq!(child.incarnation().await, Ok(1));
+    child.link_to(partner.clone()).await.unwrap();
+
+    // The sibling fails: both stop (the child first), then the sibling starts again and is
+    // held in its `on_start`, before the child's next incarnation starts.
+    let (starting, resume) = arm(&first.on_start);
+    assert!(sibling.fail().await.is_err());
+    starting.await.unwrap();
+    kill(&partner).await;
+    resume.send(()).unwrap();
+
+    assert_eq!(sibling.incarnation().await, Ok(2));
+    assert_eq!(
+        child.incarnation().await,
+        Ok(2),
+        "the next incarnation handles messages"
+    );
+    // One restart each.
+    assert_eq!(restarts(&context, "pausing").as_deref(), Some("2"));
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
+}
+
+/// Links belong to the actor, not to one incarnation: a partner linked by an earlier
+/// incarnation that ends abnormally while the next one starts (in its `on_start`, after its
+/// supervisor cleared what the last one left) ends that incarnation, as a link should.
+#[runtime::test(timeout = "20s")]
+async fn a_kill_arriving_while_the_next_incarnation_starts_ends_it(context: runtime::Context) {
+    let pauses = Pauses::default();
+    let mut supervisor =
+        Supervisor::new("starting", Strategy::OneForOne).intensity(10, Duration::from_secs(60));
+    let child = supervisor.child(pausing(&pauses));
+    let supervisor = supervisor.spawn(&context);
+    let partner = Partner.spawn(&context);
+    assert_eq!(child.incarnation().await, Ok(1));
+    child.link_to(partner.clone()).await.unwrap();
+
+    let (starting, resume) = arm(&pauses.on_start);
+    assert!(child.fail().await.is_err());
+    starting.await.unwrap();
+    // The second incarnation is in its `on_start`.
+    kill(&partner).await;
+    resume.send(()).unwrap();
+
+    assert_eq!(
+        child.incarnation().await,
+        Ok(3),
+        "the second incarnation was killed"
+    );
+    assert_eq!(restarts(&context, "pausing").as_deref(), Some("2"));
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
+}
+
+/// A ref's `stop()` is for the actor, not for one incarnation: asked while an incarnation is
+/// ending (to be restarted), it ends the actor for good once the next one has handled what was
+/// queued before it.
+#[runtime::test(timeout = "20s")]
+async fn a_stop_arriving_while_an_incarnation_ends_ends_the_actor(context: runtime::Context) {
+    let pauses = Pauses::default();
+    let mut supervisor =
+        Supervisor::new("stopping", Strategy::OneForOne).intensity(10, Duration::from_secs(60));
+    let child = supervisor.child(pausing(&pauses));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(child.incarnation().await, Ok(1));
+
+    let (stopping, resume) = arm(&pauses.on_stop);
+    child.tell_finish().await.unwrap();
+    stopping.await.unwrap();
+    // An ask is sent on its first poll: this one is queued before the stop.
+    let mut queued = std::pin::pin!(child.incarnation());
+    assert!(futures::poll!(queued.as_mut()).is_pending());
+    let stopped = child.stop();
+    resume.send(()).unwrap();
+
+    assert_eq!(queued.await, Ok(2), "queued before the stop: handled");
+    assert_eq!(stopped.await, actors::ExitReason::Stopped);
+    assert_eq!(child.incarnation().await, Err(Error::Closed));
+    assert_eq!(supervisor.stop().await, actors::ExitReason::Stopped);
 }

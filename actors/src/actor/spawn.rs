@@ -5,7 +5,8 @@
 //! - Every incarnation reports its end exactly once: `ended` runs with how the run loop
 //!   ended, or, if the future is dropped first (an abort, a refused spawn, a panic outside a
 //!   handler), with `Exit::Aborted` from the future's drop. Each end is counted in
-//!   `actor_exits_total`.
+//!   `actor_exits_total`, and the incarnation leaves `actor_running`, before `ended` runs:
+//!   whoever hears of the end (a joiner, a monitor, its supervisor) finds it counted.
 //! - An unsupervised actor's mailbox is ended (closed, its joiners, monitors and links told)
 //!   only after `on_stop` returned, so `stop()` and `join()` resolve after it.
 //! - The actor is built inside its incarnation's future, from a `Send` factory: on the pool
@@ -255,6 +256,10 @@ impl<A> OnEnd<A> {
         if let Some(hooks) = self.hooks.take() {
             let reason = exit.reason();
             self.metrics.exit(&reason);
+            // Before the hooks tell anyone (joiners, monitors, a supervisor that may start the
+            // next incarnation at once): the metrics then say the incarnation ended by the
+            // time anyone hears of it, not once this guard is dropped after them.
+            self.metrics.leave();
             #[cfg(feature = "tracing")]
             crate::trace::exited(self.id, self.incarnation, &reason);
             hooks.ended(exit, reason, self.metrics.began);

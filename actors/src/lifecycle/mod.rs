@@ -23,6 +23,9 @@
 //!   An exit signal that kills (the actor does not trap exits) is kept apart and taken at
 //!   once, ahead of queued messages, as a link's death should be; a normal exit is dropped
 //!   for such an actor when it arrives. Taking a signal is constant time.
+//! - A supervised actor keeps its life across incarnations. What was for one incarnation
+//!   only (a supervisor's stop request, a kill that came while it was ending) is cleared
+//!   before the next starts (`clear_last_incarnation`); the rest is the actor's.
 //! - Until an actor is monitored, linked, joined or signalled, all of this is one null
 //!   pointer: `Extra` is boxed on first use.
 
@@ -327,9 +330,32 @@ impl Life {
         self.consumer_waker.wake();
     }
 
-    /// Clears a stop request (a supervised actor's next incarnation starts without it).
-    pub(crate) fn clear_stop(&self) {
+    /// Clears what a supervised actor's last incarnation left that was meant for it alone,
+    /// before the next one starts (no consumer exists meanwhile): its supervisor's stop
+    /// request, and a linked actor's abnormal exit that came while it was already ending (in
+    /// `on_stop`, or after its loop stopped taking messages). A kill ends the incarnation it
+    /// reaches, and that one was ending anyway; carried over, it would end the next one
+    /// before its first message and spend a restart of the supervisor's intensity on nothing.
+    ///
+    /// What belongs to the actor stays, as its mailbox and queued messages do: its links and
+    /// monitors (a partner linked by an earlier incarnation that ends later ends the
+    /// incarnation running or starting then), queued signals (down notifications, and linked
+    /// exits for an actor that traps them, handled in mailbox order), and an ordered stop
+    /// from a ref's `stop()`, which asks the actor, not one incarnation, to end for good. A
+    /// kill that arrives after this call is for the incarnation about to start: it takes it
+    /// before its first message.
+    pub(crate) fn clear_last_incarnation(&self) {
+        // Only the supervisor's loop requests a stop, and it is the caller: no request for
+        // the next incarnation can be lost here.
         self.attention.fetch_and(!STOP_REQUESTED, Ordering::SeqCst);
+        let mut state = self.state.lock();
+        if let Some(extra) = state.extra.as_mut()
+            && extra.kill.take().is_some()
+        {
+            // Under the lock, as every change of what waits: a signal queued next sets
+            // `SIGNALS` again after this.
+            self.settle(extra);
+        }
     }
 
     /// Declares whether the actor traps exits; called once, as its mailbox is made.

@@ -123,6 +123,41 @@ fn exits_kill_at_once_unless_trapped() {
     assert_eq!(next(&mut consumer), "nothing");
 }
 
+/// Before a supervised actor's next incarnation, what the last one left for itself goes: a
+/// stop request and a kill that came while it was ending (nothing is left to look at). What
+/// is the actor's stays: queued signals, an ordered stop, and its links, so a kill that comes
+/// afterwards is the next incarnation's.
+#[test]
+fn the_next_incarnation_starts_without_the_last_ones_kill() {
+    let this = mailbox();
+    let first = Mailbox::<u32>::new(8, ActorId::next(&"first"));
+    link(&peer(&this), first.clone());
+    // The last incarnation is ending: no consumer takes anything meanwhile.
+    this.request_stop();
+    first.end(ExitReason::Panicked("boom".into()));
+    this.clear_last_incarnation();
+    assert_eq!(this.life.attention(), 0, "nothing waits");
+    let mut consumer = this.consumer().unwrap();
+    assert_eq!(next(&mut consumer), "nothing");
+    drop(consumer);
+
+    let second = Mailbox::<u32>::new(8, ActorId::next(&"second"));
+    let watched = Mailbox::<u32>::new(8, ActorId::next(&"watched"));
+    link(&peer(&this), second.clone());
+    let _monitor = monitor(&peer(&this), watched.clone());
+    watched.end(ExitReason::Normal);
+    request_ordered_stop(&*this);
+    this.clear_last_incarnation();
+    second.end(ExitReason::Panicked("boom".into()));
+    let mut consumer = this.consumer().unwrap();
+    this.try_send(1).unwrap();
+    let taken: Vec<_> = (0..4).map(|_| next(&mut consumer)).collect();
+    assert_eq!(
+        taken,
+        ["exit second panicked", "down watched normal", "stop", "m1"]
+    );
+}
+
 /// Both sides of a link fire once: the survivor's end does not echo back, and `unlink`
 /// silences both ways.
 #[test]

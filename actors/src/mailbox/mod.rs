@@ -345,9 +345,10 @@ impl<M: Send> Mailbox<M> {
         self.life.request_stop();
     }
 
-    /// Clears a stop request (a supervised actor's next incarnation starts without it).
-    pub(crate) fn clear_stop(&self) {
-        self.life.clear_stop();
+    /// Clears what the last incarnation left for itself alone: a stop request, a kill that
+    /// came while it ended (see `Life::clear_last_incarnation`).
+    pub(crate) fn clear_last_incarnation(&self) {
+        self.life.clear_last_incarnation();
     }
 
     /// The consumer, unless one exists.

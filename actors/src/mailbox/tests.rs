@@ -156,7 +156,7 @@ fn the_last_sender_leaving_disconnects_after_its_messages() {
     mailbox.try_send(1u8).unwrap();
     mailbox.request_stop();
     assert!(matches!(consumer.try_recv(), Some(Received::Stop)));
-    mailbox.clear_stop();
+    mailbox.clear_last_incarnation();
     mailbox.try_send(2).unwrap();
     mailbox.remove_sender();
     assert_eq!(message(consumer.try_recv()), 1);

@@ -193,7 +193,7 @@ impl<A: Actor> Child for ActorChild<A> {
         started: oneshot::Sender<bool>,
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
-        self.mailbox.clear_stop();
+        self.mailbox.clear_last_incarnation();
         let factory = self.spec.factory.clone();
         // The lock is never contended: one incarnation runs at a time.
         let make = move || (*factory.lock())();
