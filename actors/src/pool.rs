@@ -22,8 +22,9 @@
 //! - A pool is its supervisor's: its members are owned by it, not by the pool's refs. A
 //!   top-level pool stops when its last ref goes (nobody can route to it any more); one
 //!   nested under a [`Supervisor`](crate::supervisor::Supervisor) lives until its parent
-//!   ends it, and each of its incarnations starts as many new members as it had (routing
-//!   gives refs that report `Closed` while it restarts).
+//!   ends it, and its members keep their mailboxes across its restarts, as a static
+//!   supervisor's children do: routing works before it first runs and while it restarts,
+//!   and what is sent meanwhile waits for the members' next incarnation.
 
 use crate::actor::refs::PeerHandle;
 use crate::registry::Registrable;
@@ -150,7 +151,6 @@ impl<A: Actor> Pool<A> {
             next: AtomicUsize::new(0),
             resizing: futures::lock::Mutex::new(()),
             counted: AtomicUsize::new(0),
-            wanted: AtomicUsize::new(self.size),
             nested,
             metrics: OnceLock::new(),
             context: Mutex::new(None),
@@ -169,17 +169,26 @@ impl<A: Actor> Pool<A> {
 
 impl<A: Actor> crate::supervisor::sealed::Sealed for Pool<A> {}
 
-/// A pool under a [`Supervisor`](crate::supervisor::Supervisor): each incarnation starts
-/// its supervisor and as many members as the pool has (its size, or what the last resize
-/// made it), and counts as started once they all started; a member that fails to start
-/// fails the incarnation. A size outside `1..=MAX_POOL_SIZE` is refused by the parent's
-/// `try_spawn`.
+/// A pool under a [`Supervisor`](crate::supervisor::Supervisor): its members (as many as
+/// its size, or what the last resize made it) are made with it and keep their mailboxes
+/// for the pool's whole life; each incarnation of the pool starts them all again, one after
+/// the other, and counts as started once they did (a member whose start fails is restarted
+/// by the pool's own policy, as any failure). A size outside `1..=MAX_POOL_SIZE` is
+/// refused by the parent's `try_spawn`.
 impl<A: Actor> ChildSupervisor for Pool<A> {
     type Ref = PoolRef<A>;
 
     fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, PoolRef<A>) {
         let problem = check_size(self.label, self.size).err();
         let (restarts, within) = self.supervisor_intensity();
+        // A refused size starts nothing (the parent's spawn refuses it).
+        let size = if problem.is_some() { 0 } else { self.size };
+        let specs = (0..size)
+            .map(|_| {
+                let factory = self.factory.clone();
+                ChildSpec::new(move || (*factory.lock())())
+            })
+            .collect();
         let supervisor = DynamicSupervisor::new(self.label)
             .intensity(restarts, within)
             .pooled();
@@ -199,10 +208,13 @@ impl<A: Actor> ChildSupervisor for Pool<A> {
                 });
             fill
         };
-        let (mut nesting, supervisor) = supervisor.nest_filled(restart, shutdown, fill);
+        let (mut nesting, supervisor, members) =
+            supervisor.nest_keeping(restart, shutdown, specs, fill);
         let pool_ref = PoolRef {
             shared: Arc::new(self.shared(supervisor, true)),
         };
+        // Routed to at once: messages wait in the members' mailboxes until they run.
+        *pool_ref.shared.members.write() = Arc::new(Members::new(members, pool_ref.label(), None));
         let _ = pool.set(pool_ref.clone());
         if let Some(problem) = problem {
             nesting.refuse(problem);
@@ -229,6 +241,8 @@ struct Members<A: Actor> {
     routed: Vec<Counter>,
     /// The key ring: points and the members (positions) they belong to, sorted by point.
     ring: Vec<(u64, usize)>,
+    /// `routed` is the runtime's (not placeholders, before a nested pool first ran).
+    counted: bool,
 }
 
 impl<A: Actor> Default for Members<A> {
@@ -237,18 +251,22 @@ impl<A: Actor> Default for Members<A> {
             refs: Vec::new(),
             routed: Vec::new(),
             ring: Vec::new(),
+            counted: false,
         }
     }
 }
 
 impl<A: Actor> Members<A> {
-    fn new(refs: Vec<Ref<A>>, label: &'static str, families: &PoolFamilies) -> Self {
+    /// The members `refs`, counting what is routed to each in `families` (or nowhere yet:
+    /// a nested pool that never ran has no runtime to count in).
+    fn new(refs: Vec<Ref<A>>, label: &'static str, families: Option<&PoolFamilies>) -> Self {
         let routed = (0..refs.len())
-            .map(|index| {
-                families
+            .map(|index| match families {
+                Some(families) => families
                     .routed
                     .get_or_create(&[("pool", label.to_string()), ("member", index.to_string())])
-                    .clone()
+                    .clone(),
+                None => Counter::default(),
             })
             .collect();
         let mut ring: Vec<(u64, usize)> = refs
@@ -260,7 +278,12 @@ impl<A: Actor> Members<A> {
             })
             .collect();
         ring.sort_unstable();
-        Members { refs, routed, ring }
+        Members {
+            refs,
+            routed,
+            ring,
+            counted: families.is_some(),
+        }
     }
 }
 
@@ -282,8 +305,6 @@ struct Shared<A: Actor> {
     resizing: futures::lock::Mutex<()>,
     /// What this pool adds to `pool_members` of its label now.
     counted: AtomicUsize,
-    /// The size the pool was last asked for: what a nested pool's next incarnation starts.
-    wanted: AtomicUsize,
     /// Under a parent supervisor, which owns it: its last ref's drop does not stop it.
     nested: bool,
     /// The runtime's pool families and `pool_members` of the label (pools may share one),
@@ -316,7 +337,11 @@ impl<A: Actor> Shared<A> {
 
     /// The pool's families: set before any member is routed to.
     fn families(&self) -> &PoolFamilies {
-        &self.metrics.get().expect("a pool has run before it has members").0
+        &self
+            .metrics
+            .get()
+            .expect("a pool has run before it has members")
+            .0
     }
 }
 
@@ -489,9 +514,6 @@ impl<A: Actor> PoolRef<A> {
         } else {
             removed = refs.split_off(size);
         }
-        if failed.is_none() {
-            self.shared.wanted.store(size, Ordering::Relaxed);
-        }
         self.install(refs);
         // Nobody routes to them now: each handles what is queued, then stops for good; all
         // are told at once, then waited for.
@@ -511,24 +533,21 @@ impl<A: Actor> PoolRef<A> {
 
     /// Routes to `refs` from now on.
     fn install(&self, refs: Vec<Ref<A>>) {
-        let members = Members::new(refs, self.shared.label, self.shared.families());
+        let members = Members::new(refs, self.shared.label, Some(self.shared.families()));
         self.count(members.refs.len());
         *self.shared.members.write() = Arc::new(members);
     }
 
-    /// A nested pool's incarnation, running in `runtime`: starts as many members as the
-    /// pool was last asked for and routes to them.
+    /// A nested pool's incarnation begins, in `runtime` (its supervisor starts its members
+    /// again itself): resizes run there from now on, and, the first time, routing is
+    /// counted in its runtime's metrics.
     async fn fill(&self, runtime: &runtime::Context) -> Result<(), Error> {
         self.shared.runs_in(runtime);
         let _turn = self.shared.resizing.lock().await;
-        let size = self.shared.wanted.load(Ordering::Relaxed);
-        let mut refs = Vec::with_capacity(size);
-        for _ in 0..size {
-            let factory = self.shared.factory.clone();
-            let spec = ChildSpec::new(move || (*factory.lock())());
-            refs.push(self.shared.supervisor.start(spec).await?);
+        let members = self.members();
+        if !members.counted {
+            self.install(members.refs.clone());
         }
-        self.install(refs);
         Ok(())
     }
 

@@ -29,9 +29,7 @@ pub(super) enum Event {
     },
     /// Stop: a ref's (`None`: whichever incarnation runs, or the next), or a nested
     /// supervisor's parent's, for the incarnation it numbers (stale once that one ended).
-    Stop {
-        incarnation: Option<u64>,
-    },
+    Stop { incarnation: Option<u64> },
     /// A dynamic supervisor's new child, and where the child itself says it started
     /// (`true`) or not.
     Start {
@@ -40,9 +38,7 @@ pub(super) enum Event {
     },
     /// A dynamic supervisor's new child `id` failed to start, as its caller heard from it:
     /// out of the registry at once, before its report (which follows its `on_stop`).
-    Refused {
-        id: ActorId,
-    },
+    Refused { id: ActorId },
     /// A dynamic supervisor is asked to stop the child `id` for good.
     Terminate {
         id: ActorId,

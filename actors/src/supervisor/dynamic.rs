@@ -58,8 +58,8 @@
 use super::child::{Loop, NestedHandle};
 use super::table::{Node, Shape};
 use super::{
-    ActorChild, Backoff, Child, ChildCounts, ChildInfo, ChildSpec, ChildStatus, ChildSupervisor, Ended,
-    Ending, Escalated, Event, Intensity, Nesting, Restart, Slot, giving_up,
+    ActorChild, Backoff, Child, ChildCounts, ChildInfo, ChildSpec, ChildStatus, ChildSupervisor,
+    Ended, Ending, Escalated, Event, Intensity, Nesting, Restart, Slot, giving_up,
 };
 use crate::id::Serials;
 use crate::{Actor, ActorId, Error, ExitReason, Join, Ref};
@@ -182,6 +182,7 @@ impl DynamicSupervisor {
             events,
             sender: sender.clone(),
             node: node.clone(),
+            keeps: false,
         };
         let supervisor_ref = DynamicSupervisorRef {
             control: sender,
@@ -193,21 +194,34 @@ impl DynamicSupervisor {
         (state, supervisor_ref)
     }
 
-    /// This supervisor as a parent's child whose every incarnation also runs `fill` (with
-    /// the incarnation's context) beside the loop, and counts as started once `fill` is done:
-    /// how a pool starts its members. A `fill` that fails fails the incarnation, with its
-    /// error in the reason.
-    pub(crate) fn nest_filled<F>(
+    /// This supervisor as a parent's child that keeps its children across its own restarts
+    /// (a pool's members: their mailboxes, and so the pool's routing, stay), starting with
+    /// one child per spec of `members`, whose refs it returns; every incarnation starts them
+    /// all again, in order, then runs `fill` (with the incarnation's context) beside the
+    /// loop, and counts as started once both are done. A `fill` that fails fails the
+    /// incarnation, with its error in the reason.
+    pub(crate) fn nest_keeping<A: Actor, F>(
         self,
         restart: Restart,
         shutdown: Duration,
+        members: Vec<ChildSpec<A>>,
         fill: F,
-    ) -> (Nesting, DynamicSupervisorRef)
+    ) -> (Nesting, DynamicSupervisorRef, Vec<Ref<A>>)
     where
         F: FnMut(&runtime::Context) -> futures::future::BoxFuture<'static, Result<(), Error>>,
         F: Send + 'static,
     {
-        let (dynamic, mut supervisor_ref) = self.build();
+        let (mut dynamic, mut supervisor_ref) = self.build();
+        dynamic.keeps = true;
+        let refs = members
+            .into_iter()
+            .map(|spec| {
+                let mailbox = crate::actor::spawn::mailbox::<A>();
+                let member = Ref::<A>::new(mailbox.clone());
+                dynamic.admit(Box::new(ActorChild::new(spec, mailbox)));
+                member
+            })
+            .collect();
         let filled = Filled { dynamic, fill };
         let (nesting, handle) = Nesting::new(
             supervisor_ref.node.clone(),
@@ -217,7 +231,7 @@ impl DynamicSupervisor {
             shutdown,
         );
         supervisor_ref.nested = Some(handle);
-        (nesting, supervisor_ref)
+        (nesting, supervisor_ref, refs)
     }
 }
 
@@ -251,8 +265,17 @@ impl Loop for Dynamic {
         async move {
             let outcome = self.supervise(runtime, incarnation, started).await;
             // Its children do not outlive the incarnation (OTP's dynamic supervisor restarts
-            // empty).
-            self.release();
+            // empty), unless it keeps them (a pool's members).
+            if self.keeps {
+                // Every kept child starts again with the next incarnation.
+                self.delayed.clear();
+                self.first_runs.clear();
+                for slot in self.slots.values() {
+                    slot.observe(ChildStatus::Stopped);
+                }
+            } else {
+                self.release();
+            }
             outcome
         }
     }
@@ -284,14 +307,20 @@ where
             let filling = (self.fill)(runtime);
             let control = self.dynamic.sender.clone();
             let label = self.dynamic.label;
-            let (loop_started, _) = oneshot::channel();
+            let (loop_started, is_loop_started) = oneshot::channel();
             let supervising = std::pin::pin!(Loop::run(
                 &mut self.dynamic,
                 runtime,
                 incarnation,
                 loop_started
             ));
-            match futures::future::select(supervising, filling).await {
+            let ready = async move {
+                filling.await?;
+                // Dropped unsent if the loop ended first, which the select sees first.
+                is_loop_started.await.map_err(|_| Error::Closed)?;
+                Ok::<(), Error>(())
+            };
+            match futures::future::select(supervising, std::pin::pin!(ready)).await {
                 // The loop ended first (it gave up, or was stopped): what `fill` started ended
                 // with it.
                 futures::future::Either::Left((outcome, _)) => outcome,
@@ -489,6 +518,9 @@ struct Dynamic {
     sender: mpsc::UnboundedSender<Event>,
     /// Its life and table, shared with its refs.
     node: Arc<Node>,
+    /// Its children outlive its incarnations (a pool's members): each incarnation starts
+    /// them again, on the same mailboxes.
+    keeps: bool,
 }
 
 impl Dynamic {
@@ -501,6 +533,7 @@ impl Dynamic {
         started: oneshot::Sender<bool>,
     ) -> Result<(), Escalated> {
         self.restarts.clear();
+        self.start_kept(runtime).await;
         let _ = started.send(true);
         let outcome = loop {
             let event = match self.delayed.keys().next().copied() {
@@ -613,21 +646,44 @@ impl Dynamic {
         started: oneshot::Sender<bool>,
         runtime: &runtime::Context,
     ) {
-        let label = child.label();
-        let mut slot = Slot::new(child);
+        self.node.table.lock().admitting -= 1;
+        let key = self.admit(child);
+        let slot = self.slots.get_mut(&key).expect("admitted above");
+        slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(slot.child.label()));
+        slot.launch(key as usize, self.sender.clone(), runtime, started);
+        self.first_runs.insert(key, slot.generation);
+    }
+
+    /// Makes `child` a child, not started yet; its key.
+    fn admit(&mut self, child: Box<dyn Child>) -> u64 {
+        let slot = Slot::new(child);
         let key = {
             let mut table = self.node.table.lock();
-            table.admitting -= 1;
             let key = table.next_key;
             table.next_key += 1;
             table.children.insert(key, slot.entry(None));
             key
         };
-        slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(label));
         self.keys.insert(slot.child.id().serial(), key);
-        slot.launch(key as usize, self.sender.clone(), runtime, started);
-        self.first_runs.insert(key, slot.generation);
         self.slots.insert(key, slot);
+        key
+    }
+
+    /// Starts the children it keeps across its incarnations, one after the other in start
+    /// order, each once its last incarnation is gone (an aborted one may still hold its
+    /// mailbox). A failed start is reported as the child's end, and restarted like any.
+    async fn start_kept(&mut self, runtime: &runtime::Context) {
+        let mut keys: Vec<u64> = self.slots.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let slot = self.slots.get_mut(&key).expect("listed above");
+            slot.stop(runtime, true).await;
+            if slot.restarts.is_none() {
+                let families = crate::metrics::Families::of(runtime);
+                slot.restarts = Some(families.restarts(slot.child.label()));
+            }
+            slot.start(key as usize, self.sender.clone(), runtime).await;
+        }
     }
 
     /// Restarts the child `key` whose run `generation` failed, unless it changed meanwhile

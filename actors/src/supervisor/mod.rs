@@ -356,10 +356,10 @@ impl Supervisor {
     /// restarts than its intensity allows) it fails, and this supervisor handles that as a
     /// failure of its child.
     ///
-    /// What a restart keeps: a nested [`Supervisor`]'s children keep their refs and
-    /// mailboxes (messages sent meanwhile wait); a [`DynamicSupervisor`] comes back empty,
-    /// as in OTP (its children's refs see `Closed`; its own ref starts new ones); a pool
-    /// comes back with as many new members as it had, behind the same [`PoolRef`](crate::PoolRef).
+    /// What a restart keeps: a nested [`Supervisor`]'s children, and a pool's members, keep
+    /// their refs and mailboxes (messages sent meanwhile wait); a [`DynamicSupervisor`]
+    /// comes back empty, as in OTP (its children's refs see `Closed`; its own ref starts new
+    /// ones, and a `start_child` made while it restarts waits for it).
     pub fn supervisor<S: ChildSupervisor>(
         &mut self,
         supervisor: S,
@@ -821,7 +821,12 @@ impl State {
 
     /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later;
     /// whether a stop for `incarnation` came first.
-    async fn pause(&mut self, runtime: &runtime::Context, incarnation: u64, delay: Duration) -> bool {
+    async fn pause(
+        &mut self,
+        runtime: &runtime::Context,
+        incarnation: u64,
+        delay: Duration,
+    ) -> bool {
         let mut sleep = std::pin::pin!(runtime.sleep(delay));
         loop {
             let next = self.events.next();

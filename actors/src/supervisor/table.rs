@@ -170,7 +170,12 @@ impl Node {
 
     /// The children now, in start order.
     pub(super) fn which_children(&self) -> Vec<ChildInfo> {
-        self.table.lock().children.values().map(Entry::info).collect()
+        self.table
+            .lock()
+            .children
+            .values()
+            .map(Entry::info)
+            .collect()
     }
 
     /// The children now, counted by kind.
@@ -403,7 +408,12 @@ fn print_children(
             .iter()
             .map(|(label, count)| format!("{count} × {label}"))
             .collect();
-        writeln!(f, "{prefix}└─ … {} more ({})", hidden.len(), counted.join(", "))?;
+        writeln!(
+            f,
+            "{prefix}└─ … {} more ({})",
+            hidden.len(),
+            counted.join(", ")
+        )?;
     }
     Ok(())
 }
