@@ -117,6 +117,19 @@ use std::time::{Duration, Instant};
 ///   holds its pid. A temporary child nobody can reach can never be sent a message again, and
 ///   is never restarted: it ends `Normal` rather than idling until its supervisor ends.
 /// - **A restart may wait** (a [`Backoff`], none by default); OTP restarts at once.
+/// - **A supervisor that gives up ends `Panicked`** (the message names it and its
+///   intensity), where OTP's ends with `shutdown`. Monitors and joiners can then tell giving
+///   up from being stopped, and a `Transient` nested supervisor that gives up is restarted
+///   by its parent (OTP's, having ended with `shutdown`, is not; make it `Temporary` to
+///   have no restart at all).
+/// - **A restarted child keeps its id, refs and mailbox**, where an OTP process gets a new
+///   pid: a ref behaves like a registered name, and messages sent while the child restarts
+///   wait for it. So do a nested [`Supervisor`]'s children and a pool's members across
+///   their supervisor's restart. A nested [`DynamicSupervisor`] restarts empty, as OTP's.
+/// - **No `terminate_child`, `restart_child` or `delete_child` on a static supervisor**: a
+///   ref's `stop()` ends a child for good, and its entry stays, `Stopped`, as OTP's does
+///   after `terminate_child` (a `Temporary` child's entry goes when it ends, as its spec
+///   does in OTP). Significant children and `auto_shutdown` are not supported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Restart {
     /// Always, whether it failed or stopped itself.
@@ -771,6 +784,10 @@ impl State {
             if !ended.restarts(slot.child.restart()) {
                 slot.finished = true;
                 slot.observe(ChildStatus::Stopped);
+                if slot.child.restart() == Restart::Temporary {
+                    // OTP deletes a temporary child's spec when it ends: it is not listed.
+                    self.node.table.lock().children.remove(&(index as u64));
+                }
                 slot.child.close(reason);
                 continue;
             }
