@@ -571,7 +571,7 @@ impl<A: Actor> Drop for Shared<A> {
         // Nobody can route to a top-level pool any more: it stops. A nested one is its
         // parent's to end.
         if !self.nested {
-            let _ = self.supervisor.stop();
+            drop(self.supervisor.stop());
         }
     }
 }

@@ -256,28 +256,26 @@ impl ChildSupervisor for DynamicSupervisor {
 
 /// A nested dynamic supervisor's loop.
 impl Loop for Dynamic {
-    fn run<'a>(
+    async fn run<'a>(
         &'a mut self,
         runtime: &'a runtime::Context,
         incarnation: u64,
         started: oneshot::Sender<bool>,
-    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a {
-        async move {
-            let outcome = self.supervise(runtime, incarnation, started).await;
-            // Its children do not outlive the incarnation (OTP's dynamic supervisor restarts
-            // empty), unless it keeps them (a pool's members).
-            if self.keeps {
-                // Every kept child starts again with the next incarnation.
-                self.delayed.clear();
-                self.first_runs.clear();
-                for slot in self.slots.values() {
-                    slot.observe(ChildStatus::Stopped);
-                }
-            } else {
-                self.release();
+    ) -> Result<(), Escalated> {
+        let outcome = self.supervise(runtime, incarnation, started).await;
+        // Its children do not outlive the incarnation (OTP's dynamic supervisor restarts
+        // empty), unless it keeps them (a pool's members).
+        if self.keeps {
+            // Every kept child starts again with the next incarnation.
+            self.delayed.clear();
+            self.first_runs.clear();
+            for slot in self.slots.values() {
+                slot.observe(ChildStatus::Stopped);
             }
-            outcome
+        } else {
+            self.release();
         }
+        outcome
     }
 
     fn close(&mut self) {
@@ -286,7 +284,7 @@ impl Loop for Dynamic {
 }
 
 /// A nested dynamic supervisor whose incarnations each run `fill` beside the loop (see
-/// [`DynamicSupervisor::nest_filled`]).
+/// [`DynamicSupervisor::nest_keeping`]).
 struct Filled<F> {
     dynamic: Dynamic,
     fill: F,
@@ -297,44 +295,42 @@ where
     F: FnMut(&runtime::Context) -> futures::future::BoxFuture<'static, Result<(), Error>>,
     F: Send + 'static,
 {
-    fn run<'a>(
+    async fn run<'a>(
         &'a mut self,
         runtime: &'a runtime::Context,
         incarnation: u64,
         started: oneshot::Sender<bool>,
-    ) -> impl std::future::Future<Output = Result<(), Escalated>> + Send + 'a {
-        async move {
-            let filling = (self.fill)(runtime);
-            let control = self.dynamic.sender.clone();
-            let label = self.dynamic.label;
-            let (loop_started, is_loop_started) = oneshot::channel();
-            let supervising = std::pin::pin!(Loop::run(
-                &mut self.dynamic,
-                runtime,
-                incarnation,
-                loop_started
-            ));
-            let ready = async move {
-                filling.await?;
-                // Dropped unsent if the loop ended first, which the select sees first.
-                is_loop_started.await.map_err(|_| Error::Closed)?;
-                Ok::<(), Error>(())
-            };
-            match futures::future::select(supervising, std::pin::pin!(ready)).await {
-                // The loop ended first (it gave up, or was stopped): what `fill` started ended
-                // with it.
-                futures::future::Either::Left((outcome, _)) => outcome,
-                futures::future::Either::Right((Ok(()), supervising)) => {
-                    let _ = started.send(true);
-                    supervising.await
-                }
-                futures::future::Either::Right((Err(error), supervising)) => {
-                    let _ = control.unbounded_send(Event::Stop {
-                        incarnation: Some(incarnation),
-                    });
-                    let _ = supervising.await;
-                    Err(Escalated(format!("`{label}` failed to start: {error}")))
-                }
+    ) -> Result<(), Escalated> {
+        let filling = (self.fill)(runtime);
+        let control = self.dynamic.sender.clone();
+        let label = self.dynamic.label;
+        let (loop_started, is_loop_started) = oneshot::channel();
+        let supervising = std::pin::pin!(Loop::run(
+            &mut self.dynamic,
+            runtime,
+            incarnation,
+            loop_started
+        ));
+        let ready = async move {
+            filling.await?;
+            // Dropped unsent if the loop ended first, which the select sees first.
+            is_loop_started.await.map_err(|_| Error::Closed)?;
+            Ok::<(), Error>(())
+        };
+        match futures::future::select(supervising, std::pin::pin!(ready)).await {
+            // The loop ended first (it gave up, or was stopped): what `fill` started ended
+            // with it.
+            futures::future::Either::Left((outcome, _)) => outcome,
+            futures::future::Either::Right((Ok(()), supervising)) => {
+                let _ = started.send(true);
+                supervising.await
+            }
+            futures::future::Either::Right((Err(error), supervising)) => {
+                let _ = control.unbounded_send(Event::Stop {
+                    incarnation: Some(incarnation),
+                });
+                let _ = supervising.await;
+                Err(Escalated(format!("`{label}` failed to start: {error}")))
             }
         }
     }
