@@ -191,12 +191,14 @@ pub fn idle_timeout(name: &str) -> std::time::Duration {
 }
 
 /// Accepts connections on `listener` and hands each to `accepted`, until the runtime is
-/// asked to stop. A connection `accepted` hands back as a
+/// asked to stop (then `Ok`). A connection `accepted` hands back as a
 /// [`Refusal`](crate::refusal::Refusal) (past the server's limit) is told so and closed
-/// without losing its line; past
+/// without losing its line, in a task of `context`; past
 /// [`REFUSALS_IN_FLIGHT`](crate::refusal::REFUSALS_IN_FLIGHT) refusals at once, accepting
 /// waits for one to end. A failing accept is reported and retried after a pause (a lasting
-/// failure, such as running out of descriptors, must not spin).
+/// failure, such as running out of descriptors, must not spin), unless it says the listening
+/// socket itself is unusable ([`listener_is_broken`]): accepting on it again could never
+/// succeed, so that error is returned, for the caller to replace the listener or give up.
 pub async fn accept_until_stopped(
     context: &runtime::Context,
     listener: &mut runtime::net::Listener,
@@ -205,7 +207,7 @@ pub async fn accept_until_stopped(
         runtime::net::Sink,
         runtime::net::Stream,
     ) -> Option<crate::refusal::Refusal>,
-) {
+) -> Result<(), runtime::Error> {
     use futures::future::{Either, select};
     use runtime::prelude::*;
     let stopped = context.stopped();
@@ -216,7 +218,7 @@ pub async fn accept_until_stopped(
             let accept = std::pin::pin!(listener.accept());
             match select(accept, stopped.as_mut()).await {
                 Either::Left((result, _)) => result,
-                Either::Right(_) => return,
+                Either::Right(_) => return Ok(()),
             }
         };
         match result {
@@ -224,9 +226,13 @@ pub async fn accept_until_stopped(
                 if let Some(refusal) = accepted(sink, stream) {
                     let refused = std::pin::pin!(refusals.start(context, refusal));
                     if let Either::Right(_) = select(refused, stopped.as_mut()).await {
-                        return;
+                        return Ok(());
                     }
                 }
+            }
+            Err(error) if listener_is_broken(&error) => {
+                eprintln!("{name}: accept failed: {error}; the listener is unusable");
+                return Err(error);
             }
             Err(error) => {
                 eprintln!("{name}: accept failed: {error}");
@@ -234,6 +240,22 @@ pub async fn accept_until_stopped(
             }
         }
     }
+}
+
+/// Whether a failed accept says the listening socket itself is unusable: closed (`EBADF`),
+/// no longer listening (`EINVAL`: shut down, say), not a socket (`ENOTSOCK`), or handed a
+/// bad buffer (`EFAULT`). Every other failure belongs to one connection (aborted before it
+/// was taken; Linux also passes a new connection's network errors this way) or to a
+/// resource that may come back (descriptors, memory), and retrying on the same socket is
+/// the cure, as accept(2) advises.
+pub fn listener_is_broken(error: &runtime::Error) -> bool {
+    let runtime::Error::AcceptFailed(error) = error else {
+        return false;
+    };
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EFAULT)
+    )
 }
 
 #[cfg(test)]

@@ -743,7 +743,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         );
         None
     })
-    .await;
+    .await?;
     examples::say!("chat stopped");
     Ok(())
 }

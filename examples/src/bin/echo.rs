@@ -109,7 +109,7 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         );
         None
     })
-    .await;
+    .await?;
     examples::say!("echo stopped");
     Ok(())
 }

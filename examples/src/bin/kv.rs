@@ -151,8 +151,19 @@ fn main() -> ExitCode {
         };
         examples::say!("kv listening on {}", service.address);
         examples::say!("kv metrics on http://{}/metrics", service.metrics);
-        let _ = context.stopped().await;
-        examples::say!("kv stopped");
-        ExitCode::SUCCESS
+        // The tree ends first only if it gave up (a child failed more often than its
+        // intensity allows, as an acceptor that cannot bind its address again would): kv
+        // cannot serve without it, so it exits and says why, for whoever runs it to act.
+        let stopped = std::pin::pin!(context.stopped());
+        match futures::future::select(stopped, service.supervisor.join()).await {
+            futures::future::Either::Left(_) => {
+                examples::say!("kv stopped");
+                ExitCode::SUCCESS
+            }
+            futures::future::Either::Right((reason, _)) => {
+                eprintln!("kv: the service ended ({reason}); exiting");
+                ExitCode::from(1)
+            }
+        }
     })
 }

@@ -1,9 +1,27 @@
 //! The key-value service behind the `kv` and `tour` programs: the Redis protocol (RESP2,
 //! and inline commands for `nc` and `telnet`; see [`crate::resp`]) over TCP, connection
 //! actors on the pool under a dynamic supervisor, one storage actor owning an append-only
-//! log in a paged, checksummed blob (its syncs made by a task on a thread of its own),
-//! under a supervisor that restarts it on failure, a view of the acknowledged data that
-//! connections read without the store ([`view`]), and a `/metrics` endpoint for Prometheus.
+//! log in a paged, checksummed blob (its syncs made by a task on a thread of its own), a
+//! view of the acknowledged data that connections read without the store ([`view`]), and a
+//! `/metrics` endpoint for Prometheus.
+//!
+//! The service is one supervision tree, as OTP would draw it (started top to bottom,
+//! stopped bottom to top; see [`serve_with`] for why one for one):
+//!
+//! ```text
+//! kv                    Supervisor, one_for_one
+//! ├── kv_store          the store (actor, permanent)
+//! ├── kv_connections    DynamicSupervisor (permanent; restarts empty)
+//! │   └── kv_connection ...   one per client (actors, temporary), at most KV_MAX_CONNECTIONS
+//! ├── kv_acceptor       accepts clients, hands each to kv_connections (actor, permanent)
+//! └── kv_metrics        the /metrics endpoint's acceptor (actor, permanent)
+//! ```
+//!
+//! Each acceptor owns its accept loop (a task in its own scope) and keeps its listener
+//! across restarts: the next incarnation takes the same socket, or binds the same address
+//! again if the socket broke (see [`acceptor`]). Stopping the tree's root
+//! ([`Service::supervisor`]) stops accepting, closes every connection, stops the store, and
+//! closes both ports.
 //!
 //! Commands, answered as redis-server 7.0 answers them (replies and error wording; the
 //! differential test `examples/tests/redis_diff.rs` compares them byte for byte, and the
@@ -45,10 +63,12 @@
 //! unavailable` (the store failed while handling it) may or may not have been logged: retry
 //! it.
 
+pub mod acceptor;
 pub mod commands;
 mod connection;
 pub mod float;
 pub mod log;
+pub mod metrics;
 pub mod pattern;
 pub mod recovery;
 pub mod session;
@@ -56,24 +76,27 @@ pub mod shards;
 pub mod store;
 pub mod view;
 
+pub use acceptor::{Acceptor, AcceptorRef};
 pub use commands::{execute, parse_integer};
+pub use metrics::{MetricsEndpoint, MetricsEndpointRef};
 pub use recovery::StartError;
 pub use store::{Durability, Expiry, Options, Store, StoreRef, When};
 
-use crate::limits::{Slot, setting};
-use crate::lines::{LineReader, accept_until_stopped};
-use crate::refusal::{Refusal, refuse};
+use crate::limits::setting;
+use crate::refusal::Refusal;
 use crate::resp::Reply;
-use actors::prelude::*;
+use acceptor::{Handoff, Listening};
 use actors::supervisor::{
     ChildSpec, DynamicSupervisor, DynamicSupervisorRef, Restart, Strategy, Supervisor,
     SupervisorRef,
 };
+use metrics::Exposition;
+use runtime::Network as _;
 use runtime::buffer::paged::CacheRef;
-use runtime::net::Listener;
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroUsize};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Connections served at once by default (`KV_MAX_CONNECTIONS` sets it): one more is told
 /// so (`-ERR max number of clients reached`, as Redis says it) and closed.
@@ -84,20 +107,21 @@ fn max_connections() -> usize {
     setting("KV_MAX_CONNECTIONS", MAX_CONNECTIONS)
 }
 
-/// What a connection past the limit is told (Redis's words).
-const MAX_CLIENTS_REACHED: &str = "max number of clients reached";
-
-/// A running service: its store, its supervisors and where it listens.
+/// A running service: its supervision tree (see the module's docs) and where it listens.
 #[derive(Debug)]
 pub struct Service {
     /// The storage actor.
     pub store: StoreRef,
-    /// The supervisor of the store.
+    /// The root of the service's tree (`kv`): stopping it stops every child, in reverse
+    /// start order, and closes the ports.
     pub supervisor: SupervisorRef,
-    /// The connection actors: temporary children, so a connection that fails (a panic) is
-    /// counted in `actor_exits_total{actor="kv_connection",reason="panicked"}` and removed,
-    /// and the service goes on.
+    /// The connection actors' supervisor (`kv_connections`), a child of `kv`: the connections
+    /// are temporary children, so a connection that fails (a panic) is counted in
+    /// `actor_exits_total{actor="kv_connection",reason="panicked"}` and removed, and the
+    /// service goes on.
     pub connections: DynamicSupervisorRef,
+    /// The protocol's acceptor (`kv_acceptor`), a child of `kv`.
+    pub acceptor: AcceptorRef,
     /// Where the service listens for clients.
     pub address: SocketAddr,
     /// Where it serves its Prometheus metrics.
@@ -147,9 +171,15 @@ pub async fn serve(
     serve_with(context, address, metrics, Options::default()).await
 }
 
-/// Starts the service: opens the store's log (refusing damage, see [`recovery`]), then the
-/// supervised store, the protocol on `address` and `/metrics` on `metrics`. The listeners
-/// run until the runtime stops.
+/// How long `kv_connections` has to stop: its connections are asked to stop all at once,
+/// each within its own 5 s, so this is that and a margin.
+const CONNECTIONS_SHUTDOWN: Duration = Duration::from_secs(10);
+
+/// Starts the service: opens the store's log (refusing damage, see [`recovery`]), binds
+/// both addresses (so a port 0 resolves, and a bind error is returned here), then spawns
+/// the tree drawn in the module's docs. It runs until [`Service::supervisor`] is stopped,
+/// or gives up (more restarts than its intensity allows: then it ends, and the program
+/// decides), or the runtime stops.
 pub async fn serve_with(
     context: &runtime::Context,
     address: SocketAddr,
@@ -160,200 +190,75 @@ pub async fn serve_with(
     let opened = recovery::open(context, &cache, options.torn_tail())
         .await
         .map_err(ServeError::Start)?;
-    let listener = context.bind(address).await.map_err(ServeError::Bind)?;
-    let metrics_listener = context.bind(metrics).await.map_err(ServeError::Bind)?;
-    let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
+    let bind = async |address| {
+        let listener = context.bind(address).await?;
+        Listening::new(listener, address).map(Arc::new)
+    };
+    let listening = bind(address).await.map_err(ServeError::Bind)?;
+    let metrics_listening = bind(metrics).await.map_err(ServeError::Bind)?;
     let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
     let view = shared.view.clone();
-    let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
-    let supervisor = supervisor.spawn(context);
     let max = max_connections();
+    // One for one: a child restarts alone, because what the others hold of it outlives its
+    // incarnations. Connections reach the store through a ref that reaches every
+    // incarnation and read the view the incarnations share, so a store failure costs the
+    // requests in flight their answer (`-ERR storage unavailable`), never the clients
+    // their connections; rest_for_one, with the store first, would drop every client for
+    // it. The acceptor reaches `kv_connections` the same way: a handoff made while it
+    // restarts waits for its next incarnation, which rest_for_one's restart of the
+    // acceptor after it would only delay. The admission count and the listeners outlive the
+    // acceptors' incarnations (see `acceptor`). What the order decides is starting and
+    // stopping: each child starts after what it uses (the store, then the supervisor the
+    // acceptor hands connections to, then the acceptor; the metrics endpoint last, once
+    // there is a service to report on), and they stop in reverse: no client is accepted
+    // once the connections are stopping, and the store, which connections write to until
+    // they close, stops last.
+    let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
+    let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
     // The acceptor admits at most `max` connections (a slot each, held by the connection
     // until it is dropped); the supervisor's own bound is a backstop above it, since it
     // counts a child until it hears of its end, a little after its slot is free.
-    let connections = DynamicSupervisor::new("kv_connections")
-        .max_children(max.saturating_mul(2))
-        .spawn(context);
-    let bound = |listener: &Listener, address| {
-        listener
-            .local_addr()
-            .map_err(|error| ServeError::Bind(runtime::Error::BindFailed(address, error)))
-    };
-    let service = Service {
+    let connections = supervisor.supervisor(
+        DynamicSupervisor::new("kv_connections").max_children(max.saturating_mul(2)),
+        Restart::Permanent,
+        CONNECTIONS_SHUTDOWN,
+    );
+    let handoff = Arc::new(Handoff {
+        service: context.clone(),
         store: store.clone(),
-        supervisor,
+        view,
         connections: connections.clone(),
-        address: bound(&listener, address)?,
-        metrics: bound(&metrics_listener, metrics)?,
-    };
-    let accepting = context.clone();
-    drop(context.clone().spawn(move |_| async move {
-        accept(accepting, listener, store, view, connections, max).await;
+        open: Arc::default(),
+        max,
+    });
+    let service_address = listening.address();
+    let acceptor = supervisor.child(ChildSpec::new(move || {
+        Acceptor::new(listening.clone(), handoff.clone())
     }));
-    let exposing = context.clone();
-    drop(context.clone().spawn(move |_| async move {
-        serve_metrics(exposing, metrics_listener).await;
+    let exposition = Arc::new(Exposition {
+        service: context.clone(),
+        open: Arc::default(),
+    });
+    let metrics_address = metrics_listening.address();
+    supervisor.child(ChildSpec::new(move || {
+        MetricsEndpoint::new(metrics_listening.clone(), exposition.clone())
     }));
-    Ok(service)
+    Ok(Service {
+        store,
+        supervisor: supervisor.spawn(context),
+        connections,
+        acceptor,
+        address: service_address,
+        metrics: metrics_address,
+    })
 }
 
-/// Accepts connections, each a temporary child of `connections`, at most `max` at once: the
-/// admission is decided here, at the accept, by taking a slot (so a burst cannot slip past
-/// it), and a connection past it is refused with its error line (see
-/// [`crate::refusal`]).
-async fn accept(
-    context: runtime::Context,
-    mut listener: Listener,
-    store: StoreRef,
-    view: Arc<view::View>,
-    connections: DynamicSupervisorRef,
-    max: usize,
-) {
-    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    accept_until_stopped(&context, &mut listener, "kv", |sink, stream| {
-        let Some(slot) = Slot::take(&open, max) else {
-            return Some(refusal(sink, stream, MAX_CLIENTS_REACHED));
-        };
-        let connections = connections.clone();
-        let store = store.clone();
-        let view = view.clone();
-        drop(context.clone().spawn(move |clock| async move {
-            // Started once (temporary): the factory takes the socket and the slot. If the
-            // child is refused (the service is stopping), they are taken back here.
-            let socket = Arc::new(parking_lot::Mutex::new(Some((sink, stream, slot))));
-            let spec = ChildSpec::new({
-                let socket = socket.clone();
-                move || {
-                    let (sink, stream, slot) =
-                        socket.lock().take().expect("a temporary child starts once");
-                    connection::Connection {
-                        sink: Some(sink),
-                        stream: Some(stream),
-                        store: store.clone(),
-                        view: view.clone(),
-                        _slot: slot,
-                    }
-                }
-            })
-            .restart(Restart::Temporary);
-            let Err(error) = connections.start_child(spec).await else {
-                return;
-            };
-            let Some((sink, stream, _slot)) = socket.lock().take() else {
-                // It started, and failed in `on_start`: the socket went with it.
-                return;
-            };
-            let why = match error {
-                actors::Error::TooManyChildren { .. } => MAX_CLIENTS_REACHED,
-                _ => "the server is stopping",
-            };
-            // Bounded by the slot, held until the refusal ends.
-            refuse(&clock, refusal(sink, stream, why)).await;
-        }));
-        None
-    })
-    .await;
-}
+/// What a connection past the limit is told (Redis's words).
+const MAX_CLIENTS_REACHED: &str = "max number of clients reached";
 
 /// The refusal of a connection, with Redis's error line saying `why`.
 fn refusal(sink: runtime::net::Sink, stream: runtime::net::Stream, why: &str) -> Refusal {
     let mut line = Vec::new();
     Reply::error(why).encode(&mut line);
     Refusal { sink, stream, line }
-}
-
-/// Answers `GET /metrics` with the runtime's Prometheus exposition, anything else with 404;
-/// one request per connection.
-async fn serve_metrics(context: runtime::Context, mut listener: Listener) {
-    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    accept_until_stopped(&context, &mut listener, "kv metrics", |mut sink, stream| {
-        // Bounded: a flood of connections that never finish a request holds at most this
-        // many, each for at most the request deadline; one more is answered 503.
-        let Some(slot) = Slot::take(&open, MAX_METRICS_CONNECTIONS) else {
-            return Some(Refusal {
-                sink,
-                stream,
-                line: b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\
-                        Connection: close\r\n\r\n"
-                    .to_vec(),
-            });
-        };
-        let exposition = context.clone();
-        drop(context.clone().spawn(move |runtime| async move {
-            let _slot = slot;
-            let mut lines = LineReader::new(stream);
-            let read = runtime.timeout(metrics_request_deadline(), read_request(&mut lines));
-            let (status, body) = match read.await {
-                Err(_) => return,
-                Ok(Err(refusal)) => (refusal, format!("{refusal}\n")),
-                Ok(Ok(request)) if request.starts_with(b"GET /metrics ") => {
-                    ("200 OK", exposition.encode())
-                }
-                Ok(Ok(_)) => (
-                    "404 Not Found",
-                    "only GET /metrics is served here\n".to_string(),
-                ),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
-                 charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = runtime
-                .timeout(metrics_request_deadline(), sink.send(response.into_bytes()))
-                .await;
-            drop(sink);
-            // What the client still sends is read (and dropped) until it closes or the
-            // deadline passes: closing with it unread would reset the connection, and the
-            // client might lose the answer.
-            let _ = runtime
-                .timeout(metrics_request_deadline(), async {
-                    while let Ok(Some(_)) = lines.next_line().await {}
-                })
-                .await;
-        }));
-        None
-    })
-    .await;
-}
-
-/// `/metrics` connections open at once; past it a new one is answered 503 and closed.
-const MAX_METRICS_CONNECTIONS: usize = 64;
-
-/// The most a `/metrics` request line and its headers may weigh.
-const MAX_METRICS_REQUEST: usize = 16 * 1024;
-
-/// How long a `/metrics` client has to send its request (and take the answer):
-/// `KV_METRICS_DEADLINE_MS`, 5000 by default.
-fn metrics_request_deadline() -> std::time::Duration {
-    static DEADLINE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *DEADLINE
-        .get_or_init(|| std::time::Duration::from_millis(setting("KV_METRICS_DEADLINE_MS", 5000)))
-}
-
-/// Reads an HTTP request line and its headers, up to the blank line: the request line, or
-/// the status that refuses it (too large). A connection that ends first has no answer.
-async fn read_request(lines: &mut LineReader) -> Result<Vec<u8>, &'static str> {
-    const TOO_LARGE: &str = "431 Request Header Fields Too Large";
-    let request = match lines.next_line().await {
-        Ok(Some(request)) => request,
-        Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
-        // Gone before a request: answered with nothing a client could take as one.
-        _ => return Ok(Vec::new()),
-    };
-    let mut weight = request.len();
-    loop {
-        match lines.next_line().await {
-            Ok(Some(header)) if header.is_empty() => return Ok(request),
-            Ok(Some(header)) => {
-                weight += header.len() + 2;
-                if weight > MAX_METRICS_REQUEST {
-                    return Err(TOO_LARGE);
-                }
-            }
-            Err(crate::lines::LineError::TooLong) => return Err(TOO_LARGE),
-            // Ended before the blank line: answered as it stands.
-            _ => return Ok(request),
-        }
-    }
 }
