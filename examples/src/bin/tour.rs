@@ -1,6 +1,6 @@
 //! The tour: starts the `kv` service in this process, drives a workload against it over
-//! loopback while its storage actor is made to fail once, and prints what happened and the
-//! metrics the runtime and actors kept.
+//! loopback while its storage actor is made to fail once, and prints the supervision tree
+//! half way, what happened, and the metrics the runtime and actors kept.
 //!
 //! ```sh
 //! cargo run --release -p examples --bin tour
@@ -144,6 +144,11 @@ fn main() {
                 // A panic inside the storage actor: its supervisor restarts it from its log.
                 let _ = service.store.tell_fail().await;
                 failed = true;
+                // Answered by the next incarnation: the restart is in the tree below.
+                let _ = kv::execute(&service.store, vec![b"PING".to_vec()]).await;
+                examples::say!("\n\nthe supervision tree, half way (context's supervision_tree())");
+                print!("{}", actors::supervisor::supervision_tree(&context));
+                examples::say!();
             }
             if finished == total {
                 break;
