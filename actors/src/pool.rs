@@ -539,14 +539,21 @@ impl<A: Actor> PoolRef<A> {
     }
 
     /// A nested pool's incarnation begins, in `runtime` (its supervisor starts its members
-    /// again itself): resizes run there from now on, and, the first time, routing is
-    /// counted in its runtime's metrics.
+    /// again itself): resizes run there from now on, the first time routing is counted in
+    /// its runtime's metrics, and a member no routing reaches (a resize cut short) ends.
     async fn fill(&self, runtime: &runtime::Context) -> Result<(), Error> {
         self.shared.runs_in(runtime);
         let _turn = self.shared.resizing.lock().await;
         let members = self.members();
         if !members.counted {
             self.install(members.refs.clone());
+        }
+        // A resize cut short by the last restart may have started members it never routed
+        // to: they end now, so that every member is one routing reaches.
+        for child in self.shared.supervisor.children() {
+            if members.refs.iter().all(|member| member.id() != child) {
+                let _ = self.shared.supervisor.terminate_child(child).await;
+            }
         }
         Ok(())
     }

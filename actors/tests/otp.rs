@@ -231,21 +231,22 @@ impl Tree {
         worker
     }
 
-    /// Waits until the pool members `old` ended (its incarnation was stopped), then until
-    /// `after` answers from `incarnation`: `after` is stopped before the pool and starts after
-    /// it, so its answer means the middle's restart, or its whole new incarnation, is done.
-    async fn restarted(&self, old: &[MemberRef], incarnation: usize) {
-        for member in old {
-            assert_eq!(member.join().await, ExitReason::Stopped);
-        }
+    /// Once the jobs' last incarnation ended, waits until the middle restarted them (or
+    /// its whole new incarnation started), and `after` answers from `incarnation`: a
+    /// `probe` started now waits for the jobs' next incarnation, which comes only after
+    /// the middle stopped `after` (rest for one stops in reverse start order, `after` first),
+    /// and `after` starts again last. Returns the probe, the jobs' one child.
+    async fn restarted(&self, incarnation: usize) -> MemberRef {
+        let probe = self.worker("probe").await;
         assert_eq!(self.after.incarnation().await, Ok(incarnation));
+        probe
     }
 }
 
 /// `Supervisor::supervisor` takes each kind of supervisor and hands back its ref before
 /// anything runs: a start_child made then waits for the dynamic supervisor's first
-/// incarnation, and a pool that never ran routes to a ref that reports `Closed`. Once
-/// spawned, every kind works through the refs it gave.
+/// incarnation, and a message routed by a pool that never ran waits in its member's mailbox.
+/// Once spawned, every kind works through the refs it gave.
 #[runtime::test(timeout = "20s")]
 async fn supervisor_nests_each_kind_and_returns_its_ref_at_once(context: runtime::Context) {
     let journal = Journal::default();
@@ -268,7 +269,9 @@ async fn supervisor_nests_each_kind_and_returns_its_ref_at_once(context: runtime
         ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2],
         "{ids:?}"
     );
-    assert_eq!(crew.incarnation().await, Err(Error::Closed), "never ran");
+    // Routed before anything runs: it waits for the member's first incarnation.
+    let mut waiting = Box::pin(crew.incarnation());
+    assert!(futures::poll!(&mut waiting).is_pending(), "never ran");
     // Made before anything runs: it waits for the first incarnation rather than failing.
     let mut early = Box::pin(jobs.start_child(member("early", &journal)));
     assert!(futures::poll!(&mut early).is_pending());
@@ -277,6 +280,8 @@ async fn supervisor_nests_each_kind_and_returns_its_ref_at_once(context: runtime
     let top = top.spawn(&context);
     let early = early.await.unwrap();
     assert_eq!(early.incarnation().await, Ok(1));
+    let answer = waiting.await;
+    assert!(matches!(answer, Ok(1..=3)), "{answer:?}");
     // The last child starts once the pool's members run.
     assert_eq!(last.incarnation().await, Ok(1));
     assert_eq!(worker.incarnation().await, Ok(1));
@@ -509,8 +514,9 @@ async fn fail_reported(member: &MemberRef) {
 
 /// (a) The dynamic supervisor at the bottom gives up: the middle restarts it, with the pool
 /// and the child after it (rest for one), not the child before it. It comes back empty: its
-/// old workers' refs see `Closed` and its ref starts workers again. The pool comes back with
-/// as many new members behind the same ref. Neither ended for good: their joins wait.
+/// old workers' refs see `Closed` and its ref starts workers again. The pool's members come
+/// back on the same refs and mailboxes, as new incarnations. Neither ended for good: their
+/// joins wait.
 #[runtime::test(timeout = "20s")]
 async fn escalation_a_a_dynamic_supervisor_that_gives_up_is_restarted_by_the_middle(
     context: runtime::Context,
@@ -536,7 +542,7 @@ async fn escalation_a_a_dynamic_supervisor_that_gives_up_is_restarted_by_the_mid
         ExitReason::Panicked("worker fails on purpose".into())
     );
     assert_eq!(spare.join().await, ExitReason::Stopped);
-    tree.restarted(&crew, 2).await;
+    let fresh = tree.restarted(2).await;
     assert_eq!(
         tree.before.incarnation().await,
         Ok(1),
@@ -548,21 +554,30 @@ async fn escalation_a_a_dynamic_supervisor_that_gives_up_is_restarted_by_the_mid
     assert_eq!(worker.incarnation().await, Err(Error::Closed));
     assert_eq!(spare.incarnation().await, Err(Error::Closed));
     assert_eq!(
-        tree.jobs.count(),
-        0,
+        tree.jobs.children(),
+        [fresh.id()],
         "a dynamic supervisor comes back empty"
     );
-    let fresh = tree.worker("fresh").await;
-    assert_eq!(tree.jobs.children(), [fresh.id()]);
 
     assert_eq!(tree.crew.as_pool().size(), 2);
-    assert_eq!(made(&tree.crew).await, [3, 4], "two new members");
+    assert_eq!(
+        made(&tree.crew).await,
+        [3, 4],
+        "the members' new incarnations"
+    );
     for _ in 0..4 {
         let answer = tree.crew.incarnation().await;
         assert!(matches!(answer, Ok(3 | 4)), "{answer:?}");
     }
+    let ids = |members: &[MemberRef]| members.iter().map(|m| m.id()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&tree.crew.as_pool().all()),
+        ids(&crew),
+        "the same members"
+    );
     for old in &crew {
-        assert_eq!(old.incarnation().await, Err(Error::Closed));
+        let answer = old.incarnation().await;
+        assert!(matches!(answer, Ok(3 | 4)), "{answer:?}");
     }
 
     assert!(
@@ -582,7 +597,7 @@ async fn escalation_a_a_dynamic_supervisor_that_gives_up_is_restarted_by_the_mid
 /// (b) The middle gives up: each time the jobs give up counts against its intensity, and one
 /// past it (here the second), it stops everything under it and fails. The top restarts it
 /// (one for one: not its sibling), and with it every child under it: the child before the
-/// jobs too, the jobs empty, the pool with new members.
+/// jobs too, the jobs empty, the pool's members as new incarnations.
 #[runtime::test(timeout = "20s")]
 async fn escalation_b_a_middle_supervisor_that_gives_up_is_restarted_by_the_top(
     context: runtime::Context,
@@ -592,18 +607,16 @@ async fn escalation_b_a_middle_supervisor_that_gives_up_is_restarted_by_the_top(
     let mut jobs_join = tree.jobs.join();
 
     let first = tree.worker("first").await;
-    let crew = tree.crew.as_pool().all();
     assert!(first.fail().await.is_err());
     // The jobs give up at once (intensity 0); the middle restarts them: its first restart.
     assert_eq!(
         first.join().await,
         ExitReason::Panicked("first fails on purpose".into())
     );
-    tree.restarted(&crew, 2).await;
+    tree.restarted(2).await;
     assert_eq!(tree.before.incarnation().await, Ok(1));
 
     let second = tree.worker("second").await;
-    let crew = tree.crew.as_pool().all();
     assert!(second.fail().await.is_err());
     // The jobs give up again: the middle's second restart, one past its intensity.
     assert_eq!(
@@ -611,7 +624,7 @@ async fn escalation_b_a_middle_supervisor_that_gives_up_is_restarted_by_the_top(
         ExitReason::Panicked("second fails on purpose".into())
     );
     // `after` is stopped when the middle gives up, and starts with its next incarnation.
-    tree.restarted(&crew, 3).await;
+    let third = tree.restarted(3).await;
     assert_eq!(
         tree.before.incarnation().await,
         Ok(2),
@@ -629,9 +642,11 @@ async fn escalation_b_a_middle_supervisor_that_gives_up_is_restarted_by_the_top(
         Ok(1),
         "one for one at the top"
     );
-    assert_eq!(tree.jobs.count(), 0);
-    let third = tree.worker("third").await;
-    assert_eq!(tree.jobs.children(), [third.id()]);
+    assert_eq!(
+        tree.jobs.children(),
+        [third.id()],
+        "the jobs came back empty"
+    );
     assert_eq!(tree.crew.as_pool().size(), 2);
     assert_eq!(made(&tree.crew).await, [5, 6]);
 
@@ -657,10 +672,13 @@ async fn escalation_c_a_top_supervisor_that_gives_up_ends_and_closes_everything_
 ) {
     let tree = three_levels(&context, 1, 0, 0);
     let first = tree.worker("first").await;
-    let crew = tree.crew.as_pool().all();
     assert!(first.fail().await.is_err());
     // The jobs and the middle give up at once; the top restarts the middle: its first.
-    tree.restarted(&crew, 2).await;
+    assert_eq!(
+        first.join().await,
+        ExitReason::Panicked("first fails on purpose".into())
+    );
+    tree.restarted(2).await;
     assert_eq!(tree.before.incarnation().await, Ok(2));
     assert_restarts(&context, "middle", 1);
 
@@ -695,13 +713,11 @@ async fn escalation_c_a_top_supervisor_that_gives_up_ends_and_closes_everything_
     assert_eq!(context.spawn(|_| async { "goes on" }).await, Ok("goes on"));
 }
 
-/// A nested pool restarted by its parent comes back with as many new members as it had (its
-/// last resize included) behind the same ref. While it restarts (held open here), routing
-/// gives refs that report `Closed`, and a resize is refused with `Closed`.
+/// A nested pool restarted by its parent keeps its members (its last resize included): the
+/// same refs and mailboxes, new incarnations. While it restarts (held open here), what is
+/// routed to it waits for them, and a resize is refused with `Closed`.
 #[runtime::test(timeout = "20s")]
-async fn a_nested_pool_restarts_with_as_many_new_members_behind_the_same_ref(
-    context: runtime::Context,
-) {
+async fn a_nested_pools_members_keep_their_mailboxes_across_its_restart(context: runtime::Context) {
     let journal = Journal::default();
     let hold = Hold::default();
     let mut top = Supervisor::new("top", Strategy::RestForOne);
@@ -718,39 +734,43 @@ async fn a_nested_pool_restarts_with_as_many_new_members_behind_the_same_ref(
     let (is_entered, open) = arm(&hold);
     assert!(keeper.fail().await.is_err());
     is_entered.await.unwrap();
-    // The pool was stopped before the keeper started again, and waits behind it.
-    for member in &old {
-        assert_eq!(member.join().await, ExitReason::Stopped);
+    // The pool was stopped before the keeper started again, and waits behind it: its
+    // members' incarnations ended, the members did not.
+    for number in 1..=3 {
+        assert!(entries(&journal, 0).contains(&format!("stop crew#{number}")));
     }
-    assert_eq!(crew.incarnation().await, Err(Error::Closed));
-    assert_eq!(
-        crew.as_pool().route().incarnation().await,
-        Err(Error::Closed)
+    let mut routed = Box::pin(crew.incarnation());
+    assert!(
+        futures::poll!(&mut routed).is_pending(),
+        "waits for the restart"
     );
+    let mut direct = Box::pin(old[0].incarnation());
+    assert!(futures::poll!(&mut direct).is_pending());
     assert_eq!(crew.as_pool().resize(5).await, Err(Error::Closed));
     open.send(()).unwrap();
 
+    assert_eq!(direct.await, Ok(4), "the first member's next incarnation");
+    let answer = routed.await;
+    assert!(matches!(answer, Ok(4..=6)), "{answer:?}");
     assert_eq!(after.incarnation().await, Ok(2), "started after the pool");
     assert_eq!(crew.as_pool().size(), 3);
     assert_eq!(made(&crew).await, [4, 5, 6]);
-    let new = crew.as_pool().all();
-    assert!(
-        new.iter()
-            .all(|member| old.iter().all(|old| old.id() != member.id()))
-    );
-    let mut routed = Vec::new();
-    for _ in 0..3 {
-        routed.push(crew.incarnation().await.unwrap());
-    }
-    routed.sort_unstable();
-    assert_eq!(routed, [4, 5, 6], "round robin over the new members");
+    let ids = |members: &[MemberRef]| members.iter().map(|m| m.id()).collect::<Vec<_>>();
+    assert_eq!(ids(&crew.as_pool().all()), ids(&old));
     assert_restarts(&context, "crew", 1);
     assert_eq!(top.stop().await, ExitReason::Stopped);
+    for member in &old {
+        assert_eq!(
+            member.join().await,
+            ExitReason::Stopped,
+            "ended with the pool"
+        );
+    }
 }
 
 /// A nested pool that gives up (past its own intensity) fails, and its parent restarts it:
-/// as many new members behind the same ref, the member that made it give up ending with its
-/// failure, the other `Stopped`.
+/// its members come back on the same refs, as new incarnations; what was routed to them
+/// while it restarted is answered then.
 #[runtime::test(timeout = "20s")]
 async fn a_nested_pool_that_gives_up_is_restarted_by_its_parent(context: runtime::Context) {
     let journal = Journal::default();
@@ -763,26 +783,32 @@ async fn a_nested_pool_that_gives_up_is_restarted_by_its_parent(context: runtime
     let top = top.spawn(&context);
     assert_eq!(after.incarnation().await, Ok(1));
     let old = crew.as_pool().all();
+    let mut joined = Box::pin(old[1].join());
 
     // Held at the keeper's restart: the parent took the pool's failure and stopped the rest.
     let (is_entered, open) = arm(&hold);
     assert!(old[0].fail().await.is_err());
     is_entered.await.unwrap();
-    assert_eq!(
-        old[0].join().await,
-        ExitReason::Panicked("crew fails on purpose".into())
-    );
-    assert_eq!(old[1].join().await, ExitReason::Stopped);
-    assert_eq!(crew.incarnation().await, Err(Error::Closed));
+    assert!(entries(&journal, 0).contains(&"stop crew#2".to_string()));
+    let mut routed = Box::pin(crew.incarnation());
+    assert!(futures::poll!(&mut routed).is_pending());
     open.send(()).unwrap();
 
     // `after` was stopped before the keeper started again, and starts after the pool.
     assert_eq!(after.incarnation().await, Ok(2));
     assert_eq!(keeper.incarnation().await, Ok(2));
+    let answer = routed.await;
+    assert!(matches!(answer, Ok(3 | 4)), "{answer:?}");
     assert_eq!(crew.as_pool().size(), 2);
     assert_eq!(made(&crew).await, [3, 4]);
+    assert_eq!(old[0].incarnation().await, Ok(3));
+    assert!(
+        futures::poll!(&mut joined).is_pending(),
+        "a member lives on"
+    );
     assert_restarts(&context, "crew", 1);
     assert_eq!(top.stop().await, ExitReason::Stopped);
+    assert_eq!(joined.await, ExitReason::Stopped);
 }
 
 /// A resize of a nested pool cut short by its parent's restart (its new member held in
@@ -824,6 +850,9 @@ async fn a_resize_cut_short_by_a_restart_leaves_a_nested_pool_its_size(context: 
         [4, 5],
         "two new members (the third was made for the resize)"
     );
+    // The member the cut-short resize started was never routed to: it is gone.
+    assert_eq!(crew.as_pool().which_children().len(), 2);
+    assert_eq!(crew.as_pool().count_children().active, 2);
     assert_eq!(top.stop().await, ExitReason::Stopped);
 }
 
@@ -1334,4 +1363,34 @@ async fn a_nested_pool_of_invalid_size_is_refused_by_try_spawn(context: runtime:
             size: huge
         }
     );
+}
+
+/// A dynamic supervisor's child stopped by its ref while it waits out a backoff ends
+/// `Stopped` at once and leaves, as `terminate_child` would have it, and that cancelled
+/// restart does not count against the intensity.
+#[runtime::test(timeout = "20s")]
+async fn a_dynamic_child_stopped_by_its_ref_while_it_backs_off_ends_at_once(
+    context: runtime::Context,
+) {
+    let journal = Journal::default();
+    let jobs = DynamicSupervisor::new("patient_jobs")
+        .intensity(1, WINDOW)
+        .backoff(Backoff::exponential(FOREVER, FOREVER))
+        .spawn(&context);
+    let child = jobs.start_child(member("child", &journal)).await.unwrap();
+    let other = jobs.start_child(member("other", &journal)).await.unwrap();
+    // Read before the stop below: the child waits out its ten-minute backoff.
+    fail_reported(&child).await;
+    assert_eq!(child.stop().await, ExitReason::Stopped);
+    assert_eq!(jobs.children(), [other.id()]);
+    // One more failure is within the intensity of one: the cancelled restart did not count.
+    fail_reported(&other).await;
+    // Read after that failure's report (one channel, in order): a supervisor that had given
+    // up would answer `Closed`.
+    assert!(matches!(
+        jobs.terminate_child(child.id()).await,
+        Err(Error::NoSuchChild { .. })
+    ));
+    assert_eq!(jobs.children(), [other.id()], "waiting out its backoff");
+    assert_eq!(jobs.stop().await, ExitReason::Stopped);
 }

@@ -180,6 +180,9 @@ struct Extra {
     /// What runs when the actor ends, before anyone else hears of it (a registry's entry
     /// leaving, say).
     on_end: Vec<Box<dyn FnOnce() + Send>>,
+    /// Told of an ordered stop as it is queued: a supervisor waiting out a backoff before it
+    /// restarts the actor, which ends it for good at once rather than at its next start.
+    stop_watch: Option<StopWatch>,
     /// After the end: the reason, if it is none of the common ones `EndedWith` keeps.
     reason: Option<ExitReason>,
 }
@@ -190,6 +193,9 @@ pub(crate) struct Finished {
     reason: ExitReason,
     extra: Option<Box<Extra>>,
 }
+
+/// What [`Life::watch_stop`] calls.
+pub(crate) type StopWatch = Arc<dyn Fn() + Send + Sync>;
 
 /// Monitor ids, unique in the process.
 fn next_monitor() -> u64 {
@@ -358,6 +364,26 @@ impl Life {
         }
     }
 
+    /// Has `watch` called when an ordered stop (a ref's `stop()`) is queued from now on, or
+    /// no one with `None`; whether one is queued already (the caller acts on it: `watch` is
+    /// not called for it). Nothing is watched once the actor ended.
+    pub(crate) fn watch_stop(&self, watch: Option<StopWatch>) -> bool {
+        let mut state = self.state.lock();
+        if state.ended.is_some() {
+            return false;
+        }
+        if watch.is_none() && state.extra.is_none() {
+            return false;
+        }
+        let extra = state.extra.get_or_insert_with(Box::default);
+        let replaced = std::mem::replace(&mut extra.stop_watch, watch);
+        let queued = extra.stop_queued;
+        // A closure's drop may run anything: not under the lock.
+        drop(state);
+        drop(replaced);
+        queued
+    }
+
     /// Declares whether the actor traps exits; called once, as its mailbox is made.
     pub(crate) fn set_traps_exits(&self, traps: bool) {
         self.traps_exits.store(traps, Ordering::Relaxed);
@@ -409,6 +435,7 @@ impl Life {
         signal: Queued,
         admit: impl FnOnce(&mut Extra) -> bool,
     ) {
+        let mut watch = None;
         {
             let mut state = self.state.lock();
             if state.ended.is_some() {
@@ -425,11 +452,18 @@ impl Life {
                     extra.stop_queued = true;
                     extra.stop_at = Some(tail());
                     self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
+                    let watch = extra.stop_watch.clone();
                     drop(state);
                     self.consumer_waker.wake();
+                    if let Some(watch) = watch {
+                        watch();
+                    }
                     return;
                 }
-                Queued::Stop => extra.stop_queued = true,
+                Queued::Stop => {
+                    extra.stop_queued = true;
+                    watch = extra.stop_watch.clone();
+                }
                 Queued::Exit(exit) if !self.traps_exits.load(Ordering::Relaxed) => {
                     // A normal end is nothing to a non-trapping actor; an abnormal one ends
                     // it before anything else (the first one does).
@@ -449,6 +483,9 @@ impl Life {
             self.attention.fetch_or(SIGNALS, Ordering::SeqCst);
         }
         self.consumer_waker.wake();
+        if let Some(watch) = watch {
+            watch();
+        }
     }
 }
 
@@ -497,10 +534,11 @@ impl Finished {
             stop_queued: _,
             stop_at: _,
             on_end,
+            stop_watch,
             reason: _,
         } = *extra;
-        // Signals it will never handle.
-        drop((signals, kill));
+        // Signals it will never handle, and nobody waits to restart it.
+        drop((signals, kill, stop_watch));
         // First: whoever hears of the end (a joiner, a monitor) finds the registry without
         // the actor.
         for callback in on_end {

@@ -3,6 +3,7 @@
 //! incarnation reports to its supervisor's loop ([`Event`], sent by its [`Reporter`]).
 
 use super::*;
+use crate::lifecycle::StopWatch;
 
 /// How an incarnation ended, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +31,9 @@ pub(super) enum Event {
     /// Stop: a ref's (`None`: whichever incarnation runs, or the next), or a nested
     /// supervisor's parent's, for the incarnation it numbers (stale once that one ended).
     Stop { incarnation: Option<u64> },
+    /// The child at `index` (a key, for a dynamic supervisor), waiting out a backoff before
+    /// its restart, was stopped by its ref: it is done for good now, not at its restart.
+    Withdrawn { index: usize },
     /// A dynamic supervisor's new child, and where the child itself says it started
     /// (`true`) or not.
     Start {
@@ -131,6 +135,10 @@ pub(super) trait Child: Send {
     ) -> runtime::Handle<()>;
     /// Asks the running incarnation to stop before its next message.
     fn request_stop(&self);
+    /// While the child waits out a backoff (no incarnation runs), has `watch` called when a
+    /// ref's `stop()` asks it to end for good, or no one with `None`; whether one did
+    /// already.
+    fn watch_stop(&self, watch: Option<StopWatch>) -> bool;
     /// The child is done for good, for `reason`: its refs see `Closed`, its joiners,
     /// monitors and links the reason.
     fn close(&self, reason: ExitReason);
@@ -218,6 +226,10 @@ impl<A: Actor> Child for ActorChild<A> {
         self.mailbox.request_stop();
     }
 
+    fn watch_stop(&self, watch: Option<StopWatch>) -> bool {
+        self.mailbox.life.watch_stop(watch)
+    }
+
     fn close(&self, reason: ExitReason) {
         self.mailbox.end(reason);
     }
@@ -261,6 +273,8 @@ pub(super) struct Nested<S> {
     pub(super) state: Option<S>,
     pub(super) closed: bool,
     pub(super) terminated: bool,
+    /// Its parent, waiting out a backoff before restarting it: told of a ref's `stop()`.
+    pub(super) stop_watch: Option<StopWatch>,
 }
 
 impl<S: Loop> Nested<S> {
@@ -270,6 +284,7 @@ impl<S: Loop> Nested<S> {
             state: Some(state),
             closed: false,
             terminated: false,
+            stop_watch: None,
         }))
     }
 }
@@ -282,7 +297,13 @@ pub(super) trait Terminable: Send + Sync {
 
 impl<S: Loop> Terminable for Mutex<Nested<S>> {
     fn terminate(&self) {
-        self.lock().terminated = true;
+        let mut nested = self.lock();
+        nested.terminated = true;
+        let watch = nested.stop_watch.clone();
+        drop(nested);
+        if let Some(watch) = watch {
+            watch();
+        }
     }
 }
 
@@ -384,6 +405,15 @@ impl<S: Loop> Child for SupervisorChild<S> {
         let _ = self.control.unbounded_send(Event::Stop {
             incarnation: Some(self.incarnation),
         });
+    }
+
+    fn watch_stop(&self, watch: Option<StopWatch>) -> bool {
+        let mut nested = self.nested.lock();
+        let replaced = std::mem::replace(&mut nested.stop_watch, watch);
+        let terminated = nested.terminated;
+        drop(nested);
+        drop(replaced);
+        terminated
     }
 
     /// Its children end for good with it (now, or when its running incarnation's future

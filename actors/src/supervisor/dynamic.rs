@@ -566,6 +566,18 @@ impl Dynamic {
                         self.node.table.lock().children.remove(&key);
                     }
                 }
+                Event::Withdrawn { index } => {
+                    // Stopped by its ref while it waits out a backoff: done for good now.
+                    // A stop that came as it restarted is the child's own to take.
+                    let key = index as u64;
+                    if self
+                        .slots
+                        .get(&key)
+                        .is_some_and(|slot| slot.running.is_none())
+                    {
+                        self.terminate(key, runtime).await;
+                    }
+                }
                 Event::Terminate { id, done } => {
                     let key = self.keys.get(&id.serial()).copied();
                     let result = match key {
@@ -622,8 +634,11 @@ impl Dynamic {
                     );
                     if delay.is_zero() {
                         self.restart(key, generation, runtime);
-                    } else if let Some(due) = Instant::now().checked_add(delay) {
-                        self.delayed.insert((due, key), generation);
+                    } else {
+                        if let Some(due) = Instant::now().checked_add(delay) {
+                            self.delayed.insert((due, key), generation);
+                        }
+                        self.watch_stop(key);
                     }
                     // A delay past the clock's range is never: the child waits for a
                     // terminate or the supervisor's end.
@@ -682,6 +697,22 @@ impl Dynamic {
         }
     }
 
+    /// While the child `key` waits out a backoff, a ref's `stop()` of it is sent to this
+    /// loop as `Event::Withdrawn`, to end it at once; one made already is sent now.
+    fn watch_stop(&mut self, key: u64) {
+        let Some(slot) = self.slots.get(&key) else {
+            return;
+        };
+        let events = self.sender.clone();
+        let index = key as usize;
+        let watch: crate::lifecycle::StopWatch = Arc::new(move || {
+            let _ = events.unbounded_send(Event::Withdrawn { index });
+        });
+        if slot.child.watch_stop(Some(watch)) {
+            let _ = self.sender.unbounded_send(Event::Withdrawn { index });
+        }
+    }
+
     /// Restarts the child `key` whose run `generation` failed, unless it changed meanwhile
     /// (terminated, or already restarted). Nobody waits for its `on_start`: a failure there
     /// is reported as its end, like any other.
@@ -692,6 +723,7 @@ impl Dynamic {
         if slot.generation != generation || slot.running.is_some() {
             return;
         }
+        slot.child.watch_stop(None);
         slot.count_restart();
         let (started, _) = oneshot::channel();
         slot.launch(key as usize, self.sender.clone(), runtime, started);

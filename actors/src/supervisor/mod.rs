@@ -777,6 +777,8 @@ impl State {
                 }
                 // Only a dynamic supervisor is sent these.
                 Event::Start { .. } | Event::Refused { .. } | Event::Terminate { .. } => continue,
+                // A stop that came as a restart ended: the child takes it itself.
+                Event::Withdrawn { .. } => continue,
             };
             let slot = &mut self.slots[index];
             slot.running = None;
@@ -813,11 +815,16 @@ impl State {
                     self.slots[waiting].observe(ChildStatus::Restarting);
                 }
             }
-            if !delay.is_zero() && self.pause(runtime, incarnation, delay).await {
-                for waiting in affected {
-                    self.slots[waiting].stop_waiting();
+            if !delay.is_zero() {
+                self.watch_stops(affected.clone(), true);
+                let stopped = self.pause(runtime, incarnation, delay).await;
+                self.watch_stops(affected.clone(), false);
+                if stopped {
+                    for waiting in affected {
+                        self.slots[waiting].stop_waiting();
+                    }
+                    break Ok(());
                 }
-                break Ok(());
             }
             for restarted in affected {
                 if self.slots[restarted].finished {
@@ -836,8 +843,43 @@ impl State {
         outcome
     }
 
-    /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later;
-    /// whether a stop for `incarnation` came first.
+    /// While the children `waiting` wait out a backoff (`on`), a ref's `stop()` of one of
+    /// them is sent to this loop as `Event::Withdrawn`, to end it at once; one made already
+    /// is sent now.
+    fn watch_stops(&mut self, waiting: std::ops::Range<usize>, on: bool) {
+        for index in waiting {
+            let slot = &self.slots[index];
+            if slot.finished {
+                continue;
+            }
+            let watch: Option<crate::lifecycle::StopWatch> = on.then(|| {
+                let events = self.sender.clone();
+                Arc::new(move || {
+                    let _ = events.unbounded_send(Event::Withdrawn { index });
+                }) as crate::lifecycle::StopWatch
+            });
+            if slot.child.watch_stop(watch) && on {
+                let _ = self.sender.unbounded_send(Event::Withdrawn { index });
+            }
+        }
+    }
+
+    /// The child at `index`, waiting out a backoff, was stopped by its ref: done for good.
+    fn withdraw(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        if slot.finished || slot.running.is_some() {
+            return;
+        }
+        slot.finished = true;
+        slot.last = Some(ExitReason::Stopped);
+        slot.observe(ChildStatus::Stopped);
+        slot.child.watch_stop(None);
+        slot.child.close(ExitReason::Stopped);
+    }
+
+    /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later, and
+    /// ending at once a waiting child stopped by its ref; whether a stop for `incarnation`
+    /// came first.
     async fn pause(
         &mut self,
         runtime: &runtime::Context,
@@ -854,6 +896,9 @@ impl State {
                     return true;
                 }
                 futures::future::Either::Right((Some(Event::Stop { .. }), _)) => {}
+                futures::future::Either::Right((Some(Event::Withdrawn { index }), _)) => {
+                    self.withdraw(index);
+                }
                 futures::future::Either::Right((Some(event), _)) => self.deferred.push_back(event),
             }
         }
