@@ -144,8 +144,10 @@ fn main() {
                 // A panic inside the storage actor: its supervisor restarts it from its log.
                 let _ = service.store.tell_fail().await;
                 failed = true;
-                // Answered by the next incarnation: the restart is in the tree below.
-                let _ = kv::execute(&service.store, vec![b"PING".to_vec()]).await;
+                // A write, answered by the store's next incarnation: the restart is in the
+                // tree below.
+                let probe = vec![b"SET".to_vec(), b"tour-probe".to_vec(), b"1".to_vec()];
+                let _ = kv::execute(&service.store, probe).await;
                 examples::say!("\n\nthe supervision tree, half way (context's supervision_tree())");
                 print!("{}", actors::supervisor::supervision_tree(&context));
                 examples::say!();
