@@ -211,7 +211,7 @@ impl DynamicSupervisor {
         F: FnMut(&runtime::Context) -> futures::future::BoxFuture<'static, Result<(), Error>>,
         F: Send + 'static,
     {
-        let (mut dynamic, mut supervisor_ref) = self.build();
+        let (mut dynamic, supervisor_ref) = self.build();
         dynamic.keeps = true;
         let refs = members
             .into_iter()
@@ -222,17 +222,29 @@ impl DynamicSupervisor {
                 member
             })
             .collect();
-        let filled = Filled { dynamic, fill };
-        let (nesting, handle) = Nesting::new(
-            supervisor_ref.node.clone(),
-            filled,
-            supervisor_ref.control.clone(),
-            restart,
-            shutdown,
-        );
-        supervisor_ref.nested = Some(handle);
+        let (nesting, supervisor_ref) =
+            nest(Filled { dynamic, fill }, supervisor_ref, restart, shutdown);
         (nesting, supervisor_ref, refs)
     }
+}
+
+/// `state`, the loop of the supervisor `supervisor_ref` reaches, as a parent's child.
+fn nest<S: Loop>(
+    state: S,
+    mut supervisor_ref: DynamicSupervisorRef,
+    restart: Restart,
+    shutdown: Duration,
+) -> (Nesting, DynamicSupervisorRef) {
+    let control = supervisor_ref.control.clone();
+    let (nesting, handle) = Nesting::new(
+        supervisor_ref.node.clone(),
+        state,
+        control,
+        restart,
+        shutdown,
+    );
+    supervisor_ref.nested = Some(handle);
+    (nesting, supervisor_ref)
 }
 
 impl super::sealed::Sealed for DynamicSupervisor {}
@@ -241,16 +253,8 @@ impl ChildSupervisor for DynamicSupervisor {
     type Ref = DynamicSupervisorRef;
 
     fn __nest(self, restart: Restart, shutdown: Duration) -> (Nesting, DynamicSupervisorRef) {
-        let (dynamic, mut supervisor_ref) = self.build();
-        let (nesting, handle) = Nesting::new(
-            supervisor_ref.node.clone(),
-            dynamic,
-            supervisor_ref.control.clone(),
-            restart,
-            shutdown,
-        );
-        supervisor_ref.nested = Some(handle);
-        (nesting, supervisor_ref)
+        let (dynamic, supervisor_ref) = self.build();
+        nest(dynamic, supervisor_ref, restart, shutdown)
     }
 }
 
