@@ -151,3 +151,27 @@ async fn stopping_the_tree_closes_the_connections_before_the_store_stops(
         );
     }
 }
+
+/// An acceptor stopped for good by its ref closes its port while the tree runs on: its
+/// supervisor drops the child's spec (and the listener its factory holds) once it is done
+/// with the child, so no connection is accepted into a backlog nobody serves.
+#[runtime::test(timeout = "60s")]
+async fn an_acceptor_stopped_for_good_closes_its_port(context: runtime::Context) {
+    let loopback = "127.0.0.1:0".parse().unwrap();
+    let service = kv::serve(&context, loopback, loopback)
+        .await
+        .expect("kv starts");
+    assert_eq!(service.acceptor.stop().await, ExitReason::Stopped);
+    assert_eq!(
+        service.acceptor.address().await,
+        Err(actors::Error::Closed),
+        "done for good"
+    );
+    let dialed = context.dial(service.address).await;
+    assert!(
+        dialed.is_err(),
+        "{} still accepts connections that nobody serves",
+        service.address
+    );
+    assert_eq!(service.supervisor.stop().await, ExitReason::Stopped);
+}

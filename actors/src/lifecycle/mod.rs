@@ -339,7 +339,8 @@ impl Life {
     /// Clears what a supervised actor's last incarnation left that was meant for it alone,
     /// before the next one starts (no consumer exists meanwhile): its supervisor's stop
     /// request, and a linked actor's abnormal exit that came while it was already ending (in
-    /// `on_stop`, or after its loop stopped taking messages). A kill ends the incarnation it
+    /// `on_stop`, or after its loop stopped taking messages) or while no incarnation ran (a
+    /// backoff before the restart). A kill ends the incarnation it
     /// reaches, and that one was ending anyway; carried over, it would end the next one
     /// before its first message and spend a restart of the supervisor's intensity on nothing.
     ///

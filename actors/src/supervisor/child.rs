@@ -140,8 +140,9 @@ pub(super) trait Child: Send {
     /// already.
     fn watch_stop(&self, watch: Option<StopWatch>) -> bool;
     /// The child is done for good, for `reason`: its refs see `Closed`, its joiners,
-    /// monitors and links the reason.
-    fn close(&self, reason: ExitReason);
+    /// monitors and links the reason, and what its spec held (its factory's captures: a
+    /// listener, say) goes now, not with the supervisor.
+    fn close(&mut self, reason: ExitReason);
 }
 
 /// Held by an incarnation's future; its drop tells the supervisor the future is gone (an
@@ -151,7 +152,10 @@ pub(super) trait Child: Send {
 pub(super) struct Incarnation(#[allow(dead_code)] pub(super) oneshot::Sender<()>);
 
 pub(super) struct ActorChild<A: Actor> {
-    pub(super) spec: ChildSpec<A>,
+    /// The spec's factory, until the child is done for good.
+    factory: Option<Arc<Mutex<dyn FnMut() -> A + Send>>>,
+    restart: Restart,
+    shutdown: Duration,
     pub(super) mailbox: Arc<Mailbox<A::Message>>,
     /// The supervisor's own ref to a `Permanent` or `Transient` child: it owns the child,
     /// which therefore never ends for want of refs (OTP's rule: clients' references do not
@@ -166,7 +170,9 @@ impl<A: Actor> ActorChild<A> {
     pub(super) fn new(spec: ChildSpec<A>, mailbox: Arc<Mailbox<A::Message>>) -> Self {
         let owner = (spec.restart != Restart::Temporary).then(|| Ref::new(mailbox.clone()));
         ActorChild {
-            spec,
+            factory: Some(spec.factory),
+            restart: spec.restart,
+            shutdown: spec.shutdown,
             mailbox,
             owner,
         }
@@ -183,11 +189,11 @@ impl<A: Actor> Child for ActorChild<A> {
     }
 
     fn restart(&self) -> Restart {
-        self.spec.restart
+        self.restart
     }
 
     fn shutdown_timeout(&self) -> Duration {
-        self.spec.shutdown
+        self.shutdown
     }
 
     fn start(
@@ -198,7 +204,10 @@ impl<A: Actor> Child for ActorChild<A> {
         incarnation: Incarnation,
     ) -> runtime::Handle<()> {
         self.mailbox.clear_last_incarnation();
-        let factory = self.spec.factory.clone();
+        let factory = self
+            .factory
+            .clone()
+            .expect("a child done for good is never started again");
         // The lock is never contended: one incarnation runs at a time.
         let make = move || (*factory.lock())();
         let started = move |ok| {
@@ -230,8 +239,10 @@ impl<A: Actor> Child for ActorChild<A> {
         self.mailbox.life.watch_stop(watch)
     }
 
-    fn close(&self, reason: ExitReason) {
+    fn close(&mut self, reason: ExitReason) {
         self.mailbox.end(reason);
+        self.factory = None;
+        self.owner = None;
     }
 }
 
@@ -418,7 +429,7 @@ impl<S: Loop> Child for SupervisorChild<S> {
 
     /// Its children end for good with it (now, or when its running incarnation's future
     /// puts its state back), then its own life, with `reason`.
-    fn close(&self, reason: ExitReason) {
+    fn close(&mut self, reason: ExitReason) {
         let mut nested = self.nested.lock();
         nested.closed = true;
         if let Some(state) = nested.state.as_mut() {

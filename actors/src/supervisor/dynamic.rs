@@ -367,7 +367,8 @@ impl DynamicSupervisorRef {
     ///
     /// The child answers its caller itself: the supervisor's loop does not wait for its
     /// `on_start`, so children start concurrently, and a child's `on_start` may call its own
-    /// supervisor.
+    /// supervisor. A request whose future is dropped before the supervisor takes it starts
+    /// nothing (nobody would get the ref); one taken already goes on.
     pub async fn start_child<A: Actor>(&self, spec: ChildSpec<A>) -> Result<A::Ref, Error> {
         self.start(spec).await.map(A::Ref::from)
     }
@@ -661,6 +662,12 @@ impl Dynamic {
         started: oneshot::Sender<bool>,
         runtime: &runtime::Context,
     ) {
+        if started.is_canceled() {
+            // Its caller is gone (a `start_child` future dropped, a pool's resize cut short by
+            // a restart): nobody would ever get its ref.
+            self.refuse(child, started);
+            return;
+        }
         self.node.table.lock().admitting -= 1;
         let key = self.admit(child);
         let slot = self.slots.get_mut(&key).expect("admitted above");
@@ -754,7 +761,7 @@ impl Dynamic {
         self.delayed.retain(|(_, delayed), _| *delayed != key);
         self.first_runs.remove(&key);
         self.node.table.lock().children.remove(&key);
-        if let Some(slot) = self.slots.remove(&key) {
+        if let Some(mut slot) = self.slots.remove(&key) {
             self.keys.remove(&slot.child.id().serial());
             slot.child.close(reason);
         }
@@ -793,23 +800,36 @@ impl Dynamic {
         self.delayed.clear();
         self.first_runs.clear();
         self.keys.clear();
-        for (_, slot) in self.slots.drain() {
-            slot.child
-                .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
+        for (_, mut slot) in self.slots.drain() {
+            let reason = slot.last.clone().unwrap_or(ExitReason::Shutdown);
+            slot.child.close(reason);
         }
     }
 
-    /// Ends every child for good and refuses new ones: the loop is over for good.
+    /// Ends every child for good and refuses new ones: the loop is over for good. Nothing
+    /// reads its events any more: a request sent from now on fails (`Closed`), and those
+    /// that raced with the end are answered `Closed` (and counted off) here.
     fn close_all(&mut self) {
         self.node.table.lock().closed = true;
+        self.events.close();
         self.release();
-        // Requests that raced with the end get `Closed`, and are counted off.
         while let Ok(event) = self.events.try_recv() {
-            if let Event::Start { child, started } = event {
-                child.close(ExitReason::Shutdown);
-                drop(started);
+            match event {
+                Event::Start { child, started } => self.refuse(child, started),
+                Event::Terminate { done, .. } => {
+                    let _ = done.send(Err(Error::Closed));
+                }
+                _ => {}
             }
         }
+    }
+
+    /// A request to start `child` that is not taken: the child never runs, its caller (if
+    /// still there) hears `Closed`, and the admission is counted off.
+    fn refuse(&mut self, mut child: Box<dyn Child>, started: oneshot::Sender<bool>) {
+        self.node.table.lock().admitting -= 1;
+        child.close(ExitReason::Shutdown);
+        drop(started);
     }
 }
 

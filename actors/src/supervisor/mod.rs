@@ -232,6 +232,16 @@ struct Running {
 /// A supervisor gave up, saying why (its exit reason's message).
 struct Escalated(String);
 
+/// How a wait before a restart ended.
+enum Paused {
+    /// The delay elapsed: restart.
+    Elapsed,
+    /// The supervisor is asked to stop.
+    Stopped,
+    /// Every child it waited to restart was stopped by its ref.
+    Withdrawn,
+}
+
 /// The restarts within a supervisor's intensity window.
 #[derive(Default)]
 struct Intensity(VecDeque<(Instant, u64)>);
@@ -784,13 +794,7 @@ impl State {
             slot.running = None;
             slot.last = Some(reason.clone());
             if !ended.restarts(slot.child.restart()) {
-                slot.finished = true;
-                slot.observe(ChildStatus::Stopped);
-                if slot.child.restart() == Restart::Temporary {
-                    // OTP deletes a temporary child's spec when it ends: it is not listed.
-                    self.node.table.lock().children.remove(&(index as u64));
-                }
-                slot.child.close(reason);
+                self.finish(index, reason);
                 continue;
             }
             slot.observe(ChildStatus::Restarting);
@@ -811,19 +815,39 @@ impl State {
                 self.stop(other, runtime, true).await;
             }
             for waiting in affected.clone() {
-                if !self.slots[waiting].finished {
-                    self.slots[waiting].observe(ChildStatus::Restarting);
+                let slot = &self.slots[waiting];
+                if slot.finished {
+                    continue;
                 }
+                if waiting != index && slot.child.restart() == Restart::Temporary {
+                    // Stopped with the failed child, and never restarted: done for good, as
+                    // OTP ends a temporary sibling.
+                    let reason = slot.last.clone().unwrap_or(ExitReason::Stopped);
+                    self.finish(waiting, reason);
+                    continue;
+                }
+                self.slots[waiting].observe(ChildStatus::Restarting);
             }
             if !delay.is_zero() {
                 self.watch_stops(affected.clone(), true);
-                let stopped = self.pause(runtime, incarnation, delay).await;
+                let paused = self
+                    .pause(runtime, incarnation, delay, affected.clone())
+                    .await;
                 self.watch_stops(affected.clone(), false);
-                if stopped {
-                    for waiting in affected {
-                        self.slots[waiting].stop_waiting();
+                match paused {
+                    Paused::Elapsed => {}
+                    Paused::Stopped => {
+                        for waiting in affected {
+                            self.slots[waiting].stop_waiting();
+                        }
+                        break Ok(());
                     }
-                    break Ok(());
+                    // Every child it waited to restart was stopped by its ref meanwhile: the
+                    // restart never happens, and does not count.
+                    Paused::Withdrawn => {
+                        self.restarts.cancel(index as u64);
+                        continue;
+                    }
                 }
             }
             for restarted in affected {
@@ -864,40 +888,56 @@ impl State {
         }
     }
 
+    /// The child at `index` is done for good, for `reason`: not restarted, its mailbox
+    /// closed, what its spec held dropped. A `Temporary` child leaves the table, as OTP
+    /// deletes its spec; any other stays, `Stopped`.
+    fn finish(&mut self, index: usize, reason: ExitReason) {
+        let slot = &mut self.slots[index];
+        slot.finished = true;
+        slot.last = Some(reason.clone());
+        slot.observe(ChildStatus::Stopped);
+        if slot.child.restart() == Restart::Temporary {
+            self.node.table.lock().children.remove(&(index as u64));
+        }
+        slot.child.close(reason);
+    }
+
     /// The child at `index`, waiting out a backoff, was stopped by its ref: done for good.
     fn withdraw(&mut self, index: usize) {
-        let slot = &mut self.slots[index];
+        let slot = &self.slots[index];
         if slot.finished || slot.running.is_some() {
             return;
         }
-        slot.finished = true;
-        slot.last = Some(ExitReason::Stopped);
-        slot.observe(ChildStatus::Stopped);
         slot.child.watch_stop(None);
-        slot.child.close(ExitReason::Stopped);
+        self.finish(index, ExitReason::Stopped);
     }
 
-    /// Waits `delay` before a restart, keeping reports that arrive meanwhile for later, and
-    /// ending at once a waiting child stopped by its ref; whether a stop for `incarnation`
-    /// came first.
+    /// Waits `delay` before restarting the children `waiting`, keeping reports that arrive
+    /// meanwhile for later, and ending at once a waiting child stopped by its ref; how it
+    /// ended: the delay elapsed, a stop for `incarnation` came, or every child it waited for
+    /// was stopped by its ref (nothing is left to restart).
     async fn pause(
         &mut self,
         runtime: &runtime::Context,
         incarnation: u64,
         delay: Duration,
-    ) -> bool {
+        waiting: std::ops::Range<usize>,
+    ) -> Paused {
         let mut sleep = std::pin::pin!(runtime.sleep(delay));
         loop {
             let next = self.events.next();
             match futures::future::select(sleep.as_mut(), next).await {
-                futures::future::Either::Left(_) => return false,
-                futures::future::Either::Right((None, _)) => return true,
+                futures::future::Either::Left(_) => return Paused::Elapsed,
+                futures::future::Either::Right((None, _)) => return Paused::Stopped,
                 futures::future::Either::Right((Some(event), _)) if event.stops(incarnation) => {
-                    return true;
+                    return Paused::Stopped;
                 }
                 futures::future::Either::Right((Some(Event::Stop { .. }), _)) => {}
                 futures::future::Either::Right((Some(Event::Withdrawn { index }), _)) => {
                     self.withdraw(index);
+                    if waiting.clone().all(|index| self.slots[index].finished) {
+                        return Paused::Withdrawn;
+                    }
                 }
                 futures::future::Either::Right((Some(event), _)) => self.deferred.push_back(event),
             }
@@ -923,10 +963,13 @@ impl State {
         self.slots[index].stop(runtime, until_gone).await;
     }
 
-    fn close_all(&self) {
-        for slot in &self.slots {
-            slot.child
-                .close(slot.last.clone().unwrap_or(ExitReason::Shutdown));
+    /// Every child is done for good, with how it last ended; nothing reads the supervisor's
+    /// events any more, so a ref's `stop()` from now on is not queued (it hears the end).
+    fn close_all(&mut self) {
+        self.events.close();
+        for slot in &mut self.slots {
+            let reason = slot.last.clone().unwrap_or(ExitReason::Shutdown);
+            slot.child.close(reason);
         }
     }
 }
@@ -978,7 +1021,8 @@ impl SupervisorRef {
 
     /// Its children now, in start order, each with its id, label, kind, restart type,
     /// status and restarts so far (OTP's `which_children`). A static supervisor lists every
-    /// child it was given, those done for good as [`ChildStatus::Stopped`].
+    /// child it was given, those done for good as [`ChildStatus::Stopped`], but for a
+    /// `Temporary` child that ended, whose entry goes (as OTP deletes its spec).
     pub fn which_children(&self) -> Vec<ChildInfo> {
         self.node.which_children()
     }
