@@ -218,7 +218,7 @@ impl DynamicSupervisor {
             .map(|spec| {
                 let mailbox = crate::actor::spawn::mailbox::<A>();
                 let member = Ref::<A>::new(mailbox.clone());
-                dynamic.admit(Box::new(ActorChild::new(spec, mailbox)));
+                dynamic.admit(Box::new(ActorChild::new(spec, mailbox)), false);
                 member
             })
             .collect();
@@ -273,7 +273,7 @@ impl Loop for Dynamic {
             // Every kept child starts again with the next incarnation.
             self.delayed.clear();
             self.first_runs.clear();
-            for slot in self.slots.values() {
+            for slot in self.slots.values_mut() {
                 slot.observe(ChildStatus::Stopped);
             }
         } else {
@@ -668,24 +668,32 @@ impl Dynamic {
             self.refuse(child, started);
             return;
         }
-        self.node.table.lock().admitting -= 1;
-        let key = self.admit(child);
+        let key = self.admit(child, true);
         let slot = self.slots.get_mut(&key).expect("admitted above");
         slot.restarts = Some(crate::metrics::Families::of(runtime).restarts(slot.child.label()));
         slot.launch(key as usize, self.sender.clone(), runtime, started);
         self.first_runs.insert(key, slot.generation);
     }
 
-    /// Makes `child` a child, not started yet; its key.
-    fn admit(&mut self, child: Box<dyn Child>) -> u64 {
-        let slot = Slot::new(child);
+    /// Makes `child` a child, not started yet; its key. `requested`: admitted by
+    /// `start_child` (counted off its admissions) and started right after, so its entry
+    /// says `Running` at once (one lock of the table per start).
+    fn admit(&mut self, child: Box<dyn Child>, requested: bool) -> u64 {
+        let mut slot = Slot::new(child);
+        if requested {
+            slot.status = ChildStatus::Running;
+        }
         let key = {
             let mut table = self.node.table.lock();
+            if requested {
+                table.admitting -= 1;
+            }
             let key = table.next_key;
             table.next_key += 1;
             table.children.insert(key, slot.entry(None));
             key
         };
+        slot.observer = Some(super::table::Observer::new(&self.node, key));
         self.keys.insert(slot.child.id().serial(), key);
         self.slots.insert(key, slot);
         key

@@ -79,7 +79,7 @@ pub use table::{
     ChildCounts, ChildInfo, ChildKind, ChildStatus, Shape, SupervisionTree, TreeNode,
     supervision_tree,
 };
-use table::{Entry, Node, Observation, observation};
+use table::{Entry, Node, Observer};
 
 use crate::actor::run::Exit;
 use crate::actor::spawn::spawn_incarnation;
@@ -217,8 +217,10 @@ struct Slot {
     last: Option<ExitReason>,
     /// Consecutive delayed restarts, and when the running incarnation started.
     backoff: backoff::Attempts,
-    /// What its supervisor's table shows of it.
-    observed: Observation,
+    /// Its status as its supervisor's table shows it (a copy: the table is written only
+    /// when it changes), and its entry there, once it has one.
+    status: ChildStatus,
+    observer: Option<Observer>,
 }
 
 /// An incarnation: its task's handle (until it resolved), and what resolves once its future
@@ -363,10 +365,11 @@ impl Supervisor {
     }
 
     /// Adds `slot`, and its entry in the table (`nested`: a nested supervisor's node).
-    fn add(&mut self, slot: Slot, nested: Option<Arc<Node>>) {
+    fn add(&mut self, mut slot: Slot, nested: Option<Arc<Node>>) {
         let key = self.state.slots.len() as u64;
         let entry = slot.entry(nested);
         self.state.node.table.lock().children.insert(key, entry);
+        slot.observer = Some(Observer::new(&self.state.node, key));
         self.state.slots.push(slot);
     }
 
@@ -569,6 +572,17 @@ pub(crate) fn report_giving_up(message: &str) {
     );
 }
 
+/// Shows `status` in the table `observer` reaches, if it is not what `shown` already says.
+fn observe(shown: &mut ChildStatus, observer: &Option<Observer>, status: ChildStatus) {
+    if *shown == status {
+        return;
+    }
+    *shown = status;
+    if let Some(observer) = observer {
+        observer.update(|entry| entry.status = status);
+    }
+}
+
 impl Slot {
     fn new(child: Box<dyn Child>) -> Self {
         Slot {
@@ -579,7 +593,8 @@ impl Slot {
             restarts: None,
             last: None,
             backoff: backoff::Attempts::default(),
-            observed: observation(),
+            status: ChildStatus::Stopped,
+            observer: None,
         }
     }
 
@@ -587,16 +602,16 @@ impl Slot {
     fn entry(&self, nested: Option<Arc<Node>>) -> Entry {
         Entry {
             id: self.child.id(),
-            label: self.child.label(),
             restart: self.child.restart(),
-            observed: self.observed.clone(),
+            status: self.status,
+            restarts: 0,
             nested,
         }
     }
 
     /// Its table shows it `status`.
-    fn observe(&self, status: ChildStatus) {
-        self.observed.lock().status = status;
+    fn observe(&mut self, status: ChildStatus) {
+        observe(&mut self.status, &self.observer, status);
     }
 
     /// It restarts: counted in its metrics and its table.
@@ -604,7 +619,9 @@ impl Slot {
         if let Some(counter) = &self.restarts {
             counter.inc();
         }
-        self.observed.lock().restarts += 1;
+        if let Some(observer) = &self.observer {
+            observer.update(|entry| entry.restarts += 1);
+        }
     }
 
     /// Starts an incarnation and waits until it started; whether its `on_start` returned.
@@ -701,7 +718,6 @@ impl Slot {
         } else {
             ExitReason::Stopped
         });
-        slot.observed.lock().status = ChildStatus::Stopped;
         if aborted && !until_gone {
             return;
         }
@@ -862,7 +878,6 @@ impl State {
         // for its future to drop on its own, and for a next run to wait for.
         for index in (0..self.slots.len()).rev() {
             self.stop(index, runtime, false).await;
-            self.slots[index].observe(ChildStatus::Stopped);
         }
         outcome
     }
@@ -958,9 +973,12 @@ impl State {
         self.slots[index].start(index, events, runtime).await;
     }
 
-    /// Stops the child's running incarnation, if any; see [`Slot::stop`].
+    /// Stops the child's running incarnation, if any (see [`Slot::stop`]); its table shows it
+    /// stopped.
     async fn stop(&mut self, index: usize, runtime: &runtime::Context, until_gone: bool) {
-        self.slots[index].stop(runtime, until_gone).await;
+        let slot = &mut self.slots[index];
+        slot.stop(runtime, until_gone).await;
+        slot.observe(ChildStatus::Stopped);
     }
 
     /// Every child is done for good, with how it last ended; nothing reads the supervisor's

@@ -5,9 +5,11 @@
 //! Invariants:
 //! - Every supervisor has one [`Node`], shared by its loop (which writes it) and its refs
 //!   (which read it): its life (id and end), its label and shape, and a table of its
-//!   children in start order. The table holds what does not change about a child (id, label,
-//!   kind, restart type, the node of a nested supervisor) and a shared [`Observation`] its
-//!   slot updates as it runs: running, restarting or stopped, and its restarts so far.
+//!   children in start order: each one's id, label, kind, restart type, the node of a
+//!   nested supervisor, and what its slot updates as it runs through an [`Observer`]
+//!   (running, restarting or stopped, and its restarts so far). A slot keeps its own copy of
+//!   the status and takes the table's lock only when it changes: a dynamic child's start
+//!   allocates nothing for the table and locks it once.
 //! - A static supervisor's table lists every child it was given, done for good or not (OTP
 //!   lists those as `undefined`); a dynamic one's lists the children admitted and not yet
 //!   done for good (and holds the admission bookkeeping: `start_child` checks its bound
@@ -90,48 +92,52 @@ pub enum Shape {
     Pool,
 }
 
-/// A child's state as its slot keeps it up to date.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Observed {
-    pub(super) status: ChildStatus,
-    pub(super) restarts: u64,
-}
-
-/// A slot's [`Observed`], shared with its supervisor's table.
-pub(super) type Observation = Arc<Mutex<Observed>>;
-
-/// A new child's observation: not started yet.
-pub(super) fn observation() -> Observation {
-    Arc::new(Mutex::new(Observed {
-        status: ChildStatus::Stopped,
-        restarts: 0,
-    }))
-}
-
 /// A child in its supervisor's table.
 pub(super) struct Entry {
+    /// Its id, which also gives its label.
     pub(super) id: ActorId,
-    pub(super) label: &'static str,
     pub(super) restart: Restart,
-    pub(super) observed: Observation,
+    pub(super) status: ChildStatus,
+    pub(super) restarts: u64,
     /// A nested supervisor's own node.
     pub(super) nested: Option<Arc<Node>>,
 }
 
+/// A slot's hold on its entry: its supervisor's node and its key there.
+pub(super) struct Observer {
+    node: Arc<Node>,
+    key: u64,
+}
+
+impl Observer {
+    pub(super) fn new(node: &Arc<Node>, key: u64) -> Self {
+        Observer {
+            node: node.clone(),
+            key,
+        }
+    }
+
+    /// Changes the entry, if it is still in the table.
+    pub(super) fn update(&self, change: impl FnOnce(&mut Entry)) {
+        if let Some(entry) = self.node.table.lock().children.get_mut(&self.key) {
+            change(entry);
+        }
+    }
+}
+
 impl Entry {
     fn info(&self) -> ChildInfo {
-        let observed = *self.observed.lock();
         ChildInfo {
             id: self.id,
-            label: self.label,
+            label: self.id.label(),
             kind: if self.nested.is_some() {
                 ChildKind::Supervisor
             } else {
                 ChildKind::Worker
             },
             restart: self.restart,
-            status: observed.status,
-            restarts: observed.restarts,
+            status: self.status,
+            restarts: self.restarts,
         }
     }
 }
