@@ -226,3 +226,236 @@ async fn a_start_child_dropped_before_it_is_taken_starts_nothing(context: runtim
     assert_eq!(jobs.children(), [taken.id()], "{:?}", jobs.which_children());
     assert_eq!(top.stop().await, ExitReason::Stopped);
 }
+
+// ---- Second review (3674607..af84df3): the table written only on a change, the spec
+// dropped at `close`. ----
+
+/// Hangs in `hang` until its task is aborted.
+#[actor]
+struct Hanger;
+
+#[actor]
+impl Hanger {
+    /// Never returns; says on `entered` that it runs.
+    async fn hang(&mut self, entered: oneshot::Sender<()>) {
+        let _ = entered.send(());
+        futures::future::pending::<()>().await;
+    }
+}
+
+fn statuses(children: &[actors::supervisor::ChildInfo]) -> Vec<actors::supervisor::ChildStatus> {
+    children.iter().map(|child| child.status).collect()
+}
+
+/// A nested supervisor whose stop outlasts its shutdown timeout (a child hangs in a handler
+/// with a far longer timeout of its own) is aborted by its parent, then ended for good with
+/// it. Its loop never reached the end of its stop, so nothing wrote its children's entries:
+/// `close_all` ends them for good without saying so in the table. Once they have ended (their
+/// joiners heard `Shutdown`), `which_children` must not say they run.
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_aborted_past_its_shutdown_timeout_shows_its_children_stopped(
+    context: runtime::Context,
+) {
+    use actors::supervisor::ChildStatus;
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let first = inner.child(member());
+    let hanging = inner.child(ChildSpec::new(|| Hanger).shutdown_timeout(FOREVER));
+    let mut top = Supervisor::new("top", Strategy::OneForOne);
+    let inner = top.supervisor(inner, Restart::Permanent, Duration::from_millis(50));
+    let top = top.spawn(&context);
+    assert_eq!(first.incarnation().await, Ok(1));
+    let (entered, is_entered) = oneshot::channel();
+    hanging.tell_hang(entered).await.unwrap();
+    is_entered.await.unwrap();
+    // `inner` waits ten minutes for `hanging`; `top` aborts it after 50ms, and is done.
+    assert_eq!(top.stop().await, ExitReason::Stopped);
+    assert_eq!(
+        context.timeout(HANG, hanging.join()).await,
+        Ok(ExitReason::Shutdown)
+    );
+    assert_eq!(
+        context.timeout(HANG, first.join()).await,
+        Ok(ExitReason::Shutdown)
+    );
+    let children = inner.which_children();
+    assert_eq!(
+        statuses(&children),
+        [ChildStatus::Stopped, ChildStatus::Stopped],
+        "children ended for good are shown running: {children:?}"
+    );
+    assert_eq!(inner.count_children().active, 0);
+}
+
+/// Spawns what `spawn` makes inside a task of its own, which the test aborts; returns the
+/// task's handle and what `spawn` returned.
+async fn in_a_task<R: Send + 'static>(
+    context: &runtime::Context,
+    spawn: impl FnOnce(&runtime::Context) -> R + Send + 'static,
+) -> (runtime::Handle<()>, R) {
+    let (made, is_made) = oneshot::channel();
+    let task = context.clone().spawn(move |scope| async move {
+        let _ = made.send(spawn(&scope));
+        futures::future::pending::<()>().await;
+    });
+    (
+        task,
+        is_made.await.expect("the task spawned the supervisor"),
+    )
+}
+
+/// The same at the top: a supervisor whose scope ends (its task aborted) ends `Shutdown`
+/// with its children, whose entries still say `Running` after everything ended.
+#[runtime::test(timeout = "20s")]
+async fn a_supervisor_whose_scope_ended_shows_its_children_stopped(context: runtime::Context) {
+    use actors::supervisor::ChildStatus;
+    let (task, (supervisor, child)) = in_a_task(&context, |scope| {
+        let mut supervisor = Supervisor::new("scoped", Strategy::OneForOne);
+        let child = supervisor.child(member());
+        (supervisor.spawn(scope), child)
+    })
+    .await;
+    assert_eq!(child.incarnation().await, Ok(1));
+    task.abort();
+    assert_eq!(supervisor.join().await, ExitReason::Shutdown);
+    assert_eq!(child.join().await, ExitReason::Shutdown);
+    let children = supervisor.which_children();
+    assert_eq!(
+        statuses(&children),
+        [ChildStatus::Stopped],
+        "a child of a supervisor that ended is shown running: {children:?}"
+    );
+}
+
+/// Drops set `dropped`.
+struct Held(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A joiner's waker that samples `dropped` inside the wake the end makes (on the thread that
+/// ended the child, while its end tells its joiners): what a joiner hearing of the end can
+/// find at the earliest. Passes the wake on to the task that waits.
+struct Sampling {
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+    seen: Mutex<Option<bool>>,
+    waiting: Mutex<Option<std::task::Waker>>,
+}
+
+impl std::task::Wake for Sampling {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.seen
+            .lock()
+            .get_or_insert_with(|| self.dropped.load(Ordering::SeqCst));
+        if let Some(waiting) = self.waiting.lock().as_ref() {
+            waiting.wake_by_ref();
+        }
+    }
+}
+
+/// Registers `join` now (its child must still run) and waits for it: its reason, and whether
+/// `dropped` was set when the end woke it.
+fn join_sampling(
+    join: actors::Join,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+) -> impl std::future::Future<Output = (ExitReason, bool)> {
+    use std::future::Future as _;
+    let sampling = Arc::new(Sampling {
+        dropped,
+        seen: Mutex::new(None),
+        waiting: Mutex::new(None),
+    });
+    let waker = std::task::Waker::from(sampling.clone());
+    let mut join = Box::pin(join);
+    assert!(
+        join.as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending(),
+        "the child still runs"
+    );
+    async move {
+        let reason = std::future::poll_fn(|cx| {
+            *sampling.waiting.lock() = Some(cx.waker().clone());
+            if sampling.seen.lock().is_none() {
+                return std::task::Poll::Pending;
+            }
+            join.as_mut()
+                .poll(&mut std::task::Context::from_waker(&waker))
+        })
+        .await;
+        let seen = sampling.seen.lock().take().expect("woken");
+        (reason, seen)
+    }
+}
+
+/// A child done for good drops what its spec held (the kv acceptor's listener) before its
+/// joiners hear of its end: otherwise whoever waited for `stop()` (the kv test
+/// `an_acceptor_stopped_for_good_closes_its_port`) may still find the port open. `close`
+/// ends the mailbox (which wakes the joiners, synchronously) and only then drops the factory.
+#[runtime::test(timeout = "20s")]
+async fn a_child_done_for_good_drops_its_spec_before_its_joiners_hear(context: runtime::Context) {
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = Held(dropped.clone());
+    let mut supervisor = Supervisor::new("holding", Strategy::OneForOne);
+    let child = supervisor.child(ChildSpec::new(move || {
+        let _held = &held;
+        Member { incarnation: 1 }
+    }));
+    let supervisor = supervisor.spawn(&context);
+    assert_eq!(child.incarnation().await, Ok(1));
+    let joined = join_sampling(child.join(), dropped.clone());
+    drop(child.stop());
+    let (reason, dropped_when_heard) = joined.await;
+    assert_eq!(reason, ExitReason::Stopped);
+    assert!(
+        dropped_when_heard,
+        "the joiner heard of the end while the spec (and what it holds) was still there"
+    );
+    assert_eq!(supervisor.stop().await, ExitReason::Stopped);
+}
+
+/// A nested supervisor aborted past its shutdown timeout to be restarted (one for all: a
+/// sibling failed) waits out its parent's backoff with no incarnation running, yet its table
+/// still says its children run: its loop was dropped mid-stop, before anything wrote them
+/// (`ChildStatus::Stopped`: "its supervisor is not running (a nested one being restarted)").
+#[runtime::test(timeout = "20s")]
+async fn a_nested_supervisor_aborted_for_a_restart_shows_its_children_stopped_meanwhile(
+    context: runtime::Context,
+) {
+    use actors::supervisor::ChildStatus;
+    let mut inner = Supervisor::new("inner", Strategy::OneForOne);
+    let hanging = inner.child(ChildSpec::new(|| Hanger).shutdown_timeout(FOREVER));
+    let mut top = Supervisor::new("top", Strategy::OneForAll)
+        .intensity(5, WINDOW)
+        .backoff(Backoff::exponential(FOREVER, FOREVER));
+    let trigger = top.child(member());
+    let inner = top.supervisor(inner, Restart::Permanent, Duration::from_millis(50));
+    let top = top.spawn(&context);
+    let (entered, is_entered) = oneshot::channel();
+    hanging.tell_hang(entered).await.unwrap();
+    is_entered.await.unwrap();
+    assert!(trigger.fail().await.is_err());
+    // `top` stops `inner` (aborted after 50ms, its future gone) and only then shows it
+    // restarting, for ten minutes.
+    let restarting = context
+        .timeout(HANG, async {
+            while top.which_children()[1].status != ChildStatus::Restarting {
+                runtime::reschedule().await;
+            }
+        })
+        .await;
+    assert!(restarting.is_ok(), "{:?}", top.which_children());
+    let children = inner.which_children();
+    assert_eq!(
+        statuses(&children),
+        [ChildStatus::Stopped],
+        "no incarnation of `inner` runs, yet its child is shown running: {children:?}"
+    );
+    assert_eq!(top.stop().await, ExitReason::Stopped);
+}
