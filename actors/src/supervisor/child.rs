@@ -240,8 +240,10 @@ impl<A: Actor> Child for ActorChild<A> {
     }
 
     fn close(&mut self, reason: ExitReason) {
-        self.mailbox.end(reason);
+        // The spec's captures go before anyone hears of the end: whoever joined the child
+        // finds them gone (a listener closed).
         self.factory = None;
+        self.mailbox.end(reason);
         self.owner = None;
     }
 }
@@ -262,6 +264,9 @@ pub(super) trait Loop: Send + 'static {
     /// Done for good: every child ends for good, with how it last ended, and nothing new is
     /// admitted.
     fn close(&mut self);
+
+    /// No incarnation runs (it ended, or was dropped mid-run): every child shows stopped.
+    fn stopped(&mut self);
 }
 
 /// A supervisor supervised by another: its incarnations run its loop over the same state.
@@ -340,6 +345,7 @@ impl<S: Loop> Drop for PutBack<S> {
     fn drop(&mut self) {
         let mut nested = self.nested.lock();
         let mut state = self.state.take().expect("put back once");
+        state.stopped();
         if nested.closed {
             state.close();
         }
@@ -432,10 +438,16 @@ impl<S: Loop> Child for SupervisorChild<S> {
     fn close(&mut self, reason: ExitReason) {
         let mut nested = self.nested.lock();
         nested.closed = true;
-        if let Some(state) = nested.state.as_mut() {
-            state.close();
-        }
+        // Closed with the lock released: what the children's specs held is dropped there,
+        // and may reach this supervisor through its ref. No incarnation takes the state
+        // meanwhile (its parent starts no closed child), and a running one, which holds it,
+        // closes it when it puts it back.
+        let taken = nested.state.take();
         drop(nested);
+        if let Some(mut state) = taken {
+            state.close();
+            self.nested.lock().state = Some(state);
+        }
         self.life.end(reason);
     }
 }

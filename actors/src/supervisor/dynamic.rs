@@ -273,9 +273,7 @@ impl Loop for Dynamic {
             // Every kept child starts again with the next incarnation.
             self.delayed.clear();
             self.first_runs.clear();
-            for slot in self.slots.values_mut() {
-                slot.observe(ChildStatus::Stopped);
-            }
+            self.stopped();
         } else {
             self.release();
         }
@@ -284,6 +282,12 @@ impl Loop for Dynamic {
 
     fn close(&mut self) {
         self.close_all();
+    }
+
+    fn stopped(&mut self) {
+        for slot in self.slots.values_mut() {
+            slot.observe(ChildStatus::Stopped);
+        }
     }
 }
 
@@ -341,6 +345,10 @@ where
 
     fn close(&mut self) {
         self.dynamic.close_all();
+    }
+
+    fn stopped(&mut self) {
+        Loop::stopped(&mut self.dynamic);
     }
 }
 

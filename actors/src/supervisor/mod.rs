@@ -743,6 +743,12 @@ impl Loop for State {
     fn close(&mut self) {
         self.close_all();
     }
+
+    fn stopped(&mut self) {
+        for slot in &mut self.slots {
+            slot.observe(ChildStatus::Stopped);
+        }
+    }
 }
 
 impl State {
@@ -977,8 +983,12 @@ impl State {
     /// stopped.
     async fn stop(&mut self, index: usize, runtime: &runtime::Context, until_gone: bool) {
         let slot = &mut self.slots[index];
+        // A child that already ended (the one whose failure is handled) keeps its status.
+        let running = slot.running.is_some();
         slot.stop(runtime, until_gone).await;
-        slot.observe(ChildStatus::Stopped);
+        if running {
+            slot.observe(ChildStatus::Stopped);
+        }
     }
 
     /// Every child is done for good, with how it last ended; nothing reads the supervisor's
@@ -986,6 +996,7 @@ impl State {
     fn close_all(&mut self) {
         self.events.close();
         for slot in &mut self.slots {
+            slot.observe(ChildStatus::Stopped);
             let reason = slot.last.clone().unwrap_or(ExitReason::Shutdown);
             slot.child.close(reason);
         }
