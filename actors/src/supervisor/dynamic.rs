@@ -829,13 +829,19 @@ impl Dynamic {
         self.node.table.lock().closed = true;
         self.events.close();
         self.release();
-        while let Ok(event) = self.events.try_recv() {
-            match event {
-                Event::Start { child, started } => self.refuse(child, started),
-                Event::Terminate { done, .. } => {
+        loop {
+            match self.events.try_recv() {
+                Ok(Event::Start { child, started }) => self.refuse(child, started),
+                Ok(Event::Terminate { done, .. }) => {
                     let _ = done.send(Err(Error::Closed));
                 }
-                _ => {}
+                Ok(_) => {}
+                // Closed and drained: nothing can be sent any more.
+                Err(mpsc::TryRecvError::Closed) => break,
+                // A sender counted its message before the close and has not queued it yet:
+                // it is a few instructions from doing so, and its caller would otherwise
+                // wait for an answer until this state is dropped.
+                Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
             }
         }
     }
