@@ -270,10 +270,10 @@ impl Loop for Dynamic {
         // Its children do not outlive the incarnation (OTP's dynamic supervisor restarts
         // empty), unless it keeps them (a pool's members).
         if self.keeps {
-            // Every kept child starts again with the next incarnation.
+            // Every kept child starts again with the next incarnation (the parent's hold on
+            // this state marks them stopped as it takes it back: `PutBack`).
             self.delayed.clear();
             self.first_runs.clear();
-            self.stopped();
         } else {
             self.release();
         }
@@ -474,11 +474,7 @@ impl DynamicSupervisorRef {
     /// first). The request is made when `stop` is called: dropping the future
     /// (`supervisor.stop();`) does not withdraw it, which is the fire-and-forget form.
     pub fn stop(&self) -> Join {
-        super::child::terminate(&self.nested);
-        let _ = self
-            .control
-            .unbounded_send(Event::Stop { incarnation: None });
-        self.node.life.join()
+        super::stop(&self.control, &self.nested, &self.node)
     }
 
     /// Resolves with the supervisor's exit reason once it ended, without asking it to (at

@@ -559,6 +559,19 @@ impl ChildSupervisor for Supervisor {
     }
 }
 
+/// A ref's `stop()` of the supervisor whose events `control` takes and whose life is
+/// `node`'s: a nested one is marked done for good first (its parent does not restart it),
+/// then asked to stop, whichever incarnation runs; resolves once it ended.
+fn stop(
+    control: &mpsc::UnboundedSender<Event>,
+    nested: &Option<NestedHandle>,
+    node: &Node,
+) -> Join {
+    child::terminate(nested);
+    let _ = control.unbounded_send(Event::Stop { incarnation: None });
+    node.life.join()
+}
+
 /// Reports a top-level supervisor that gave up. Like an actor's panic, that ends the
 /// supervisor (its joiners see `ExitReason::Panicked` with `message`), not the program: a
 /// program that cannot go on without it joins it and stops. A closed stderr loses the line,
@@ -1069,11 +1082,7 @@ impl SupervisorRef {
     /// good: its parent does not restart it, whatever its restart policy (as an actor
     /// child's `stop()`).
     pub fn stop(&self) -> Join {
-        child::terminate(&self.nested);
-        let _ = self
-            .control
-            .unbounded_send(Event::Stop { incarnation: None });
-        self.node.life.join()
+        stop(&self.control, &self.nested, &self.node)
     }
 
     /// Resolves with the supervisor's exit reason once it ended for good, without asking it
