@@ -213,13 +213,14 @@ impl<A: Actor> Context<A> {
         let tick = Arc::new(crate::sync::Mutex::new(tick));
         self.schedule(move |schedule, finished, mailbox| async move {
             let _finished = finished;
-            let start = Instant::now();
+            let start = runtime::clock::now();
             let Some(mut deadline) = start.checked_add(period) else {
                 // A period past what an `Instant` holds never ends.
                 return std::future::pending().await;
             };
             loop {
-                runtime::Sleep::new(deadline.saturating_duration_since(Instant::now())).await;
+                runtime::Sleep::new(deadline.saturating_duration_since(runtime::clock::now()))
+                    .await;
                 if !schedule.pending.swap(true, Ordering::AcqRel) {
                     let (pending, tick) = (schedule.clone(), tick.clone());
                     let call = scheduled(&schedule, false, move |actor, ctx| {
@@ -230,7 +231,7 @@ impl<A: Actor> Context<A> {
                         return;
                     }
                 }
-                match next_deadline(start, deadline, period, Instant::now()) {
+                match next_deadline(start, deadline, period, runtime::clock::now()) {
                     Some(next) => deadline = next,
                     None => return std::future::pending().await,
                 }

@@ -153,6 +153,15 @@ impl Context {
         &self.scope().shared
     }
 
+    /// Whether this context belongs to a deterministic run.
+    #[inline]
+    pub(crate) fn is_simulated(&self) -> bool {
+        #[cfg(feature = "deterministic")]
+        return self.runtime().simulation.is_some();
+        #[cfg(not(feature = "deterministic"))]
+        false
+    }
+
     /// The scope `child(label)` labels its node with: made once per label under this scope.
     fn child_scope(&self, label: &'static str) -> Arc<LabelPath> {
         let scope = self.scope();
@@ -350,6 +359,9 @@ impl Spawner for Context {
         }
         let lease = match self.execution.placement() {
             Placement::Pool => None,
+            // A deterministic run has one thread: dedicated and blocking tasks are polled on
+            // it with the others (their placement still labels their metrics).
+            _ if self.is_simulated() => None,
             _ => match self.runtime().workers.reserve() {
                 Some(lease) => Some(lease),
                 None => return Handle::closed(),
@@ -416,7 +428,7 @@ impl Spawner for Context {
 
 impl Clock for Context {
     fn current(&self) -> SystemTime {
-        SystemTime::now()
+        crate::time::clock::system_now()
     }
 
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + Send + 'static {
@@ -425,7 +437,7 @@ impl Clock for Context {
 
     fn sleep_until(&self, deadline: SystemTime) -> impl Future<Output = ()> + Send + 'static {
         let remaining = deadline
-            .duration_since(SystemTime::now())
+            .duration_since(crate::time::clock::system_now())
             .unwrap_or(Duration::ZERO);
         Sleep::new(remaining)
     }

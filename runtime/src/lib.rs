@@ -36,6 +36,8 @@
 pub mod buffer;
 mod config;
 mod context;
+#[cfg(feature = "deterministic")]
+pub mod deterministic;
 mod driver;
 mod error;
 mod extensions;
@@ -43,6 +45,8 @@ mod extensions;
 pub mod __private {
     //! Support for the macros' expansions; not a public interface.
     pub use crate::macro_support::run_test;
+    #[cfg(feature = "deterministic")]
+    pub use crate::macro_support::{TestOutput, run_deterministic_test};
     /// The lock the actors crate shares with the runtime (`std`'s under Miri; see `sync`).
     pub use crate::sync::{Mutex, MutexGuard};
 }
@@ -79,6 +83,8 @@ mod resolver;
 mod runner;
 mod sharded;
 mod signal;
+#[cfg(feature = "deterministic")]
+mod simulation;
 mod slab;
 mod stop;
 pub mod storage;
@@ -115,6 +121,14 @@ pub use traits::{
     WriteOptions,
 };
 pub use worker::Sleep;
+
+/// The clocks the runtime reads, for code that needs an `Instant` or a `SystemTime` without a
+/// [`Context`] at hand: real on a native runtime, virtual in a deterministic run (see
+/// [`deterministic`](crate::deterministic) with the `deterministic` feature), so that a
+/// deadline or a backoff computed from them follows the run's clock either way.
+pub mod clock {
+    pub use crate::time::clock::{now, system_now};
+}
 
 /// The capability traits, imported anonymously so their methods work without clashing with
 /// other names.

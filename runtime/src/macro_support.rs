@@ -41,6 +41,43 @@ where
     })
 }
 
+/// Runs one `#[runtime::test(deterministic, ...)]` body over `seeds` (one seed for `seed =
+/// N`), each seed a deterministic run of its own built by `runner` (the attribute's options),
+/// and with the test's `timeout` as the run's limit of virtual time.
+#[cfg(feature = "deterministic")]
+pub fn run_deterministic_test<F, Fut>(
+    seeds: std::ops::Range<u64>,
+    runner: impl Fn(u64) -> crate::deterministic::Runner + Sync,
+    body: F,
+) where
+    F: Fn(Context) -> Fut + Sync,
+    Fut: Future<Output = ()>,
+{
+    crate::deterministic::run_seeds(seeds, |seed| runner(seed).start(&body));
+}
+
+/// What a deterministic test's body may return: `()`, or a `Result` whose `Err` fails the
+/// seed it ran with.
+#[cfg(feature = "deterministic")]
+pub trait TestOutput {
+    /// Panics, showing the error, if the output is a failure.
+    fn check(self);
+}
+
+#[cfg(feature = "deterministic")]
+impl TestOutput for () {
+    fn check(self) {}
+}
+
+#[cfg(feature = "deterministic")]
+impl<E: std::fmt::Debug> TestOutput for Result<(), E> {
+    fn check(self) {
+        if let Err(error) = self {
+            panic!("the test returned an error: {error:?}");
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

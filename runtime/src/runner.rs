@@ -33,6 +33,7 @@ use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -265,7 +266,7 @@ fn try_lock_storage(config: &Config, directory: &PathBuf) -> Result<Option<Stora
     }
 }
 
-struct Started {
+pub(crate) struct Started {
     shared: Arc<RunnerState>,
     local: std::rc::Rc<Local>,
     pool_workers: PoolWorkers,
@@ -308,6 +309,8 @@ fn start_workers(config: Config) -> Result<Started, String> {
         metrics: RuntimeMetrics::new(),
         stopper: Stopper::default(),
         extensions: Default::default(),
+        #[cfg(feature = "deterministic")]
+        simulation: None,
         config,
     });
     let driver = create_driver(&shared, 0)
@@ -441,7 +444,66 @@ fn pool_worker(shared: Arc<RunnerState>, index: usize, report: mpsc::Sender<std:
     drop(Local::uninstall());
 }
 
+/// A deterministic run's runner, started: worker zero alone on this thread, without a ring,
+/// its state naming the run (see `crate::deterministic`).
+#[cfg(feature = "deterministic")]
+pub(crate) fn start_simulated(
+    config: Config,
+    simulation: Arc<crate::simulation::Simulation>,
+) -> Result<Started, String> {
+    let pool = Arc::new(
+        Pool::new(1, config.global_queue_interval)
+            .map_err(|error| format!("failed to create the simulated worker: {error}"))?,
+    );
+    let shared = Arc::new(RunnerState {
+        pool: pool.clone(),
+        workers: Arc::new(ThreadRegistry::default()),
+        tasks: Tasks::default(),
+        panicker: Panicker::default(),
+        metrics: RuntimeMetrics::new(),
+        stopper: Stopper::default(),
+        extensions: Default::default(),
+        simulation: Some(simulation),
+        config,
+    });
+    let local = Local::without_ring(Seat {
+        pool: pool.clone(),
+        index: 0,
+    });
+    Local::install(local.clone());
+    Ok(Started {
+        shared,
+        local,
+        pool_workers: PoolWorkers {
+            pool,
+            threads: Vec::new(),
+        },
+    })
+}
+
+/// How worker zero runs the root until it completes.
+type Drive<'a, Fut> =
+    &'a mut dyn FnMut(&mut Worker, Pin<&mut Fut>, &Arc<RootWake>) -> <Fut as Future>::Output;
+
 fn run<F, Fut>(started: Started, f: F) -> Fut::Output
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future,
+{
+    run_with(started, f, true, &mut |worker, root, wake| {
+        worker.block_on(root, wake)
+    })
+}
+
+/// Runs the root built by `f` on worker zero, driven by `drive`, then shuts the runner down in
+/// the order of the module's documentation. `service` starts the runner's service task (a
+/// deterministic run has none: its periodic sleep would hide a stall).
+pub(crate) fn run_with<F, Fut>(
+    started: Started,
+    f: F,
+    service: bool,
+    drive: Drive<'_, Fut>,
+) -> Fut::Output
 where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
@@ -453,10 +515,12 @@ where
     } = started;
     let context = Context::root(shared.clone());
     let root_tree = context.tree.clone();
-    spawn_service(&context);
+    if service {
+        spawn_service(&context);
+    }
     let mut worker = Worker::new(local.clone(), shared.clone(), 0);
 
-    let (output, mut root_failure) = run_root(&mut worker, &shared, context, f);
+    let (output, mut root_failure) = run_root(&mut worker, &shared, context, f, drive);
     // Shutdown, phase by phase, in the order of the module's documentation.
     stop_observing_task_panics(&shared);
     let teardown = close_pool_and_registry(&shared);
@@ -486,6 +550,7 @@ fn run_root<F, Fut>(
     shared: &RunnerState,
     context: Context,
     f: F,
+    drive: Drive<'_, Fut>,
 ) -> (Option<Fut::Output>, Option<Payload>)
 where
     F: FnOnce(Context) -> Fut,
@@ -499,7 +564,7 @@ where
     let mut root = Some(Box::pin(root));
     let (mut output, mut failure) = (None, None);
     let polled = catch_unwind(AssertUnwindSafe(|| {
-        worker.block_on(root.as_mut().expect("present").as_mut(), &wake)
+        drive(worker, root.as_mut().expect("present").as_mut(), &wake)
     }));
     match polled {
         Ok(value) => output = Some(value),

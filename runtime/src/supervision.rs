@@ -167,6 +167,10 @@ pub(crate) struct TaskNode<S: 'static> {
     pub(crate) core: NodeCore<S>,
     pub(crate) home: Home,
     pub(crate) execution: Execution,
+    /// The task's number in its deterministic run (spawn order, from 1), what the run's
+    /// auditor records of it; 0 outside one.
+    #[cfg(feature = "deterministic")]
+    pub(crate) simulated_id: u64,
 }
 
 impl<S: 'static> TaskNode<S> {
@@ -177,6 +181,9 @@ impl<S: 'static> TaskNode<S> {
             core: NodeCore::under(parent.clone(), parent.scope().clone()),
             home,
             execution,
+            #[cfg(feature = "deterministic")]
+            simulated_id: crate::simulation::with_current(|simulation| simulation.next_task())
+                .unwrap_or(0),
         }
     }
 
@@ -187,6 +194,8 @@ impl<S: 'static> TaskNode<S> {
             core: NodeCore::default(),
             home,
             execution: Execution::default(),
+            #[cfg(feature = "deterministic")]
+            simulated_id: 0,
         }
     }
 

@@ -128,14 +128,14 @@ pub(super) struct Attempts {
 impl Attempts {
     /// An incarnation starts now.
     pub(super) fn started(&mut self) {
-        self.started = Some(Instant::now());
+        self.started = Some(runtime::clock::now());
     }
 
     /// The delay before the next restart, counting it.
     pub(super) fn next_delay(&mut self, backoff: &Backoff) -> Duration {
         if self
             .started
-            .is_some_and(|started| started.elapsed() > backoff.resets_after())
+            .is_some_and(|started| runtime::clock::now() - started > backoff.resets_after())
         {
             self.count = 0;
         }
@@ -150,7 +150,8 @@ impl Attempts {
 fn unit_random() -> f64 {
     thread_local! {
         static STATE: Cell<u64> = Cell::new({
-            let seed = std::time::SystemTime::now()
+            // The runtime's clock: virtual in a deterministic run, so jitter replays.
+            let seed = runtime::clock::system_now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |since| since.as_nanos() as u64)
                 ^ (&0u8 as *const u8 as u64).rotate_left(32)

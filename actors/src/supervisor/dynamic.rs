@@ -544,7 +544,7 @@ impl Dynamic {
             let event = match self.delayed.keys().next().copied() {
                 None => self.events.next().await,
                 Some((due, key)) => {
-                    let wait = due.saturating_duration_since(Instant::now());
+                    let wait = due.saturating_duration_since(runtime::clock::now());
                     let sleep = std::pin::pin!(runtime.sleep(wait));
                     match futures::future::select(sleep, self.events.next()).await {
                         futures::future::Either::Left(_) => {
@@ -644,7 +644,7 @@ impl Dynamic {
                     if delay.is_zero() {
                         self.restart(key, generation, runtime);
                     } else {
-                        if let Some(due) = Instant::now().checked_add(delay) {
+                        if let Some(due) = runtime::clock::now().checked_add(delay) {
                             self.delayed.insert((due, key), generation);
                         }
                         self.watch_stop(key);

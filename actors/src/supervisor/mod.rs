@@ -252,7 +252,7 @@ impl Intensity {
     /// Records a restart of the child `key`; whether it is one too many: more than `limit`
     /// within `window`.
     fn exceeded(&mut self, key: u64, (limit, window): (usize, Duration)) -> bool {
-        let now = Instant::now();
+        let now = runtime::clock::now();
         while self
             .0
             .front()

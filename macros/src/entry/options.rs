@@ -38,6 +38,9 @@ impl Attribute {
                 "storage_directory",
                 "config",
                 "timeout",
+                "deterministic",
+                "seed",
+                "seeds",
             ],
         }
     }
@@ -52,6 +55,10 @@ pub(crate) struct Options {
     config: Option<syn::Path>,
     /// The timeout in milliseconds, with its source text for messages.
     pub(crate) timeout: Option<(u64, String, Span)>,
+    /// `deterministic`: the test is a deterministic run (virtual time, one thread).
+    pub(crate) deterministic: Option<Span>,
+    /// `seed = N` or `seeds = a..b`: the seeds a deterministic test runs, as a range.
+    pub(crate) seeds: Option<(u64, u64, Span)>,
 }
 
 impl Options {
@@ -71,6 +78,19 @@ impl Options {
         let mut options = Options::default();
         let mut seen: Vec<String> = Vec::new();
         for meta in metas {
+            if attribute == Attribute::Test
+                && let Meta::Path(path) = &meta
+                && path.is_ident("deterministic")
+            {
+                if options.deterministic.is_some() {
+                    return Err(syn::Error::new(
+                        path.span(),
+                        "duplicate option `deterministic`: give each option at most once",
+                    ));
+                }
+                options.deterministic = Some(path.span());
+                continue;
+            }
             let pair = name_value(attribute, meta)?;
             let name = path_name(&pair.path);
             if !attribute.options().contains(&name.as_str()) {
@@ -82,10 +102,55 @@ impl Options {
                     format!("duplicate option `{name}`: give each option at most once"),
                 ));
             }
+            if (name == "seed" && seen.iter().any(|seen| seen == "seeds"))
+                || (name == "seeds" && seen.iter().any(|seen| seen == "seed"))
+            {
+                return Err(syn::Error::new(
+                    pair.path.span(),
+                    "give either `seed = N` or `seeds = a..b`, not both",
+                ));
+            }
             seen.push(name.clone());
             options.set(&name, &pair.value)?;
         }
+        options.check_deterministic()?;
         Ok(options)
+    }
+
+    /// `seed`/`seeds` need `deterministic`, and a deterministic test takes no option that
+    /// shapes a native runner.
+    fn check_deterministic(&self) -> syn::Result<()> {
+        match self.deterministic {
+            None => match self.seeds {
+                Some((_, _, span)) => Err(syn::Error::new(
+                    span,
+                    "`seed` and `seeds` choose the seeds of a deterministic test: add                      `deterministic`, as `#[runtime::test(deterministic, seed = 7)]`",
+                )),
+                None => Ok(()),
+            },
+            Some(_) => {
+                let native = [
+                    ("worker_threads", self.worker_threads.map(|(_, span)| span)),
+                    (
+                        "storage_directory",
+                        self.storage_directory.as_ref().map(|(_, span)| *span),
+                    ),
+                    ("config", self.config.as_ref().map(Spanned::span)),
+                ];
+                match native
+                    .into_iter()
+                    .find_map(|(name, span)| Some((name, span?)))
+                {
+                    Some((name, span)) => Err(syn::Error::new(
+                        span,
+                        format!(
+                            "`{name}` shapes a native runner; a deterministic test runs on one                              thread with simulated storage and takes only `seed`, `seeds`,                              `timeout` (virtual time) and `catch_panics`"
+                        ),
+                    )),
+                    None => Ok(()),
+                }
+            }
+        }
     }
 
     /// Sets the option `name` (one the attribute accepts) to `value`, checked.
@@ -121,6 +186,22 @@ impl Options {
             }
             "config" => self.config = Some(config_path(value)?),
             "timeout" => self.timeout = Some(timeout(value)?),
+            "seed" => {
+                let seed = u64_literal(value).ok_or_else(|| {
+                    syn::Error::new(
+                        value.span(),
+                        "`seed` must be a whole number, such as `seed = 7`",
+                    )
+                })?;
+                self.seeds = Some((seed, seed.saturating_add(1), value.span()));
+            }
+            "seeds" => self.seeds = Some(seed_range(value)?),
+            "deterministic" => {
+                return Err(syn::Error::new(
+                    value.span(),
+                    "`deterministic` takes no value: write `deterministic`",
+                ));
+            }
             _ => unreachable!("every allowed option is handled"),
         }
         Ok(())
@@ -146,6 +227,11 @@ impl Options {
             config = quote_spanned!(*span=> #config.with_storage_directory(#path));
         }
         config
+    }
+
+    /// The `catch_panics` option, if given.
+    pub(crate) fn catch_panics(&self) -> Option<bool> {
+        self.catch_panics.map(|(catch, _)| catch)
     }
 
     /// Compile-time checks the macro cannot make itself: `worker_threads` against
@@ -209,6 +295,40 @@ fn timeout(value: &Expr) -> syn::Result<(u64, String, Span)> {
     })?;
     let text = text.unwrap_or_default().trim().to_owned();
     Ok((millis, text, value.span()))
+}
+
+/// A whole number literal as a `u64`.
+fn u64_literal(value: &Expr) -> Option<u64> {
+    match lit(value)? {
+        Lit::Int(int) => int.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+/// `seeds = a..b`: a non-empty half-open range of literal seeds.
+fn seed_range(value: &Expr) -> syn::Result<(u64, u64, Span)> {
+    let error = || {
+        syn::Error::new(
+            value.span(),
+            "`seeds` must be a non-empty range of whole numbers, such as `seeds = 0..1000`",
+        )
+    };
+    let Expr::Range(range) = value else {
+        return Err(error());
+    };
+    let start = range.start.as_deref().and_then(u64_literal);
+    let end = range.end.as_deref().and_then(u64_literal);
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(error());
+    };
+    let end = match range.limits {
+        syn::RangeLimits::HalfOpen(_) => end,
+        syn::RangeLimits::Closed(_) => end.saturating_add(1),
+    };
+    if start >= end {
+        return Err(error());
+    }
+    Ok((start, end, value.span()))
 }
 
 fn path_name(path: &syn::Path) -> String {

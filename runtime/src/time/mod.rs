@@ -2,6 +2,7 @@
 //! ([`TimeoutWheel`]). The future that registers on the current worker's table is
 //! `worker::sleep`.
 
+pub mod clock;
 pub(crate) mod timers;
 pub(crate) mod wheel;
 

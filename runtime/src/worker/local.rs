@@ -115,6 +115,17 @@ pub struct Local {
 
 impl Local {
     pub(crate) fn new(seat: Option<Seat>, driver: Driver) -> Rc<Self> {
+        Self::with_driver(seat, Some(driver))
+    }
+
+    /// A worker without a ring, for a deterministic run: its operations on the ring are
+    /// refused as on a closed ring, and its timers run on the run's virtual clock.
+    #[cfg(feature = "deterministic")]
+    pub(crate) fn without_ring(seat: Seat) -> Rc<Self> {
+        Self::with_driver(Some(seat), None)
+    }
+
+    fn with_driver(seat: Option<Seat>, driver: Option<Driver>) -> Rc<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Rc::new(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -122,7 +133,7 @@ impl Local {
             phase: Cell::new(Phase::Running),
             closed: Default::default(),
             state: RefCell::new(WorkerState {
-                driver: Some(driver),
+                driver,
                 ..WorkerState::default()
             }),
         })

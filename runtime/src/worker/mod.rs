@@ -25,6 +25,8 @@ mod idle;
 pub(crate) mod local;
 pub(crate) mod operation;
 mod park;
+#[cfg(feature = "deterministic")]
+pub(crate) mod simulated;
 pub(crate) mod sleep;
 mod turn;
 
@@ -40,7 +42,7 @@ use dedicated::registry::ThreadRegistry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Wake;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use local::Local;
 pub(crate) use local::{Seat, run_deferred};
@@ -60,6 +62,10 @@ pub struct RunnerState {
     pub(crate) stopper: Stopper,
     /// Values other crates of the project keep per runtime (see `Context::extension`).
     pub(crate) extensions: Extensions,
+    /// The deterministic run this runner is, if it is one: its spawns stay on its one thread
+    /// and its network and storage are simulated.
+    #[cfg(feature = "deterministic")]
+    pub(crate) simulation: Option<Arc<crate::simulation::Simulation>>,
 }
 
 /// The most tasks a worker polls between two services of its ring and timers.
@@ -189,7 +195,7 @@ pub(crate) fn service(local: &Local, timers: bool) {
             .as_mut()
             .and_then(|driver| driver.service(&mut state.deferred.wakes).err());
         if timers && let Some(deadline) = state.next_deadline() {
-            let now = Instant::now();
+            let now = crate::time::clock::now();
             if deadline <= now {
                 state.timers.fire_due(now, &mut state.deferred.wakes);
                 if let Some(driver) = state.driver.as_mut() {
@@ -210,7 +216,7 @@ pub(crate) fn wait(local: &Local, waker: &crate::pool::wake::WakeState) {
     let mut state = local.state.borrow_mut();
     let timeout = state
         .next_deadline()
-        .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        .map(|deadline| deadline.saturating_duration_since(crate::time::clock::now()));
     if timeout == Some(Duration::ZERO) {
         return;
     }

@@ -40,7 +40,7 @@ impl Sleep {
     /// (`Duration::MAX`, say) never ends.
     pub fn new(duration: Duration) -> Self {
         Self {
-            deadline: Instant::now().checked_add(duration),
+            deadline: crate::time::clock::now().checked_add(duration),
             registration: None,
         }
     }
@@ -72,7 +72,7 @@ impl Future for Sleep {
             // Never: nothing will wake this sleep, so nothing is registered.
             return Poll::Pending;
         };
-        if Instant::now() >= deadline {
+        if crate::time::clock::now() >= deadline {
             return Poll::Ready(());
         }
         let registered = Local::with_current(|local| {
