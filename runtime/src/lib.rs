@@ -79,6 +79,7 @@ mod metrics;
 pub mod net;
 mod panic;
 mod pool;
+mod random;
 mod resolver;
 mod runner;
 mod sharded;
@@ -111,6 +112,7 @@ pub use buffer::{IoBuf, IoBufMut, IoBufs, IoBufsMut};
 pub use config::{Config, MAX_RING_SIZE, MAX_WORKERS, RingConfig, SpinnerConfig};
 pub use context::Context;
 pub use error::Error;
+pub use random::Rng;
 pub use runner::Runner;
 pub use signal::{Signal, SignalWait};
 pub use stop::Stopped;
@@ -143,6 +145,20 @@ pub mod prelude {
     pub use crate::Spawner as _;
     pub use crate::Storage as _;
     pub use crate::Stream as _;
+}
+
+/// 64 random bits: from the deterministic run's generator in a deterministic run (recorded by
+/// its auditor, so a seed replays them), from a per-thread generator seeded by the clock
+/// elsewhere. For choices a program makes at random (jitter, sampling, hash keys) that a
+/// simulation must replay. Not cryptographic.
+pub fn random_u64() -> u64 {
+    #[cfg(feature = "deterministic")]
+    if let Some(value) =
+        simulation::with_current(|simulation| simulation.draw("random", Rng::next_u64))
+    {
+        return value;
+    }
+    random::thread_random()
 }
 
 /// A future that yields once: it wakes itself and returns `Pending`, so the task runs again

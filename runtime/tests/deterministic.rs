@@ -166,11 +166,8 @@ fn a_task_panic_fails_the_run_unless_caught() {
 #[test]
 fn random_draws_follow_the_seed() {
     let draw = |seed| {
-        Runner::seeded(seed).start(|_| async {
-            (0..4)
-                .map(|_| deterministic::random_u64())
-                .collect::<Vec<_>>()
-        })
+        Runner::seeded(seed)
+            .start(|_| async { (0..4).map(|_| runtime::random_u64()).collect::<Vec<_>>() })
     };
     assert_eq!(draw(9), draw(9));
     assert_ne!(draw(9), draw(10));

@@ -390,9 +390,9 @@ async fn serve(
                 // Waiting on the client alone: bounded by the idle timeout, or by the
                 // request deadline once a command has begun, however it trickles.
                 let (limit, why, bound) = if decoder.is_partial() {
-                    let since = *begun.get_or_insert_with(Instant::now);
+                    let since = *begun.get_or_insert_with(runtime::clock::now);
                     (
-                        deadline.saturating_sub(since.elapsed()),
+                        deadline.saturating_sub(runtime::clock::now() - since),
                         "a request must arrive whole within",
                         deadline,
                     )

@@ -506,7 +506,8 @@ pub mod legacy {
 /// Milliseconds since the Unix epoch, by the wall clock (expiry deadlines are absolute, so a
 /// key that expired while the store was down is gone when it starts).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+    // The runtime's clock: virtual in a deterministic run, so expiry replays with the seed.
+    runtime::clock::system_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as u64)
 }

@@ -3,9 +3,13 @@
 //! store's thread however many keys it holds.
 //!
 //! Invariants:
-//! - A key lives in the shard its [`hash`]'s top bits name: the hash is keyed at random once
-//!   per process, so no client can choose keys that all land in one shard, and it is the same
-//!   for every map of the process (a flush or a store restart keeps `SCAN` cursors meaningful).
+//! - A key lives in the shard its [`Shards::hash`]'s top bits name: the hash is keyed at
+//!   random once per map ([`KeyHasher`]), so no client can choose keys that all land in one
+//!   shard, and a map and its clones (snapshots) share it. A map made anew (the store's
+//!   restart replays its log into one) has new keys, so a `SCAN` cursor from before it
+//!   starts over somewhere else, as Redis's does across a restart of redis-server (its hash
+//!   seed is random per start). Drawn through `runtime::random_u64`, the keys are the seed's
+//!   in a deterministic run, and so are the orders of a snapshot and of a `SCAN`.
 //! - Shards are in hash order: every hash in shard `i` is below every hash in shard `i + 1`.
 //!   [`Shards::scan`] walks keys in hash order, visiting only the shards its page needs.
 //! - A clone shares every shard. A change to a shard that a clone still shares copies that
@@ -14,20 +18,42 @@
 //! - `len` is the number of keys in all shards.
 
 use std::collections::HashMap;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
+use std::hash::{BuildHasher, DefaultHasher, Hasher};
+use std::sync::Arc;
 
 /// Shards per map: with a million keys, about 250 in each, so a shard's copy takes
 /// microseconds.
 pub const SHARDS: usize = 1 << SHARD_BITS;
 const SHARD_BITS: u32 = 12;
 
-/// A key's place in the order of keys: its shard (the top bits) and its order in a `SCAN`.
-/// Keyed at random once per process.
-pub fn hash(key: &[u8]) -> u64 {
-    static HASHER: OnceLock<RandomState> = OnceLock::new();
-    HASHER.get_or_init(RandomState::new).hash_one(key)
+/// The hash of a map's keys: SipHash-1-3 keyed by two words drawn once per map (a map and
+/// its clones share them) with `runtime::random_u64`, so keys chosen to collide in one
+/// process do not collide in another, and a deterministic run draws the same keys for a seed
+/// (std's `RandomState` would make the order of a snapshot, and so the log's bytes, differ
+/// from one run of a seed to the next).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyHasher {
+    keys: [u64; 2],
+}
+
+impl KeyHasher {
+    /// A hasher with fresh random keys.
+    pub fn random() -> Self {
+        Self {
+            keys: [runtime::random_u64(), runtime::random_u64()],
+        }
+    }
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = DefaultHasher;
+
+    fn build_hasher(&self) -> DefaultHasher {
+        let mut hasher = DefaultHasher::new();
+        hasher.write_u64(self.keys[0]);
+        hasher.write_u64(self.keys[1]);
+        hasher
+    }
 }
 
 fn shard_of_hash(hash: u64) -> usize {
@@ -35,11 +61,13 @@ fn shard_of_hash(hash: u64) -> usize {
 }
 
 /// One shard: a plain map, shared with clones until changed.
-type Shard<V> = Arc<HashMap<Vec<u8>, V>>;
+type Shard<V> = Arc<HashMap<Vec<u8>, V, KeyHasher>>;
 
 /// A map from byte-string keys to `V`, in shards shared with its clones until changed.
 #[derive(Clone, Debug)]
 pub struct Shards<V> {
+    /// Places keys in shards and orders a `SCAN`: a key's hash, whose top bits are its shard.
+    hasher: KeyHasher,
     shards: Box<[Shard<V>]>,
     len: usize,
 }
@@ -48,8 +76,10 @@ impl<V> Default for Shards<V> {
     fn default() -> Self {
         // One empty map shared by every shard: a new map costs one allocation, and the first
         // change to a shard copies an empty map.
-        let empty = Arc::new(HashMap::new());
+        let hasher = KeyHasher::random();
+        let empty = Arc::new(HashMap::with_hasher(hasher));
         Shards {
+            hasher,
             shards: (0..SHARDS).map(|_| empty.clone()).collect(),
             len: 0,
         }
@@ -57,12 +87,18 @@ impl<V> Default for Shards<V> {
 }
 
 impl<V: Clone> Shards<V> {
+    /// A key's place in the order of keys: its shard (the top bits) and its order in a
+    /// `SCAN`.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     fn shard_of(&self, key: &[u8]) -> usize {
-        shard_of_hash(hash(key))
+        shard_of_hash(self.hash(key))
     }
 
     /// The shard holding `key`, for a change: copied first if a clone shares it.
-    fn shard_mut(&mut self, key: &[u8]) -> &mut HashMap<Vec<u8>, V> {
+    fn shard_mut(&mut self, key: &[u8]) -> &mut HashMap<Vec<u8>, V, KeyHasher> {
         let shard = self.shard_of(key);
         Arc::make_mut(&mut self.shards[shard])
     }
@@ -148,7 +184,7 @@ impl<V: Clone> Shards<V> {
             let mut ahead: Vec<(u64, &Vec<u8>)> = shard
                 .iter()
                 .filter(|(_, value)| keep(value))
-                .map(|(key, _)| (hash(key), key))
+                .map(|(key, _)| (self.hash(key), key))
                 .filter(|(hash, _)| *hash >= cursor)
                 .collect();
             ahead.sort_unstable();
@@ -167,7 +203,7 @@ impl<V: Clone> Shards<V> {
             page.extend(ahead.into_iter().map(|(_, key)| key.clone()));
             if page.len() >= count {
                 // This shard ended the page: the next starts at the next shard.
-                let shard = shard_of_hash(hash(page.last().expect("count is at least 1")));
+                let shard = shard_of_hash(self.hash(page.last().expect("count is at least 1")));
                 return match shard + 1 {
                     SHARDS => (0, page),
                     next => (((next as u64) << (64 - SHARD_BITS)), page),
@@ -260,7 +296,7 @@ mod tests {
             let unique: std::collections::HashSet<_> = stable.iter().collect();
             assert_eq!(unique.len(), 3000);
             assert!(!seen.iter().any(|key| key.starts_with(b"hidden")));
-            let hashes: Vec<u64> = seen.iter().map(|key| hash(key)).collect();
+            let hashes: Vec<u64> = seen.iter().map(|key| map.hash(key)).collect();
             assert!(
                 hashes.windows(2).all(|pair| pair[0] <= pair[1]),
                 "hash order"

@@ -1007,7 +1007,7 @@ impl Store {
             && size >= live.saturating_mul(options.rewrite_ratio)
             && self
                 .rewrite_after
-                .is_none_or(|after| std::time::Instant::now() >= after);
+                .is_none_or(|after| runtime::clock::now() >= after);
         if self.rewrite.is_some() || self.removal.is_some() || !(grown || self.rewrite_asked) {
             return;
         }
@@ -1258,7 +1258,7 @@ impl Store {
                  rewrite waits a minute"
             );
             self.rewrite = None;
-            self.rewrite_after = Some(std::time::Instant::now() + REWRITE_BACKOFF);
+            self.rewrite_after = Some(runtime::clock::now() + REWRITE_BACKOFF);
         }
     }
 

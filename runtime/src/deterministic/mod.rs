@@ -247,24 +247,3 @@ pub fn digest() -> Option<u64> {
 pub fn elapsed() -> Option<Duration> {
     crate::simulation::with_current(|simulation| simulation.elapsed())
 }
-
-/// 64 random bits: drawn from the run's generator in a deterministic run (and recorded by
-/// its auditor), from a generator seeded by the clock and the thread elsewhere. For choices a
-/// program makes at random (jitter, sampling) that a simulation must replay.
-pub fn random_u64() -> u64 {
-    if let Some(value) = crate::simulation::with_current(|simulation| {
-        simulation.draw("random", |rng| rng.next_u64())
-    }) {
-        return value;
-    }
-    thread_local! {
-        static NATIVE: std::cell::RefCell<crate::simulation::Rng> = std::cell::RefCell::new({
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |elapsed| elapsed.as_nanos() as u64);
-            let here = &nanos as *const u64 as u64;
-            crate::simulation::Rng::seeded(nanos ^ here.rotate_left(32))
-        });
-    }
-    NATIVE.with(|rng| rng.borrow_mut().next_u64())
-}

@@ -15,10 +15,9 @@
 //!   id) is carried as a whole by [`Carried`]; nothing else of a run survives it.
 
 mod auditor;
-mod rng;
 
+pub use crate::random::Rng;
 pub use auditor::Auditor;
-pub use rng::Rng;
 
 use crate::sync::Mutex;
 use std::cell::RefCell;

@@ -1,6 +1,26 @@
-//! [`Rng`]: the one seeded generator of a deterministic run (xoshiro256**, seeded through
-//! splitmix64, as its authors recommend). Not cryptographic; chosen for speed and for a state
-//! small enough to carry across a simulated crash.
+//! Randomness a program can replay: `random_u64` (at the crate's root, above the simulation)
+//! draws from the deterministic run's generator when the calling thread runs one, and from
+//! [`thread_random`] otherwise; [`Rng`] is the generator of both
+//! (xoshiro256**, seeded through splitmix64, as its authors recommend). Not cryptographic:
+//! for jitter, sampling and hash keys against accidental collisions, not against an attacker
+//! who can read the process.
+
+use std::cell::RefCell;
+
+/// 64 random bits from this thread's generator, seeded by the clock, the thread and the
+/// process: what `crate::random_u64` draws outside a deterministic run.
+pub(crate) fn thread_random() -> u64 {
+    thread_local! {
+        static NATIVE: RefCell<Rng> = RefCell::new({
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_nanos() as u64);
+            let here = &nanos as *const u64 as u64;
+            Rng::seeded(nanos ^ here.rotate_left(32) ^ u64::from(std::process::id()))
+        });
+    }
+    NATIVE.with(|rng| rng.borrow_mut().next_u64())
+}
 
 /// A seeded generator. Equal seeds give equal sequences, on every platform and build.
 #[derive(Clone, Debug)]
