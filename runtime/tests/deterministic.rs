@@ -5,6 +5,7 @@ use runtime::deterministic::{self, Runner};
 use runtime::prelude::*;
 use runtime::{Context, Execution};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,12 +45,12 @@ fn run(seed: u64) -> (Vec<(u32, u32)>, u64) {
     })
 }
 
-/// Two runs of one seed poll in the same order and end with the same digest; the seeds of a
-/// range do not all give one order.
+/// A hundred runs of one seed poll in the same order and end with the same digest; the seeds
+/// of a range do not all give one order.
 #[test]
 fn one_seed_one_order_and_one_digest() {
     let (log, digest) = run(7);
-    for _ in 0..5 {
+    for _ in 0..100 {
         assert_eq!(run(7), (log.clone(), digest));
     }
     let orders: std::collections::HashSet<_> = (0..20).map(|seed| run(seed).0).collect();
@@ -197,4 +198,38 @@ async fn the_attribute_runs_a_range_of_seeds(context: Context) -> Result<(), run
             context.sleep(Duration::from_millis(seed)),
         )
         .await
+}
+
+/// Prints the digest of seed 42's run, for the test below, which runs it in processes of its
+/// own; run alone it checks that the digest is the in-process one.
+#[test]
+fn digest_of_seed_42() {
+    let (_, digest) = run(42);
+    println!("digest of seed 42: {digest:016x}");
+    assert_eq!(run(42).1, digest);
+}
+
+/// One seed gives one digest in separate processes too: no process-global state (a hash key,
+/// an id counter, an address) leaks into a run.
+#[test]
+fn one_seed_one_digest_across_processes() {
+    let exe = std::env::current_exe().unwrap();
+    let digest_in = |_| {
+        let output = Command::new(&exe)
+            .args(["--exact", "digest_of_seed_42", "--nocapture", "--test-threads=1"])
+            .env_remove("RUNTIME_SEED")
+            .env_remove("RUNTIME_SEEDS")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        stdout
+            .lines()
+            .find_map(|line| line.split("digest of seed 42: ").nth(1))
+            .unwrap_or_else(|| panic!("no digest printed: {stdout}"))
+            .to_string()
+    };
+    let digests: Vec<String> = (0..2).map(digest_in).collect();
+    assert_eq!(digests[0], digests[1]);
+    assert_eq!(digests[0], format!("{:016x}", run(42).1));
 }
