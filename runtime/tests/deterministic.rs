@@ -216,7 +216,12 @@ fn one_seed_one_digest_across_processes() {
     let exe = std::env::current_exe().unwrap();
     let digest_in = |_| {
         let output = Command::new(&exe)
-            .args(["--exact", "digest_of_seed_42", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "digest_of_seed_42",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env_remove("RUNTIME_SEED")
             .env_remove("RUNTIME_SEEDS")
             .output()
