@@ -612,7 +612,10 @@ mod tests {
         assert_eq!(disk.len(inode), 4);
         disk.sync(inode, disk.cut());
         for seed in 0..50 {
-            assert_eq!(bytes(&mut after_crash(disk.clone(), seed)).unwrap(), b"hell");
+            assert_eq!(
+                bytes(&mut after_crash(disk.clone(), seed)).unwrap(),
+                b"hell"
+            );
         }
     }
 
@@ -711,7 +714,10 @@ mod tests {
         let back = (0..100).any(|seed| {
             bytes(&mut after_crash(disk.clone(), seed)).is_some_and(|image| image == b"kept")
         });
-        assert!(back, "a crash before the removal completes may bring the blob back");
+        assert!(
+            back,
+            "a crash before the removal completes may bring the blob back"
+        );
         disk.removed(token);
         for seed in 0..100 {
             assert_eq!(bytes(&mut after_crash(disk.clone(), seed)), None);
