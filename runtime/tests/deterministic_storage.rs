@@ -200,7 +200,7 @@ fn paged_crash(seed: u64) -> PagedCrash {
             let len = 1 + rng % 250;
             let at = writer.size();
             writer = writer.append(&stream(at..at + len)).await.unwrap().0;
-            if step % 4 == 3 || rng % 5 == 0 {
+            if step % 4 == 3 || rng.is_multiple_of(5) {
                 writer = writer.sync().await.unwrap();
                 synced = writer.size();
             }

@@ -691,7 +691,7 @@ mod tests {
         let mut vanished = false;
         let mut stayed = false;
         for seed in 0..100 {
-            let mut crashed = after_crash(disk.clone(), seed);
+            let crashed = after_crash(disk.clone(), seed);
             let files = crashed.scan("p").unwrap();
             assert!(files.contains(&"c".to_owned()));
             vanished |= !files.contains(&"b".to_owned());

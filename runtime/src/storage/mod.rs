@@ -883,6 +883,15 @@ impl Storage for Context {
 mod tests {
     use super::*;
 
+    /// Without the simulation a blob is its file's `Arc` alone: the enum that can hold a
+    /// simulated blob costs the native path nothing.
+    #[cfg(not(feature = "deterministic"))]
+    #[test]
+    fn a_native_blob_is_one_pointer() {
+        assert_eq!(size_of::<Blob>(), size_of::<usize>());
+        assert_eq!(size_of::<Option<Blob>>(), size_of::<usize>());
+    }
+
     #[test]
     fn names_are_lowercase_hex_both_ways() {
         assert_eq!(hex(b"retained"), "72657461696e6564");
