@@ -12,12 +12,17 @@
 //! - Virtual time never goes back: it moves forward only when the runner advances it (a cycle
 //!   per scheduling round, or a jump to the next deadline when every task waits).
 //! - The state that outlives a simulated crash (generator, auditor, virtual time, next task
-//!   id) is carried as a whole by [`Carried`]; nothing else of a run survives it.
+//!   id, the [`Disk`] as the crash left it) is carried as a whole by [`Carried`]; nothing
+//!   else of a run survives it.
+//! - After [`Simulation::crash`] the disk is frozen: nothing a task still dropping does can
+//!   change what the next incarnation starts from.
 
 mod auditor;
+pub(crate) mod disk;
 
 pub use crate::random::Rng;
 pub use auditor::Auditor;
+pub(crate) use disk::Disk;
 
 use crate::sync::Mutex;
 use std::cell::RefCell;
@@ -39,6 +44,7 @@ pub(crate) struct Carried {
     pub(crate) auditor: Auditor,
     pub(crate) elapsed: Duration,
     pub(crate) next_task: u64,
+    pub(crate) disk: Disk,
 }
 
 impl Carried {
@@ -49,6 +55,7 @@ impl Carried {
             auditor: Auditor::default(),
             elapsed: Duration::ZERO,
             next_task: 1,
+            disk: Disk::new(),
         }
     }
 }
@@ -144,12 +151,24 @@ impl Simulation {
     /// run, the moment its root returned: recorded, and from then on nothing of the run is
     /// durable that was not already.
     pub(crate) fn crash(&self) {
-        self.record("crash", &[]);
+        let mut state = self.state.lock();
+        let Carried {
+            rng, auditor, disk, ..
+        } = &mut *state;
+        let survived = disk.crash(rng);
+        auditor.record("crash", &[&survived.to_le_bytes()]);
     }
 
-    /// What a crash carries into the next incarnation of the run.
+    /// Runs `f` with the run's disk.
+    pub(crate) fn with_disk<R>(&self, f: impl FnOnce(&mut Disk) -> R) -> R {
+        f(&mut self.state.lock().disk)
+    }
+
+    /// What a crash carries into the next incarnation of the run: its disk thawed.
     pub(crate) fn carried(&self) -> Carried {
-        self.state.lock().clone()
+        let mut carried = self.state.lock().clone();
+        carried.disk.thaw();
+        carried
     }
 
     /// Installs `simulation` as this thread's until the guard is dropped.
