@@ -145,6 +145,37 @@ pub mod prelude {
     pub use crate::Stream as _;
 }
 
+/// 64 random bits, for the choices a program makes at random (jitter, sampling): drawn from
+/// the run's generator in a deterministic run (see `deterministic::random_u64`), so that a
+/// seed replays them; from a per-thread generator seeded by the clock elsewhere.
+pub fn random_u64() -> u64 {
+    #[cfg(feature = "deterministic")]
+    {
+        deterministic::random_u64()
+    }
+    #[cfg(not(feature = "deterministic"))]
+    {
+        thread_local! {
+            static STATE: std::cell::Cell<u64> = std::cell::Cell::new({
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos() as u64);
+                let here = &nanos as *const u64 as u64;
+                nanos ^ here.rotate_left(32)
+            });
+        }
+        // SplitMix64: any state, every output.
+        STATE.with(|state| {
+            let next = state.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+            state.set(next);
+            let mut z = next;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+    }
+}
+
 /// A future that yields once: it wakes itself and returns `Pending`, so the task runs again
 /// behind the work already queued.
 pub fn reschedule() -> Reschedule {
