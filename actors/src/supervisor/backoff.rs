@@ -8,7 +8,6 @@
 //! - The count resets once an incarnation has run for longer than [`Backoff::reset_after`]
 //!   (the maximum delay unless set): a child that recovered starts again from the minimum.
 
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// How long a supervisor waits before restarting a child: not at all (the default), or
@@ -145,28 +144,11 @@ impl Attempts {
     }
 }
 
-/// A number in [0, 1) from a per-thread xorshift generator: jitter needs spread, not
-/// unpredictability.
+/// A number in [0, 1) from the runtime's generator: jitter needs spread, not
+/// unpredictability, and a deterministic run must replay it (a generator of this thread's own
+/// would go on from one run to the next, so two runs of one seed would wait differently).
 fn unit_random() -> f64 {
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            // The runtime's clock: virtual in a deterministic run, so jitter replays.
-            let seed = runtime::clock::system_now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_nanos() as u64)
-                ^ (&0u8 as *const u8 as u64).rotate_left(32)
-                ^ std::process::id() as u64;
-            seed | 1
-        });
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        state.set(x);
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    })
+    (runtime::random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(all(test, not(actors_loom)))]
