@@ -15,6 +15,7 @@
 //!   id) is carried as a whole by [`Carried`]; nothing else of a run survives it.
 
 mod auditor;
+pub(crate) mod network;
 mod rng;
 
 pub use auditor::Auditor;
@@ -62,6 +63,8 @@ pub(crate) struct Simulation {
     /// `base` never shows.
     base: Instant,
     state: Mutex<Carried>,
+    /// The simulated network: not carried across a crash (its connections die with it).
+    network: network::Network,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -79,6 +82,7 @@ impl Simulation {
             seed,
             base: Instant::now(),
             state: Mutex::new(carried),
+            network: network::Network::default(),
         })
     }
 
@@ -131,6 +135,11 @@ impl Simulation {
         let mut state = self.state.lock();
         state.auditor.record("draw", &[kind.as_bytes()]);
         f(&mut state.rng)
+    }
+
+    /// The run's simulated network.
+    pub(crate) fn network(&self) -> &network::Network {
+        &self.network
     }
 
     /// A new logical task id: the run's tasks are numbered in spawn order.
