@@ -239,7 +239,7 @@ impl AsyncRead for Stream {
         match &mut self.get_mut().0 {
             StreamKind::Native(stream) => Pin::new(stream).poll_read(cx, buf),
             #[cfg(feature = "deterministic")]
-            StreamKind::Simulated(stream) => Pin::new(stream).poll_read(cx, buf),
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).poll_read(cx, buf),
         }
     }
 }
@@ -250,7 +250,7 @@ impl AsyncBufRead for Stream {
         match &mut self.get_mut().0 {
             StreamKind::Native(stream) => Pin::new(stream).poll_fill_buf(cx),
             #[cfg(feature = "deterministic")]
-            StreamKind::Simulated(stream) => Pin::new(stream).poll_fill_buf(cx),
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).poll_fill_buf(cx),
         }
     }
 
@@ -258,7 +258,7 @@ impl AsyncBufRead for Stream {
         match &mut self.get_mut().0 {
             StreamKind::Native(stream) => Pin::new(stream).consume(amount),
             #[cfg(feature = "deterministic")]
-            StreamKind::Simulated(stream) => Pin::new(stream).consume(amount),
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).consume(amount),
         }
     }
 }
@@ -273,7 +273,7 @@ impl AsyncWrite for Sink {
         match &mut self.get_mut().0 {
             SinkKind::Native(sink) => Pin::new(sink).poll_write(cx, buf),
             #[cfg(feature = "deterministic")]
-            SinkKind::Simulated(sink) => Pin::new(sink).poll_write(cx, buf),
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_write(cx, buf),
         }
     }
 
@@ -281,7 +281,7 @@ impl AsyncWrite for Sink {
         match &mut self.get_mut().0 {
             SinkKind::Native(sink) => Pin::new(sink).poll_flush(cx),
             #[cfg(feature = "deterministic")]
-            SinkKind::Simulated(sink) => Pin::new(sink).poll_flush(cx),
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_flush(cx),
         }
     }
 
@@ -289,7 +289,7 @@ impl AsyncWrite for Sink {
         match &mut self.get_mut().0 {
             SinkKind::Native(sink) => Pin::new(sink).poll_close(cx),
             #[cfg(feature = "deterministic")]
-            SinkKind::Simulated(sink) => Pin::new(sink).poll_close(cx),
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_close(cx),
         }
     }
 }

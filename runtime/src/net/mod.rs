@@ -149,10 +149,12 @@ pub struct Listener(ListenerKind);
 
 /// Which listener: the one variant a build without the `deterministic` feature has is the
 /// native one, so the enum is the native listener's size and a match on it has no branch.
+/// The simulated variant is boxed so that, with the feature, the enum keeps the native size
+/// too (the box fits in a niche of the native half).
 enum ListenerKind {
     Native(NativeListener),
     #[cfg(feature = "deterministic")]
-    Simulated(simulated::Listener),
+    Simulated(Box<simulated::Listener>),
 }
 
 /// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
@@ -169,7 +171,7 @@ pub struct Sink(SinkKind);
 enum SinkKind {
     Native(NativeSink),
     #[cfg(feature = "deterministic")]
-    Simulated(simulated::Sink),
+    Simulated(Box<simulated::Sink>),
 }
 
 /// The receiving half of a TCP connection.
@@ -186,7 +188,7 @@ pub struct Stream(StreamKind);
 enum StreamKind {
     Native(NativeStream),
     #[cfg(feature = "deterministic")]
-    Simulated(simulated::Stream),
+    Simulated(Box<simulated::Stream>),
 }
 
 /// The future of a native call: itself when there is no other kind (no wrapper, no branch).
@@ -253,8 +255,8 @@ impl crate::Listener for Listener {
                     accepted.map(|(peer, sink, stream)| {
                         (
                             peer,
-                            Sink(SinkKind::Simulated(sink)),
-                            Stream(StreamKind::Simulated(stream)),
+                            Sink(SinkKind::Simulated(Box::new(sink))),
+                            Stream(StreamKind::Simulated(Box::new(stream))),
                         )
                     })
                 }))
@@ -558,7 +560,7 @@ impl Network for Context {
         if let Some(simulation) = &self.runtime().simulation {
             let bound = simulated::bind(simulation, address, timeouts);
             return std::future::ready(
-                bound.map(|listener| Listener(ListenerKind::Simulated(listener))),
+                bound.map(|listener| Listener(ListenerKind::Simulated(Box::new(listener)))),
             );
         }
         let bound = bind(address, timeouts).map_err(|e| Error::BindFailed(address, e));
@@ -575,8 +577,8 @@ impl Network for Context {
             return simulated_path(futures::FutureExt::map(dialed, |dialed| {
                 dialed.map(|(sink, stream)| {
                     (
-                        Sink(SinkKind::Simulated(sink)),
-                        Stream(StreamKind::Simulated(stream)),
+                        Sink(SinkKind::Simulated(Box::new(sink))),
+                        Stream(StreamKind::Simulated(Box::new(stream))),
                     )
                 })
             }));
@@ -1069,5 +1071,21 @@ impl Drop for NativeStream {
         if let Some(armed) = &self.armed {
             crate::worker::operation::cancel(armed);
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The public halves are the native ones' size, with the `deterministic` feature or
+    /// without: the simulated variant costs the native path nothing.
+    #[test]
+    fn the_public_halves_are_the_native_size() {
+        use std::mem::size_of;
+        assert_eq!(
+            size_of::<super::Listener>(),
+            size_of::<super::NativeListener>()
+        );
+        assert_eq!(size_of::<super::Sink>(), size_of::<super::NativeSink>());
+        assert_eq!(size_of::<super::Stream>(), size_of::<super::NativeStream>());
     }
 }
