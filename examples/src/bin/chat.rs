@@ -703,20 +703,31 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
         .parse()
         .expect("usage: chat [ADDRESS:PORT]");
     examples::interrupt::stop_on_interrupt(&context, Duration::from_secs(5));
-    let rooms = Rooms {
-        rooms: HashMap::new(),
-        max: max_rooms(),
-    }
-    .spawn(&context);
-    let mut listener = context.bind(address).await?;
+    let listener = context.bind(address).await?;
     examples::say!(
         "chat listening on {}",
         listener.local_addr().expect("bound")
     );
+    serve(&context, listener).await?;
+    examples::say!("chat stopped");
+    Ok(())
+}
+
+/// Serves chat on `listener` until the runtime stops: the whole server but its address and
+/// its signals, so a test can run it (in a deterministic run, on a simulated network).
+pub(crate) async fn serve(
+    context: &runtime::Context,
+    mut listener: runtime::net::Listener,
+) -> Result<(), runtime::Error> {
+    let rooms = Rooms {
+        rooms: HashMap::new(),
+        max: max_rooms(),
+    }
+    .spawn(context);
     let next_id = AtomicU64::new(1);
     let live = Arc::new(AtomicUsize::new(0));
     let max = max_connections();
-    accept_until_stopped(&context, &mut listener, "chat", |sink, stream| {
+    accept_until_stopped(context, &mut listener, "chat", |sink, stream| {
         let Some(slot) = Slot::take(&live, max) else {
             return Some(Refusal {
                 sink,
@@ -739,11 +750,9 @@ async fn main(context: runtime::Context) -> Result<(), runtime::Error> {
                 writer: None,
                 slot: Some(slot),
             }
-            .spawn(&context),
+            .spawn(context),
         );
         None
     })
-    .await?;
-    examples::say!("chat stopped");
-    Ok(())
+    .await
 }

@@ -31,8 +31,10 @@
 //!   polls, writes or syncs after it; what a [`Checkpoint`] carries (generator, auditor,
 //!   virtual time, the storage that survived) is all that the next run starts from.
 
+mod network;
 mod seeds;
 
+pub use network::{Link, NetworkControl, NetworkFaults, OnHost, network, on_host};
 pub use seeds::{run_seeds, seeds_from_env};
 
 use crate::Context;
@@ -57,6 +59,7 @@ pub struct Runner {
     timeout: Duration,
     config: Config,
     carried: Option<Carried>,
+    network: NetworkFaults,
 }
 
 impl Runner {
@@ -68,6 +71,7 @@ impl Runner {
             timeout: DEFAULT_TIMEOUT,
             config: Config::default().with_worker_threads(1),
             carried: None,
+            network: NetworkFaults::default(),
         }
     }
 
@@ -80,6 +84,7 @@ impl Runner {
             timeout: checkpoint.timeout,
             config: checkpoint.config,
             carried: Some(checkpoint.carried),
+            network: checkpoint.network,
         }
     }
 
@@ -101,6 +106,27 @@ impl Runner {
     /// default), as [`Config::with_catch_panics`].
     pub fn with_catch_panics(mut self, catch_panics: bool) -> Self {
         self.config = self.config.with_catch_panics(catch_panics);
+        self
+    }
+
+    /// The faults and the default link of the run's simulated network (fault-free with a
+    /// 1 ms link unless set; see [`NetworkFaults`]).
+    pub fn with_network(mut self, faults: NetworkFaults) -> Self {
+        self.network = faults;
+        self
+    }
+
+    /// The connect timeout of the run's dials, as [`Config::with_connect_timeout`] (virtual
+    /// time).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config = self.config.with_connect_timeout(timeout);
+        self
+    }
+
+    /// The read/write timeout of the run's sends and receives, as
+    /// [`Config::with_read_write_timeout`] (virtual time).
+    pub fn with_read_write_timeout(mut self, timeout: Duration) -> Self {
+        self.config = self.config.with_read_write_timeout(timeout);
         self
     }
 
@@ -153,6 +179,7 @@ impl Runner {
         let seed = self.seed;
         let carried = self.carried.unwrap_or_else(|| Carried::fresh(seed));
         let simulation = Simulation::new(seed, carried);
+        simulation.network().configure(self.network);
         let pace = Pace {
             cycle: self.cycle,
             limit: self.timeout,
@@ -185,6 +212,7 @@ impl Runner {
                     timeout: self.timeout,
                     config: self.config,
                     carried: simulation.carried(),
+                    network: self.network,
                 });
                 (output, checkpoint)
             }
@@ -209,6 +237,7 @@ pub struct Checkpoint {
     timeout: Duration,
     config: Config,
     carried: Carried,
+    network: NetworkFaults,
 }
 
 impl Checkpoint {

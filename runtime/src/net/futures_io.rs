@@ -27,7 +27,10 @@
 //! clock ran out, may fail with `TimedOut` at once, and the one after waits afresh. A write's
 //! clock starts when the bytes the socket could not take at once are handed to the ring.
 
-use super::{RECEIVE_AHEAD, Sink, Stream, finish_pending, shutdown};
+use super::{
+    NativeSink, NativeStream, RECEIVE_AHEAD, Sink, SinkKind, Stream, StreamKind, finish_pending,
+    shutdown,
+};
 use crate::Error;
 use crate::buffer::IoBufs;
 use crate::driver::{Request, RequestOutput};
@@ -43,7 +46,7 @@ use std::time::Instant;
 /// a writer holds at most this much in flight beyond the socket's own buffer.
 const WRITE_AHEAD: usize = 256 * 1024;
 
-impl Stream {
+impl NativeStream {
     /// Waits until the buffer holds a byte, or the stream has ended (the buffer stays empty).
     /// `want` is how many bytes the reader could take at once.
     fn poll_buffered(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<()>> {
@@ -71,7 +74,7 @@ impl Stream {
 /// Reads what has come, like [`recv_some`](crate::Stream::recv_some): the bytes the stream
 /// holds, else what one receive brings. `Ok(0)` at the end of the stream (and for an empty
 /// `buf`). A timeout is an error of kind `TimedOut` that leaves the stream usable.
-impl AsyncRead for Stream {
+impl AsyncRead for NativeStream {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -93,7 +96,7 @@ impl AsyncRead for Stream {
 /// (receiving when it is empty; empty at the end of the stream), `consume` drops bytes from
 /// its front. A receive asks the kernel for at least 4 KiB, and never reserves more than
 /// 1 MiB ahead, so wrapping the stream in a `BufReader` only adds a copy.
-impl AsyncBufRead for Stream {
+impl AsyncBufRead for NativeStream {
     fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         let this = self.get_mut();
         ready!(this.poll_buffered(cx, RECEIVE_AHEAD))?;
@@ -107,7 +110,7 @@ impl AsyncBufRead for Stream {
     }
 }
 
-impl Sink {
+impl NativeSink {
     /// Waits for the send in flight (one an earlier `poll_write` or a dropped `send` left) to
     /// end, and fails if it or an earlier one failed: nothing goes out after a gap.
     fn poll_settle(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -179,7 +182,7 @@ impl Sink {
 /// A write that fails (the peer reset, the read/write timeout passed: kind `TimedOut`) breaks
 /// the sink as a failed `send` does: every later write fails too, so the byte stream never
 /// has a gap.
-impl AsyncWrite for Sink {
+impl AsyncWrite for NativeSink {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -221,6 +224,72 @@ fn send_slice_now(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
         let error = io::Error::last_os_error();
         if error.kind() != io::ErrorKind::Interrupted {
             return Err(error);
+        }
+    }
+}
+
+/// Reads as the stream's kind does: the native one as described on its impl above, the
+/// simulated one with the same contract over the run's network.
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            StreamKind::Native(stream) => Pin::new(stream).poll_read(cx, buf),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).poll_read(cx, buf),
+        }
+    }
+}
+
+/// The stream's own receive buffer, without a copy, for either kind.
+impl AsyncBufRead for Stream {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        match &mut self.get_mut().0 {
+            StreamKind::Native(stream) => Pin::new(stream).poll_fill_buf(cx),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).poll_fill_buf(cx),
+        }
+    }
+
+    fn consume(self: Pin<&mut Self>, amount: usize) {
+        match &mut self.get_mut().0 {
+            StreamKind::Native(stream) => Pin::new(stream).consume(amount),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => Pin::new(&mut **stream).consume(amount),
+        }
+    }
+}
+
+/// Writes as the sink's kind does, in order with its `send`s.
+impl AsyncWrite for Sink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().0 {
+            SinkKind::Native(sink) => Pin::new(sink).poll_write(cx, buf),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            SinkKind::Native(sink) => Pin::new(sink).poll_flush(cx),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().0 {
+            SinkKind::Native(sink) => Pin::new(sink).poll_close(cx),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(sink) => Pin::new(&mut **sink).poll_close(cx),
         }
     }
 }

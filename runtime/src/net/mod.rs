@@ -64,6 +64,8 @@
 //! runner's `Config` and run on each ring's timeout wheel.
 
 mod futures_io;
+#[cfg(feature = "deterministic")]
+mod simulated;
 
 use crate::buffer::{IoBufMut, IoBufs};
 use crate::context::Context;
@@ -92,8 +94,8 @@ const RECEIVE_CHUNK: usize = 1 << 20;
 /// The listen backlog: enough for bursts of hundreds of connects.
 const BACKLOG: i32 = 1024;
 
-/// A TCP listener.
-pub struct Listener {
+/// A TCP listener on the ring (see [`Listener`]).
+struct NativeListener {
     /// The listening socket, non-blocking.
     fd: Arc<OwnedFd>,
     /// An epoll descriptor watching `fd` for `EPOLLIN` (level-triggered): what the ring polls.
@@ -103,14 +105,8 @@ pub struct Listener {
     timeouts: Timeouts,
 }
 
-/// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
-/// reads end-of-stream), after a send still in flight is done.
-///
-/// Besides [`send`](crate::Sink::send) it is a [`futures::io::AsyncWrite`]: `poll_write`
-/// accepts what the socket takes at once or hands a copy (at most 256 KiB) to the ring,
-/// `poll_flush` waits until the kernel has every accepted byte, `poll_close` flushes and shuts
-/// the writing side. Errors are [`Error`]s as [`io::Error`]s (a timeout is kind `TimedOut`).
-pub struct Sink {
+/// The sending half of a TCP connection on the ring (see [`Sink`]).
+struct NativeSink {
     fd: Arc<OwnedFd>,
     /// A send registered by an earlier call that has not finished yet.
     pending: Option<Operation>,
@@ -121,14 +117,8 @@ pub struct Sink {
     broken: bool,
 }
 
-/// The receiving half of a TCP connection.
-///
-/// Besides [`recv`](crate::Stream::recv) and [`recv_some`](crate::Stream::recv_some) it is a
-/// [`futures::io::AsyncRead`] and a [`futures::io::AsyncBufRead`] over its own receive buffer
-/// (`Ok(0)` at the end of the stream; a timeout is an error of kind `TimedOut` that leaves the
-/// stream usable). Both ways share the buffer and the receive in flight, so they can be mixed
-/// without losing or reordering bytes.
-pub struct Stream {
+/// The receiving half of a TCP connection on the ring (see [`Stream`]).
+struct NativeStream {
     fd: Arc<OwnedFd>,
     /// The multishot receive armed by an earlier call, which stays armed across calls: its
     /// bytes wait in its slot's inbox until a call needs them.
@@ -152,6 +142,190 @@ pub struct Stream {
     /// when one first must wait, cleared when one returns.
     read_deadline: Option<Instant>,
     timeouts: Timeouts,
+}
+
+/// A TCP listener: on the worker's ring, or in a deterministic run on its simulated network.
+pub struct Listener(ListenerKind);
+
+/// Which listener: the one variant a build without the `deterministic` feature has is the
+/// native one, so the enum is the native listener's size and a match on it has no branch.
+/// The simulated variant is boxed so that, with the feature, the enum keeps the native size
+/// too (the box fits in a niche of the native half).
+enum ListenerKind {
+    Native(NativeListener),
+    #[cfg(feature = "deterministic")]
+    Simulated(Box<simulated::Listener>),
+}
+
+/// The sending half of a TCP connection. Dropping it shuts the sending side down (the peer
+/// reads end-of-stream), after a send still in flight is done.
+///
+/// Besides [`send`](crate::Sink::send) it is a [`futures::io::AsyncWrite`]: `poll_write`
+/// accepts what the socket takes at once or hands a copy (at most 256 KiB) to the ring,
+/// `poll_flush` waits until the kernel has every accepted byte, `poll_close` flushes and shuts
+/// the writing side. Errors are [`Error`]s as [`io::Error`]s (a timeout is kind `TimedOut`).
+/// In a deterministic run the same calls go to the run's simulated network.
+pub struct Sink(SinkKind);
+
+/// Which sink (see [`ListenerKind`]).
+enum SinkKind {
+    Native(NativeSink),
+    #[cfg(feature = "deterministic")]
+    Simulated(Box<simulated::Sink>),
+}
+
+/// The receiving half of a TCP connection.
+///
+/// Besides [`recv`](crate::Stream::recv) and [`recv_some`](crate::Stream::recv_some) it is a
+/// [`futures::io::AsyncRead`] and a [`futures::io::AsyncBufRead`] over its own receive buffer
+/// (`Ok(0)` at the end of the stream; a timeout is an error of kind `TimedOut` that leaves the
+/// stream usable). Both ways share the buffer and the receive in flight, so they can be mixed
+/// without losing or reordering bytes. In a deterministic run the same calls go to the run's
+/// simulated network.
+pub struct Stream(StreamKind);
+
+/// Which stream (see [`ListenerKind`]).
+enum StreamKind {
+    Native(NativeStream),
+    #[cfg(feature = "deterministic")]
+    Simulated(Box<simulated::Stream>),
+}
+
+/// The future of a native call: itself when there is no other kind (no wrapper, no branch).
+#[cfg(not(feature = "deterministic"))]
+#[inline(always)]
+fn native_path<N>(future: N) -> N {
+    future
+}
+
+/// The future of a native call, as one side of the two a deterministic build may answer.
+#[cfg(feature = "deterministic")]
+#[inline(always)]
+fn native_path<N, S>(future: N) -> futures::future::Either<N, S> {
+    futures::future::Either::Left(future)
+}
+
+/// The future of a simulated call, as the other side.
+#[cfg(feature = "deterministic")]
+#[inline(always)]
+fn simulated_path<N, S>(future: S) -> futures::future::Either<N, S> {
+    futures::future::Either::Right(future)
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            ListenerKind::Native(listener) => listener.fmt(f),
+            #[cfg(feature = "deterministic")]
+            ListenerKind::Simulated(listener) => listener.fmt(f),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            SinkKind::Native(sink) => sink.fmt(f),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(sink) => sink.fmt(f),
+        }
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            StreamKind::Native(stream) => stream.fmt(f),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => stream.fmt(f),
+        }
+    }
+}
+
+impl crate::Listener for Listener {
+    type Sink = Sink;
+    type Stream = Stream;
+
+    fn accept(&mut self) -> impl Future<Output = Result<(SocketAddr, Sink, Stream), Error>> + Send {
+        match &mut self.0 {
+            ListenerKind::Native(listener) => native_path(listener.accept()),
+            #[cfg(feature = "deterministic")]
+            ListenerKind::Simulated(listener) => {
+                simulated_path(futures::FutureExt::map(listener.accept(), |accepted| {
+                    accepted.map(|(peer, sink, stream)| {
+                        (
+                            peer,
+                            Sink(SinkKind::Simulated(Box::new(sink))),
+                            Stream(StreamKind::Simulated(Box::new(stream))),
+                        )
+                    })
+                }))
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        match &self.0 {
+            ListenerKind::Native(listener) => listener.local_addr(),
+            #[cfg(feature = "deterministic")]
+            ListenerKind::Simulated(listener) => Ok(listener.local_addr()),
+        }
+    }
+}
+
+impl crate::Sink for Sink {
+    fn send(
+        &mut self,
+        bufs: impl Into<IoBufs> + Send,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        match &mut self.0 {
+            SinkKind::Native(sink) => native_path(sink.send(bufs.into())),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(sink) => simulated_path(sink.send(bufs.into())),
+        }
+    }
+}
+
+impl crate::Stream for Stream {
+    fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+        match &mut self.0 {
+            StreamKind::Native(stream) => native_path(stream.recv(len)),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => simulated_path(stream.receive(len, false)),
+        }
+    }
+
+    fn recv_some(&mut self, max: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+        match &mut self.0 {
+            StreamKind::Native(stream) => native_path(stream.recv_some(max)),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(stream) => simulated_path(stream.receive(max, true)),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Sink {
+    /// Test view: the native socket's descriptor.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        match &self.0 {
+            SinkKind::Native(sink) => sink.raw_fd(),
+            #[cfg(feature = "deterministic")]
+            SinkKind::Simulated(_) => unreachable!("a simulated sink has no descriptor"),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Stream {
+    /// Test view of the native stream's armed multishot receive (see `NativeStream`).
+    pub(crate) fn armed_state(&self) -> Option<(usize, Option<String>)> {
+        match &self.0 {
+            StreamKind::Native(stream) => stream.armed_state(),
+            #[cfg(feature = "deterministic")]
+            StreamKind::Simulated(_) => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -201,7 +375,7 @@ fn addresses(fd: &OwnedFd) -> (Option<SocketAddr>, Option<SocketAddr>) {
 }
 
 /// Shows the socket's descriptor and its addresses, never buffered bytes.
-impl std::fmt::Debug for Listener {
+impl std::fmt::Debug for NativeListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let local = with_std_listener(&self.fd, |listener| listener.local_addr().ok());
         f.debug_struct("Listener")
@@ -212,14 +386,14 @@ impl std::fmt::Debug for Listener {
 }
 
 /// Shows the socket's descriptor and its addresses, never bytes in flight.
-impl std::fmt::Debug for Sink {
+impl std::fmt::Debug for NativeSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         debug_half(f, "Sink", &self.fd, ("broken", self.broken))
     }
 }
 
 /// Shows the socket's descriptor and its addresses, never received bytes.
-impl std::fmt::Debug for Stream {
+impl std::fmt::Debug for NativeStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         debug_half(f, "Stream", &self.fd, ("closed", self.closed))
     }
@@ -249,19 +423,19 @@ fn shutdown(fd: &OwnedFd, how: i32) {
 }
 
 /// The halves of a connected socket, with `TCP_NODELAY` set.
-fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
+fn connection(fd: OwnedFd, timeouts: Timeouts) -> (NativeSink, NativeStream) {
     let stream = std::net::TcpStream::from(fd);
     // Best effort: a socket that refuses it still works, only with Nagle's delays.
     let _ = stream.set_nodelay(true);
     let fd = Arc::new(OwnedFd::from(stream));
     (
-        Sink {
+        NativeSink {
             fd: fd.clone(),
             pending: None,
             timeouts,
             broken: false,
         },
-        Stream {
+        NativeStream {
             fd,
             armed: None,
             one_at_a_time: false,
@@ -276,7 +450,7 @@ fn connection(fd: OwnedFd, timeouts: Timeouts) -> (Sink, Stream) {
     )
 }
 
-fn bind(address: SocketAddr, timeouts: Timeouts) -> io::Result<Listener> {
+fn bind(address: SocketAddr, timeouts: Timeouts) -> io::Result<NativeListener> {
     // std sets SO_REUSEADDR, so connections of an earlier server in TIME_WAIT do not hold the
     // port.
     let listener = std::net::TcpListener::bind(address)?;
@@ -287,7 +461,7 @@ fn bind(address: SocketAddr, timeouts: Timeouts) -> io::Result<Listener> {
     }
     listener.set_nonblocking(true)?;
     let readiness = readiness_set(listener.as_raw_fd())?;
-    Ok(Listener {
+    Ok(NativeListener {
         fd: Arc::new(OwnedFd::from(listener)),
         readiness: Arc::new(readiness),
         pending: None,
@@ -370,29 +544,50 @@ async fn dial(address: SocketAddr, timeouts: Timeouts) -> Result<(Sink, Stream),
         other => unreachable!("a connect answered {other:?}"),
     }
     let fd = Arc::try_unwrap(fd).expect("the connect is done and holds the socket no more");
-    Ok(connection(fd, timeouts))
+    let (sink, stream) = connection(fd, timeouts);
+    Ok((
+        Sink(SinkKind::Native(sink)),
+        Stream(StreamKind::Native(stream)),
+    ))
 }
 
 impl Network for Context {
     type Listener = Listener;
 
     fn bind(&self, address: SocketAddr) -> impl Future<Output = Result<Listener, Error>> + Send {
-        let bound = bind(address, Timeouts::of(self)).map_err(|e| Error::BindFailed(address, e));
-        std::future::ready(bound)
+        let timeouts = Timeouts::of(self);
+        #[cfg(feature = "deterministic")]
+        if let Some(simulation) = &self.runtime().simulation {
+            let bound = simulated::bind(simulation, address, timeouts);
+            return std::future::ready(
+                bound.map(|listener| Listener(ListenerKind::Simulated(Box::new(listener)))),
+            );
+        }
+        let bound = bind(address, timeouts).map_err(|e| Error::BindFailed(address, e));
+        std::future::ready(bound.map(|listener| Listener(ListenerKind::Native(listener))))
     }
 
     fn dial(
         &self,
         address: SocketAddr,
     ) -> impl Future<Output = Result<(Sink, Stream), Error>> + Send {
-        dial(address, Timeouts::of(self))
+        #[cfg(feature = "deterministic")]
+        if let Some(simulation) = &self.runtime().simulation {
+            let dialed = simulated::dial(simulation.clone(), address, Timeouts::of(self));
+            return simulated_path(futures::FutureExt::map(dialed, |dialed| {
+                dialed.map(|(sink, stream)| {
+                    (
+                        Sink(SinkKind::Simulated(Box::new(sink))),
+                        Stream(StreamKind::Simulated(Box::new(stream))),
+                    )
+                })
+            }));
+        }
+        native_path(dial(address, Timeouts::of(self)))
     }
 }
 
-impl crate::Listener for Listener {
-    type Sink = Sink;
-    type Stream = Stream;
-
+impl NativeListener {
     fn accept(&mut self) -> impl Future<Output = Result<(SocketAddr, Sink, Stream), Error>> + Send {
         poll_fn(move |cx| {
             loop {
@@ -412,8 +607,14 @@ impl crate::Listener for Listener {
                             None => peer_address(&sink.fd),
                         };
                         return Poll::Ready(
-                            peer.map(|peer| (peer, sink, stream))
-                                .map_err(Error::AcceptFailed),
+                            peer.map(|peer| {
+                                (
+                                    peer,
+                                    Sink(SinkKind::Native(sink)),
+                                    Stream(StreamKind::Native(stream)),
+                                )
+                            })
+                            .map_err(Error::AcceptFailed),
                         );
                     }
                     Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
@@ -445,7 +646,7 @@ fn with_std_listener<R>(fd: &OwnedFd, f: impl FnOnce(&std::net::TcpListener) -> 
     f(&listener)
 }
 
-impl Drop for Listener {
+impl Drop for NativeListener {
     fn drop(&mut self) {
         if self.pending.as_ref().is_some_and(Operation::is_registered) {
             // Makes the socket readable (a shut listener reports end-of-file), so the readiness
@@ -455,13 +656,10 @@ impl Drop for Listener {
     }
 }
 
-impl crate::Sink for Sink {
-    fn send(
-        &mut self,
-        bufs: impl Into<IoBufs> + Send,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
+impl NativeSink {
+    fn send(&mut self, bufs: IoBufs) -> Sending<'_> {
         Sending {
-            bufs: Some(bufs.into()).filter(|bufs| !bufs.is_empty()),
+            bufs: Some(bufs).filter(|bufs| !bufs.is_empty()),
             sink: self,
             deadline: None,
             finished: false,
@@ -476,7 +674,7 @@ impl crate::Sink for Sink {
 /// A send in flight that it did not register (one a `poll_write` left, whose bytes that call
 /// reported written) is not its to give up: it stays in flight for the next call to settle.
 struct Sending<'a> {
-    sink: &'a mut Sink,
+    sink: &'a mut NativeSink,
     /// The bytes not yet offered to the socket.
     bufs: Option<IoBufs>,
     /// This call's deadline, set when it first registers a send.
@@ -512,7 +710,7 @@ impl Drop for Sending<'_> {
     }
 }
 
-impl Sink {
+impl NativeSink {
     fn poll_send(
         &mut self,
         cx: &mut std::task::Context<'_>,
@@ -599,7 +797,7 @@ fn send_now(fd: &OwnedFd, bufs: &IoBufs) -> io::Result<usize> {
     Ok(sent as usize)
 }
 
-impl Sink {
+impl NativeSink {
     /// Test view: the socket's descriptor.
     #[cfg(test)]
     pub(crate) fn raw_fd(&self) -> RawFd {
@@ -607,7 +805,7 @@ impl Sink {
     }
 }
 
-impl Drop for Sink {
+impl Drop for NativeSink {
     fn drop(&mut self) {
         // With a send in flight, the driver shuts the writing side once the send is done, so
         // the peer still reads every byte before end-of-stream.
@@ -618,8 +816,8 @@ impl Drop for Sink {
     }
 }
 
-impl crate::Stream for Stream {
-    fn recv(&mut self, len: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+impl NativeStream {
+    fn recv(&mut self, len: usize) -> Receiving<'_> {
         Receiving {
             stream: self,
             len,
@@ -629,7 +827,7 @@ impl crate::Stream for Stream {
         }
     }
 
-    fn recv_some(&mut self, max: usize) -> impl Future<Output = Result<IoBufs, Error>> + Send {
+    fn recv_some(&mut self, max: usize) -> Receiving<'_> {
         Receiving {
             stream: self,
             len: max,
@@ -647,7 +845,7 @@ impl crate::Stream for Stream {
 /// stream, not to a call (it stays armed after a call resolves too): it is left armed, and
 /// ends when it pauses or the stream is dropped.
 struct Receiving<'a> {
-    stream: &'a mut Stream,
+    stream: &'a mut NativeStream,
     /// Exactly this many bytes, or (`up_to`) at most this many and at least one.
     len: usize,
     /// `recv_some`: what has come, up to `len` bytes.
@@ -695,7 +893,7 @@ impl Drop for Receiving<'_> {
     }
 }
 
-impl Stream {
+impl NativeStream {
     /// Test view of the armed multishot receive: bytes in its inbox, and how it ended, if it
     /// has (left in place).
     #[cfg(test)]
@@ -863,7 +1061,7 @@ impl Stream {
     }
 }
 
-impl Drop for Stream {
+impl Drop for NativeStream {
     fn drop(&mut self) {
         if self.armed.is_some() || self.pending.as_ref().is_some_and(Operation::is_registered) {
             // Ends the receive in flight (it reads end-of-stream), so the socket closes.
@@ -873,5 +1071,21 @@ impl Drop for Stream {
         if let Some(armed) = &self.armed {
             crate::worker::operation::cancel(armed);
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The public halves are the native ones' size, with the `deterministic` feature or
+    /// without: the simulated variant costs the native path nothing.
+    #[test]
+    fn the_public_halves_are_the_native_size() {
+        use std::mem::size_of;
+        assert_eq!(
+            size_of::<super::Listener>(),
+            size_of::<super::NativeListener>()
+        );
+        assert_eq!(size_of::<super::Sink>(), size_of::<super::NativeSink>());
+        assert_eq!(size_of::<super::Stream>(), size_of::<super::NativeStream>());
     }
 }

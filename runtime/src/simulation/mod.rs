@@ -19,6 +19,7 @@
 
 mod auditor;
 pub(crate) mod disk;
+pub(crate) mod network;
 
 pub use crate::random::Rng;
 pub use auditor::Auditor;
@@ -68,6 +69,8 @@ pub(crate) struct Simulation {
     /// `base` never shows.
     base: Instant,
     state: Mutex<Carried>,
+    /// The simulated network: not carried across a crash (its connections die with it).
+    network: network::Network,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -85,6 +88,7 @@ impl Simulation {
             seed,
             base: Instant::now(),
             state: Mutex::new(carried),
+            network: network::Network::default(),
         })
     }
 
@@ -137,6 +141,11 @@ impl Simulation {
         let mut state = self.state.lock();
         state.auditor.record("draw", &[kind.as_bytes()]);
         f(&mut state.rng)
+    }
+
+    /// The run's simulated network.
+    pub(crate) fn network(&self) -> &network::Network {
+        &self.network
     }
 
     /// A new logical task id: the run's tasks are numbered in spawn order.
