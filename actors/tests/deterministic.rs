@@ -35,7 +35,7 @@ const SLACK: Duration = Duration::from_millis(20);
 
 /// A number in `0..bound` drawn from the run's generator.
 fn draw(bound: usize) -> usize {
-    (deterministic::random_u64() % bound as u64) as usize
+    (runtime::random_u64() % bound as u64) as usize
 }
 
 /// The virtual time since the run began.
@@ -1236,7 +1236,7 @@ fn busy_program(seed: u64) -> (Vec<String>, u64, Duration) {
             );
             tasks.push(context.clone().spawn(move |_| async move {
                 for step in 0..8u64 {
-                    let value = deterministic::random_u64() % 1000;
+                    let value = runtime::random_u64() % 1000;
                     match value % 5 {
                         0 => {
                             let _ = members[(value % 4) as usize].fail().await;

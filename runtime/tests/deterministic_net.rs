@@ -300,14 +300,14 @@ fn bytes_are_never_lost_or_reordered() {
             })
             .start(|context| async move {
                 let mut listener = context.bind(SocketAddr::new(SERVER, 7006)).await.unwrap();
-                let total = 100_000 + (deterministic::random_u64() % 100_000) as usize;
+                let total = 100_000 + (runtime::random_u64() % 100_000) as usize;
                 let writer = context.child("writer").spawn(move |context| {
                     on_host(CLIENT, async move {
                         let (mut sink, _stream) =
                             context.dial(SocketAddr::new(SERVER, 7006)).await.unwrap();
                         let mut offset = 0;
                         while offset < total {
-                            let size = 1 + (deterministic::random_u64() % 9000) as usize;
+                            let size = 1 + (runtime::random_u64() % 9000) as usize;
                             let chunk: Vec<u8> =
                                 (offset..(offset + size).min(total)).map(pattern).collect();
                             offset += chunk.len();
@@ -320,17 +320,17 @@ fn bytes_are_never_lost_or_reordered() {
                 let chaos = context.child("chaos").spawn(|context| async move {
                     let network = deterministic::network();
                     for _ in 0..5 {
-                        let pause = deterministic::random_u64() % 30;
+                        let pause = runtime::random_u64() % 30;
                         context.sleep(Duration::from_millis(pause)).await;
                         network.partition(CLIENT, SERVER);
-                        let pause = deterministic::random_u64() % 30;
+                        let pause = runtime::random_u64() % 30;
                         context.sleep(Duration::from_millis(pause)).await;
                         network.heal_all();
                     }
                 });
                 let mut received = 0;
                 loop {
-                    let max = 1 + (deterministic::random_u64() % 20_000) as usize;
+                    let max = 1 + (runtime::random_u64() % 20_000) as usize;
                     match stream.recv_some(max).await {
                         Ok(chunk) => {
                             let chunk = bytes(chunk);
