@@ -266,15 +266,15 @@ fn a_paged_blob_recovers_a_prefix_of_its_stream() {
 
 /// Every synced byte of a paged log reads back after any crash.
 ///
-/// Fails today (seeds 70 and 188): the writer rewrites the partial page that ends the synced
-/// bytes when it appends, and writes the pages after it; a crash that keeps those later pages
-/// but loses the rewrite (both may sit in one kernel page and tear at a sector boundary, or in
+/// Found by seeds 70 and 188: the writer rewrites the partial page that ends the synced bytes
+/// when it appends, and writes the pages after it; a crash that keeps those later pages but
+/// loses the rewrite (both may sit in one kernel page and tear at a sector boundary, or in
 /// two written back in either order) leaves the partial page valid only for its synced bytes
 /// with valid pages after it. Recovery reads back from the end, finds the last page valid and
-/// keeps everything, and the synced bytes of that page then read as `BlobCorrupt`.
+/// keeps everything; a read of the synced bytes then asked the whole partial page to verify
+/// and failed with `BlobCorrupt`, so a log replaying to the damage lost them. A read now asks
+/// only the bytes it needs to verify.
 #[test]
-#[ignore = "paged recovery keeps pages past a synced partial page whose rewrite a crash lost \
-            (seeds 70, 188)"]
 fn a_paged_blob_reads_back_everything_it_synced() {
     for seed in 0..200 {
         let crash = paged_crash(seed);

@@ -98,6 +98,10 @@ pub struct LogReport {
     pub pages: Recovery,
     /// A last record cut short, which the store cut (after the runtime's recovery).
     pub torn_record: Option<TornRecord>,
+    /// Pages a lost machine wrote out of order after the last sync: the file offset where a
+    /// synced partial page's bytes end with pages after it that its replay could not read
+    /// (the store cut there, at its last whole record; see [`replay`]).
+    pub out_of_order: Option<u64>,
 }
 
 /// A last record cut short: where it started and where its bytes are kept.
@@ -162,7 +166,17 @@ impl Report {
                     kept(&log.pages.set_aside)
                 ));
             }
-            if let Some(torn) = &log.torn_record {
+            if let (Some(torn), Some(end)) = (&log.torn_record, log.out_of_order) {
+                lines.push(format!(
+                    "recovery of {} cut at byte {} of the file: the synced bytes end at byte {} \
+                     in a partial page, and pages after it that a lost machine wrote out of \
+                     order (since the last sync) do not all verify; {}",
+                    log.file,
+                    torn.offset,
+                    end,
+                    kept(&Some(torn.set_aside.clone()))
+                ));
+            } else if let Some(torn) = &log.torn_record {
                 lines.push(format!(
                     "recovery of {} cut a last record cut short at byte {} of the file (a \
                      write a crash interrupted, or a damaged end); {}",
@@ -342,6 +356,7 @@ async fn open_log(
         file: file(name),
         pages,
         torn_record: None,
+        out_of_order: None,
     };
     Ok((writer, report))
 }
@@ -378,26 +393,82 @@ async fn replay(
     data: &mut Data,
     torn: TornTail,
 ) -> Result<(Writer, log::Replayed, LogReport), StartError> {
-    let (writer, report) = open_log(runtime, cache, name, torn).await?;
+    let (writer, mut report) = open_log(runtime, cache, name, torn).await?;
     let size = writer.size();
     let mut replayer = log::Replayer::default();
-    let mut offset = 0;
-    while offset < size {
-        let len = (size - offset).min(64 * u64::from(PAGE));
-        let piece = writer
-            .read_at(offset, len as usize)
-            .await
-            .map_err(|error| damaged(name, error))?;
+    let feed = |replayer: &mut log::Replayer, piece: &[u8], data: &mut Data| {
         replayer
-            .feed(&piece, data)
+            .feed(piece, data)
             .map_err(|damage| StartError::Damaged {
                 file: file(name),
                 offset: file_offset(damage.at),
                 what: damage.what,
-            })?;
+            })
+    };
+    let mut offset = 0;
+    while offset < size {
+        let len = (size - offset).min(64 * u64::from(PAGE));
+        match writer.read_at(offset, len as usize).await {
+            Ok(piece) => feed(&mut replayer, &piece, data)?,
+            Err(error @ runtime::Error::BlobCorrupt { .. }) => {
+                let Some(end) =
+                    synced_partial_end(&writer, offset, &error, &mut replayer, data, &feed).await?
+                else {
+                    return Err(damaged(name, error));
+                };
+                if torn == TornTail::Refuse {
+                    return Err(StartError::Torn {
+                        file: file(name),
+                        offset: end,
+                        what: "pages past a synced partial page, written out of order by a \
+                               lost machine"
+                            .into(),
+                    });
+                }
+                report.out_of_order = Some(end);
+                break;
+            }
+            Err(error) => return Err(damaged(name, error)),
+        }
         offset += len;
     }
     Ok((writer, replayer.finish(), report))
+}
+
+/// A replay that failed at a page reading from `offset`: if that page still verifies as a
+/// partial page (a slot shorter than the page), it is the page the last sync closed, whose
+/// rewrite a lost machine did not keep while it kept pages after it (the writer never
+/// rewrites a page before the partial one, so a partial page with pages after it is only
+/// that: see `runtime::buffer::paged`). Feeds the replay the pages before it and its synced
+/// bytes, and returns the file offset where those end; `None` when the page verifies
+/// nothing, which is damage.
+async fn synced_partial_end(
+    writer: &Writer,
+    offset: u64,
+    error: &runtime::Error,
+    replayer: &mut log::Replayer,
+    data: &mut Data,
+    feed: &impl Fn(&mut log::Replayer, &[u8], &mut Data) -> Result<(), StartError>,
+) -> Result<Option<u64>, StartError> {
+    let runtime::Error::BlobCorrupt { offset: at, .. } = error else {
+        return Ok(None);
+    };
+    let page = at / PHYSICAL;
+    let page_size = NonZeroU16::new(PAGE).expect("non-zero");
+    let Some(synced) = runtime::buffer::paged::salvage_page(writer.blob(), page_size, page).await?
+    else {
+        return Ok(None);
+    };
+    if synced.len() >= usize::from(PAGE) {
+        return Ok(None);
+    }
+    let start = page * u64::from(PAGE);
+    if start > offset {
+        let before = writer.read_at(offset, (start - offset) as usize).await?;
+        feed(replayer, &before, data)?;
+    }
+    feed(replayer, &synced, data)?;
+    Ok(Some(page * PHYSICAL + synced.len() as u64))
 }
 
 /// A read of log `name` that failed: damage where a page fails its checksum, a torn tail
@@ -453,10 +524,13 @@ async fn cut_torn_record(
 ///
 /// A generation newer than the current one is a rewrite a crash interrupted: it never served
 /// a write (a rewrite's first commit removes its predecessor before it answers anyone), so it
-/// is removed, once the current one has opened. If it is damaged (a crash during its first
-/// commit can leave any of that commit's pages missing), nothing of it that verifies says
-/// `Current`, and an older generation is current, the older one is the store and the damaged
-/// one is left where it is; if anything of it says `Current`, the damage stops the start. A
+/// is removed, once the current one has opened. If it is damaged and an older generation is
+/// current, the older one is the store and the damaged one is left where it is, whatever it
+/// holds: the older one still exists, so no answer was given from the newer one (the store
+/// answers nothing from a new generation before its predecessor's removal is durable), and
+/// the older holds every acknowledged write. A lost machine can leave that shape with
+/// `Current` in it: the first commit's pages written out of order, a page of it lost and the
+/// one holding `Current` kept (found by the deterministic crash test, seed 2708). A
 /// generation without `Current` that has no older one (nor a first-version log) to fall back
 /// on is refused as damaged, unless it holds nothing at all.
 pub async fn open(
@@ -497,13 +571,16 @@ pub async fn open(
         let (writer, replayed, mut log_report) = match opened {
             Ok(opened) => opened,
             Err(error @ StartError::Damaged { .. }) if index + 1 < generations.len() => {
-                // Maybe the torn first commit of a rewrite, which never served a write: so
-                // only if nothing of it that verifies says `Current`. It stays where it is
-                // (for `--repair`, or for the next rewrite, which takes its place).
-                let (segments, _) = salvage_pages(runtime, name.as_bytes(), Pages::Raw).await?;
-                if log::salvage(&segments, &mut Data::default()).1 {
-                    return Err(error);
-                }
+                // A rewrite whose first commit a crash interrupted: its predecessor is still
+                // here, so nothing was answered from it (see the function's docs), even if
+                // what survived of it says `Current`. It stays where it is (for `--repair`,
+                // or for the next rewrite, which takes its place).
+                report.notes.push(format!(
+                    "{} is a rewrite a crash interrupted during its first commit, and damaged \
+                     ({error}); the generation before it is the store, and it is left where \
+                     it is",
+                    file(name.as_bytes())
+                ));
                 damage.get_or_insert(error);
                 continue;
             }

@@ -303,13 +303,15 @@ impl Paged {
                 .coalesce();
             for (index, bytes) in bytes.chunks_exact(physical).enumerate() {
                 let page = page + index as u64;
-                let held = self
-                    .layout
-                    .verify(&self.blob, page, bytes, expected(page))?;
-                let held = held.min(expected(page));
-                self.cache.insert((self.id, page), &bytes[..held]);
                 let start = (page * page_size).max(position);
                 let stop = ((page + 1) * page_size).min(end);
+                // Only the bytes this read needs must verify: a page the last sync closed
+                // partial, whose rewrite a lost machine did not keep while it kept pages
+                // after it, still hands out its synced bytes (a read past them fails).
+                let needed = (stop - page * page_size) as usize;
+                let held = self.layout.verify(&self.blob, page, bytes, needed)?;
+                let held = held.min(expected(page));
+                self.cache.insert((self.id, page), &bytes[..held]);
                 let within = (start - page * page_size) as usize;
                 let at = (start - offset) as usize;
                 let len = (stop - start) as usize;
