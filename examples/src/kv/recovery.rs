@@ -575,12 +575,14 @@ pub async fn open(
                 // here, so nothing was answered from it (see the function's docs), even if
                 // what survived of it says `Current`. It stays where it is (for `--repair`,
                 // or for the next rewrite, which takes its place).
-                report.notes.push(format!(
-                    "{} is a rewrite a crash interrupted during its first commit, and damaged \
-                     ({error}); the generation before it is the store, and it is left where \
-                     it is",
-                    file(name.as_bytes())
-                ));
+                if let StartError::Damaged { file, offset, what } = &error {
+                    report.notes.push(format!(
+                        "{file}, a rewrite a crash interrupted during its first commit, is \
+                         damaged at byte {offset} of the file ({what}); the generation before \
+                         it is the store (nothing was answered from this one), and it is left \
+                         where it is"
+                    ));
+                }
                 damage.get_or_insert(error);
                 continue;
             }
