@@ -32,7 +32,7 @@ const CLIENTS: usize = 3;
 /// Keys per client.
 const KEYS: usize = 4;
 /// Crash-and-recover rounds per seed.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 2;
 
 /// What the clients did to each key (`[client][key]`): the last version acknowledged, and the
 /// last version issued (acknowledged or not). Version 0 is "never written".
@@ -50,12 +50,10 @@ fn key(client: usize, index: usize) -> Vec<u8> {
 /// pages; the padding repeats the version, so any stray byte shows.
 fn value(version: u64) -> Bytes {
     let padding = (random_u64() % 6000) as usize;
-    let mut text = format!("v{version}:");
+    let head = format!("v{version}:");
     let fill = format!("{version:x}");
-    while text.len() < padding {
-        text.push_str(&fill);
-    }
-    Bytes::from(text)
+    let copies = padding.saturating_sub(head.len()).div_ceil(fill.len());
+    Bytes::from(head + &fill.repeat(copies))
 }
 
 /// The version a value names, checking that the value is exactly what [`value`] wrote.
@@ -78,8 +76,8 @@ fn version_of(value: &[u8]) -> u64 {
 fn options() -> Options {
     Options {
         durability: Durability::Always,
-        // Small, so automatic rewrites happen within a run.
-        rewrite_min_bytes: 16 << 10,
+        // Small, so automatic rewrites happen within a run (every few dozen writes).
+        rewrite_min_bytes: 128 << 10,
         rewrite_ratio: 2,
         strict: false,
     }
@@ -120,7 +118,7 @@ async fn client(store: StoreRef, client: usize, progress: Arc<Mutex<Progress>>) 
 async fn rewriter(context: Context, store: StoreRef) {
     loop {
         context
-            .sleep(Duration::from_millis(random_u64() % 40))
+            .sleep(Duration::from_millis(10 + random_u64() % 90))
             .await;
         let _ = store.run(vec![Op::Rewrite]).await;
     }
@@ -209,7 +207,7 @@ async fn round(context: Context, before: Progress) -> Progress {
             .spawn(move |context| rewriter(context, rewrites)),
     );
     context
-        .sleep(Duration::from_micros(random_u64() % 150_000))
+        .sleep(Duration::from_micros(random_u64() % 100_000))
         .await;
     progress.lock().unwrap().clone()
 }

@@ -38,7 +38,6 @@
 
 use super::Rng;
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The unit a disk writes atomically, as torn writes keep or lose it.
@@ -557,21 +556,18 @@ impl Disk {
 
     /// A digest of the durable image: every partition, entry and durable byte, in order.
     pub(crate) fn digest(&self) -> u64 {
-        let mut hasher = DefaultHasher::new();
+        let mut hasher = super::Auditor::default();
         for (name, existing) in &self.partitions {
-            hasher.write(name.as_bytes());
-            hasher.write_u8(0xff);
-            hasher.write_u8(u8::from(existing.durable));
+            hasher.record("partition", &[name.as_bytes(), &[u8::from(existing.durable)]]);
             for (file, entry) in &existing.entries {
-                hasher.write(file.as_bytes());
-                hasher.write_u8(0xff);
-                hasher.write_u8(u8::from(entry.durable));
                 let durable = &self.inode(entry.inode).durable;
-                hasher.write_usize(durable.len());
-                hasher.write(durable);
+                hasher.record(
+                    "entry",
+                    &[file.as_bytes(), &[u8::from(entry.durable)], durable],
+                );
             }
         }
-        hasher.finish()
+        hasher.digest()
     }
 }
 
