@@ -5,13 +5,17 @@
 //! the removal of the generation it replaced. Unsynced writes are then lost, kept, torn or
 //! kept in part, as the simulated storage draws them. The store starts again over what
 //! survived, and must:
-//! - start (recovery cuts a torn tail aside and reports it; nothing a crash can leave is
-//!   refused as damage);
+//! - start: recovery cuts what a crash left aside and reports it. One shape a lost machine can
+//!   leave is refused as damage: a commit that never completed, written out of order, one of
+//!   its pages lost and a later one kept, which nothing in the pages tells from damage to
+//!   pages an earlier sync made durable. Then the store says to run `--repair`, and the test
+//!   does ([`kv::repair`]), as an operator would;
 //! - hold, for every key, the last value acknowledged for it or a later one that was written
 //!   but not yet acknowledged at the crash: never an older one, never bytes that were not
 //!   written.
 //!
-//! Then it takes more writes and crashes again, twice, each recovery checked the same way.
+//! Then it takes more writes and crashes again ([`SEARCH`]: two crashes a seed), each
+//! recovery checked the same way.
 //!
 //! `RUNTIME_SEEDS=0..10000 cargo test --release -p examples --test kv_crash` runs it over
 //! more seeds; a failing seed prints itself and replays alone with `RUNTIME_SEED=n`.
@@ -31,8 +35,36 @@ use std::time::Duration;
 const CLIENTS: usize = 3;
 /// Keys per client.
 const KEYS: usize = 4;
-/// Crash-and-recover rounds per seed.
-const ROUNDS: usize = 2;
+/// How a seed's rounds write, crash and rewrite.
+#[derive(Clone, Copy, Debug)]
+struct Workload {
+    /// Crash-and-recover rounds per seed (a final start checks the last).
+    rounds: usize,
+    /// The longest a round writes before it crashes (the seed draws up to this).
+    writing: Duration,
+    /// The log is rewritten past this size (and twice the live data).
+    rewrite_min_bytes: u64,
+    /// A rewrite is asked for every `.0` plus up to `.1` milliseconds.
+    rewrite_every: (u64, u64),
+}
+
+/// The workload of the seed ranges: two crashes a seed, automatic rewrites now and then,
+/// asked-for ones every 10-100 ms (10,000 seeds in about half a minute on two cores).
+const SEARCH: Workload = Workload {
+    rounds: 2,
+    writing: Duration::from_millis(100),
+    rewrite_min_bytes: 128 << 10,
+    rewrite_every: (10, 90),
+};
+
+/// The workload the bugs below were found with: three crashes a seed, rewrites all the time.
+/// Their seeds replay them under it.
+const FOUND: Workload = Workload {
+    rounds: 3,
+    writing: Duration::from_millis(150),
+    rewrite_min_bytes: 16 << 10,
+    rewrite_every: (0, 40),
+};
 
 /// What the clients did to each key (`[client][key]`): the last version acknowledged, and the
 /// last version issued (acknowledged or not). Version 0 is "never written".
@@ -73,11 +105,11 @@ fn version_of(value: &[u8]) -> u64 {
     version
 }
 
-fn options() -> Options {
+fn options(workload: Workload) -> Options {
     Options {
         durability: Durability::Always,
-        // Small, so automatic rewrites happen within a run (every few dozen writes).
-        rewrite_min_bytes: 128 << 10,
+        // Small, so automatic rewrites happen within a run.
+        rewrite_min_bytes: workload.rewrite_min_bytes,
         rewrite_ratio: 2,
         strict: false,
     }
@@ -115,10 +147,10 @@ async fn client(store: StoreRef, client: usize, progress: Arc<Mutex<Progress>>) 
 }
 
 /// Asks for a rewrite of the log now and then.
-async fn rewriter(context: Context, store: StoreRef) {
+async fn rewriter(context: Context, store: StoreRef, (every, spread): (u64, u64)) {
     loop {
         context
-            .sleep(Duration::from_millis(10 + random_u64() % 90))
+            .sleep(Duration::from_millis(every + random_u64() % spread))
             .await;
         let _ = store.run(vec![Op::Rewrite]).await;
     }
@@ -168,8 +200,11 @@ thread_local! {
 /// pages tells that from damage to pages an earlier sync made durable, so the store refuses
 /// with the file and offset, as redis-server refuses an AOF damaged anywhere but at its end.
 /// Then `--repair` ([`kv::repair`]) must keep every acknowledged write, which `check` sees.
-async fn start(context: &Context) -> (StoreRef, actors::supervisor::SupervisorRef) {
-    match kv::start_store(context, options()).await {
+async fn start(
+    context: &Context,
+    workload: Workload,
+) -> (StoreRef, actors::supervisor::SupervisorRef) {
+    match kv::start_store(context, options(workload)).await {
         Ok(started) => started,
         Err(error @ kv::StartError::Damaged { .. }) => {
             eprintln!("kv_crash: repairing, as the store says: {error}");
@@ -178,7 +213,7 @@ async fn start(context: &Context) -> (StoreRef, actors::supervisor::SupervisorRe
             kv::repair(context)
                 .await
                 .unwrap_or_else(|error| panic!("the damaged log is repaired: {error}"));
-            kv::start_store(context, options())
+            kv::start_store(context, options(workload))
                 .await
                 .unwrap_or_else(|error| panic!("the store starts after a repair: {error}"))
         }
@@ -188,8 +223,8 @@ async fn start(context: &Context) -> (StoreRef, actors::supervisor::SupervisorRe
 
 /// One round: recover (checking what the last round acknowledged), write for a stretch of
 /// virtual time drawn from the seed, crash.
-async fn round(context: Context, before: Progress) -> Progress {
-    let (store, _supervisor) = start(&context).await;
+async fn round(context: Context, before: Progress, workload: Workload) -> Progress {
+    let (store, _supervisor) = start(&context, workload).await;
     check(&store, &before).await;
     let progress = Arc::new(Mutex::new(before));
     for id in 0..CLIENTS {
@@ -204,32 +239,35 @@ async fn round(context: Context, before: Progress) -> Progress {
     drop(
         context
             .child("rewriter")
-            .spawn(move |context| rewriter(context, rewrites)),
+            .spawn(move |context| rewriter(context, rewrites, workload.rewrite_every)),
     );
     context
-        .sleep(Duration::from_micros(random_u64() % 100_000))
+        .sleep(Duration::from_micros(
+            random_u64() % workload.writing.as_micros() as u64,
+        ))
         .await;
     progress.lock().unwrap().clone()
 }
 
 /// Runs seed `seed`'s rounds and final check; returns how many of its starts needed the repair.
-fn crash_and_recover(seed: u64) -> u64 {
+fn crash_and_recover(seed: u64, workload: Workload) -> u64 {
     let repaired = REPAIRED_HERE.with(|count| count.replace(0));
     let mut progress = Progress::default();
     let mut checkpoint: Option<Checkpoint> = None;
-    for _ in 0..ROUNDS {
+    for _ in 0..workload.rounds {
         let runner = match checkpoint.take() {
             None => Runner::seeded(seed),
             Some(checkpoint) => Runner::recover(checkpoint),
         };
         let before = progress.clone();
-        let (after, crashed) = runner.start_and_recover(move |context| round(context, before));
+        let (after, crashed) =
+            runner.start_and_recover(move |context| round(context, before, workload));
         progress = after;
         checkpoint = Some(crashed);
     }
     let last = progress;
     Runner::recover(checkpoint.expect("crashed")).start(move |context| async move {
-        let (store, _supervisor) = start(&context).await;
+        let (store, _supervisor) = start(&context, workload).await;
         check(&store, &last).await;
     });
     REPAIRED_HERE.with(|count| count.replace(repaired))
@@ -239,7 +277,7 @@ fn crash_and_recover(seed: u64) -> u64 {
 #[test]
 fn no_acknowledged_write_is_lost_over_a_thousand_seeded_crashes() {
     runtime::deterministic::run_seeds(0..1000, |seed| {
-        crash_and_recover(seed);
+        crash_and_recover(seed, SEARCH);
     });
     println!(
         "starts that needed --repair (a commit's pages written out of order): {}",
@@ -252,7 +290,11 @@ fn no_acknowledged_write_is_lost_over_a_thousand_seeded_crashes() {
 /// naming the file and the page; the repair keeps every acknowledged write.
 #[test]
 fn seed_384_a_commit_written_out_of_order_is_repaired_without_loss() {
-    assert_eq!(crash_and_recover(384), 1, "one start needed the repair");
+    assert_eq!(
+        crash_and_recover(384, FOUND),
+        1,
+        "one start needed the repair"
+    );
 }
 
 /// Seed 777 found it: a crash kept pages a commit wrote after the last sync's partial page,
@@ -262,7 +304,11 @@ fn seed_384_a_commit_written_out_of_order_is_repaired_without_loss() {
 /// acknowledged write.
 #[test]
 fn seed_777_a_synced_partial_page_before_kept_pages_starts_without_repair() {
-    assert_eq!(crash_and_recover(777), 0, "no start needed the repair");
+    assert_eq!(
+        crash_and_recover(777, FOUND),
+        0,
+        "no start needed the repair"
+    );
 }
 
 /// Seed 2708 found it: a crash in a rewrite's first commit kept the page holding `Current`
@@ -272,7 +318,11 @@ fn seed_777_a_synced_partial_page_before_kept_pages_starts_without_repair() {
 /// predecessor exists.
 #[test]
 fn seed_2708_a_damaged_first_commit_falls_back_to_its_predecessor() {
-    assert_eq!(crash_and_recover(2708), 0, "no start needed the repair");
+    assert_eq!(
+        crash_and_recover(2708, FOUND),
+        0,
+        "no start needed the repair"
+    );
 }
 
 /// Two runs of one seed crash at the same point with the same storage: their checkpoints'
@@ -281,7 +331,7 @@ fn seed_2708_a_damaged_first_commit_falls_back_to_its_predecessor() {
 fn a_seed_replays_its_crash() {
     let digest = |seed| {
         Runner::seeded(seed)
-            .start_and_recover(|context| round(context, Progress::default()))
+            .start_and_recover(|context| round(context, Progress::default(), SEARCH))
             .1
             .digest()
     };

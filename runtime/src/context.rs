@@ -154,12 +154,10 @@ impl Context {
     }
 
     /// Whether this context belongs to a deterministic run.
+    #[cfg(feature = "deterministic")]
     #[inline]
     pub(crate) fn is_simulated(&self) -> bool {
-        #[cfg(feature = "deterministic")]
-        return self.runtime().simulation.is_some();
-        #[cfg(not(feature = "deterministic"))]
-        false
+        self.runtime().simulation.is_some()
     }
 
     /// The scope `child(label)` labels its node with: made once per label under this scope.
@@ -360,7 +358,9 @@ impl Spawner for Context {
         let lease = match self.execution.placement() {
             Placement::Pool => None,
             // A deterministic run has one thread: dedicated and blocking tasks are polled on
-            // it with the others (their placement still labels their metrics).
+            // it with the others (their placement still labels their metrics). Compiled only
+            // with the feature: without it, the spawn path is the one it was.
+            #[cfg(feature = "deterministic")]
             _ if self.is_simulated() => None,
             _ => match self.runtime().workers.reserve() {
                 Some(lease) => Some(lease),

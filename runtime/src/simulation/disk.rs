@@ -558,7 +558,10 @@ impl Disk {
     pub(crate) fn digest(&self) -> u64 {
         let mut hasher = super::Auditor::default();
         for (name, existing) in &self.partitions {
-            hasher.record("partition", &[name.as_bytes(), &[u8::from(existing.durable)]]);
+            hasher.record(
+                "partition",
+                &[name.as_bytes(), &[u8::from(existing.durable)]],
+            );
             for (file, entry) in &existing.entries {
                 let durable = &self.inode(entry.inode).durable;
                 hasher.record(
