@@ -49,6 +49,12 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Options: those of `#[runtime::main]`, plus `timeout = "10s"` (also `"500ms"`, `"2m"`): the
 /// test fails, naming the timeout, if its future has not finished by then.
+///
+/// `deterministic` runs the body on `runtime::deterministic::Runner` instead (the runtime's
+/// `deterministic` feature): once per seed of `seed = N` (0 by default) or `seeds = a..b`,
+/// each a run of its own, on as many threads as there are cores; `timeout` is then virtual
+/// time and `catch_panics` applies, while the options that shape a native runner are refused.
+/// A failing seed prints itself; `RUNTIME_SEED=n` replays it.
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     entry::test::expand(args.into(), item.into())

@@ -91,6 +91,17 @@ impl Options {
                 options.deterministic = Some(path.span());
                 continue;
             }
+            if attribute == Attribute::Main
+                && let Meta::Path(path) = &meta
+                && path.is_ident("deterministic")
+            {
+                return Err(syn::Error::new(
+                    path.span(),
+                    "`deterministic` is only for #[runtime::test]: a program runs on the native \
+                     runtime; to run one deterministically, start it with \
+                     `runtime::deterministic::Runner::seeded(n)`",
+                ));
+            }
             let pair = name_value(attribute, meta)?;
             let name = path_name(&pair.path);
             if !attribute.options().contains(&name.as_str()) {
@@ -124,7 +135,8 @@ impl Options {
             None => match self.seeds {
                 Some((_, _, span)) => Err(syn::Error::new(
                     span,
-                    "`seed` and `seeds` choose the seeds of a deterministic test: add                      `deterministic`, as `#[runtime::test(deterministic, seed = 7)]`",
+                    "`seed` and `seeds` choose the seeds of a deterministic test: add \
+                     `deterministic`, as `#[runtime::test(deterministic, seed = 7)]`",
                 )),
                 None => Ok(()),
             },
@@ -144,7 +156,9 @@ impl Options {
                     Some((name, span)) => Err(syn::Error::new(
                         span,
                         format!(
-                            "`{name}` shapes a native runner; a deterministic test runs on one                              thread with simulated storage and takes only `seed`, `seeds`,                              `timeout` (virtual time) and `catch_panics`"
+                            "`{name}` shapes a native runner; a deterministic test runs on one \
+                             thread with simulated storage and takes only `seed`, `seeds`, \
+                             `timeout` (virtual time) and `catch_panics`"
                         ),
                     )),
                     None => Ok(()),

@@ -21,4 +21,15 @@ async fn should_panic_with_options() {
 #[ignore = "shows that #[ignore] is kept"]
 async fn ignored() {}
 
+#[runtime::test(deterministic)]
+async fn deterministic_seed_zero(_context: runtime::Context) {}
+
+#[runtime::test(deterministic, seed = 3)]
+async fn deterministic_one_seed() {}
+
+#[runtime::test(deterministic, seeds = 0..=4, timeout = "1m", catch_panics = true)]
+async fn deterministic_seeds_with_options(_context: runtime::Context) -> Result<(), String> {
+    Ok(())
+}
+
 fn main() {}

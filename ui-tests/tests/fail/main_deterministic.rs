@@ -1,0 +1,2 @@
+#[runtime::main(deterministic)]
+async fn main() {}

@@ -1,0 +1,4 @@
+#[runtime::test(deterministic = true)]
+async fn checks_something() {}
+
+fn main() {}

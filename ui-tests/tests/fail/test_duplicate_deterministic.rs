@@ -1,0 +1,4 @@
+#[runtime::test(deterministic, deterministic)]
+async fn checks_something() {}
+
+fn main() {}

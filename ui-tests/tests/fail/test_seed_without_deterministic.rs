@@ -1,0 +1,4 @@
+#[runtime::test(seed = 7)]
+async fn checks_something() {}
+
+fn main() {}

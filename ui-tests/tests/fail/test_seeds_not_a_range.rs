@@ -1,0 +1,4 @@
+#[runtime::test(deterministic, seeds = 5)]
+async fn checks_something() {}
+
+fn main() {}
