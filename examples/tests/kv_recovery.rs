@@ -375,3 +375,54 @@ fn no_truncation_or_zeroed_end_of_the_log_loses_a_record_without_a_report() {
         });
     }
 }
+
+/// A flipped bit in a page in the middle of the log, a page that a sync once closed partial
+/// (its trailer still holds that older slot beside the full one) with many synced commits
+/// after it: damage, not a tear (every page after it was written and synced long after the
+/// page was full). It must be refused as damage (for `--repair`, which keeps the records on
+/// both sides of it), not cut as "a synced partial page with pages a lost machine wrote out
+/// of order" with every acknowledged commit after it taken out of the store.
+#[test]
+fn a_flipped_bit_in_a_full_page_mid_log_is_not_cut_as_an_out_of_order_tail() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let acknowledged = build(&context, &cache(), 2, 200).await;
+        let pristine = std::fs::read(log_path(&directory, 2)).unwrap();
+        let pages = pristine.len() / PHYSICAL;
+        assert!(pages > 6, "{pages} pages");
+        let page_size = NonZeroU16::new(PAGE).unwrap();
+        // The first page past the middle whose last data byte, flipped, leaves an older
+        // partial slot that validates.
+        let (page, damaged) = (pages / 2..pages - 2)
+            .find_map(|page| {
+                let mut damaged = pristine.clone();
+                damaged[page * PHYSICAL + PAGE as usize - 1] ^= 1;
+                let physical = &damaged[page * PHYSICAL..(page + 1) * PHYSICAL];
+                match runtime::buffer::paged::verified_len(page_size, page as u64, physical) {
+                    Some(len) if len < PAGE as usize => Some((page, damaged)),
+                    _ => None,
+                }
+            })
+            .expect("a page once closed partial");
+        install(&directory, &damaged);
+        match recovery::open(&context, &cache(), TornTail::SetAside).await {
+            Err(StartError::Damaged { .. }) => {}
+            Err(error) => panic!("page {page} of {pages}: {error}"),
+            Ok(opened) => {
+                let lost = acknowledged
+                    .entries()
+                    .filter(|(key, _)| opened.data.get(key).is_none())
+                    .count();
+                panic!(
+                    "a bit flipped in page {page} of {pages}: the store started without {lost} \
+                     acknowledged keys (of {}); report: {:?}",
+                    acknowledged.len(),
+                    opened.report.lines()
+                );
+            }
+        }
+    });
+}
