@@ -426,3 +426,190 @@ fn a_flipped_bit_in_a_full_page_mid_log_is_not_cut_as_an_out_of_order_tail() {
         }
     });
 }
+
+/// `open` now falls back from a damaged interrupted rewrite (generation 2) to its
+/// predecessor even when what survived of it says `Current`, and leaves it in place; but
+/// `repair` still repairs "the newest generation whose salvage finds `Current`". So once the
+/// store has acknowledged writes to generation 1 after the fallback, a later damage of
+/// generation 1 (a lost machine writing a commit's pages out of order, as seed 384 of the
+/// crash test shows) is reported as generation 2's damage, and `--repair` rebuilds the store
+/// from generation 2: every write acknowledged since the fallback is gone (and the next start
+/// removes generation 1).
+#[test]
+fn after_a_fallback_damage_to_the_predecessor_is_reported_as_its_own() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let cache = cache();
+        // Generation 1, the store.
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1);
+        let mut data = Data::default();
+        let mut writer = opened.writer;
+        for group in 0..20 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        drop(writer);
+        // A rewrite into generation 2 whose first commit (with `Current`) a lost machine left
+        // with its first page lost and its `Current` kept; generation 1 still exists.
+        let rewrite = recovery::write_generation(&context, &cache, 2, &data.snapshot())
+            .await
+            .unwrap();
+        drop(
+            rewrite
+                .append(&Record::Current.bytes())
+                .await
+                .unwrap()
+                .0
+                .sync()
+                .await
+                .unwrap(),
+        );
+        let mut log2 = std::fs::read(log_path(&directory, 2)).unwrap();
+        assert!(log2.len() > 2 * PHYSICAL);
+        log2[..PAGE as usize].fill(0);
+        std::fs::write(log_path(&directory, 2), &log2).unwrap();
+        // The start falls back to generation 1 and acknowledges more writes there.
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1, "the fallback");
+        let mut writer = opened.writer;
+        let mut after = Vec::new();
+        for group in 100..110 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                if let Record::Set { key, .. } = &record {
+                    after.push(key.clone());
+                }
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        // A last commit of several pages, one of them lost before kept ones (a lost machine
+        // wrote them out of order): generation 1 is now damaged past the acknowledged writes.
+        let start = writer.size();
+        let mut bytes = Vec::new();
+        for index in 0..120 {
+            set(200, index).encode(&mut bytes);
+        }
+        let writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        assert!(writer.size() - start > 3 * u64::from(PAGE));
+        drop(writer);
+        let lost_page = (start / u64::from(PAGE) + 1) as usize;
+        let mut log1 = std::fs::read(log_path(&directory, 1)).unwrap();
+        log1[lost_page * PHYSICAL..(lost_page + 1) * PHYSICAL].fill(0);
+        std::fs::write(log_path(&directory, 1), &log1).unwrap();
+        match recovery::open(&context, &cache, TornTail::SetAside).await {
+            Err(StartError::Damaged { file, .. }) => {
+                assert!(file.contains("log.1"), "the damage reported is generation 2's: {file}")
+            }
+            Err(error) => panic!("{error}"),
+            Ok(_) => panic!("a page lost before kept ones is damage"),
+        }
+    });
+    let _ = directory;
+}
+
+/// The same shape, through `--repair`: the writes acknowledged to generation 1 after the
+/// fallback must survive it.
+#[test]
+fn repair_after_a_fallback_rebuilds_from_the_generation_that_served() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let cache = cache();
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        let mut data = Data::default();
+        let mut writer = opened.writer;
+        for group in 0..20 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        drop(writer);
+        let rewrite = recovery::write_generation(&context, &cache, 2, &data.snapshot())
+            .await
+            .unwrap();
+        drop(
+            rewrite
+                .append(&Record::Current.bytes())
+                .await
+                .unwrap()
+                .0
+                .sync()
+                .await
+                .unwrap(),
+        );
+        let mut log2 = std::fs::read(log_path(&directory, 2)).unwrap();
+        log2[..PAGE as usize].fill(0);
+        std::fs::write(log_path(&directory, 2), &log2).unwrap();
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1, "the fallback");
+        let mut writer = opened.writer;
+        let mut after = Vec::new();
+        for group in 100..110 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                if let Record::Set { key, .. } = &record {
+                    after.push(key.clone());
+                }
+                record.encode(&mut bytes);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        let start = writer.size();
+        let mut bytes = Vec::new();
+        for index in 0..120 {
+            set(200, index).encode(&mut bytes);
+        }
+        let writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        drop(writer);
+        let lost_page = (start / u64::from(PAGE) + 1) as usize;
+        let mut log1 = std::fs::read(log_path(&directory, 1)).unwrap();
+        log1[lost_page * PHYSICAL..(lost_page + 1) * PHYSICAL].fill(0);
+        std::fs::write(log_path(&directory, 1), &log1).unwrap();
+        recovery::repair(&context, &cache)
+            .await
+            .unwrap()
+            .expect("a damaged store is repaired");
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        let missing = after
+            .iter()
+            .filter(|key| opened.data.get(key).is_none())
+            .count();
+        assert_eq!(
+            missing,
+            0,
+            "{missing} of {} writes acknowledged to generation 1 after the fallback lost by \
+             --repair (rebuilt from generation {})",
+            after.len(),
+            opened.generation
+        );
+    });
+}
