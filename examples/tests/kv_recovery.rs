@@ -375,3 +375,241 @@ fn no_truncation_or_zeroed_end_of_the_log_loses_a_record_without_a_report() {
         });
     }
 }
+
+/// A flipped bit in a page in the middle of the log, a page that a sync once closed partial
+/// (its trailer still holds that older slot beside the full one) with many synced commits
+/// after it: damage, not a tear (every page after it was written and synced long after the
+/// page was full). It must be refused as damage (for `--repair`, which keeps the records on
+/// both sides of it), not cut as "a synced partial page with pages a lost machine wrote out
+/// of order" with every acknowledged commit after it taken out of the store.
+#[test]
+fn a_flipped_bit_in_a_full_page_mid_log_is_not_cut_as_an_out_of_order_tail() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let acknowledged = build(&context, &cache(), 2, 200).await;
+        let pristine = std::fs::read(log_path(&directory, 2)).unwrap();
+        let pages = pristine.len() / PHYSICAL;
+        assert!(pages > 6, "{pages} pages");
+        let page_size = NonZeroU16::new(PAGE).unwrap();
+        // The first page past the middle whose last data byte, flipped, leaves an older
+        // partial slot that validates.
+        let (page, damaged) = (pages / 2..pages - 2)
+            .find_map(|page| {
+                let mut damaged = pristine.clone();
+                damaged[page * PHYSICAL + PAGE as usize - 1] ^= 1;
+                let physical = &damaged[page * PHYSICAL..(page + 1) * PHYSICAL];
+                match runtime::buffer::paged::verified_len(page_size, page as u64, physical) {
+                    Some(len) if len < PAGE as usize => Some((page, damaged)),
+                    _ => None,
+                }
+            })
+            .expect("a page once closed partial");
+        install(&directory, &damaged);
+        match recovery::open(&context, &cache(), TornTail::SetAside).await {
+            Err(StartError::Damaged { .. }) => {}
+            Err(error) => panic!("page {page} of {pages}: {error}"),
+            Ok(opened) => {
+                let lost = acknowledged
+                    .entries()
+                    .filter(|(key, _)| opened.data.get(key).is_none())
+                    .count();
+                panic!(
+                    "a bit flipped in page {page} of {pages}: the store started without {lost} \
+                     acknowledged keys (of {}); report: {:?}",
+                    acknowledged.len(),
+                    opened.report.lines()
+                );
+            }
+        }
+    });
+}
+
+/// `open` now falls back from a damaged interrupted rewrite (generation 2) to its
+/// predecessor even when what survived of it says `Current`, and leaves it in place; but
+/// `repair` still repairs "the newest generation whose salvage finds `Current`". So once the
+/// store has acknowledged writes to generation 1 after the fallback, a later damage of
+/// generation 1 (a lost machine writing a commit's pages out of order, as seed 384 of the
+/// crash test shows) is reported as generation 2's damage, and `--repair` rebuilds the store
+/// from generation 2: every write acknowledged since the fallback is gone (and the next start
+/// removes generation 1).
+#[test]
+fn after_a_fallback_damage_to_the_predecessor_is_reported_as_its_own() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let cache = cache();
+        // Generation 1, the store.
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1);
+        let mut data = Data::default();
+        let mut writer = opened.writer;
+        for group in 0..20 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        drop(writer);
+        // A rewrite into generation 2 whose first commit (with `Current`) a lost machine left
+        // with its first page lost and its `Current` kept; generation 1 still exists.
+        let rewrite = recovery::write_generation(&context, &cache, 2, &data.snapshot())
+            .await
+            .unwrap();
+        drop(
+            rewrite
+                .append(&Record::Current.bytes())
+                .await
+                .unwrap()
+                .0
+                .sync()
+                .await
+                .unwrap(),
+        );
+        let mut log2 = std::fs::read(log_path(&directory, 2)).unwrap();
+        assert!(log2.len() > 2 * PHYSICAL);
+        log2[..PAGE as usize].fill(0);
+        std::fs::write(log_path(&directory, 2), &log2).unwrap();
+        // The start falls back to generation 1 and acknowledges more writes there.
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1, "the fallback");
+        let mut writer = opened.writer;
+        let mut after = Vec::new();
+        for group in 100..110 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                if let Record::Set { key, .. } = &record {
+                    after.push(key.clone());
+                }
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        // A last commit of several pages, one of them lost before kept ones (a lost machine
+        // wrote them out of order): generation 1 is now damaged past the acknowledged writes.
+        let start = writer.size();
+        let mut bytes = Vec::new();
+        for index in 0..120 {
+            set(200, index).encode(&mut bytes);
+        }
+        let writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        assert!(writer.size() - start > 3 * u64::from(PAGE));
+        drop(writer);
+        let lost_page = (start / u64::from(PAGE) + 1) as usize;
+        let mut log1 = std::fs::read(log_path(&directory, 1)).unwrap();
+        log1[lost_page * PHYSICAL..(lost_page + 1) * PHYSICAL].fill(0);
+        std::fs::write(log_path(&directory, 1), &log1).unwrap();
+        match recovery::open(&context, &cache, TornTail::SetAside).await {
+            Err(StartError::Damaged { file, .. }) => {
+                assert!(file.contains("log.1"), "the damage reported is generation 2's: {file}")
+            }
+            Err(error) => panic!("{error}"),
+            Ok(_) => panic!("a page lost before kept ones is damage"),
+        }
+    });
+    let _ = directory;
+}
+
+/// The same shape, through `--repair`: the writes acknowledged to generation 1 after the
+/// fallback must survive it.
+#[test]
+fn repair_after_a_fallback_rebuilds_from_the_generation_that_served() {
+    let config = Config::new();
+    let directory = config.storage_directory().clone();
+    let inside = directory.clone();
+    Runner::new(config).start(move |context| async move {
+        let directory = inside;
+        let cache = cache();
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        let mut data = Data::default();
+        let mut writer = opened.writer;
+        for group in 0..20 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                record.encode(&mut bytes);
+                data.apply(record);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        drop(writer);
+        let rewrite = recovery::write_generation(&context, &cache, 2, &data.snapshot())
+            .await
+            .unwrap();
+        drop(
+            rewrite
+                .append(&Record::Current.bytes())
+                .await
+                .unwrap()
+                .0
+                .sync()
+                .await
+                .unwrap(),
+        );
+        let mut log2 = std::fs::read(log_path(&directory, 2)).unwrap();
+        log2[..PAGE as usize].fill(0);
+        std::fs::write(log_path(&directory, 2), &log2).unwrap();
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        assert_eq!(opened.generation, 1, "the fallback");
+        let mut writer = opened.writer;
+        let mut after = Vec::new();
+        for group in 100..110 {
+            let mut bytes = Vec::new();
+            for index in 0..10 {
+                let record = set(group, index);
+                if let Record::Set { key, .. } = &record {
+                    after.push(key.clone());
+                }
+                record.encode(&mut bytes);
+            }
+            writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        }
+        let start = writer.size();
+        let mut bytes = Vec::new();
+        for index in 0..120 {
+            set(200, index).encode(&mut bytes);
+        }
+        let writer = writer.append(&bytes).await.unwrap().0.sync().await.unwrap();
+        drop(writer);
+        let lost_page = (start / u64::from(PAGE) + 1) as usize;
+        let mut log1 = std::fs::read(log_path(&directory, 1)).unwrap();
+        log1[lost_page * PHYSICAL..(lost_page + 1) * PHYSICAL].fill(0);
+        std::fs::write(log_path(&directory, 1), &log1).unwrap();
+        recovery::repair(&context, &cache)
+            .await
+            .unwrap()
+            .expect("a damaged store is repaired");
+        let opened = recovery::open(&context, &cache, TornTail::SetAside)
+            .await
+            .unwrap();
+        let missing = after
+            .iter()
+            .filter(|key| opened.data.get(key).is_none())
+            .count();
+        assert_eq!(
+            missing,
+            0,
+            "{missing} of {} writes acknowledged to generation 1 after the fallback lost by \
+             --repair (rebuilt from generation {})",
+            after.len(),
+            opened.generation
+        );
+    });
+}

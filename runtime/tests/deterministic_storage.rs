@@ -326,3 +326,44 @@ fn one_seed_one_digest_with_storage() {
     let kept: std::collections::HashSet<_> = runs.iter().map(|run| &run.1).collect();
     assert!(kept.len() > 1, "seeds keep different storage");
 }
+
+/// The native contract (`Blob::sync`: "makes every completed write durable"): a write still in
+/// flight when a sync is issued is not covered by it (on the ring, a write and an fsync in
+/// flight together run in any order), so a crash after the sync may still lose it. The model
+/// must allow that: over seeds where the write was issued but had not completed when the
+/// sync was issued, some crash loses it.
+#[test]
+fn a_write_in_flight_when_a_sync_is_issued_is_not_made_durable_by_it() {
+    use std::future::Future as _;
+    let (mut in_flight, mut survived) = (0, 0);
+    for seed in 0..300 {
+        let (pending, checkpoint) = Runner::seeded(seed).start_and_recover(|context| async move {
+            let (blob, _) = context.open("data", b"blob").await.unwrap();
+            blob.write_at(0, b"head", WriteOptions::SYNC).await.unwrap();
+            let mut write = Box::pin(blob.write_at(4, &[7u8; 100][..], WriteOptions::default()));
+            let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx)))
+                .await;
+            if first.is_ready() {
+                return false;
+            }
+            // Issued (a simulated operation is issued at its first poll), not completed.
+            blob.sync().await.unwrap();
+            write.await.unwrap();
+            true
+        });
+        if !pending {
+            continue;
+        }
+        in_flight += 1;
+        let image = recovered(checkpoint).unwrap();
+        if image.len() >= 104 && image[4..104].iter().all(|&byte| byte == 7) {
+            survived += 1;
+        }
+    }
+    assert!(in_flight > 10, "{in_flight} seeds with the write in flight");
+    assert!(
+        survived < in_flight,
+        "the write survived all {in_flight} crashes: a sync issued while it was in flight made \
+         it durable, which the kernel does not promise"
+    );
+}

@@ -798,10 +798,10 @@ pub struct Repaired {
 
 /// Repairs a damaged log: copies it aside, keeps every record that verifies on both sides
 /// of its damage, and writes them as the next generation, which becomes the store. The log
-/// repaired is the newest generation whose salvage finds `Current` (a newer one without it
-/// is a rewrite that never served a write: while its predecessor exists, none was
-/// acknowledged from it alone), else the newest. A log that is not damaged is left as it is
-/// (`None`).
+/// repaired is the oldest generation present: a newer one is a rewrite that never served a
+/// write (while its predecessor exists, none was acknowledged from it), even if what survived
+/// of it says `Current`, which `open` passes over too. A log that is not damaged is left as
+/// it is (`None`).
 pub async fn repair(
     runtime: &runtime::Context,
     cache: &CacheRef,
@@ -830,20 +830,14 @@ pub async fn repair(
         let records = data.len();
         return rebuild(runtime, cache, LEGACY, 1, data, records, damaged_pages).await;
     };
-    let mut chosen = None;
-    for &generation in &generations {
-        let (segments, damaged_pages) =
-            salvage_pages(runtime, name(generation).as_bytes(), Pages::Raw).await?;
-        let mut data = Data::default();
-        let (records, current) = log::salvage(&segments, &mut data);
-        let salvaged = (generation, data, records, damaged_pages);
-        if current {
-            chosen = Some(salvaged);
-            break;
-        }
-        chosen.get_or_insert(salvaged);
-    }
-    let (generation, data, records, damaged_pages) = chosen.expect("one generation at least");
+    // The oldest generation present is the one that served: nothing is answered from a
+    // generation while its predecessor exists (see `open`), whatever of `Current` survived in
+    // the newer one (which holds nothing acknowledged that the oldest does not).
+    let generation = *generations.last().expect("one generation at least");
+    let (segments, damaged_pages) =
+        salvage_pages(runtime, name(generation).as_bytes(), Pages::Raw).await?;
+    let mut data = Data::default();
+    let (records, _) = log::salvage(&segments, &mut data);
     let name = name(generation);
     rebuild(
         runtime,
