@@ -190,9 +190,30 @@ async fn check(store: &StoreRef, progress: &Progress) {
 /// never completed, which the store cannot tell from damage to synced pages (see `start`).
 static REPAIRED: AtomicU64 = AtomicU64::new(0);
 
+/// What the starts of one seed's runs met (a run is one thread, so a thread-local counts
+/// them): the shapes each bug test's seed must still produce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Shapes {
+    /// Starts that needed `--repair`.
+    repairs: u64,
+    /// Starts that cut at a synced partial page with pages after it.
+    partial_cuts: u64,
+    /// Starts that passed over a damaged rewrite for its predecessor.
+    fallbacks: u64,
+}
+
 thread_local! {
-    /// The same, for the seeds this thread ran: a run is one thread.
-    static REPAIRED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static SHAPES: std::cell::Cell<Shapes> = const {
+        std::cell::Cell::new(Shapes { repairs: 0, partial_cuts: 0, fallbacks: 0 })
+    };
+}
+
+fn count(change: impl FnOnce(&mut Shapes)) {
+    SHAPES.with(|shapes| {
+        let mut now = shapes.get();
+        change(&mut now);
+        shapes.set(now);
+    });
 }
 
 /// Starts the store after a crash. It starts by itself, except when a lost machine wrote an
@@ -204,12 +225,12 @@ async fn start(
     context: &Context,
     workload: Workload,
 ) -> (StoreRef, actors::supervisor::SupervisorRef) {
-    match kv::start_store(context, options(workload)).await {
+    let (store, supervisor, report) = match kv::start_store(context, options(workload)).await {
         Ok(started) => started,
         Err(error @ kv::StartError::Damaged { .. }) => {
             eprintln!("kv_crash: repairing, as the store says: {error}");
             REPAIRED.fetch_add(1, Ordering::Relaxed);
-            REPAIRED_HERE.with(|count| count.set(count.get() + 1));
+            count(|shapes| shapes.repairs += 1);
             kv::repair(context)
                 .await
                 .unwrap_or_else(|error| panic!("the damaged log is repaired: {error}"));
@@ -218,7 +239,22 @@ async fn start(
                 .unwrap_or_else(|error| panic!("the store starts after a repair: {error}"))
         }
         Err(error) => panic!("the store starts after a crash: {error}"),
-    }
+    };
+    let partial_cuts = report
+        .logs
+        .iter()
+        .filter(|log| log.out_of_order.is_some())
+        .count() as u64;
+    let fallbacks = report
+        .notes
+        .iter()
+        .filter(|note| note.contains("a rewrite a crash interrupted during its first commit"))
+        .count() as u64;
+    count(|shapes| {
+        shapes.partial_cuts += partial_cuts;
+        shapes.fallbacks += fallbacks;
+    });
+    (store, supervisor)
 }
 
 /// One round: recover (checking what the last round acknowledged), write for a stretch of
@@ -249,9 +285,9 @@ async fn round(context: Context, before: Progress, workload: Workload) -> Progre
     progress.lock().unwrap().clone()
 }
 
-/// Runs seed `seed`'s rounds and final check; returns how many of its starts needed the repair.
-fn crash_and_recover(seed: u64, workload: Workload) -> u64 {
-    let repaired = REPAIRED_HERE.with(|count| count.replace(0));
+/// Runs seed `seed`'s rounds and final check; returns what its starts met.
+fn crash_and_recover(seed: u64, workload: Workload) -> Shapes {
+    let before = SHAPES.with(|shapes| shapes.replace(Shapes::default()));
     let mut progress = Progress::default();
     let mut checkpoint: Option<Checkpoint> = None;
     for _ in 0..workload.rounds {
@@ -270,7 +306,7 @@ fn crash_and_recover(seed: u64, workload: Workload) -> u64 {
         let (store, _supervisor) = start(&context, workload).await;
         check(&store, &last).await;
     });
-    REPAIRED_HERE.with(|count| count.replace(repaired))
+    SHAPES.with(|shapes| shapes.replace(before))
 }
 
 /// The durability property over a thousand seeds (see the module).
@@ -290,11 +326,8 @@ fn no_acknowledged_write_is_lost_over_a_thousand_seeded_crashes() {
 /// naming the file and the page; the repair keeps every acknowledged write.
 #[test]
 fn seed_384_a_commit_written_out_of_order_is_repaired_without_loss() {
-    assert_eq!(
-        crash_and_recover(384, FOUND),
-        1,
-        "one start needed the repair"
-    );
+    let shapes = crash_and_recover(384, FOUND);
+    assert_eq!(shapes.repairs, 1, "one start needed the repair: {shapes:?}");
 }
 
 /// Seed 777 found it: a crash kept pages a commit wrote after the last sync's partial page,
@@ -304,11 +337,9 @@ fn seed_384_a_commit_written_out_of_order_is_repaired_without_loss() {
 /// acknowledged write.
 #[test]
 fn seed_777_a_synced_partial_page_before_kept_pages_starts_without_repair() {
-    assert_eq!(
-        crash_and_recover(777, FOUND),
-        0,
-        "no start needed the repair"
-    );
+    let shapes = crash_and_recover(777, FOUND);
+    assert!(shapes.partial_cuts > 0, "the shape happened: {shapes:?}");
+    assert_eq!(shapes.repairs, 0, "no start needed the repair: {shapes:?}");
 }
 
 /// Seed 2708 found it: a crash in a rewrite's first commit kept the page holding `Current`
@@ -318,11 +349,9 @@ fn seed_777_a_synced_partial_page_before_kept_pages_starts_without_repair() {
 /// predecessor exists.
 #[test]
 fn seed_2708_a_damaged_first_commit_falls_back_to_its_predecessor() {
-    assert_eq!(
-        crash_and_recover(2708, FOUND),
-        0,
-        "no start needed the repair"
-    );
+    let shapes = crash_and_recover(2708, FOUND);
+    assert!(shapes.fallbacks > 0, "the shape happened: {shapes:?}");
+    assert_eq!(shapes.repairs, 0, "no start needed the repair: {shapes:?}");
 }
 
 /// Two runs of one seed crash at the same point with the same storage: their checkpoints'

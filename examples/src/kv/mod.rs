@@ -257,17 +257,19 @@ pub async fn serve_with(
 /// [`serve_with`] does) and spawns the store under a one-for-one supervisor of its own
 /// (`kv`), which restarts it as the service's would. For a program that embeds the store, and
 /// for the deterministic crash tests, which drive it through [`StoreRef::run`] as connections
-/// do. Stopping the returned supervisor stops the store.
+/// do. Stopping the returned supervisor stops the store. Returns the store, its supervisor
+/// and what opening the log found and did (as `kv` prints it on start).
 pub async fn start_store(
     context: &runtime::Context,
     options: Options,
-) -> Result<(StoreRef, SupervisorRef), StartError> {
+) -> Result<(StoreRef, SupervisorRef, recovery::Report), StartError> {
     let cache = cache();
     let opened = recovery::open(context, &cache, options.torn_tail()).await?;
+    let report = opened.report.clone();
     let shared = Arc::new(store::Shared::new(context.clone(), cache, options, opened));
     let mut supervisor = Supervisor::new("kv", Strategy::OneForOne);
     let store = supervisor.child(ChildSpec::new(move || Store::new(shared.clone())));
-    Ok((store, supervisor.spawn(context)))
+    Ok((store, supervisor.spawn(context), report))
 }
 
 /// What a connection past the limit is told (Redis's words).

@@ -435,13 +435,15 @@ async fn replay(
     Ok((writer, replayer.finish(), report))
 }
 
-/// A replay that failed at a page reading from `offset`: if that page still verifies as a
-/// partial page (a slot shorter than the page), it is the page the last sync closed, whose
-/// rewrite a lost machine did not keep while it kept pages after it (the writer never
-/// rewrites a page before the partial one, so a partial page with pages after it is only
-/// that: see `runtime::buffer::paged`). Feeds the replay the pages before it and its synced
-/// bytes, and returns the file offset where those end; `None` when the page verifies
-/// nothing, which is damage.
+/// A replay that failed at a page reading from `offset`: if that page still verifies only as a
+/// partial page (a slot shorter than the page) and no page after it was rewritten after a
+/// sync, it is the page the last completed sync closed, whose rewrite a lost machine did not
+/// keep while it kept pages after it. (The writer rewrites a page only to add bytes after a
+/// sync closed it partial, and only once that sync returned; so a page rewritten that way
+/// after this one proves this one's rewrite was synced, and its failing slot is damage.)
+/// Feeds the replay the pages before it and its synced bytes, and returns the file offset
+/// where those end; `None` when it is damage: the page verifies nothing, or verifies only as
+/// partial with such a page after it (see `runtime::buffer::paged::rewritten_after_a_sync`).
 async fn synced_partial_end(
     writer: &Writer,
     offset: u64,
@@ -461,6 +463,21 @@ async fn synced_partial_end(
     };
     if synced.len() >= usize::from(PAGE) {
         return Ok(None);
+    }
+    // A full page that once closed a sync keeps that state's slot beside its full one: if the
+    // full one is damaged, the page too verifies only as partial. A page after it that a sync
+    // closed and the writer then rewrote proves a sync completed after this page's rewrite
+    // was written, so that rewrite was durable: this is damage, not a lost machine's tail.
+    let pages = writer.size().div_ceil(u64::from(PAGE));
+    for later in page + 1..pages {
+        let physical = writer
+            .blob()
+            .read_at(later * PHYSICAL, PHYSICAL as usize, Default::default())
+            .await?
+            .coalesce();
+        if runtime::buffer::paged::rewritten_after_a_sync(page_size, later, &physical) {
+            return Ok(None);
+        }
     }
     let start = page * u64::from(PAGE);
     if start > offset {
@@ -586,7 +603,9 @@ pub async fn open(
                 damage.get_or_insert(error);
                 continue;
             }
-            Err(error) => return Err(damage.unwrap_or(error)),
+            // This generation's own failure: it is the store (a newer damaged one passed over
+            // never served), so `--repair` must rebuild from it, and the error names it.
+            Err(error) => return Err(error),
         };
         if !replayed.current {
             if !older {

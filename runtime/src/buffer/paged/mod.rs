@@ -194,6 +194,31 @@ pub fn verified_len(page_size: std::num::NonZeroU16, page: u64, physical: &[u8])
     layout.valid_len(page, physical)
 }
 
+/// Whether page `page` of a paged blob with pages of `page_size` bytes, given its physical
+/// bytes, holds two slots that both verify: a page a sync closed partial and the writer later
+/// rewrote, which it does only once that sync has returned. So such a page proves that a sync
+/// completed after every page before it was last written: a page before it that verifies
+/// only as partial is damaged, not the end of the synced bytes a lost machine left.
+///
+/// # Panics
+///
+/// If `physical` is not one physical page long.
+pub fn rewritten_after_a_sync(page_size: std::num::NonZeroU16, page: u64, physical: &[u8]) -> bool {
+    let page_size = usize::from(page_size.get());
+    assert_eq!(
+        physical.len(),
+        page_size + usize::from(CHECKSUM_SIZE),
+        "one physical page"
+    );
+    let (data, trailer) = physical.split_at(page_size);
+    Trailer::decode(trailer)
+        .slots
+        .iter()
+        .filter(|slot| slot.is_some_and(|slot| slot.is_valid_for(page, data)))
+        .count()
+        == 2
+}
+
 /// Reads page `page` of a paged blob with pages of `page_size` bytes, trusting nothing else
 /// in the blob: the bytes its longest valid trailer slot covers, or `None` if no slot
 /// validates (damaged, or never written). For salvaging what a damaged blob still holds,
