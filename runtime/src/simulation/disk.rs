@@ -727,10 +727,10 @@ mod tests {
         disk.complete(inode, resize);
         let images = outcomes(&disk, 200);
         assert!(
-            images.contains(&[0, 0, 3, 3, 3, 3, 0, 0, 0, 0].to_vec()),
+            images.contains([0, 0, 3, 3, 3, 3, 0, 0, 0, 0].as_slice()),
             "the resize may be lost"
         );
-        assert!(images.contains(&[0, 0, 3, 3, 3, 3].to_vec()), "or kept");
+        assert!(images.contains([0, 0, 3, 3, 3, 3].as_slice()), "or kept");
         assert!(
             images.iter().all(|image| image[2..6] == [3; 4]),
             "{images:?}"
