@@ -514,7 +514,10 @@ fn after_a_fallback_damage_to_the_predecessor_is_reported_as_its_own() {
         std::fs::write(log_path(&directory, 1), &log1).unwrap();
         match recovery::open(&context, &cache, TornTail::SetAside).await {
             Err(StartError::Damaged { file, .. }) => {
-                assert!(file.contains("log.1"), "the damage reported is generation 2's: {file}")
+                assert!(
+                    file.contains("log.1"),
+                    "the damage reported is generation 2's: {file}"
+                )
             }
             Err(error) => panic!("{error}"),
             Ok(_) => panic!("a page lost before kept ones is damage"),

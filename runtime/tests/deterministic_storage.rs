@@ -341,8 +341,8 @@ fn a_write_in_flight_when_a_sync_is_issued_is_not_made_durable_by_it() {
             let (blob, _) = context.open("data", b"blob").await.unwrap();
             blob.write_at(0, b"head", WriteOptions::SYNC).await.unwrap();
             let mut write = Box::pin(blob.write_at(4, &[7u8; 100][..], WriteOptions::default()));
-            let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx)))
-                .await;
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx))).await;
             if first.is_ready() {
                 return false;
             }
