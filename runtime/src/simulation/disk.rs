@@ -20,8 +20,8 @@
 //!   replayed in its place in the log, so earlier and later pending mutations keep their
 //!   order around it.
 //! - [`Disk::crash`] replays every pending mutation in issue order over the durable image,
-//!   each not durable drawn from the seed: a resize survives or not; a write is lost, kept whole, or
-//!   torn, and a torn write keeps a strict prefix, an arbitrary subset of its 512-byte
+//!   each not durable drawn from the seed: a resize survives or not; a write is lost, kept
+//!   whole, or torn, and a torn write keeps a strict prefix, an arbitrary subset of its 512-byte
 //!   sectors (a later write may survive where an earlier one did not: the kernel writes pages
 //!   back in any order) or an arbitrary subset of its bytes (commonware's model, below the
 //!   sector atomicity disks usually give). The length a write would have grown the blob to
