@@ -5,17 +5,23 @@
 //! inode has a durable image and a log of pending mutations (writes with their bytes, resizes)
 //! in issue order; a reader sees the durable image with every pending mutation applied. The
 //! storage layer above (`storage/memory`) issues a mutation at an operation's first poll and
-//! completes it later, as the ring would.
+//! completes it later ([`Disk::complete`]), as the ring would.
 //!
 //! The fault model, the native contract of `storage` made adversarial:
-//! - `sync` makes durable the mutations issued before it was issued (a cut of the log, taken
-//!   at issue, applied at completion), and the directory entries leading to the blob.
-//! - A `SYNC` write is durable once it completes ([`Disk::make_durable`]), with its entries;
-//!   it is kept whole by a crash, and replayed in its place in the log, so earlier and later
-//!   pending mutations keep their order around it.
+//! - `sync` makes durable the mutations that had completed when it was issued (a cut of the
+//!   completions, taken at issue, applied at completion), and the directory entries leading
+//!   to the blob. A mutation still in flight when the sync is issued is not covered (on the
+//!   ring, a write and an fsync in flight together run in any order): it stays pending until
+//!   a sync issued after it completed, and one that never completes (dropped in flight) is
+//!   never covered.
+//! - A `SYNC` write is durable once it completes ([`Disk::make_durable`]), with its entries.
+//! - A durable mutation behind one that is not (a sync retires completed mutations in any
+//!   order; a `SYNC` write may complete before earlier writes) is kept whole by a crash, and
+//!   replayed in its place in the log, so earlier and later pending mutations keep their
+//!   order around it.
 //! - [`Disk::crash`] replays every pending mutation in issue order over the durable image,
-//!   each drawn from the seed: a resize survives or not; a write is lost, kept whole, or
-//!   torn, and a torn write keeps a strict prefix, an arbitrary subset of its 512-byte
+//!   each not durable drawn from the seed: a resize survives or not; a write is lost, kept
+//!   whole, or torn, and a torn write keeps a strict prefix, an arbitrary subset of its 512-byte
 //!   sectors (a later write may survive where an earlier one did not: the kernel writes pages
 //!   back in any order) or an arbitrary subset of its bytes (commonware's model, below the
 //!   sector atomicity disks usually give). The length a write would have grown the blob to
@@ -31,6 +37,9 @@
 //! Invariants:
 //! - `live` of an inode is always `durable` with `pending` applied in order; `pending` is in
 //!   increasing sequence order, and every sequence number is below `next_seq`.
+//! - A pending mutation's completion stamp is set once, when it completes, and is below
+//!   `next_done`; a durable one (`forced`) has completed, and `pending` never starts with
+//!   one (it is moved into `durable` at once).
 //! - An inode's `link` names the entry that refers to it, if one does; an inode no entry
 //!   refers to (removed, or created beside and vanished) is dropped by the next crash.
 //! - Everything is ordered (`BTreeMap`, logs in issue order), so a crash draws the same
@@ -68,6 +77,8 @@ pub(crate) struct Disk {
     frozen: bool,
     next_inode: u64,
     next_seq: u64,
+    /// The clock of completions: a cut is a reading of it.
+    next_done: u64,
     next_token: u64,
     partitions: BTreeMap<String, Partition>,
     inodes: BTreeMap<u64, Inode>,
@@ -113,7 +124,10 @@ struct Inode {
 #[derive(Clone, Debug)]
 struct Pending {
     seq: u64,
-    /// A `SYNC` write that completed: a crash keeps it whole.
+    /// When the operation completed (a reading of `next_done`), if it has.
+    done: Option<u64>,
+    /// Durable (a `SYNC` write that completed, or covered by a sync) behind a mutation that
+    /// is not: a crash keeps it whole.
     forced: bool,
     mutation: Mutation,
 }
@@ -146,6 +160,7 @@ impl Default for Disk {
             frozen: false,
             next_inode: 1,
             next_seq: 0,
+            next_done: 0,
             next_token: 0,
             partitions: BTreeMap::new(),
             inodes: BTreeMap::new(),
@@ -210,7 +225,7 @@ impl Inode {
         for pending in &self.pending {
             match &pending.mutation {
                 Mutation::Resize(len) => {
-                    if rng.below(2) == 1 {
+                    if pending.forced || rng.below(2) == 1 {
                         image.resize(*len as usize, 0);
                     }
                 }
@@ -419,14 +434,16 @@ impl Disk {
         apply(&mut inode.live, &mutation);
         inode.pending.push(Pending {
             seq,
+            done: None,
             forced: false,
             mutation,
         });
         seq
     }
 
-    /// Issues a write: seen by readers at once, durable with a sync (or, for a `SYNC` write,
-    /// with [`make_durable`](Self::make_durable) of the returned sequence number).
+    /// Issues a write: seen by readers at once; once [`complete`](Self::complete) is told the
+    /// returned sequence number, durable with a sync issued after that (or, for a `SYNC`
+    /// write, with [`make_durable`](Self::make_durable) of it).
     pub(crate) fn write(&mut self, inode: u64, offset: u64, bytes: &[u8]) -> u64 {
         self.issue(
             inode,
@@ -437,14 +454,41 @@ impl Disk {
         )
     }
 
-    /// Issues a resize (cutting or zero-extending).
+    /// Issues a resize (cutting or zero-extending): like a write, durable with a sync issued
+    /// after it [completed](Self::complete).
     pub(crate) fn resize(&mut self, inode: u64, len: u64) -> u64 {
         self.issue(inode, Mutation::Resize(len))
     }
 
-    /// The cut a sync issued now takes: every mutation issued before it.
+    /// The cut a sync issued now takes: every mutation completed before it.
     pub(crate) fn cut(&self) -> u64 {
-        self.next_seq
+        self.next_done
+    }
+
+    /// The operation of mutation `seq` of `inode` completed: a sync issued from now on covers
+    /// it.
+    pub(crate) fn complete(&mut self, inode: u64, seq: u64) {
+        let stamp = self.next_done;
+        if let Some(pending) = self
+            .inode_mut(inode)
+            .pending
+            .iter_mut()
+            .find(|pending| pending.seq == seq && pending.done.is_none())
+        {
+            pending.done = Some(stamp);
+            self.next_done += 1;
+        }
+    }
+
+    /// Moves the durable mutations at the head of `inode`'s log into its durable image.
+    fn retire(&mut self, inode: u64) {
+        let Inode {
+            durable, pending, ..
+        } = self.inode_mut(inode);
+        let settled = pending.iter().take_while(|p| p.forced).count();
+        for retired in pending.drain(..settled) {
+            apply(durable, &retired.mutation);
+        }
     }
 
     /// Makes the entries leading to `inode` durable.
@@ -459,22 +503,22 @@ impl Disk {
         }
     }
 
-    /// A sync of `inode` taken at `cut` completed: the mutations issued before the cut are
-    /// durable, and so are the entries leading to the blob.
+    /// A sync of `inode` taken at `cut` completed: the mutations completed before the cut are
+    /// durable, whatever their place in the log, and so are the entries leading to the blob.
+    /// Those still in flight at the cut stay pending, drawn by a crash.
     pub(crate) fn sync(&mut self, inode: u64, cut: u64) {
-        let node = self.inode_mut(inode);
-        let done = node.pending.iter().take_while(|p| p.seq < cut).count();
-        let Inode {
-            durable, pending, ..
-        } = node;
-        for retired in pending.drain(..done) {
-            apply(durable, &retired.mutation);
+        for pending in &mut self.inode_mut(inode).pending {
+            if pending.done.is_some_and(|done| done < cut) {
+                pending.forced = true;
+            }
         }
+        self.retire(inode);
         self.settle_link(inode);
     }
 
     /// The `SYNC` write `seq` of `inode` completed: a crash keeps it, and its entries.
     pub(crate) fn make_durable(&mut self, inode: u64, seq: u64) {
+        self.complete(inode, seq);
         if let Some(pending) = self
             .inode_mut(inode)
             .pending
@@ -483,6 +527,7 @@ impl Disk {
         {
             pending.forced = true;
         }
+        self.retire(inode);
         self.settle_link(inode);
     }
 
@@ -582,9 +627,23 @@ mod tests {
     fn synced(durable: &[u8]) -> (Disk, u64) {
         let mut disk = Disk::new();
         let (inode, _) = disk.open("p", "b");
-        disk.write(inode, 0, durable);
+        written(&mut disk, inode, 0, durable);
         disk.sync(inode, disk.cut());
         (disk, inode)
+    }
+
+    /// Writes `bytes` at `offset`, and completes the write.
+    fn written(disk: &mut Disk, inode: u64, offset: u64, bytes: &[u8]) -> u64 {
+        let seq = disk.write(inode, offset, bytes);
+        disk.complete(inode, seq);
+        seq
+    }
+
+    /// The images crashes with seeds `0..seeds` leave.
+    fn outcomes(disk: &Disk, seeds: u64) -> std::collections::BTreeSet<Vec<u8>> {
+        (0..seeds)
+            .map(|seed| bytes(&mut after_crash(disk.clone(), seed)).unwrap())
+            .collect()
     }
 
     fn after_crash(mut disk: Disk, seed: u64) -> Disk {
@@ -604,10 +663,11 @@ mod tests {
     #[test]
     fn readers_see_pending_mutations_and_a_sync_makes_them_durable() {
         let (mut disk, inode) = synced(b"hello");
-        disk.write(inode, 5, b" world");
+        written(&mut disk, inode, 5, b" world");
         assert_eq!(disk.read(inode, 0, 11).unwrap(), b"hello world");
         assert_eq!(disk.read(inode, 6, 6), Err(DiskError::TooShort(11)));
-        disk.resize(inode, 4);
+        let seq = disk.resize(inode, 4);
+        disk.complete(inode, seq);
         assert_eq!(disk.len(inode), 4);
         disk.sync(inode, disk.cut());
         for seed in 0..50 {
@@ -629,6 +689,54 @@ mod tests {
             .collect();
         assert!(outcomes.contains(&Vec::new()), "the write may be lost");
         assert!(outcomes.contains(&vec![7; 100]), "or kept");
+    }
+
+    #[test]
+    fn a_sync_covers_only_what_completed_before_it_was_issued() {
+        let (mut disk, inode) = synced(&[0; 10]);
+        // In flight when the sync is issued, completed before it completes.
+        let early = disk.write(inode, 0, &[1; 5]);
+        // Issued after `early`, completed before the sync is issued.
+        written(&mut disk, inode, 5, &[2; 5]);
+        let cut = disk.cut();
+        disk.complete(inode, early);
+        disk.sync(inode, cut);
+        let images = outcomes(&disk, 200);
+        // The completed write is durable, though an earlier one is still pending: it survives
+        // whole whatever becomes of the one in flight.
+        assert!(
+            images.iter().all(|image| image[5..] == [2; 5]),
+            "{images:?}"
+        );
+        assert!(
+            images.contains(&[[0; 5], [2; 5]].concat()),
+            "the early one may be lost"
+        );
+        assert!(images.contains(&[[1; 5], [2; 5]].concat()), "or kept");
+        // A sync issued after it completed covers it; the log is retired in order.
+        disk.sync(inode, disk.cut());
+        assert_eq!(outcomes(&disk, 50), [[[1; 5], [2; 5]].concat()].into());
+        assert_eq!(disk.read(inode, 0, 10).unwrap(), [[1; 5], [2; 5]].concat());
+
+        // A resize in flight when a sync is issued is not covered by it either, and a write
+        // behind it that completed is, in its place: its bytes survive over the old ones.
+        let (mut disk, inode) = synced(&[0; 10]);
+        let resize = disk.resize(inode, 4);
+        written(&mut disk, inode, 2, &[3; 4]);
+        disk.sync(inode, disk.cut());
+        disk.complete(inode, resize);
+        let images = outcomes(&disk, 200);
+        assert!(
+            images.contains([0, 0, 3, 3, 3, 3, 0, 0, 0, 0].as_slice()),
+            "the resize may be lost"
+        );
+        assert!(images.contains([0, 0, 3, 3, 3, 3].as_slice()), "or kept");
+        assert!(
+            images.iter().all(|image| image[2..6] == [3; 4]),
+            "{images:?}"
+        );
+        disk.sync(inode, disk.cut());
+        assert_eq!(outcomes(&disk, 50), [vec![0, 0, 3, 3, 3, 3]].into());
     }
 
     #[test]

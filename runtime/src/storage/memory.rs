@@ -4,9 +4,12 @@
 //! Each operation is issued at its first poll, as a ring registration is: a write or resize
 //! is then seen by every reader, and a removal is made; the auditor records it (its kind, the
 //! blob, the offset and length, a write's bytes). It then yields zero, one or two times (drawn
-//! from the seed), so other tasks run while it is in flight, and completes: a sync makes what
-//! was issued before it durable, a `SYNC` write itself, a removal is durable. Opens, scans and
-//! reads from the page cache ([`Blob::read_cached`]) complete at once, as natively.
+//! from the seed), so other tasks run while it is in flight, and completes: a write or resize
+//! is then covered by the syncs issued later, a sync makes durable what had completed before
+//! it was issued (not what was still in flight: on the ring they run in any order), a `SYNC`
+//! write is durable, a removal is durable. A write or resize dropped in flight never
+//! completes, so no sync covers it. Opens, scans and reads from the page cache
+//! ([`Blob::read_cached`]) complete at once, as natively.
 //!
 //! Invariants:
 //! - Only the run's own thread moves an operation: polled from any other thread (the paged
@@ -241,6 +244,12 @@ impl Memory {
         );
     }
 
+    /// The write or resize `seq` completed, unless the disk crashed meanwhile (then it
+    /// resolves as before the crash, and nothing reaches the disk).
+    fn complete(&self, seq: u64) {
+        let _ = self.disk(|disk| disk.complete(self.inode, seq));
+    }
+
     /// The blob's identity (this disk, the inode) and its length.
     pub(super) fn identity(&self) -> io::Result<((u64, u64), u64)> {
         self.simulation
@@ -336,8 +345,8 @@ impl Memory {
         Ok(IoBufs::from(bytes))
     }
 
-    /// Writes `bufs` at `offset`: seen at once, durable with a sync, or when it resolves with
-    /// [`WriteOptions::SYNC`].
+    /// Writes `bufs` at `offset`: seen at once, durable with a sync issued after it resolved,
+    /// or when it resolves with [`WriteOptions::SYNC`].
     pub(super) async fn write(
         self: Arc<Self>,
         offset: u64,
@@ -356,20 +365,24 @@ impl Memory {
         Yields::draw(&self.simulation).await;
         if options.sync {
             self.disk(|disk| disk.make_durable(self.inode, seq))?;
+        } else {
+            self.complete(seq);
         }
         Ok(())
     }
 
-    /// Sets the blob's length.
+    /// Sets the blob's length: durable with a sync issued after it resolved.
     pub(super) async fn resize(self: Arc<Self>, len: u64) -> Result<(), Error> {
         Gate(&self.simulation).await;
-        self.disk(|disk| disk.resize(self.inode, len))?;
+        let seq = self.disk(|disk| disk.resize(self.inode, len))?;
         self.record("storage_resize", len, 0, &[]);
         Yields::draw(&self.simulation).await;
+        self.complete(seq);
         Ok(())
     }
 
-    /// Makes everything issued before it durable, with the blob's directory entries.
+    /// Makes every write and resize completed before it durable (not those in flight), with
+    /// the blob's directory entries.
     pub(super) async fn sync(self: Arc<Self>) -> Result<(), Error> {
         Gate(&self.simulation).await;
         let cut = self.disk(|disk| disk.cut())?;
