@@ -12,8 +12,8 @@
 //!   completions, taken at issue, applied at completion), and the directory entries leading
 //!   to the blob. A mutation still in flight when the sync is issued is not covered (on the
 //!   ring, a write and an fsync in flight together run in any order): it stays pending until
-//!   a sync issued after it completed, and one that never completes (dropped in flight) is
-//!   never covered.
+//!   a sync issued after it completed (the simulated blob completes one whose future is
+//!   dropped at the drop, as the ring runs it to its end).
 //! - A `SYNC` write is durable once it completes ([`Disk::make_durable`]), with its entries.
 //! - A durable mutation behind one that is not (a sync retires completed mutations in any
 //!   order; a `SYNC` write may complete before earlier writes) is kept whole by a crash, and

@@ -7,8 +7,9 @@
 //! from the seed), so other tasks run while it is in flight, and completes: a write or resize
 //! is then covered by the syncs issued later, a sync makes durable what had completed before
 //! it was issued (not what was still in flight: on the ring they run in any order), a `SYNC`
-//! write is durable, a removal is durable. A write or resize dropped in flight never
-//! completes, so no sync covers it. Opens, scans and reads from the page cache
+//! write is durable, a removal is durable. A write or resize dropped in flight completes at
+//! the drop (on the ring it runs to its end whatever happens to its future), so a sync issued
+//! after the drop covers it. Opens, scans and reads from the page cache
 //! ([`Blob::read_cached`]) complete at once, as natively.
 //!
 //! Invariants:
@@ -249,7 +250,40 @@ impl Memory {
     fn complete(&self, seq: u64) {
         let _ = self.disk(|disk| disk.complete(self.inode, seq));
     }
+}
 
+/// Completes a registered write or resize whose future is dropped before it resolves: on the
+/// rings the operation runs to its end whatever happens to its future (the `Blob` contract),
+/// so a sync issued afterwards covers it. Completing it at the drop is the earliest the ring
+/// could; a `SYNC` write dropped in flight is only completed, not made durable.
+struct Completes<'a> {
+    memory: &'a Memory,
+    seq: Option<u64>,
+}
+
+impl<'a> Completes<'a> {
+    fn new(memory: &'a Memory, seq: u64) -> Self {
+        Self {
+            memory,
+            seq: Some(seq),
+        }
+    }
+
+    /// The operation resolves normally: its own completion follows.
+    fn disarm(mut self) {
+        self.seq = None;
+    }
+}
+
+impl Drop for Completes<'_> {
+    fn drop(&mut self) {
+        if let Some(seq) = self.seq {
+            self.memory.complete(seq);
+        }
+    }
+}
+
+impl Memory {
     /// The blob's identity (this disk, the inode) and its length.
     pub(super) fn identity(&self) -> io::Result<((u64, u64), u64)> {
         self.simulation
@@ -362,7 +396,9 @@ impl Memory {
             "storage_write"
         };
         self.record(kind, offset, bytes.len() as u64, &bytes);
+        let completes = Completes::new(&self, seq);
         Yields::draw(&self.simulation).await;
+        completes.disarm();
         if options.sync {
             self.disk(|disk| disk.make_durable(self.inode, seq))?;
         } else {
@@ -376,7 +412,9 @@ impl Memory {
         Gate(&self.simulation).await;
         let seq = self.disk(|disk| disk.resize(self.inode, len))?;
         self.record("storage_resize", len, 0, &[]);
+        let completes = Completes::new(&self, seq);
         Yields::draw(&self.simulation).await;
+        completes.disarm();
         self.complete(seq);
         Ok(())
     }
