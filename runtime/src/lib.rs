@@ -126,7 +126,7 @@ pub use worker::Sleep;
 
 /// The clocks the runtime reads, for code that needs an `Instant` or a `SystemTime` without a
 /// [`Context`] at hand: real on a native runtime, virtual in a deterministic run (see
-/// [`deterministic`](crate::deterministic) with the `deterministic` feature), so that a
+/// `runtime::deterministic`, with the `deterministic` feature), so that a
 /// deadline or a backoff computed from them follows the run's clock either way.
 pub mod clock {
     pub use crate::time::clock::{now, system_now};

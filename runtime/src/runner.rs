@@ -296,12 +296,13 @@ impl Drop for PoolWorkers {
     }
 }
 
-fn start_workers(config: Config) -> Result<Started, String> {
-    let pool = Arc::new(
-        Pool::new(config.worker_threads, config.global_queue_interval)
-            .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,
-    );
-    let shared = Arc::new(RunnerState {
+/// What every worker and context of a new runner over `pool` shares.
+fn runner_state(
+    config: Config,
+    pool: &Arc<Pool>,
+    #[cfg(feature = "deterministic")] simulation: Option<Arc<crate::simulation::Simulation>>,
+) -> Arc<RunnerState> {
+    Arc::new(RunnerState {
         pool: pool.clone(),
         workers: Arc::new(ThreadRegistry::default()),
         tasks: Tasks::default(),
@@ -310,9 +311,22 @@ fn start_workers(config: Config) -> Result<Started, String> {
         stopper: Stopper::default(),
         extensions: Default::default(),
         #[cfg(feature = "deterministic")]
-        simulation: None,
+        simulation,
         config,
-    });
+    })
+}
+
+fn start_workers(config: Config) -> Result<Started, String> {
+    let pool = Arc::new(
+        Pool::new(config.worker_threads, config.global_queue_interval)
+            .map_err(|error| format!("failed to create native io_uring worker: {error}"))?,
+    );
+    let shared = runner_state(
+        config,
+        &pool,
+        #[cfg(feature = "deterministic")]
+        None,
+    );
     let driver = create_driver(&shared, 0)
         .map_err(|error| format!("failed to create native io_uring worker: {error}"))?;
     let local = Local::new(
@@ -455,17 +469,7 @@ pub(crate) fn start_simulated(
         Pool::new(1, config.global_queue_interval)
             .map_err(|error| format!("failed to create the simulated worker: {error}"))?,
     );
-    let shared = Arc::new(RunnerState {
-        pool: pool.clone(),
-        workers: Arc::new(ThreadRegistry::default()),
-        tasks: Tasks::default(),
-        panicker: Panicker::default(),
-        metrics: RuntimeMetrics::new(),
-        stopper: Stopper::default(),
-        extensions: Default::default(),
-        simulation: Some(simulation),
-        config,
-    });
+    let shared = runner_state(config, &pool, Some(simulation));
     let local = Local::without_ring(Seat {
         pool: pool.clone(),
         index: 0,

@@ -100,7 +100,7 @@ pub struct LogReport {
     pub torn_record: Option<TornRecord>,
     /// Pages a lost machine wrote out of order after the last sync: the file offset where a
     /// synced partial page's bytes end with pages after it that its replay could not read
-    /// (the store cut there, at its last whole record; see [`replay`]).
+    /// (the store cut there, at its last whole record).
     pub out_of_order: Option<u64>,
 }
 
