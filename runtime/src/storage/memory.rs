@@ -277,7 +277,12 @@ impl<'a> Completes<'a> {
 
 impl Drop for Completes<'_> {
     fn drop(&mut self) {
-        if let Some(seq) = self.seq {
+        // Only on the run's own thread: a future dropped elsewhere (a paged writer's abandoned
+        // write, say) must not touch the run's disk at a moment no seed decides. The run's
+        // own shutdown drops its tasks on its thread.
+        if let Some(seq) = self.seq
+            && owned(&self.memory.simulation)
+        {
             self.memory.complete(seq);
         }
     }
