@@ -485,32 +485,26 @@ pub(crate) fn start_simulated(
     })
 }
 
-/// How worker zero runs the root until it completes.
-type Drive<'a, Fut> =
-    &'a mut dyn FnMut(&mut Worker, Pin<&mut Fut>, &Arc<RootWake>) -> <Fut as Future>::Output;
-
 fn run<F, Fut>(started: Started, f: F) -> Fut::Output
 where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
 {
-    run_with(started, f, true, &mut |worker, root, wake| {
+    run_with(started, f, true, |worker, root, wake| {
         worker.block_on(root, wake)
     })
 }
 
 /// Runs the root built by `f` on worker zero, driven by `drive`, then shuts the runner down in
 /// the order of the module's documentation. `service` starts the runner's service task (a
-/// deterministic run has none: its periodic sleep would hide a stall).
-pub(crate) fn run_with<F, Fut>(
-    started: Started,
-    f: F,
-    service: bool,
-    drive: Drive<'_, Fut>,
-) -> Fut::Output
+/// deterministic run has none: its periodic sleep would hide a stall). `drive` is how worker
+/// zero runs the root until it completes: generic, so the native runner's is compiled in
+/// place, as it was before there was another.
+pub(crate) fn run_with<F, Fut, D>(started: Started, f: F, service: bool, drive: D) -> Fut::Output
 where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
+    D: FnOnce(&mut Worker, Pin<&mut Fut>, &Arc<RootWake>) -> Fut::Output,
 {
     let Started {
         shared,
@@ -549,16 +543,17 @@ where
 /// Builds the root and runs it on worker zero, then drops it while the runtime is still open
 /// (its `Drop` may spawn). A panic of the builder, the root's poll, its `Drop` or an
 /// interrupt is the returned failure (the first of them).
-fn run_root<F, Fut>(
+fn run_root<F, Fut, D>(
     worker: &mut Worker,
     shared: &RunnerState,
     context: Context,
     f: F,
-    drive: Drive<'_, Fut>,
+    drive: D,
 ) -> (Option<Fut::Output>, Option<Payload>)
 where
     F: FnOnce(Context) -> Fut,
     Fut: Future,
+    D: FnOnce(&mut Worker, Pin<&mut Fut>, &Arc<RootWake>) -> Fut::Output,
 {
     let root = match catch_unwind(AssertUnwindSafe(|| f(context))) {
         Err(payload) => return (None, Some(payload)),

@@ -189,7 +189,7 @@ impl Runner {
             let entered = Simulation::enter(simulation.clone());
             let started = crate::runner::start_simulated(config, simulation.clone())
                 .unwrap_or_else(|error| panic!("{error}"));
-            let output = crate::runner::run_with(started, f, false, &mut |worker, root, wake| {
+            let output = crate::runner::run_with(started, f, false, |worker, root, wake| {
                 let output = worker.block_on_simulated::<crate::context::LabelPath, _>(
                     root,
                     wake,
