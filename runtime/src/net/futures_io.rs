@@ -85,10 +85,7 @@ impl AsyncRead for NativeStream {
             return Poll::Ready(Ok(0));
         }
         ready!(this.poll_buffered(cx, buf.len()))?;
-        let count = this.buffer.len().min(buf.len());
-        buf[..count].copy_from_slice(&this.buffer[..count]);
-        drop(this.buffer.split_to(count));
-        Poll::Ready(Ok(count))
+        Poll::Ready(Ok(super::take_buffered(&mut this.buffer, buf)))
     }
 }
 
@@ -104,9 +101,7 @@ impl AsyncBufRead for NativeStream {
     }
 
     fn consume(self: Pin<&mut Self>, amount: usize) {
-        let this = self.get_mut();
-        let amount = amount.min(this.buffer.len());
-        drop(this.buffer.split_to(amount));
+        super::consume_buffered(&mut self.get_mut().buffer, amount);
     }
 }
 

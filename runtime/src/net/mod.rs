@@ -91,6 +91,22 @@ const RECEIVE_AHEAD: usize = 4096;
 /// The most a single receive asks the kernel for: larger receives take several.
 const RECEIVE_CHUNK: usize = 1 << 20;
 
+/// Moves the front of a stream's receive buffer into `out`, as much as fits: what an
+/// `AsyncRead` read hands out, natively and in a deterministic run alike. Returns how many.
+fn take_buffered(buffer: &mut IoBufMut, out: &mut [u8]) -> usize {
+    let count = buffer.len().min(out.len());
+    out[..count].copy_from_slice(&buffer[..count]);
+    drop(buffer.split_to(count));
+    count
+}
+
+/// Drops up to `amount` bytes from the front of a stream's receive buffer (`AsyncBufRead`'s
+/// `consume`).
+fn consume_buffered(buffer: &mut IoBufMut, amount: usize) {
+    let amount = amount.min(buffer.len());
+    drop(buffer.split_to(amount));
+}
+
 /// The listen backlog: enough for bursts of hundreds of connects.
 const BACKLOG: i32 = 1024;
 
